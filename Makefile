@@ -1,0 +1,44 @@
+# gpuburst: one entry point for people and CI. `make demo` and `make test` work on a fresh clone.
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+PYTHON ?= python3
+EXTRAS ?= dev,plot,infra,ansible
+
+.PHONY: setup demo test lint pytest ansible-test bench clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml requirements.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check --upgrade pip
+	$(PY) -m pip install -q --disable-pip-version-check -e '.[$(EXTRAS)]'
+	touch $@
+
+demo: setup
+	$(PY) -m scaler simulate --trace scaler/sim/data/philly-sample.csv --pools examples/pools-aws.yaml \
+		--report demo-report.json --plot demo-timeline.png
+
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
+	@if [ -x tests/lint-extra.sh ]; then tests/lint-extra.sh; fi
+
+pytest: setup
+	$(PY) -m pytest
+
+# The Ansible collection's checks (ansible-lint, galaxy build, molecule scenarios).
+ansible-test: setup
+	@if [ -x tests/ansible/run.sh ]; then PATH=$(abspath $(VENV))/bin:$$PATH tests/ansible/run.sh; \
+	else echo "ansible-test: no tests/ansible/run.sh yet"; fi
+
+test: lint pytest ansible-test
+
+bench: setup
+	@for b in bench/*.py; do echo "== $$b"; $(PY) $$b; done
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis demo-report.json demo-timeline.png

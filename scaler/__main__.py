@@ -1,0 +1,3 @@
+from scaler.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,35 @@
+"""`python -m scaler run | plan | explain | simulate`.
+
+Each command lives in its own module with `add_arguments(parser)` and `main(args) -> int`;
+only the chosen one is imported, so `simulate` never loads the cloud SDKs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+COMMANDS: dict[str, tuple[str, str]] = {
+    "run": ("scaler.loop", "run the scaler against a cluster and its clouds"),
+    "plan": ("scaler.sim.explain", "print the plan for a kubectl JSON snapshot and a pools file"),
+    "explain": ("scaler.sim.explain", "alias of plan"),
+    "simulate": ("scaler.sim.command", "replay a GPU job trace through the scaler in a simulated cloud"),
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    top = argparse.ArgumentParser(prog="python -m scaler", description=__doc__.splitlines()[0])
+    top.add_argument("command", choices=sorted(COMMANDS), help="; ".join(f"{k}: {v[1]}" for k, v in COMMANDS.items()))
+    if not args or args[0] not in COMMANDS:
+        top.parse_args(args[:1])  # prints usage and exits 2
+        return 2
+    module_name, description = COMMANDS[args[0]]
+    module = importlib.import_module(module_name)
+    parser = argparse.ArgumentParser(prog=f"python -m scaler {args[0]}", description=description)
+    module.add_arguments(parser)
+    ns = parser.parse_args(args[1:])
+    ns.command = args[0]
+    return int(module.main(ns))

@@ -1,0 +1,107 @@
+"""The bundled instance catalogue: what users pick for GPU and general pools.
+
+Prices are Linux on-demand list prices per hour in one region per cloud, as stated in
+`PRICE_SOURCE`; they drift, so every pool can override `price_per_hour` and a pools file can
+override or add whole entries under `catalogue:`. Spot / low-priority prices are not listed (they
+move hourly): a spot pool without an explicit price is charged `spot_price_factor` x on-demand.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final, Literal
+
+Cloud = Literal["aws", "azure"]
+
+PRICE_SOURCE: Final = {
+    "aws": "us-east-1 Linux on-demand list prices, 2025-07 (after the June 2025 P4/P5 price cut)",
+    "azure": "eastus Linux pay-as-you-go list prices, 2025-07",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceType:
+    name: str
+    cloud: Cloud
+    vcpu: int
+    memory_gib: float
+    gpus: int = 0
+    gpu_model: str | None = None  # short product name: T4, A10G, L4, L40S, V100, A100, H100
+    gpu_memory_gib: int = 0
+    price_per_hour: float = 0.0
+    arch: Literal["amd64", "arm64"] = "amd64"
+
+
+def _aws(name: str, vcpu: int, mem: float, price: float, gpus: int = 0, model: str | None = None,
+         gmem: int = 0) -> InstanceType:
+    return InstanceType(name, "aws", vcpu, mem, gpus, model, gmem, price)
+
+
+def _az(name: str, vcpu: int, mem: float, price: float, gpus: int = 0, model: str | None = None,
+        gmem: int = 0) -> InstanceType:
+    return InstanceType(name, "azure", vcpu, mem, gpus, model, gmem, price)
+
+
+_TYPES: Final = [
+    # AWS GPU
+    _aws("g4dn.xlarge", 4, 16, 0.526, 1, "T4", 16),
+    _aws("g4dn.2xlarge", 8, 32, 0.752, 1, "T4", 16),
+    _aws("g4dn.4xlarge", 16, 64, 1.204, 1, "T4", 16),
+    _aws("g4dn.8xlarge", 32, 128, 2.176, 1, "T4", 16),
+    _aws("g4dn.12xlarge", 48, 192, 3.912, 4, "T4", 16),
+    _aws("g4dn.metal", 96, 384, 7.824, 8, "T4", 16),
+    _aws("g5.xlarge", 4, 16, 1.006, 1, "A10G", 24),
+    _aws("g5.2xlarge", 8, 32, 1.212, 1, "A10G", 24),
+    _aws("g5.4xlarge", 16, 64, 1.624, 1, "A10G", 24),
+    _aws("g5.8xlarge", 32, 128, 2.448, 1, "A10G", 24),
+    _aws("g5.12xlarge", 48, 192, 5.672, 4, "A10G", 24),
+    _aws("g5.24xlarge", 96, 384, 8.144, 4, "A10G", 24),
+    _aws("g5.48xlarge", 192, 768, 16.288, 8, "A10G", 24),
+    _aws("g6.xlarge", 4, 16, 0.8048, 1, "L4", 24),
+    _aws("g6.2xlarge", 8, 32, 0.9776, 1, "L4", 24),
+    _aws("g6.4xlarge", 16, 64, 1.3232, 1, "L4", 24),
+    _aws("g6.12xlarge", 48, 192, 4.6016, 4, "L4", 24),
+    _aws("g6.24xlarge", 96, 384, 6.6752, 4, "L4", 24),
+    _aws("g6.48xlarge", 192, 768, 13.3504, 8, "L4", 24),
+    _aws("g6e.xlarge", 4, 32, 1.861, 1, "L40S", 48),
+    _aws("g6e.2xlarge", 8, 64, 2.242, 1, "L40S", 48),
+    _aws("g6e.12xlarge", 48, 384, 10.493, 4, "L40S", 48),
+    _aws("g6e.24xlarge", 96, 768, 15.066, 4, "L40S", 48),
+    _aws("g6e.48xlarge", 192, 1536, 30.131, 8, "L40S", 48),
+    _aws("p3.2xlarge", 8, 61, 3.06, 1, "V100", 16),
+    _aws("p3.8xlarge", 32, 244, 12.24, 4, "V100", 16),
+    _aws("p3.16xlarge", 64, 488, 24.48, 8, "V100", 16),
+    _aws("p4d.24xlarge", 96, 1152, 21.958, 8, "A100", 40),
+    _aws("p5.48xlarge", 192, 2048, 55.04, 8, "H100", 80),
+    # AWS general purpose / compute
+    _aws("m5.large", 2, 8, 0.096), _aws("m5.xlarge", 4, 16, 0.192),
+    _aws("m5.2xlarge", 8, 32, 0.384), _aws("m5.4xlarge", 16, 64, 0.768),
+    _aws("m6i.large", 2, 8, 0.096), _aws("m6i.xlarge", 4, 16, 0.192),
+    _aws("m6i.2xlarge", 8, 32, 0.384), _aws("m6i.4xlarge", 16, 64, 0.768),
+    _aws("c6i.large", 2, 4, 0.085), _aws("c6i.xlarge", 4, 8, 0.17),
+    _aws("c6i.2xlarge", 8, 16, 0.34), _aws("c6i.4xlarge", 16, 32, 0.68),
+    # Azure GPU
+    _az("Standard_NC4as_T4_v3", 4, 28, 0.526, 1, "T4", 16),
+    _az("Standard_NC8as_T4_v3", 8, 56, 0.752, 1, "T4", 16),
+    _az("Standard_NC16as_T4_v3", 16, 110, 1.204, 1, "T4", 16),
+    _az("Standard_NC64as_T4_v3", 64, 440, 4.352, 4, "T4", 16),
+    _az("Standard_NC24ads_A100_v4", 24, 220, 3.673, 1, "A100", 80),
+    _az("Standard_NC48ads_A100_v4", 48, 440, 7.346, 2, "A100", 80),
+    _az("Standard_NC96ads_A100_v4", 96, 880, 14.692, 4, "A100", 80),
+    _az("Standard_ND96asr_v4", 96, 900, 27.197, 8, "A100", 40),
+    _az("Standard_ND96amsr_A100_v4", 96, 1900, 32.770, 8, "A100", 80),
+    _az("Standard_ND96isr_H100_v5", 96, 1900, 98.32, 8, "H100", 80),
+    # Azure general purpose / compute
+    _az("Standard_D2s_v5", 2, 8, 0.096), _az("Standard_D4s_v5", 4, 16, 0.192),
+    _az("Standard_D8s_v5", 8, 32, 0.384), _az("Standard_D16s_v5", 16, 64, 0.768),
+    _az("Standard_F4s_v2", 4, 8, 0.169), _az("Standard_F8s_v2", 8, 16, 0.338),
+    _az("Standard_F16s_v2", 16, 32, 0.677),
+]
+
+CATALOGUE: Final[dict[str, InstanceType]] = {t.name: t for t in _TYPES}
+
+# The value of the cloud's accelerator label per GPU model (cluster-autoscaler's GPU label).
+AWS_ACCELERATOR: Final = {
+    "T4": "nvidia-tesla-t4", "A10G": "nvidia-a10g", "L4": "nvidia-l4", "L40S": "nvidia-l40s",
+    "V100": "nvidia-tesla-v100", "A100": "nvidia-tesla-a100", "H100": "nvidia-h100",
+}

@@ -1,0 +1,84 @@
+"""Every label, taint, annotation and tag key gpuburst reads or writes, spelled once.
+
+Nothing else in the repository (scaler, Pulumi program, Ansible roles' rendered values) may
+spell these strings; import them from here.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# --- well-known Kubernetes node labels -------------------------------------------------------
+LABEL_ARCH: Final = "kubernetes.io/arch"
+LABEL_OS: Final = "kubernetes.io/os"
+LABEL_HOSTNAME: Final = "kubernetes.io/hostname"
+LABEL_INSTANCE_TYPE: Final = "node.kubernetes.io/instance-type"
+LABEL_ZONE: Final = "topology.kubernetes.io/zone"
+LABEL_REGION: Final = "topology.kubernetes.io/region"
+
+# --- gpuburst's own labels -------------------------------------------------------------------
+DOMAIN: Final = "gpuburst.io"
+LABEL_POOL: Final = f"{DOMAIN}/pool"
+LABEL_CAPACITY_TYPE: Final = f"{DOMAIN}/capacity-type"
+LABEL_ROLE: Final = f"{DOMAIN}/role"
+
+# --- GPU labels --------------------------------------------------------------------------------
+LABEL_GPU_PRESENT: Final = "nvidia.com/gpu.present"
+LABEL_GPU_PRODUCT: Final = "nvidia.com/gpu.product"
+LABEL_GPU_COUNT: Final = "nvidia.com/gpu.count"
+# The label cluster-autoscaler treats as "this node has a GPU" per cloud.
+LABEL_ACCELERATOR_AWS: Final = "k8s.amazonaws.com/accelerator"
+LABEL_ACCELERATOR_AZURE: Final = "kubernetes.azure.com/accelerator"
+
+# Capacity-type labels set by the clouds themselves (read when discovering foreign pools).
+LABEL_EKS_CAPACITY_TYPE: Final = "eks.amazonaws.com/capacityType"
+LABEL_KARPENTER_CAPACITY_TYPE: Final = "karpenter.sh/capacity-type"
+LABEL_AZURE_SCALESET_PRIORITY: Final = "kubernetes.azure.com/scalesetpriority"
+
+# --- resources -----------------------------------------------------------------------------
+RES_CPU: Final = "cpu"
+RES_MEMORY: Final = "memory"
+RES_EPHEMERAL: Final = "ephemeral-storage"
+RES_PODS: Final = "pods"
+RES_GPU: Final = "nvidia.com/gpu"
+MIG_RESOURCE_PREFIX: Final = "nvidia.com/mig-"
+
+# --- taints ----------------------------------------------------------------------------------
+TAINT_GPU: Final = "nvidia.com/gpu"
+TAINT_GPU_VALUE: Final = "present"
+# Multi-GPU pools: only pods that ask for at least the pool's minimum GPUs tolerate it.
+TAINT_MIN_GPUS: Final = f"{DOMAIN}/min-gpus"
+TAINT_AZURE_SPOT: Final = LABEL_AZURE_SCALESET_PRIORITY
+TAINT_AZURE_SPOT_VALUE: Final = "spot"
+# Put on a node the scaler is draining, with spec.unschedulable.
+TAINT_DISRUPTING: Final = f"{DOMAIN}/disrupting"
+TAINT_UNSCHEDULABLE: Final = "node.kubernetes.io/unschedulable"
+
+# --- pod annotations and labels the scaler honours ------------------------------------------
+ANNOTATION_SAFE_TO_EVICT: Final = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+ANNOTATION_KARPENTER_DO_NOT_DISRUPT: Final = "karpenter.sh/do-not-disrupt"
+ANNOTATION_OPENAI_DO_NOT_DRAIN: Final = "openai/do-not-drain"
+ANNOTATION_MIRROR_POD: Final = "kubernetes.io/config.mirror"
+LABEL_POD_GROUP: Final = "scheduling.x-k8s.io/pod-group"
+ANNOTATION_POD_GROUP_MIN: Final = "scheduling.x-k8s.io/min-member"
+
+# --- cluster-autoscaler tag conventions (AWS form; Azure uses "_" for "/") -------------------
+TAG_CA_PREFIX: Final = "k8s.io/cluster-autoscaler/"
+TAG_CA_ENABLED: Final = f"{TAG_CA_PREFIX}enabled"
+TAG_CA_TEMPLATE_LABEL: Final = f"{TAG_CA_PREFIX}node-template/label/"
+TAG_CA_TEMPLATE_TAINT: Final = f"{TAG_CA_PREFIX}node-template/taint/"
+TAG_CA_TEMPLATE_RESOURCES: Final = f"{TAG_CA_PREFIX}node-template/resources/"
+TAG_POOL: Final = f"{DOMAIN}/pool"
+TAG_ROLE: Final = f"{DOMAIN}/role"
+TAG_FALLBACK: Final = f"{DOMAIN}/fallback"
+TAG_CLUSTER: Final = f"{DOMAIN}/cluster"
+
+
+def tag_ca_cluster(cluster: str) -> str:
+    """The ownership tag cluster-autoscaler's auto-discovery matches (value "owned")."""
+    return f"{TAG_CA_PREFIX}{cluster}"
+
+
+def azure_tag_key(aws_key: str) -> str:
+    """Azure tag names may not contain '/': cluster-autoscaler's Azure form uses '_'."""
+    return aws_key.replace("/", "_")

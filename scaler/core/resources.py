@@ -1,0 +1,52 @@
+"""Resource vectors: a mapping from resource name to integer units (see quantity.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from scaler.core.quantity import format_units, to_units
+
+Resources = dict[str, int]
+
+
+def parse_resources(raw: Mapping[str, str | int | float] | None) -> Resources:
+    """{"cpu": "500m", "memory": "1Gi"} -> {"cpu": 500, "memory": 1073741824}."""
+    return {name: to_units(name, value) for name, value in (raw or {}).items()}
+
+
+def format_resources(res: Mapping[str, int]) -> dict[str, str]:
+    return {name: format_units(name, value) for name, value in sorted(res.items()) if value}
+
+
+def add(a: Mapping[str, int], b: Mapping[str, int]) -> Resources:
+    out = dict(a)
+    for name, value in b.items():
+        out[name] = out.get(name, 0) + value
+    return out
+
+
+def subtract(a: Mapping[str, int], b: Mapping[str, int]) -> Resources:
+    out = dict(a)
+    for name, value in b.items():
+        out[name] = out.get(name, 0) - value
+    return out
+
+
+def total(items: Iterable[Mapping[str, int]]) -> Resources:
+    out: Resources = {}
+    for res in items:
+        for name, value in res.items():
+            out[name] = out.get(name, 0) + value
+    return out
+
+
+def insufficient(request: Mapping[str, int], free: Mapping[str, int]) -> list[str]:
+    """Names of the requested resources `free` cannot cover, as kube-scheduler's NodeResourcesFit."""
+    return [name for name, value in request.items() if value > 0 and value > free.get(name, 0)]
+
+
+def fits(request: Mapping[str, int], free: Mapping[str, int]) -> bool:
+    for name, value in request.items():
+        if value > 0 and value > free.get(name, 0):
+            return False
+    return True
