@@ -1,0 +1,94 @@
+"""Least privilege, as data: exactly what the scaler's code calls, importable by the Pulumi program.
+
+- `aws_scaler_policy(cluster, queue_arn)`: the IAM policy for the scaler's IRSA role. Reads are on
+  `*` (Describe* calls cannot be scoped by resource); every mutating Auto Scaling call is allowed only
+  on groups tagged for this cluster (`k8s.io/cluster-autoscaler/<cluster>=owned` and
+  `k8s.io/cluster-autoscaler/enabled=true`); SQS receive/delete only on the interruption queue.
+- `AZURE_SCALER_ACTIONS`: the actions of the scaler's custom role (assign it at the node resource
+  group / cluster scope to the workload identity).
+- `KUBERNETES_RBAC_RULES` (ClusterRole) and `KUBERNETES_ROLE_RULES` (Role in the scaler's namespace):
+  exactly the verbs scaler.kube uses.
+
+tests/scaler/runtime/test_permissions.py checks these lists against the calls the adapters make.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from scaler.core import keys
+
+# Names of the objects the scaler owns in its own namespace (the Role scopes get/update to them).
+LEASE_NAME: Final = "gpuburst-scaler"
+STATUS_CONFIGMAP: Final = "gpuburst-scaler-status"
+
+AWS_READ_ACTIONS: Final = (
+    "autoscaling:DescribeAutoScalingGroups",
+    "autoscaling:DescribeScalingActivities",
+    "autoscaling:DescribeTags",
+    "ec2:DescribeInstances",
+)
+AWS_MUTATING_ACTIONS: Final = (
+    "autoscaling:SetDesiredCapacity",
+    "autoscaling:TerminateInstanceInAutoScalingGroup",
+)
+AWS_QUEUE_ACTIONS: Final = ("sqs:ReceiveMessage", "sqs:DeleteMessage")
+
+
+def aws_scaler_policy(cluster: str, interruption_queue_arn: str | None = None) -> dict[str, Any]:
+    """The IAM policy document (as a dict; `json.dumps` it for the cloud)."""
+    statements: list[dict[str, Any]] = [
+        {"Sid": "Read", "Effect": "Allow", "Action": list(AWS_READ_ACTIONS), "Resource": "*"},
+        {
+            "Sid": "ScaleOwnedGroups",
+            "Effect": "Allow",
+            "Action": list(AWS_MUTATING_ACTIONS),
+            "Resource": "*",
+            "Condition": {
+                "StringEquals": {
+                    f"aws:ResourceTag/{keys.tag_ca_cluster(cluster)}": "owned",
+                    f"aws:ResourceTag/{keys.TAG_CA_ENABLED}": "true",
+                }
+            },
+        },
+    ]
+    if interruption_queue_arn:
+        statements.append({
+            "Sid": "InterruptionQueue", "Effect": "Allow",
+            "Action": list(AWS_QUEUE_ACTIONS), "Resource": interruption_queue_arn,
+        })
+    return {"Version": "2012-10-17", "Statement": statements}
+
+
+AZURE_SCALER_ACTIONS: Final = (
+    # AKS agent pools: read count, set count (PUT agentPools), remove one node (deleteMachines).
+    "Microsoft.ContainerService/managedClusters/read",
+    "Microsoft.ContainerService/managedClusters/agentPools/read",
+    "Microsoft.ContainerService/managedClusters/agentPools/write",
+    "Microsoft.ContainerService/managedClusters/agentPools/deleteMachines/action",
+    # Plain VM scale sets: read capacity and instances, set capacity, delete one instance.
+    "Microsoft.Compute/virtualMachineScaleSets/read",
+    "Microsoft.Compute/virtualMachineScaleSets/write",
+    "Microsoft.Compute/virtualMachineScaleSets/delete/action",
+    "Microsoft.Compute/virtualMachineScaleSets/virtualMachines/read",
+)
+
+# ClusterRole: cluster-wide reads of what a pass observes, cordon, eviction, Events.
+KUBERNETES_RBAC_RULES: Final[list[dict[str, list[str]]]] = [
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
+    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "patch"]},
+    {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["get", "list", "watch"]},
+    {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
+    {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
+]
+
+# Role in the scaler's own namespace: its Lease and its status ConfigMap. `create` cannot be
+# limited by name (the object does not exist yet); get/update can.
+KUBERNETES_ROLE_RULES: Final[list[dict[str, list[str]]]] = [
+    {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+    {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": [LEASE_NAME],
+     "verbs": ["get", "update"]},
+    {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]},
+    {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [STATUS_CONFIGMAP],
+     "verbs": ["get", "update"]},
+]
