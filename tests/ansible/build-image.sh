@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Build the Debian 12 image the molecule scenarios run in: debootstrap minbase + systemd as PID 1,
+# imported into podman. Skips the work when the image exists. Needs root (debootstrap).
+set -euo pipefail
+IMAGE=${GPUBURST_MOLECULE_IMAGE:-localhost/gpuburst-molecule-debian12:latest}
+MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
+here=$(cd "$(dirname "$0")" && pwd)
+export CONTAINERS_CONF=${CONTAINERS_CONF:-$here/containers.conf}
+
+if podman image exists "$IMAGE"; then
+  echo "image $IMAGE exists"
+  exit 0
+fi
+root=$(mktemp -d /var/tmp/gpuburst-rootfs.XXXXXX)
+trap 'rm -rf "$root"' EXIT
+echo "debootstrap bookworm into $root (about 2 minutes)"
+debootstrap --variant=minbase \
+  --include=python3,python3-apt,ca-certificates,systemd,systemd-sysv,dbus,procps,gnupg \
+  bookworm "$root" "$MIRROR" >"$root.log" 2>&1 || { tail -20 "$root.log"; exit 1; }
+rm -f "$root.log"
+# Like a Debian cloud image: only the main component. The nvidia_driver role adds what it needs.
+cat >"$root/etc/apt/sources.list" <<SOURCES
+deb $MIRROR bookworm main
+deb $MIRROR bookworm-updates main
+SOURCES
+rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/*
+tar -C "$root" -c . | podman import \
+  --change 'CMD ["/sbin/init"]' --change 'STOPSIGNAL=SIGRTMIN+3' - "$IMAGE" >/dev/null
+echo "built $IMAGE"
