@@ -1,0 +1,165 @@
+"""Scale-down planner: which nodes to drain and remove, proven safe with the predicates.
+
+Pure. A node is *unneeded* while its requests stay under the utilization threshold (GPU nodes:
+requested / allocatable GPUs; others: the larger of the cpu and memory shares, DaemonSets and mirror
+pods not counted). After `unneeded_time` it is removed if every pod on it may be evicted and fits on
+the remaining nodes (re-placed with the same Packer as the scale-up, so nothing is double-booked),
+within the pool's min, the PDBs and the per-pass budget. Empty nodes go first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from scaler.core import keys
+from scaler.core.config import ScalerConfig
+from scaler.core.model import Node, Pod, PodDisruptionBudget
+from scaler.core.pool import Pool
+from scaler.core.scaleup import TERMINATED, Placement, ScaleUpResult
+from scaler.core.snapshot import ScaleDown, Snapshot
+from scaler.core.state import Advanced, node_pool
+
+_EXISTING = frozenset({"existing"})
+
+
+def is_mirror(pod: Pod) -> bool:
+    return keys.ANNOTATION_MIRROR_POD in pod.annotations or pod.owner_kind == "Node"
+
+
+def blocker(pod: Pod) -> str | None:
+    """Why this pod forbids removing its node, or None. DaemonSet and mirror pods never block."""
+    if pod.phase in TERMINATED or is_mirror(pod):
+        return None
+    ann = pod.annotations
+    if ann.get(keys.ANNOTATION_SAFE_TO_EVICT, "").lower() == "false":
+        return f"pod {pod.key} has {keys.ANNOTATION_SAFE_TO_EVICT}=false"
+    if ann.get(keys.ANNOTATION_KARPENTER_DO_NOT_DISRUPT, "").lower() == "true":
+        return f"pod {pod.key} has {keys.ANNOTATION_KARPENTER_DO_NOT_DISRUPT}=true"
+    if ann.get(keys.ANNOTATION_OPENAI_DO_NOT_DRAIN, "").lower() == "true":
+        return f"pod {pod.key} has {keys.ANNOTATION_OPENAI_DO_NOT_DRAIN}=true"
+    if pod.owner_kind is None and ann.get(keys.ANNOTATION_SAFE_TO_EVICT, "").lower() != "true":
+        return f"pod {pod.key} has no controller"
+    return None
+
+
+def to_evict(pods: Iterable[Pod]) -> list[Pod]:
+    """The pods a drain evicts: everything running except DaemonSet and mirror pods."""
+    return [p for p in pods if p.phase not in TERMINATED and p.owner_kind != "DaemonSet" and not is_mirror(p)]
+
+
+def utilization(node: Node, pool: Pool | None) -> float:
+    counted = to_evict(node.pods)
+    alloc_gpu = node.allocatable.get(keys.RES_GPU, 0)
+    if alloc_gpu > 0 or (pool is not None and pool.gpus > 0 and alloc_gpu > 0):
+        used = sum(p.requests.get(keys.RES_GPU, 0) for p in node.pods if p.phase not in TERMINATED)
+        return used / alloc_gpu
+    share = 0.0
+    for res in (keys.RES_CPU, keys.RES_MEMORY):
+        alloc = node.allocatable.get(res, 0)
+        if alloc > 0:
+            share = max(share, sum(p.requests.get(res, 0) for p in counted) / alloc)
+    return share
+
+
+def _pdbs_of(pod: Pod, pdbs: list[PodDisruptionBudget]) -> list[int]:
+    return [i for i, b in enumerate(pdbs) if b.namespace == pod.namespace
+            and all(pod.labels.get(k) == v for k, v in b.selector.items())]
+
+
+@dataclass(slots=True)
+class ScaleDownResult:
+    scale_downs: list[ScaleDown] = field(default_factory=list)
+    unneeded: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+def plan_scale_down(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, up: ScaleUpResult) -> ScaleDownResult:
+    """Update `adv.state.unneeded_since` and choose the nodes to remove this pass."""
+    now = snapshot.now
+    sd = config.scale_down
+    out = ScaleDownResult()
+    packer = up.packer
+    if not sd.enabled:
+        adv.state.unneeded_since = {}
+        return out
+    since_before = adv.state.unneeded_since
+    candidates: list[tuple[tuple[int, int, float, str], Node, Pool, float, float]] = []
+    for node in snapshot.nodes:
+        name = node_pool(node)
+        obs = snapshot.pools.get(name) if name else None
+        b = packer.by_node.get(node.name)
+        if obs is None or b is None or b.kind != "existing" or b.touched:
+            continue  # unmanaged, booting, or about to take a pending pod
+        disrupting = any(t.key == keys.TAINT_DISRUPTING for t in node.taints)
+        if node.unschedulable and not disrupting:
+            continue  # cordoned by someone else: theirs to decide
+        util = utilization(node, obs.pool)
+        if util >= sd.utilization_threshold and not disrupting:
+            continue
+        since = since_before.get(node.name, now)
+        out.unneeded[node.name] = since
+        if disrupting or now - since >= config.timings.unneeded_time:
+            empty = not to_evict(node.pods)
+            candidates.append(((0 if disrupting else 1, 0 if empty else 1, util, node.name), node, obs.pool, util,
+                               since))
+    adv.state.unneeded_since = dict(out.unneeded)
+    if not snapshot.fresh:
+        out.notes.append("scale-down skipped: the cluster snapshot is not fresh")
+        return out
+    scaled_up = {s.pool for s in up.scale_ups}
+    budget = max(1, int(sd.budget_fraction * len(snapshot.nodes)))
+    room = {n: min(adv.desired.get(n, o.desired), adv.registered.get(n, 0)) - o.pool.min_size
+            for n, o in snapshot.pools.items()}
+    allowed = [b.disruptions_allowed for b in snapshot.pdbs]
+    attempts = max(4 * budget, 20)
+    candidates.sort(key=lambda c: c[0])
+    for _, node, pool, util, since in candidates:
+        if len(out.scale_downs) >= budget or attempts <= 0:
+            break
+        b = packer.by_node[node.name]
+        if pool.name in scaled_up or room.get(pool.name, 0) <= 0 or b.touched:
+            continue
+        why = next((w for w in (blocker(p) for p in node.pods) if w), None)
+        if why is not None:
+            out.notes.append(f"node {node.name} is unneeded but not removable: {why}")
+            continue
+        evict = to_evict(node.pods)
+        need: dict[int, int] = {}
+        for pod in evict:
+            for i in _pdbs_of(pod, snapshot.pdbs):
+                need[i] = need.get(i, 0) + 1
+        short = [snapshot.pdbs[i] for i, n in need.items() if n > allowed[i]]
+        if short:
+            out.notes.append(f"node {node.name}: PodDisruptionBudget {short[0].namespace}/{short[0].name} "
+                             "allows no more disruptions")
+            continue
+        if evict:
+            attempts -= 1
+            packer.begin()
+            b.removed = True
+            placement: Placement = []
+            ok = True
+            for cls in packer.classify(evict):
+                n = len(cls.pods)
+                if packer.fill(cls, packer.eligible_real(cls.static_id), n, _EXISTING, placement) < n:
+                    ok = False
+                    break
+            if not ok:
+                packer.rollback()
+                b.removed = False
+                out.notes.append(f"node {node.name}: its pods do not fit on the other nodes")
+                continue
+            packer.commit()
+            for target, _ in placement:
+                target.touched = True
+        else:
+            b.removed = True
+        for i, n in need.items():
+            allowed[i] -= n
+        room[pool.name] -= 1
+        what = "empty (only DaemonSets)" if not evict else \
+            f"utilization {util:.2f} under {sd.utilization_threshold:.2f}"
+        out.scale_downs.append(ScaleDown(pool.name, node.name, node.provider_id, tuple(p.key for p in evict),
+                                         f"{what} for {now - since:.0f}s"))
+    return out

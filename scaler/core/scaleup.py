@@ -1,0 +1,764 @@
+"""Scale-up planner: place pending pods on existing, coming and in-flight capacity, then on new nodes.
+
+Pure. The hot path works on equivalence classes, never on pods x nodes:
+
+- a *pod class* is the pods with the same requests, selector / affinity, tolerations, priority,
+  scheduler and gang: they are interchangeable, so the planner places counts, not pods;
+- a *group* is the nodes whose labels (restricted to the keys any pod looks at), taints and
+  unschedulable flag are equal: the static predicates are evaluated once per (pod statics, group)
+  and cached;
+- a group keeps an upper bound of the free resources of its nodes, so a class that cannot fit skips
+  the whole group without looking at its nodes.
+
+The same Packer re-places evicted pods for the scale-down planner.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from scaler.core import keys, predicates
+from scaler.core.config import ScalerConfig
+from scaler.core.model import Node, Pod, SelectorTerm, Taint, Toleration
+from scaler.core.pool import Pool
+from scaler.core.snapshot import Outcome, PodVerdict, ScaleUp, Snapshot
+from scaler.core.state import Advanced, fmt_time, node_pool
+
+# Taints a booting node carries until the kubelet / cloud controller is done: not a reason to
+# think the node will never take the pod. (Kept here: the scheduler, not gpuburst, owns them.)
+STARTUP_TAINTS = frozenset({"node.kubernetes.io/not-ready", "node.cloudprovider.kubernetes.io/uninitialized"})
+TERMINATED = frozenset({"Succeeded", "Failed"})
+MAX_IN_FLIGHT_BINS = 1000  # per pool: beyond that many booting nodes the detail stops mattering
+
+BinKind = Literal["existing", "coming", "in-flight", "new"]
+_UNSCHED_TAINT = Taint(keys.TAINT_UNSCHEDULABLE, "", "NoSchedule")
+
+
+class Bin:
+    """A node's free capacity as a resource vector: a real node, a booting one, or a template."""
+
+    __slots__ = ("free", "group", "kind", "name", "node", "pool", "removed", "touched", "zone")
+
+    def __init__(self, free: list[int], kind: BinKind, name: str, pool: str | None, zone: str | None,
+                 group: Group, node: Node) -> None:
+        self.free = free
+        self.kind = kind
+        self.name = name
+        self.pool = pool
+        self.zone = zone
+        self.group = group
+        self.node = node
+        self.removed = False  # chosen for removal by the scale-down planner
+        self.touched = False  # received pods in this pass
+
+
+class Group:
+    """Nodes the static predicates cannot tell apart."""
+
+    __slots__ = ("bins", "bound", "label_id", "node", "taint_id", "unsched")
+
+    def __init__(self, label_id: int, taint_id: int, unsched: bool, node: Node) -> None:
+        self.label_id = label_id
+        self.taint_id = taint_id
+        self.unsched = unsched
+        self.node = node  # a representative: its labels and taints are the group's
+        self.bins: list[Bin] = []
+        self.bound: list[int] | None = None  # elementwise max of free over bins, None = unknown
+
+
+class PodClass:
+    """Interchangeable pods."""
+
+    __slots__ = ("gang", "gpus", "nz", "pods", "priority", "rep", "sort_key", "static_id")
+
+    def __init__(self, rep: Pod, nz: tuple[tuple[int, int], ...], static_id: int, gang: str | None) -> None:
+        self.rep = rep
+        self.nz = nz  # (resource index, amount) of the non-zero requests
+        self.static_id = static_id
+        self.gang = gang
+        self.pods: list[Pod] = []
+        self.gpus = 0
+        self.priority = rep.priority
+        self.sort_key: tuple[float, ...] = ()
+
+
+@dataclass(slots=True)
+class Slot:
+    """A (pool, zone) a scale-up can open nodes in, with its template node."""
+
+    pool: Pool
+    zone: str
+    group: Group
+    empty: list[int]  # free resources of a new node (allocatable minus the pool's DaemonSets)
+    price: float
+    spot: bool
+
+
+@dataclass(slots=True)
+class Candidate:
+    slot: Slot
+    per_node: int  # pods of the class an empty template takes
+
+
+@dataclass(slots=True)
+class NewNode:
+    """A node the plan asks for, with the pods it was packed for (used by explain and tests)."""
+
+    pool: str
+    zone: str
+    template: Node
+    pods: list[Pod] = field(default_factory=list)
+
+
+Placement = list[tuple[Bin, int]]
+
+
+def _dominant(nz: Iterable[tuple[int, int]], scale: Sequence[int]) -> float:
+    return max((a / scale[i] for i, a in nz if scale[i] > 0), default=0.0)
+
+
+def _fit_count(free: list[int], nz: tuple[tuple[int, int], ...], limit: int) -> int:
+    k = limit
+    for i, a in nz:
+        q = free[i] // a
+        if q < k:
+            if q <= 0:
+                return 0
+            k = q
+    return k
+
+
+class Packer:
+    """Bins, groups and pod classes of one pass, with transactions for all-or-nothing placement."""
+
+    def __init__(self, resources: Sequence[str], ref_keys: Iterable[str]) -> None:
+        self.resources = list(resources)
+        self.index = {r: i for i, r in enumerate(self.resources)}
+        self.ref_keys = tuple(sorted(set(ref_keys)))
+        self.groups: dict[tuple[object, ...], Group] = {}
+        self.real_groups: list[Group] = []
+        self.bins: list[Bin] = []
+        self.by_node: dict[str, Bin] = {}
+        self._label_ids: dict[tuple[str | None, ...], int] = {}
+        self._taint_ids: dict[tuple[Taint, ...], int] = {}
+        self._sel_ids: dict[tuple[object, ...], int] = {}
+        self._sel_reps: list[Pod] = []
+        self._tol_ids: dict[tuple[Toleration, ...], int] = {}
+        self._tols: list[tuple[Toleration, ...]] = []
+        self._static_ids: dict[tuple[int, int], int] = {}
+        self._statics: list[tuple[int, int]] = []
+        self._sel_cache: dict[tuple[int, int], bool] = {}
+        self._taint_cache: dict[tuple[int, int], str | None] = {}
+        self._unsched_cache: dict[int, bool] = {}
+        self._eligible: dict[int, list[Group]] = {}
+        self._classes: dict[tuple[object, ...], PodClass] = {}
+        self._journal: list[tuple[Bin, list[int] | None]] | None = None
+        self.in_flight_groups: list[Group] = []  # booting nodes of multi-zone pools (zone unknown)
+
+    # --- vectors ---------------------------------------------------------------------------
+    def vec(self, res: Mapping[str, int]) -> list[int]:
+        out = [0] * len(self.resources)
+        for name, value in res.items():
+            out[self.index[name]] += value
+        return out
+
+    # --- groups ------------------------------------------------------------------------------
+    def _group_key(self, node: Node, taints: tuple[Taint, ...]) -> tuple[int, int, bool]:
+        sig = tuple(node.labels.get(k) for k in self.ref_keys)
+        label_id = self._label_ids.setdefault(sig, len(self._label_ids))
+        taint_id = self._taint_ids.setdefault(taints, len(self._taint_ids))
+        return label_id, taint_id, node.unschedulable
+
+    def group_for(self, node: Node, taints: tuple[Taint, ...], own: object = None) -> Group:
+        """The group of a node; `own` gives templates a group of their own."""
+        label_id, taint_id, unsched = self._group_key(node, taints)
+        key: tuple[object, ...] = (label_id, taint_id, unsched, own)
+        group = self.groups.get(key)
+        if group is None:
+            rep = node if taints == node.taints else Node(node.name, node.labels, taints, node.allocatable,
+                                                          node.unschedulable)
+            group = Group(label_id, taint_id, unsched, rep)
+            self.groups[key] = group
+            if own is None:
+                self.real_groups.append(group)
+        return group
+
+    def add_bin(self, node: Node, free: list[int], kind: BinKind, group: Group, pool: str | None,
+                zone: str | None) -> Bin:
+        b = Bin(free, kind, node.name, pool, zone, group, node)
+        group.bins.append(b)
+        if group.bound is not None:
+            group.bound = [max(x, y) for x, y in zip(group.bound, free, strict=True)]
+        self.bins.append(b)
+        if kind in ("existing", "coming"):
+            self.by_node[node.name] = b
+        return b
+
+    # --- pod classes and static predicates ------------------------------------------------
+    def static_id(self, pod: Pod) -> int:
+        sel_key = (tuple(sorted(pod.node_selector.items())), pod.required_affinity)
+        sel_id = self._sel_ids.get(sel_key)
+        if sel_id is None:
+            sel_id = self._sel_ids[sel_key] = len(self._sel_reps)
+            self._sel_reps.append(pod)
+        tol_id = self._tol_ids.get(pod.tolerations)
+        if tol_id is None:
+            tol_id = self._tol_ids[pod.tolerations] = len(self._tols)
+            self._tols.append(pod.tolerations)
+        pair = (sel_id, tol_id)
+        sid = self._static_ids.get(pair)
+        if sid is None:
+            sid = self._static_ids[pair] = len(self._statics)
+            self._statics.append(pair)
+        return sid
+
+    def classify(self, pods: Iterable[Pod], gang_of: Mapping[str, str] | None = None) -> list[PodClass]:
+        """Pods into classes (a class never mixes gangs); classes in first-seen order."""
+        out: list[PodClass] = []
+        seen: dict[tuple[object, ...], PodClass] = {}
+        for pod in pods:
+            gang = gang_of.get(pod.key) if gang_of else None
+            req_key = tuple(sorted(pod.requests.items()))
+            sid = self.static_id(pod)
+            key = (req_key, sid, pod.priority, pod.scheduler_name, gang)
+            cls = seen.get(key)
+            if cls is None:
+                nz = tuple(sorted((self.index[n], v) for n, v in pod.requests.items() if v > 0))
+                cls = seen[key] = PodClass(pod, nz, sid, gang)
+                gpu = self.index.get(keys.RES_GPU)
+                cls.gpus = pod.requests.get(keys.RES_GPU, 0) if gpu is not None else 0
+                out.append(cls)
+            cls.pods.append(pod)
+        return out
+
+    def static_reason(self, static_id: int, group: Group) -> str | None:
+        """predicates.static_reason for any pod of the statics and any node of the group, cached."""
+        sel_id, tol_id = self._statics[static_id]
+        if group.unsched:
+            ok = self._unsched_cache.get(tol_id)
+            if ok is None:
+                ok = self._unsched_cache[tol_id] = any(
+                    predicates.toleration_matches(t, _UNSCHED_TAINT) for t in self._tols[tol_id])
+            if not ok:
+                return predicates.REASON_UNSCHEDULABLE
+        sk = (sel_id, group.label_id)
+        match = self._sel_cache.get(sk)
+        if match is None:
+            match = self._sel_cache[sk] = predicates.matches_node_affinity(self._sel_reps[sel_id], group.node.labels)
+        if not match:
+            return predicates.REASON_SELECTOR
+        tk = (tol_id, group.taint_id)
+        if tk in self._taint_cache:
+            return self._taint_cache[tk]
+        taint = predicates.untolerated_taint(self._tols[tol_id], group.node.taints)
+        reason = None
+        if taint is not None:
+            value = f": {taint.value}" if taint.value else ""
+            reason = f"node(s) had untolerated taint {{{taint.key}{value}}}"
+        self._taint_cache[tk] = reason
+        return reason
+
+    def eligible_real(self, static_id: int) -> list[Group]:
+        groups = self._eligible.get(static_id)
+        if groups is None:
+            groups = [g for g in self.real_groups if self.static_reason(static_id, g) is None]
+            self._eligible[static_id] = groups
+        return groups
+
+    # --- placement ---------------------------------------------------------------------------
+    def fill(self, cls: PodClass, groups: Iterable[Group], n: int, kinds: frozenset[str], out: Placement) -> int:
+        """First-fit up to n pods of the class into the groups' bins; returns how many were placed."""
+        placed = 0
+        nz = cls.nz
+        journal = self._journal
+        for group in groups:
+            bound = group.bound
+            if bound is not None and any(bound[i] < a for i, a in nz):
+                continue
+            for b in group.bins:
+                if b.removed or b.kind not in kinds:
+                    continue
+                free = b.free
+                k = _fit_count(free, nz, n - placed)
+                if k <= 0:
+                    continue
+                if journal is not None:
+                    journal.append((b, list(free)))
+                for i, a in nz:
+                    free[i] -= a * k
+                out.append((b, k))
+                placed += k
+                if placed >= n:
+                    return placed
+            # The whole group was looked at and could not take the rest: tighten its bound.
+            live = [b.free for b in group.bins if not b.removed]
+            group.bound = [max(col) for col in zip(*live, strict=True)] if live else [0] * len(self.resources)
+        return placed
+
+    def begin(self) -> None:
+        self._journal = []
+
+    def commit(self) -> None:
+        self._journal = None
+
+    def rollback(self) -> None:
+        """Undo every placement and opened bin since begin()."""
+        journal = self._journal or []
+        self._journal = None
+        for b, old in reversed(journal):
+            if old is None:  # an opened bin
+                b.group.bins.remove(b)
+                self.bins.remove(b)
+            else:
+                b.free[:] = old
+            b.group.bound = None
+
+    def open_bin(self, slot: Slot, name: str) -> Bin:
+        node = slot.group.node
+        b = self.add_bin(node, list(slot.empty), "new", slot.group, slot.pool.name, slot.zone)
+        b.name = name
+        if self._journal is not None:
+            self._journal.append((b, None))
+        return b
+
+
+# --- the planner ---------------------------------------------------------------------------------
+@dataclass(slots=True)
+class ScaleUpResult:
+    scale_ups: list[ScaleUp]
+    verdicts: dict[str, PodVerdict]
+    new_nodes: list[NewNode]
+    placed_on: dict[str, str]  # pod key -> existing / coming node name
+    packer: Packer
+    notes: list[str] = field(default_factory=list)
+
+
+def _resource_names(snapshot: Snapshot, templates: Iterable[Mapping[str, int]]) -> list[str]:
+    names: set[str] = set()
+    for pod in snapshot.pending:
+        names.update(pod.requests)
+    for node in snapshot.nodes:
+        names.update(node.allocatable)
+        for pod in node.pods:
+            names.update(pod.requests)
+    for res in templates:
+        names.update(res)
+    first = [keys.RES_GPU, keys.RES_CPU, keys.RES_MEMORY, keys.RES_PODS]
+    return [r for r in first if r in names] + sorted(names - set(first))
+
+
+def _affinity_keys(terms: tuple[SelectorTerm, ...]) -> Iterable[str]:
+    for term in terms:
+        for req in term:
+            yield req.key
+
+
+def referenced_keys(pods: Iterable[Pod]) -> set[str]:
+    out: set[str] = set()
+    seen: set[int] = set()
+    for pod in pods:
+        out.update(pod.node_selector)
+        if pod.required_affinity and id(pod.required_affinity) not in seen:
+            seen.add(id(pod.required_affinity))
+            out.update(_affinity_keys(pod.required_affinity))
+    return out
+
+
+def is_coming(node: Node, pool: Pool | None, now: float, config: ScalerConfig) -> bool:
+    """A registered node that will take pods soon: not ready yet, or a GPU node whose device plugin
+    has not published its GPUs yet. Only within the provision timeout of its creation."""
+    if pool is None:
+        return False
+    young = node.created_at <= 0 or now - node.created_at < config.timings.provision_timeout
+    if not young:
+        return False
+    if not node.ready:
+        return True
+    return pool.gpus > 0 and node.allocatable.get(keys.RES_GPU, 0) <= 0
+
+
+def build_packer(snapshot: Snapshot, config: ScalerConfig, adv: Advanced) -> tuple[Packer, list[Slot]]:
+    """Bins for existing, coming and in-flight nodes, and one template slot per (pool, zone)."""
+    now = snapshot.now
+    templates: dict[tuple[str, str], Node] = {}
+    for name, obs in snapshot.pools.items():
+        for zone in obs.pool.zones:
+            templates[(name, zone)] = obs.pool.template_node(zone, config.region)
+    running = [p for n in snapshot.nodes for p in n.pods if p.owner_kind != "DaemonSet"]
+    packer = Packer(
+        _resource_names(snapshot, [t.allocatable for t in templates.values()]),
+        referenced_keys([*snapshot.pending, *running]),
+    )
+    for node in snapshot.nodes:
+        pname = node_pool(node)
+        seen = snapshot.pools.get(pname) if pname else None
+        pool = seen.pool if seen else None
+        taints = node.taints
+        if is_coming(node, pool, now, config):
+            assert pool is not None
+            kind: BinKind = "coming"
+            alloc = dict(node.allocatable)
+            if pool.gpus and alloc.get(keys.RES_GPU, 0) <= 0:
+                alloc = pool.allocatable()
+            taints = tuple(t for t in taints if t.key not in STARTUP_TAINTS)
+        elif node.ready:
+            kind, alloc = "existing", node.allocatable
+        else:
+            continue  # NotReady for long: no capacity, not ours to guess about
+        free = packer.vec(alloc)
+        for pod in node.pods:
+            if pod.phase not in TERMINATED:
+                for r, v in pod.requests.items():
+                    free[packer.index[r]] -= v
+        group = packer.group_for(node, taints)
+        packer.add_bin(node, free, kind, group, pname, node.labels.get(keys.LABEL_ZONE))
+    slots: list[Slot] = []
+    for name, obs in snapshot.pools.items():
+        pool = obs.pool
+        price = config.price(pool)
+        for zone in pool.zones:
+            tmpl = templates[(name, zone)]
+            group = packer.group_for(tmpl, tmpl.taints, own=("slot", name, zone))
+            empty = packer.vec(predicates.free_resources(tmpl))
+            slots.append(Slot(pool, zone, group, empty, price, pool.capacity_type == "spot"))
+        count = min(adv.in_flight(name), MAX_IN_FLIGHT_BINS)
+        if not count:
+            continue
+        if len(pool.zones) == 1:
+            group, zone_of = slots[-1].group, pool.zones[0]
+            empty = slots[-1].empty
+        else:  # the cloud picks the zone: a booting node of a multi-zone pool matches no zone selector
+            tmpl = templates[(name, pool.zones[0])]
+            labels = {k: v for k, v in tmpl.labels.items() if k != keys.LABEL_ZONE}
+            tmpl = Node(f"in-flight-{name}", labels, tmpl.taints, tmpl.allocatable, pool=name, pods=tmpl.pods,
+                        is_template=True)
+            group = packer.group_for(tmpl, tmpl.taints, own=("in-flight", name))
+            packer.in_flight_groups.append(group)
+            zone_of, empty = "", packer.vec(predicates.free_resources(tmpl))
+        for i in range(count):
+            b = packer.add_bin(group.node, list(empty), "in-flight", group, name, zone_of or None)
+            b.name = f"in-flight-{name}-{i}"
+    return packer, slots
+
+
+class _Caps:
+    """Pool room and the cluster limits, as counters that a transaction can restore."""
+
+    def __init__(self, snapshot: Snapshot, config: ScalerConfig, adv: Advanced) -> None:
+        self.config = config
+        self.now = snapshot.now
+        self.state = adv.state
+        lim = config.limits
+        self.room = {n: max(0, o.pool.max_size - adv.desired.get(n, o.desired)) for n, o in snapshot.pools.items()}
+        self.max_size = {n: o.pool.max_size for n, o in snapshot.pools.items()}
+        unmanaged = sum(1 for node in snapshot.nodes if node_pool(node) not in snapshot.pools)
+        self.nodes = unmanaged + sum(adv.desired.values())
+        self.gpus = sum(n.allocatable.get(keys.RES_GPU, 0) for n in snapshot.nodes
+                        if node_pool(n) not in snapshot.pools)
+        self.gpus += sum(adv.desired.get(n, 0) * o.pool.gpus for n, o in snapshot.pools.items())
+        self.cost = sum(adv.desired.get(n, 0) * config.price(o.pool) for n, o in snapshot.pools.items())
+        self.added: dict[str, int] = {}
+        self.this_pass = 0
+        self.limits = lim
+
+    def save(self) -> tuple[dict[str, int], int, int, float, int]:
+        return dict(self.added), self.nodes, self.gpus, self.cost, self.this_pass
+
+    def restore(self, saved: tuple[dict[str, int], int, int, float, int]) -> None:
+        self.added, self.nodes, self.gpus, self.cost, self.this_pass = dict(saved[0]), *saved[1:]
+
+    def availability(self, slot: Slot) -> str | None:
+        """Why the pool / zone cannot launch now (the fallback takes over), or None."""
+        name = slot.pool.name
+        b = self.state.backoff.get(name)
+        if b is not None and b.until > self.now:
+            return f"backoff until {fmt_time(b.until)}"
+        until = self.state.unavailable.get((name, slot.zone))
+        if until is not None and until > self.now:
+            what = "spot" if slot.spot else "capacity"
+            return f"{what} unavailable in {slot.zone} until {fmt_time(until)}"
+        return None
+
+    def limit(self, slot: Slot) -> str | None:
+        """Why one more node of the slot would break the pool max or a cluster limit, or None."""
+        name = slot.pool.name
+        if self.added.get(name, 0) >= self.room.get(name, 0):
+            return f"pool at max ({self.max_size[name]})"
+        lim = self.limits
+        if self.this_pass >= lim.max_nodes_per_pass:
+            return f"max_nodes_per_pass ({lim.max_nodes_per_pass}) reached"
+        if lim.max_nodes is not None and self.nodes + 1 > lim.max_nodes:
+            return f"cluster limit max_nodes reached ({lim.max_nodes})"
+        if lim.max_gpus is not None and slot.pool.gpus and self.gpus + slot.pool.gpus > lim.max_gpus:
+            return f"cluster limit max_gpus reached ({lim.max_gpus})"
+        if lim.max_cost_per_hour is not None and self.cost + slot.price > lim.max_cost_per_hour + 1e-9:
+            return f"cluster limit max_cost_per_hour reached ({lim.max_cost_per_hour:g})"
+        return None
+
+    def take(self, slot: Slot) -> None:
+        name = slot.pool.name
+        self.added[name] = self.added.get(name, 0) + 1
+        self.this_pass += 1
+        self.nodes += 1
+        self.gpus += slot.pool.gpus
+        self.cost += slot.price
+
+
+class _Planner:
+    def __init__(self, snapshot: Snapshot, config: ScalerConfig, adv: Advanced) -> None:
+        self.snapshot = snapshot
+        self.config = config
+        self.adv = adv
+        self.packer, self.slots = build_packer(snapshot, config, adv)
+        self.caps = _Caps(snapshot, config, adv)
+        self.by_pool: dict[str, list[Slot]] = {}
+        for s in self.slots:
+            self.by_pool.setdefault(s.pool.name, []).append(s)
+        self.in_flight_groups = self.packer.in_flight_groups
+        self.slot_groups = [s.group for s in self.slots]
+        self.opened: dict[tuple[str, str], int] = {}
+        self.scale = [max((s.empty[i] for s in self.slots), default=0) for i in range(len(self.packer.resources))]
+        self.existing_kinds = frozenset({"existing", "coming"})
+        self.template_kinds = frozenset({"in-flight", "new"})
+
+    # --- per class: which pools could ever take it, and why the others cannot ----------------
+    def candidates(self, cls: PodClass) -> tuple[list[Candidate], dict[str, str]]:
+        reasons: dict[str, str] = {}
+        cands: list[Candidate] = []
+        big = max(len(cls.pods), 1) * 1000
+        for name, slots in self.by_pool.items():
+            best: tuple[int, str] | None = None  # the reason of the zone that got furthest
+            fits_somewhere = False
+            for slot in slots:
+                why = self.packer.static_reason(cls.static_id, slot.group)
+                if why is None:
+                    k = _fit_count(slot.empty, cls.nz, big)
+                    if k > 0:
+                        cands.append(Candidate(slot, k))
+                        fits_somewhere = True
+                        continue
+                    short = [self.packer.resources[i] for i, a in cls.nz if slot.empty[i] < a]
+                    stage, why = 2, ", ".join(
+                        "Too many pods" if r == keys.RES_PODS else f"Insufficient {r}" for r in short)
+                else:
+                    stage = 1 if why.startswith("node(s) had untolerated taint") else 0
+                if best is None or stage > best[0]:
+                    best = (stage, why)
+            if best is not None and not fits_somewhere:
+                reasons[name] = best[1]
+        return cands, reasons
+
+    def _score(self, c: Candidate, cls: PodClass, n: int) -> tuple[float, int, float, str, str]:
+        m = max(1, min(c.per_node, n))
+        empty = c.slot.empty
+        idx = [i for i in (self.packer.index.get(r) for r in (keys.RES_GPU, keys.RES_CPU, keys.RES_MEMORY))
+               if i is not None and empty[i] > 0]
+        used = dict(cls.nz)
+        waste = sum((empty[i] - m * used.get(i, 0)) / empty[i] for i in idx) / max(len(idx), 1)
+        return c.slot.price / m, 0 if c.slot.spot else 1, waste, c.slot.pool.name, c.slot.zone
+
+    def _pick(self, cls: PodClass, cands: list[Candidate], n: int, excluded: set[int],
+              reasons: dict[str, str]) -> Candidate | None:
+        ranked = sorted((c for c in cands if id(c.slot) not in excluded), key=lambda c: self._score(c, cls, n))
+        for c in ranked:
+            blocked = self.caps.availability(c.slot)
+            if blocked is None:
+                blocked = self.caps.limit(c.slot)
+                if blocked is None:
+                    return c
+                reasons.setdefault(c.slot.pool.name, blocked)
+                excluded.add(id(c.slot))
+                continue
+            reasons.setdefault(c.slot.pool.name, blocked)
+            excluded.add(id(c.slot))
+            fb = self._fallback(cls, cands, c.slot.pool, n, excluded, reasons, {c.slot.pool.name})
+            if fb is not None:
+                return fb
+        return None
+
+    def _fallback(self, cls: PodClass, cands: list[Candidate], pool: Pool, n: int, excluded: set[int],
+                  reasons: dict[str, str], seen: set[str]) -> Candidate | None:
+        """The declared fallback of a pool that cannot launch (following the chain)."""
+        name = pool.fallback
+        if name is None or name in seen:
+            return None
+        seen.add(name)
+        mine = sorted((c for c in cands if c.slot.pool.name == name and id(c.slot) not in excluded),
+                      key=lambda c: self._score(c, cls, n))
+        for c in mine:
+            blocked = self.caps.availability(c.slot) or self.caps.limit(c.slot)
+            if blocked is None:
+                return c
+            reasons.setdefault(name, blocked)
+        nxt = self.by_pool.get(name)
+        return self._fallback(cls, cands, nxt[0].pool, n, excluded, reasons, seen) if nxt else None
+
+    def place(self, cls: PodClass, cands: list[Candidate], reasons: dict[str, str]) -> Placement:
+        """Existing and coming nodes, then booting ones and nodes opened this pass, then new nodes."""
+        n = len(cls.pods)
+        out: Placement = []
+        placed = self.packer.fill(cls, self.packer.eligible_real(cls.static_id), n, self.existing_kinds, out)
+        if placed < n:
+            groups = [c.slot.group for c in cands] + [
+                g for g in self.in_flight_groups if self.packer.static_reason(cls.static_id, g) is None]
+            placed += self.packer.fill(cls, groups, n - placed, self.template_kinds, out)
+        excluded: set[int] = set()
+        while placed < n:
+            c = self._pick(cls, cands, n - placed, excluded, reasons)
+            if c is None:
+                break
+            while placed < n:
+                why = self.caps.limit(c.slot)
+                if why is not None:
+                    reasons.setdefault(c.slot.pool.name, why)
+                    excluded.add(id(c.slot))
+                    break
+                key = (c.slot.pool.name, c.slot.zone)
+                i = self.opened.get(key, 0)
+                self.opened[key] = i + 1
+                b = self.packer.open_bin(c.slot, f"new-{c.slot.pool.name}-{c.slot.zone}-{i}")
+                self.caps.take(c.slot)
+                k = min(c.per_node, n - placed)
+                for idx, a in cls.nz:
+                    b.free[idx] -= a * k
+                out.append((b, k))
+                placed += k
+        return out
+
+    def sort_key(self, cls: PodClass) -> tuple[float, ...]:
+        return (-cls.priority, -cls.gpus, -_dominant(cls.nz, self.scale))
+
+
+def _gangs(snapshot: Snapshot, config: ScalerConfig) -> tuple[dict[str, str], dict[str, int], dict[str, int]]:
+    """pod key -> gang id, gang -> minimum members, gang -> members already bound."""
+    label = config.gang_label
+    gang_of: dict[str, str] = {}
+    minimum: dict[str, int] = {}
+    for pod in snapshot.pending:
+        g = pod.labels.get(label)
+        if not g:
+            continue
+        gid = f"{pod.namespace}/{g}"
+        gang_of[pod.key] = gid
+        raw = pod.annotations.get(config.gang_min_annotation)
+        if raw is not None:
+            with contextlib.suppress(ValueError):
+                minimum[gid] = max(minimum.get(gid, 0), int(raw))
+    running: dict[str, int] = {}
+    if gang_of:
+        gangs = set(gang_of.values())
+        for node in snapshot.nodes:
+            for pod in node.pods:
+                g = pod.labels.get(label)
+                if g and pod.phase not in TERMINATED:
+                    gid = f"{pod.namespace}/{g}"
+                    if gid in gangs:
+                        running[gid] = running.get(gid, 0) + 1
+    return gang_of, minimum, running
+
+
+def _verdicts(cls: PodClass, placement: Placement, reasons: dict[str, str], rest: Outcome, rest_reason: str | None,
+              verdicts: dict[str, PodVerdict], new_pods: dict[int, list[Pod]], placed_on: dict[str, str]) -> None:
+    pods = iter(cls.pods)
+    for b, k in placement:
+        for _ in range(k):
+            pod = next(pods)
+            if b.kind == "new":
+                verdicts[pod.key] = PodVerdict(pod.key, "scale-up", b.pool, None, dict(reasons))
+                new_pods.setdefault(id(b), []).append(pod)
+            elif b.kind == "in-flight":
+                verdicts[pod.key] = PodVerdict(pod.key, "fits-in-flight", b.pool, None, dict(reasons))
+            else:
+                outcome: Outcome = "fits-existing" if b.kind == "existing" else "fits-in-flight"
+                verdicts[pod.key] = PodVerdict(pod.key, outcome, b.pool, b.name, dict(reasons))
+                placed_on[pod.key] = b.name
+                b.touched = True
+    for pod in pods:
+        why = dict(reasons)
+        if rest_reason:
+            why["*"] = rest_reason
+        verdicts[pod.key] = PodVerdict(pod.key, rest, None, None, why)
+
+
+def plan_scale_up(snapshot: Snapshot, config: ScalerConfig, adv: Advanced) -> ScaleUpResult:
+    planner = _Planner(snapshot, config, adv)
+    packer = planner.packer
+    verdicts: dict[str, PodVerdict] = {}
+    placed_on: dict[str, str] = {}
+    new_pods: dict[int, list[Pod]] = {}
+    pending = []
+    for pod in snapshot.pending:
+        if pod.owner_kind == "DaemonSet":
+            verdicts[pod.key] = PodVerdict(pod.key, "unschedulable", reasons={
+                "*": "a DaemonSet pod is placed by its controller on its own node, not by a scale-up"})
+        else:
+            pending.append(pod)
+    gang_of, minimum, running = _gangs(snapshot, config)
+    classes = packer.classify(pending, gang_of)
+    info = {id(c): planner.candidates(c) for c in classes}
+    gangs: dict[str, list[PodClass]] = {}
+    singles: list[PodClass] = []
+    for c in classes:
+        if c.gang is None:
+            singles.append(c)
+        else:
+            gangs.setdefault(c.gang, []).append(c)
+
+    def order(gang: list[PodClass]) -> tuple[float, ...]:
+        return (-max(c.priority for c in gang), -sum(c.gpus * len(c.pods) for c in gang))
+
+    for gid, members in sorted(gangs.items(), key=lambda kv: order(kv[1])):
+        pending_n = sum(len(c.pods) for c in members)
+        need = minimum.get(gid, pending_n + running.get(gid, 0))
+        if pending_n + running.get(gid, 0) < need:
+            msg = f"gang {gid}: {pending_n + running.get(gid, 0)} of {need} members exist"
+            for c in members:
+                _verdicts(c, [], info[id(c)][1], "waiting", msg, verdicts, new_pods, placed_on)
+            continue
+        saved = planner.caps.save()
+        opened = dict(planner.opened)
+        packer.begin()
+        placements = [planner.place(c, *info[id(c)]) for c in members]
+        got = sum(k for p in placements for _, k in p)
+        if got == pending_n:
+            packer.commit()
+            for c, p in zip(members, placements, strict=True):
+                _verdicts(c, p, info[id(c)][1], "waiting", None, verdicts, new_pods, placed_on)
+            continue
+        packer.rollback()
+        planner.caps.restore(saved)
+        planner.opened = opened
+        for c in members:
+            no_home = not info[id(c)][0] and not packer.eligible_real(c.static_id)
+            outcome: Outcome = "unschedulable" if no_home else "waiting"
+            msg = f"gang {gid}: room for {got} of {pending_n} pending members; all or none"
+            _verdicts(c, [], info[id(c)][1], outcome, msg, verdicts, new_pods, placed_on)
+    singles.sort(key=planner.sort_key)
+    for c in singles:
+        cands, reasons = info[id(c)]
+        placement = planner.place(c, cands, reasons)
+        rest: Outcome = "waiting" if cands else "unschedulable"
+        rest_reason = None if cands else "fits no pool's template"
+        _verdicts(c, placement, reasons, rest, rest_reason, verdicts, new_pods, placed_on)
+    # The nodes asked for, per (pool, zone), with the pods packed on each.
+    new_nodes: list[NewNode] = []
+    counts: dict[tuple[str, str], list[str]] = {}
+    for b in packer.bins:
+        if b.kind != "new":
+            continue
+        pods = new_pods.get(id(b), [])
+        if not pods:
+            continue
+        assert b.pool is not None and b.zone is not None
+        new_nodes.append(NewNode(b.pool, b.zone, b.node, pods))
+        counts.setdefault((b.pool, b.zone), []).extend(p.key for p in pods)
+    scale_ups: list[ScaleUp] = []
+    running_desired = dict(adv.desired)
+    for (pool, zone), pod_keys in counts.items():
+        n = sum(1 for nn in new_nodes if nn.pool == pool and nn.zone == zone)
+        running_desired[pool] = running_desired.get(pool, 0) + n
+        scale_ups.append(ScaleUp(pool, zone, n, running_desired[pool], tuple(pod_keys)))
+    return ScaleUpResult(scale_ups, verdicts, new_nodes, placed_on, packer)

@@ -1,0 +1,150 @@
+"""The state that outlives one pass: in-flight requests, backoff, unavailable offerings.
+
+Everything here is re-derivable: what is in flight is `desired - registered nodes` of each pool,
+recomputed every pass, so a restart loses at most the age of a request (its deadline restarts).
+`advance` folds a Snapshot's observations into the State and says which sizes to give back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from scaler.core import keys
+from scaler.core.config import ScalerConfig
+from scaler.core.model import Node
+from scaler.core.snapshot import Backoff, InFlight, ScaleUp, SetSize, Snapshot, State
+
+# Launch failures that mean "this offering has no capacity now": mark (pool, zone) unavailable.
+CAPACITY_KINDS = frozenset({"capacity", "price", "quota"})
+
+
+def fmt_time(t: float) -> str:
+    """Epoch seconds as UTC ISO time; small values (simulated seconds) as "<n>s"."""
+    if t >= 1e9:
+        return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return f"{t:.0f}s"
+
+
+def node_pool(node: Node) -> str | None:
+    return node.pool or node.labels.get(keys.LABEL_POOL)
+
+
+def copy_state(state: State) -> State:
+    return State(
+        in_flight={p: list(v) for p, v in state.in_flight.items()},
+        backoff=dict(state.backoff),
+        unavailable=dict(state.unavailable),
+        unneeded_since=dict(state.unneeded_since),
+    )
+
+
+@dataclass(slots=True)
+class Advanced:
+    """The State after this pass's observations, and what the planners build on."""
+
+    state: State
+    desired: dict[str, int]  # effective desired size per pool, after the resets below
+    registered: dict[str, int]
+    resets: list[SetSize] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def in_flight(self, pool: str) -> int:
+        return max(0, self.desired.get(pool, 0) - self.registered.get(pool, 0))
+
+
+def _bump_backoff(state: State, pool: str, now: float, config: ScalerConfig) -> Backoff:
+    t = config.timings
+    prev = state.backoff.get(pool)
+    failures = (prev.failures if prev else 0) + 1
+    delay = min(t.backoff_initial * 2 ** (failures - 1), t.backoff_max)
+    entry = Backoff(until=now + delay, failures=failures)
+    state.backoff[pool] = entry
+    return entry
+
+
+def _mark_unavailable(state: State, pool: str, zone: str, until: float) -> None:
+    state.unavailable[(pool, zone)] = max(state.unavailable.get((pool, zone), 0.0), until)
+
+
+def advance(snapshot: Snapshot, state: State, config: ScalerConfig) -> Advanced:
+    """Fold launch failures, registrations and timeouts into a new State (the input is not changed)."""
+    now = snapshot.now
+    t = config.timings
+    new = copy_state(state)
+    new.unavailable = {k: until for k, until in new.unavailable.items() if until > now}
+    registered: dict[str, int] = {}
+    for node in snapshot.nodes:
+        name = node_pool(node)
+        if name is not None:
+            registered[name] = registered.get(name, 0) + 1
+    out = Advanced(state=new, desired={}, registered=registered)
+    for name, obs in snapshot.pools.items():
+        pool = obs.pool
+        desired = obs.desired
+        reg = registered.get(name, 0)
+        floor = max(obs.instances, reg, pool.min_size)
+        if obs.failures:
+            for failure in obs.failures:
+                if failure.kind in CAPACITY_KINDS:
+                    zones = [failure.zone] if failure.zone else list(pool.zones)
+                    for zone in zones:
+                        _mark_unavailable(new, name, zone, now + t.unavailable_ttl)
+                else:
+                    _bump_backoff(new, name, now, config)
+            if desired > floor:
+                last = obs.failures[-1]
+                out.resets.append(SetSize(name, floor, f"launch failed: {last.reason}: {last.message}"))
+                desired = floor
+        # In flight = desired - registered; match it against the recorded requests, oldest first.
+        outstanding = max(0, desired - reg)
+        records = sorted(new.in_flight.get(name, []), key=lambda r: r.requested_at)
+        recorded = sum(r.count for r in records)
+        if recorded > outstanding:
+            landed = recorded - outstanding
+            kept: list[InFlight] = []
+            for r in records:
+                take = min(landed, r.count)
+                landed -= take
+                if r.count > take:
+                    kept.append(InFlight(r.pool, r.count - take, r.requested_at, r.deadline))
+            records = kept
+            b = new.backoff.get(name)
+            if b is not None and b.until <= now:
+                del new.backoff[name]  # a node registered after the backoff: the pool works again
+        elif recorded < outstanding:
+            records.append(InFlight(name, outstanding - recorded, now, now + t.provision_timeout))
+        late = sum(r.count for r in records if r.deadline <= now)
+        if late:
+            records = [r for r in records if r.deadline > now]
+            target = max(desired - late, reg, pool.min_size)
+            if target < desired:
+                out.resets.append(SetSize(name, target, f"{late} node(s) did not register within "
+                                                        f"{t.provision_timeout:.0f}s"))
+                desired = target
+            b = _bump_backoff(new, name, now, config)
+            for zone in pool.zones:
+                _mark_unavailable(new, name, zone, now + t.unavailable_ttl)
+            out.notes.append(f"pool {name}: {late} node(s) timed out; backoff until {fmt_time(b.until)}")
+        # Forget old failures once the pool has been quiet for a whole maximum backoff.
+        b = new.backoff.get(name)
+        if b is not None and b.until + t.backoff_max <= now:
+            del new.backoff[name]
+        if records:
+            new.in_flight[name] = records
+        else:
+            new.in_flight.pop(name, None)
+        out.desired[name] = desired
+    for name in list(new.in_flight):
+        if name not in snapshot.pools:
+            del new.in_flight[name]
+    return out
+
+
+def record_scale_ups(state: State, scale_ups: Iterable[ScaleUp], now: float, config: ScalerConfig) -> None:
+    """Remember this pass's requests with their provision deadline."""
+    for up in scale_ups:
+        state.in_flight.setdefault(up.pool, []).append(
+            InFlight(up.pool, up.count, now, now + config.timings.provision_timeout)
+        )
