@@ -1,0 +1,267 @@
+"""The `sim` provider: an in-memory cloud behind the same PoolProvider interface as aws and azure.
+
+It behaves like an Auto Scaling group / VM scale set seen from outside: `set_desired` starts
+launches, an instance becomes a ready node `boot` seconds after it was requested (GPU and CPU
+pools differ), spot capacity can be out in a zone for a window (every launch there fails with the
+cloud's capacity error, returned as a LaunchFailure on the next `observe`, as AWS reports
+InsufficientInstanceCapacity in the group's scaling activities), spot instances can be reclaimed
+at a random rate, and a group whose desired size exceeds its instances retries its launches every
+`retry_interval` seconds (the group keeps trying, as a real one does). Every instance records its
+life and price, so the simulator's bill is the provider's.
+
+Clock: the provider has no clock of its own; `advance(now)` (called by `observe` and by the
+simulator) moves it and returns what happened since.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import random
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from scaler.core.config import ScalerConfig
+from scaler.core.pool import Pool
+from scaler.core.snapshot import LaunchFailure, PoolObservation
+from scaler.providers.base import ProviderError
+
+CAPACITY_REASON = {"aws": "InsufficientInstanceCapacity", "azure": "ZonalAllocationFailed"}
+INTERRUPT_REASON = {"aws": "Spot Instance interruption", "azure": "Spot VM eviction"}
+
+
+@dataclass(frozen=True, slots=True)
+class Outage:
+    """Spot capacity of a zone is out from `start` to `end` (seconds of simulated time)."""
+
+    zone: str
+    start: float
+    end: float
+
+    @classmethod
+    def parse(cls, text: str) -> Outage:
+        """`ZONE:START_S:END_S`, e.g. `us-east-1a:7200:14400`."""
+        zone, _, times = text.partition(":")
+        start_s, _, end_s = times.partition(":")
+        try:
+            start, end = float(start_s), float(end_s)
+        except ValueError:
+            raise ValueError(f"spot outage {text!r}: expected ZONE:START_S:END_S with seconds") from None
+        if not zone or not math.isfinite(start) or not math.isfinite(end) or start < 0 or end <= start:
+            raise ValueError(f"spot outage {text!r}: expected ZONE:START_S:END_S with 0 <= START < END")
+        return cls(zone, start, end)
+
+
+@dataclass(slots=True)
+class Instance:
+    provider_id: str
+    pool: str
+    zone: str
+    spot: bool
+    gpus: int
+    price_per_hour: float
+    requested_at: float
+    ready_at: float
+    interrupt_at: float = math.inf
+    ended_at: float | None = None
+    end_reason: str = ""
+
+    @property
+    def alive(self) -> bool:
+        return self.ended_at is None
+
+    def life(self, until: float) -> float:
+        """Seconds paid: from the request (boot included) to the end, or to `until` if still alive."""
+        end = self.ended_at if self.ended_at is not None else until
+        return max(end - self.requested_at, 0.0)
+
+
+@dataclass(slots=True)
+class Happenings:
+    """What `advance` found: instances that became ready, instances the cloud took back."""
+
+    ready: list[Instance] = field(default_factory=list)
+    interrupted: list[Instance] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _Group:
+    pool: Pool
+    price: float
+    boot: float
+    desired: int
+    instances: dict[str, Instance] = field(default_factory=dict)  # alive only
+    failures: list[LaunchFailure] = field(default_factory=list)
+    next_retry: float = 0.0
+
+
+class SimProvider:
+    """In-memory cloud for the simulator and the tests."""
+
+    name = "sim"
+
+    def __init__(
+        self,
+        config: ScalerConfig,
+        *,
+        outages: Iterable[Outage] = (),
+        interruption_rate: float = 0.0,
+        seed: int = 0,
+        retry_interval: float = 60.0,
+    ) -> None:
+        """`interruption_rate`: expected reclaims per spot instance-hour (0 disables them)."""
+        self.config = config
+        self.outages = list(outages)
+        self.interruption_rate = interruption_rate
+        self.retry_interval = retry_interval
+        self.now = 0.0
+        self._rng = random.Random(seed)  # noqa: S311 - a reproducible simulation, not cryptography
+        self._seq = 0
+        self._groups: dict[str, _Group] = {}
+        for pool in config.pools:
+            boot = config.timings.gpu_boot if pool.gpus else config.timings.cpu_boot
+            self._groups[pool.name] = _Group(pool, config.price(pool), boot, pool.min_size)
+        self._by_id: dict[str, Instance] = {}
+        self.history: list[Instance] = []  # every instance ever launched, for the bill
+        self._booting: list[tuple[float, str]] = []  # heap of (ready_at, provider_id)
+        self._reclaims: list[tuple[float, str]] = []  # heap of (interrupt_at, provider_id)
+        for group in self._groups.values():
+            self._launch(group, boot=0.0)  # min-size nodes are there when the simulation starts
+
+    # --- PoolProvider -------------------------------------------------------------------------
+    def pools(self) -> list[Pool]:
+        return list(self.config.pools)
+
+    def observe(self, now: float) -> dict[str, PoolObservation]:
+        self.advance(now)
+        out: dict[str, PoolObservation] = {}
+        for name, group in self._groups.items():
+            out[name] = PoolObservation(group.pool, group.desired, len(group.instances), group.failures)
+            group.failures = []
+        return out
+
+    def set_desired(self, pool: str, desired: int) -> None:
+        group = self._group(pool)
+        if desired < 0 or desired > group.pool.max_size:
+            raise ProviderError(f"pool {pool}: desired {desired} is outside 0..{group.pool.max_size}",
+                                kind="invalid", retryable=False)
+        group.desired = desired
+        # A lower target terminates instances as a group does: those still booting first, newest first.
+        excess = len(group.instances) - desired
+        if excess > 0:
+            victims = sorted(group.instances.values(), key=lambda i: (i.ready_at <= self.now, -i.requested_at))
+            for inst in victims[:excess]:
+                self._end(group, inst, "scaled-in")
+        group.next_retry = self.now
+        self._launch(group)
+
+    def delete_node(self, pool: str, provider_id: str) -> None:
+        group = self._group(pool)
+        inst = group.instances.get(provider_id)
+        if inst is None:
+            raise ProviderError(f"pool {pool}: no instance {provider_id}", kind="not-found", retryable=False)
+        self._end(group, inst, "deleted")
+        group.desired = max(group.desired - 1, 0)
+
+    def pool_of(self, provider_id: str) -> str | None:
+        inst = self._by_id.get(provider_id)
+        return inst.pool if inst is not None else None
+
+    # --- simulation ---------------------------------------------------------------------------
+    def advance(self, now: float) -> Happenings:
+        """Move the clock to `now`: instances that finished booting, reclaims, launch retries."""
+        self.now = max(self.now, now)
+        out = Happenings()
+        while self._booting and self._booting[0][0] <= self.now:
+            _, pid = heapq.heappop(self._booting)
+            inst = self._by_id[pid]
+            if inst.alive:
+                out.ready.append(inst)
+        while self._reclaims and self._reclaims[0][0] <= self.now:
+            at, pid = heapq.heappop(self._reclaims)
+            inst = self._by_id[pid]
+            if inst.alive:
+                self._end(self._groups[inst.pool], inst, "interrupted", at)
+                out.interrupted.append(inst)
+        for group in self._groups.values():
+            if len(group.instances) < group.desired and group.next_retry <= self.now:
+                self._launch(group)
+        return out
+
+    def next_event(self) -> float:
+        """The earliest time something will happen in the cloud without being asked."""
+        times = [math.inf]
+        if self._booting:
+            times.append(self._booting[0][0])
+        if self._reclaims:
+            times.append(self._reclaims[0][0])
+        for group in self._groups.values():
+            if len(group.instances) < group.desired:
+                times.append(max(group.next_retry, self.now))
+        return min(times)
+
+    def has_unreported_failures(self) -> bool:
+        return any(g.failures for g in self._groups.values())
+
+    def alive(self) -> list[Instance]:
+        return [i for g in self._groups.values() for i in g.instances.values()]
+
+    def instance(self, provider_id: str) -> Instance:
+        return self._by_id[provider_id]
+
+    def spot_out(self, zone: str, at: float) -> bool:
+        return any(o.zone == zone and o.start <= at < o.end for o in self.outages)
+
+    # --- internals ----------------------------------------------------------------------------
+    def _group(self, pool: str) -> _Group:
+        group = self._groups.get(pool)
+        if group is None:
+            raise ProviderError(f"no pool {pool!r} in this cloud", kind="not-found", retryable=False)
+        return group
+
+    def _launch(self, group: _Group, boot: float | None = None) -> None:
+        """Launch instances up to the desired size, balancing zones; spot outages refuse them."""
+        missing = group.desired - len(group.instances)
+        if missing <= 0:
+            return
+        pool = group.pool
+        spot = pool.capacity_type == "spot"
+        per_zone = {z: 0 for z in pool.zones}
+        for inst in group.instances.values():
+            per_zone[inst.zone] = per_zone.get(inst.zone, 0) + 1
+        refused: set[str] = set()
+        for _ in range(missing):
+            zones = [z for z in pool.zones if z not in refused]
+            zone = min(zones, key=lambda z: (per_zone[z], pool.zones.index(z)), default=None)
+            while zone is not None and spot and self.spot_out(zone, self.now):
+                refused.add(zone)
+                group.failures.append(LaunchFailure(
+                    zone=zone, kind="capacity", reason=CAPACITY_REASON[pool.cloud],
+                    message=f"We currently do not have sufficient {pool.itype.name} capacity in the "
+                            f"Availability Zone you requested ({zone}).",
+                    at=self.now,
+                ))
+                zones = [z for z in pool.zones if z not in refused]
+                zone = min(zones, key=lambda z: (per_zone[z], pool.zones.index(z)), default=None)
+            if zone is None:
+                group.next_retry = self.now + self.retry_interval
+                return
+            per_zone[zone] += 1
+            self._seq += 1
+            inst = Instance(
+                provider_id=f"{pool.cloud}:///{zone}/i-{self._seq:08x}", pool=pool.name, zone=zone, spot=spot,
+                gpus=pool.gpus, price_per_hour=group.price, requested_at=self.now,
+                ready_at=self.now + (group.boot if boot is None else boot),
+            )
+            if spot and self.interruption_rate > 0:
+                inst.interrupt_at = self.now + self._rng.expovariate(self.interruption_rate / 3600)
+                heapq.heappush(self._reclaims, (inst.interrupt_at, inst.provider_id))
+            group.instances[inst.provider_id] = inst
+            self._by_id[inst.provider_id] = inst
+            self.history.append(inst)
+            heapq.heappush(self._booting, (inst.ready_at, inst.provider_id))
+
+    def _end(self, group: _Group, inst: Instance, reason: str, at: float | None = None) -> None:
+        inst.ended_at = self.now if at is None else at
+        inst.end_reason = reason
+        group.instances.pop(inst.provider_id, None)

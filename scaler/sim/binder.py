@@ -1,0 +1,257 @@
+"""The simulator's kube-scheduler: filter with the core's predicates, score like a real profile.
+
+Filter: NodeUnschedulable, NodeAffinity (nodeSelector, required terms), TaintToleration and
+NodeResourcesFit, through `scaler.core.predicates` (the planner's own filters).
+
+Score (see profiles.py for the weights), with kube-scheduler's integer arithmetic:
+
+- NodeResourcesFit: per resource, LeastAllocated ``(allocatable - requested) * 100 // allocatable``
+  or MostAllocated ``requested * 100 // allocatable``, where requested includes the pod; averaged
+  with the resource weights (integer division). A resource the node does not have is skipped, and an
+  extended resource (nvidia.com/gpu) the pod does not request is skipped, as the scheduler does.
+- NodeResourcesBalancedAllocation: ``(1 - std) * 100`` of the cpu and memory fractions after
+  placement (for two resources std = |f1 - f2| / 2).
+- TaintToleration: PreferNoSchedule taints the pod does not tolerate, counted, then normalised in
+  reverse over the feasible nodes (fewest -> 100).
+- NodeAffinity: sum of the weights of the matching preferred terms, normalised to 0..100.
+
+Total = sum of plugin weight x plugin score. The real scheduler picks at random among nodes with the
+best total; the binder picks the first by node name, so that runs are reproducible. Every feasible
+node is scored (percentageOfNodesToScore's sampling in clusters over 100 nodes is not modelled).
+
+Pods are bound in queue order (priority, then arrival, as PrioritySort), each on its own: the
+default scheduler has no gang scheduling, so a gang's members bind as they fit and the job starts
+when the last one runs.
+
+Incremental: nodes are indexed by (pool, zone) with the static filter result cached per pod shape,
+and only nodes with room are looked at.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from scaler.core import keys
+from scaler.core.model import Node, Pod
+from scaler.core.predicates import (
+    REASON_UNSCHEDULABLE,
+    free_resources,
+    static_reason,
+    term_matches,
+    toleration_matches,
+)
+from scaler.core.resources import Resources, fits
+from scaler.sim.profiles import AFFINITY, BALANCED, FIT, TAINTS, ScoringProfile
+
+MAX_NODE_SCORE = 100
+_NATIVE = {keys.RES_CPU, keys.RES_MEMORY, keys.RES_EPHEMERAL, keys.RES_PODS}
+
+
+def fit_score(request: Resources, node: Node, free: Resources, profile: ScoringProfile) -> int:
+    total = weights = 0
+    for resource, weight in profile.fit_resources:
+        alloc = node.allocatable.get(resource, 0)
+        want = request.get(resource, 0)
+        if alloc <= 0 or (resource not in _NATIVE and want == 0):
+            continue
+        requested = alloc - free.get(resource, 0) + want
+        if profile.fit_strategy == "LeastAllocated":
+            score = (alloc - requested) * MAX_NODE_SCORE // alloc if requested <= alloc else 0
+        else:
+            score = min(requested, alloc) * MAX_NODE_SCORE // alloc
+        total += score * weight
+        weights += weight
+    return total // weights if weights else 0
+
+
+def balanced_score(request: Resources, node: Node, free: Resources, profile: ScoringProfile) -> int:
+    fractions = []
+    for resource in profile.balanced_resources:
+        alloc = node.allocatable.get(resource, 0)
+        if alloc <= 0:
+            continue
+        requested = alloc - free.get(resource, 0) + request.get(resource, 0)
+        fractions.append(min(requested / alloc, 1.0))
+    if len(fractions) < 2:
+        return MAX_NODE_SCORE
+    if len(fractions) == 2:
+        std = abs(fractions[0] - fractions[1]) / 2
+    else:
+        mean = sum(fractions) / len(fractions)
+        std = math.sqrt(sum((f - mean) ** 2 for f in fractions) / len(fractions))
+    return int((1 - std) * MAX_NODE_SCORE)
+
+
+def intolerable_prefer_no_schedule(pod: Pod, node: Node) -> int:
+    tols = [t for t in pod.tolerations if t.effect in ("", "PreferNoSchedule")]
+    return sum(1 for taint in node.taints
+               if taint.effect == "PreferNoSchedule" and not any(toleration_matches(t, taint) for t in tols))
+
+
+def preferred_affinity_sum(pod: Pod, node: Node) -> int:
+    return sum(p.weight for p in pod.preferred_affinity if term_matches(p.term, node.labels))
+
+
+def score_nodes(pod: Pod, candidates: list[tuple[Node, Resources]], profile: ScoringProfile) -> list[int]:
+    """Total scores of feasible nodes (each with its free resources), in the order given."""
+    w_fit, w_bal = profile.weight(FIT), profile.weight(BALANCED)
+    w_taint, w_aff = profile.weight(TAINTS), profile.weight(AFFINITY)
+    taint_counts = [intolerable_prefer_no_schedule(pod, n) for n, _ in candidates] if w_taint else []
+    affinity = [preferred_affinity_sum(pod, n) for n, _ in candidates] if w_aff and pod.preferred_affinity else []
+    max_taint = max(taint_counts, default=0)
+    max_aff = max(affinity, default=0)
+    out = []
+    for i, (node, free) in enumerate(candidates):
+        total = 0
+        if w_fit:
+            total += w_fit * fit_score(pod.requests, node, free, profile)
+        if w_bal:
+            total += w_bal * balanced_score(pod.requests, node, free, profile)
+        if w_taint:
+            count = taint_counts[i]
+            total += w_taint * (MAX_NODE_SCORE - (count * MAX_NODE_SCORE // max_taint if max_taint else 0))
+        if affinity and max_aff:
+            total += w_aff * (affinity[i] * MAX_NODE_SCORE // max_aff)
+        out.append(total)
+    return out
+
+
+def select_node(pod: Pod, candidates: list[tuple[Node, Resources]], profile: ScoringProfile) -> Node | None:
+    """The node kube-scheduler would bind to among feasible candidates; ties go to the first name."""
+    if not candidates:
+        return None
+    scores = score_nodes(pod, candidates, profile)
+    top = max(scores)
+    return min((c[0] for c, s in zip(candidates, scores, strict=True) if s == top), key=lambda n: n.name)
+
+
+def _mentions_hostname(pod: Pod) -> bool:
+    return keys.LABEL_HOSTNAME in pod.node_selector or any(
+        r.key == keys.LABEL_HOSTNAME for term in pod.required_affinity for r in term)
+
+
+@dataclass(slots=True)
+class _Group:
+    nodes: dict[str, Node] = field(default_factory=dict)
+    open: set[str] = field(default_factory=set)  # schedulable nodes with room for at least one more pod
+
+
+class Binder:
+    """A cluster's nodes, their bound pods and free resources; binds pods as a scheduler profile would."""
+
+    def __init__(self, profiles: dict[str, ScoringProfile]) -> None:
+        """`profiles`: scheduler name -> profile; a pod naming another scheduler stays pending."""
+        self.profiles = profiles
+        self.nodes: dict[str, Node] = {}
+        self.free: dict[str, Resources] = {}
+        self._groups: dict[tuple[str, str], _Group] = {}
+        self._static: dict[tuple[object, tuple[str, str]], bool] = {}
+
+    # --- nodes ----------------------------------------------------------------------------------
+    @staticmethod
+    def _group_key(node: Node) -> tuple[str, str]:
+        return (node.pool or f"node:{node.name}", node.labels.get(keys.LABEL_ZONE, ""))
+
+    def add_node(self, node: Node) -> None:
+        self.nodes[node.name] = node
+        self.free[node.name] = free_resources(node)
+        group = self._groups.setdefault(self._group_key(node), _Group())
+        group.nodes[node.name] = node
+        self._refresh(node)
+
+    def remove_node(self, name: str) -> list[Pod]:
+        """Forget a node; returns the workload pods that were bound to it (DaemonSet pods dropped)."""
+        node = self.nodes.pop(name)
+        self.free.pop(name, None)
+        group = self._groups[self._group_key(node)]
+        group.nodes.pop(name, None)
+        group.open.discard(name)
+        out = [p for p in node.pods if p.owner_kind != "DaemonSet"]
+        for pod in out:
+            pod.node_name = None
+        return out
+
+    def cordon(self, name: str) -> None:
+        node = self.nodes[name]
+        node.unschedulable = True
+        self._refresh(node)
+
+    def _refresh(self, node: Node) -> None:
+        group = self._groups[self._group_key(node)]
+        free = self.free[node.name]
+        has_room = not node.unschedulable and free.get(keys.RES_PODS, 0) > 0 and free.get(keys.RES_CPU, 0) > 0
+        if node.allocatable.get(keys.RES_GPU, 0) > 0 and free.get(keys.RES_GPU, 0) <= 0:
+            # A GPU node with no free GPU only takes CPU pods that tolerate its taints: rare; keep it
+            # open only when it has cpu left and no GPU taint keeps CPU pods away.
+            has_room = has_room and not any(t.key == keys.TAINT_GPU for t in node.taints)
+        if has_room:
+            group.open.add(node.name)
+        else:
+            group.open.discard(node.name)
+
+    # --- pods -----------------------------------------------------------------------------------
+    def _shape(self, pod: Pod) -> object:
+        return (pod.tolerations, tuple(sorted(pod.node_selector.items())), pod.required_affinity)
+
+    def candidates(self, pod: Pod) -> list[tuple[Node, Resources]]:
+        """Feasible nodes with their free resources. The static filters are checked once per
+        (pod shape, pool, zone): nodes of a group differ only in their hostname label."""
+        shape = self._shape(pod)
+        per_node = _mentions_hostname(pod)
+        out: list[tuple[Node, Resources]] = []
+        for key, group in self._groups.items():
+            if not group.open:
+                continue
+            if not per_node:
+                cached = self._static.get((shape, key))
+                if cached is None:
+                    cached = static_reason(pod, next(iter(group.nodes.values()))) in (None, REASON_UNSCHEDULABLE)
+                    self._static[(shape, key)] = cached
+                if not cached:
+                    continue
+            for name in sorted(group.open):
+                node = self.nodes[name]
+                free = self.free[name]
+                if fits(pod.requests, free) and (not per_node or static_reason(pod, node) is None):
+                    out.append((node, free))
+        return out
+
+    def bind(self, pod: Pod) -> Node | None:
+        """Bind the pod where its scheduler profile would; None when no node fits (it stays pending)."""
+        profile = self.profiles.get(pod.scheduler_name)
+        if profile is None:
+            return None
+        node = select_node(pod, self.candidates(pod), profile)
+        if node is not None:
+            self.place(pod, node.name)
+        return node
+
+    def place(self, pod: Pod, node_name: str) -> None:
+        node = self.nodes[node_name]
+        node.pods.append(pod)
+        pod.node_name = node_name
+        pod.phase = "Running"
+        free = self.free[node_name]
+        for name, value in pod.requests.items():
+            free[name] = free.get(name, 0) - value
+        self._refresh(node)
+
+    def unbind(self, pod: Pod) -> None:
+        """Remove a pod from its node (completed or evicted)."""
+        if pod.node_name is None or pod.node_name not in self.nodes:
+            pod.node_name = None
+            return
+        node = self.nodes[pod.node_name]
+        node.pods = [p for p in node.pods if p is not pod]
+        free = self.free[node.name]
+        for name, value in pod.requests.items():
+            free[name] = free.get(name, 0) + value
+        pod.node_name = None
+        pod.phase = "Pending"
+        self._refresh(node)
+
+    def bind_all(self, pods: Iterable[Pod]) -> list[Pod]:
+        """Bind in order; returns those that stayed pending."""
+        return [p for p in pods if self.bind(p) is None]

@@ -1,0 +1,112 @@
+"""`python -m scaler simulate`: replay a GPU job trace through the scaler in a simulated cloud.
+
+Progress goes to stderr, the report summary to stdout; `--report` writes the JSON report and
+`--plot` the PNG timeline. Bad input (trace row, pools file, outage spec) is one line on stderr
+naming the file and line or field, and exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from scaler.configfile import load_config
+from scaler.core.config import ConfigError, ScalerConfig
+from scaler.core.planner import plan
+from scaler.providers.sim import Outage, SimProvider
+from scaler.sim.engine import Engine, Planner, SimResult
+from scaler.sim.profiles import PROFILES
+from scaler.sim.report import build_report, summary
+from scaler.sim.trace import TraceError, load_trace
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--trace", required=True, help="trace CSV (the format of ../shared/traces)")
+    parser.add_argument("--pools", required=True, help="pools file (YAML), e.g. examples/pools-aws.yaml")
+    parser.add_argument("--hours", type=float, default=None,
+                        help="replay only the jobs submitted in the first H hours (they all run to completion)")
+    parser.add_argument("--spot-outage", action="append", default=[], metavar="ZONE:START_S:END_S",
+                        help="no spot capacity in ZONE between START_S and END_S seconds (repeatable)")
+    parser.add_argument("--scheduler", choices=sorted(PROFILES), default="default",
+                        help="placement: kube-scheduler's default profile or gpuburst's binpack profile")
+    parser.add_argument("--interruption-rate", type=float, default=0.0,
+                        help="spot reclaims per spot instance-hour (default 0)")
+    parser.add_argument("--report", help="write the JSON report here")
+    parser.add_argument("--plot", help="write the PNG timeline here")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the random spot reclaims")
+    parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
+
+
+class InputError(ValueError):
+    """Bad command-line input that is not a file's fault."""
+
+
+def parse_outages(specs: list[str], config: ScalerConfig) -> list[Outage]:
+    zones = {z for p in config.pools for z in p.zones}
+    out = []
+    for spec in specs:
+        try:
+            outage = Outage.parse(spec)
+        except ValueError as err:
+            raise InputError(f"--{err}") from None
+        if outage.zone not in zones:
+            raise InputError(f"--spot-outage {spec}: zone {outage.zone!r} is in no pool (zones: {sorted(zones)})")
+        out.append(outage)
+    return out
+
+
+def simulate(
+    trace: str, pools: str, *, hours: float | None = None, outages: list[str] | None = None,
+    scheduler: str = "default", interruption_rate: float = 0.0, seed: int = 0, quiet: bool = True,
+    planner: Planner = plan,
+) -> tuple[SimResult, dict[str, Any]]:
+    """Run one simulation; returns the raw result and the report (raises on bad input)."""
+    config = load_config(pools)
+    specs = list(outages or [])
+    parsed = parse_outages(specs, config)
+    jobs = load_trace(trace, hours)
+    provider = SimProvider(config, outages=parsed, interruption_rate=interruption_rate, seed=seed)
+
+    def progress(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    started = time.monotonic()
+    engine = Engine(config, jobs, provider, planner, profile=PROFILES[scheduler],
+                    progress=None if quiet else progress)
+    result = engine.run()
+    report = build_report(result, trace=trace, pools_file=pools, seed=seed, outages=specs,
+                          wall_s=time.monotonic() - started)
+    return result, report
+
+
+def main(args: argparse.Namespace) -> int:
+    if args.hours is not None and args.hours <= 0:
+        print(f"--hours {args.hours}: must be > 0", file=sys.stderr)
+        return 2
+    if args.interruption_rate < 0:
+        print(f"--interruption-rate {args.interruption_rate}: must be >= 0", file=sys.stderr)
+        return 2
+    try:
+        result, report = simulate(
+            args.trace, args.pools, hours=args.hours, outages=args.spot_outage, scheduler=args.scheduler,
+            interruption_rate=args.interruption_rate, seed=args.seed, quiet=args.quiet,
+        )
+    except (ConfigError, TraceError, InputError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    if args.report:
+        Path(args.report).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    if args.plot:
+        from scaler.sim.plot import plot_timeline  # noqa: PLC0415 - matplotlib only when asked
+
+        plot_timeline(result, args.plot, title=f"{Path(args.trace).name}, {args.scheduler} scheduler")
+    print(summary(report))
+    if args.report:
+        print(f"report: {args.report}")
+    if args.plot:
+        print(f"timeline: {args.plot}")
+    return 0

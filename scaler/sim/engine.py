@@ -1,0 +1,376 @@
+"""The discrete-event simulator: a trace's jobs, the sim cloud, a kube-scheduler, and the real core.
+
+Time advances from event to event (job submissions, nodes finishing their boot, job completions,
+spot reclaims, the cloud's launch retries); the scaler's pass runs on the `scan_interval` grid. A
+pass where nothing changed since the last one and no timer of the planner can fire (a node's
+unneeded_time, an in-flight request's provision deadline, a backoff or an unavailable offering
+expiring) would decide the same thing again, so it is skipped: that is what makes six days of trace
+run in minutes. Each pass that runs is exactly what `scaler run` does: observe the pools through the
+provider, build a Snapshot of the cluster (pending pods are the ones the scheduler could not bind),
+call `scaler.core.planner.plan`, act the Plan through the provider (set_desired, then cordon, evict
+and delete_node for scale-downs).
+
+Jobs: a job starts when all its pods run and completes `duration_s` of running later. A pod evicted
+by a scale-down or lost to a spot reclaim goes back to pending (counted in `rescheduled_pods`); its
+job stops and resumes from where it was when all its pods run again (training jobs checkpoint), so
+the time lost is paid for, the work is not counted twice.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from scaler.core import keys
+from scaler.core.config import ScalerConfig
+from scaler.core.model import Node, Pod
+from scaler.core.snapshot import Plan, Snapshot, State
+from scaler.providers.base import ProviderError
+from scaler.providers.sim import Instance, SimProvider
+from scaler.sim.binder import Binder
+from scaler.sim.profiles import DEFAULT, ScoringProfile
+from scaler.sim.trace import Job, job_pods
+
+Planner = Callable[[Snapshot, State, ScalerConfig], tuple[Plan, State]]
+Progress = Callable[[str], None]
+
+
+@dataclass(slots=True)
+class JobRun:
+    job: Job
+    pods: list[Pod]
+    bound: int = 0
+    first_start: float | None = None
+    run_started: float | None = None  # start of the current run, None while not running
+    done_s: float = 0.0  # run time accumulated by earlier runs
+    completed_at: float | None = None
+    version: int = 0  # bumped when a run stops, so its completion event is ignored
+
+
+@dataclass(slots=True)
+class Sample:
+    t: float
+    demand_gpus: int
+    pending_pods: int
+    gpus_by_pool: dict[str, int]  # alive instances (booting included)
+
+
+@dataclass(slots=True)
+class FallbackEpisode:
+    pool: str
+    failed_at: float
+    pods: set[str]
+    fallback_at: float | None = None
+    fallback_pool: str | None = None
+
+
+@dataclass(slots=True)
+class SimResult:
+    config: ScalerConfig
+    profile: ScoringProfile
+    jobs: list[JobRun]
+    provider: SimProvider
+    end: float
+    samples: list[Sample]
+    plan_seconds: list[float]
+    passes: int
+    passes_planned: int
+    episodes: list[FallbackEpisode]
+    interruptions: int
+    rescheduled_pods: int
+    scale_ups: int
+    scale_downs: int
+    provider_errors: list[str]
+    notes: list[str] = field(default_factory=list)
+
+
+class Engine:
+    def __init__(
+        self,
+        config: ScalerConfig,
+        jobs: list[Job],
+        provider: SimProvider,
+        planner: Planner,
+        *,
+        profile: ScoringProfile = DEFAULT,
+        progress: Progress | None = None,
+        max_time: float | None = None,
+    ) -> None:
+        self.config = config
+        self.provider = provider
+        self.planner = planner
+        self.profile = profile
+        self.progress = progress
+        self.interval = config.timings.scan_interval
+        self.binder = Binder({profile.scheduler_name: profile})
+        self.runs = [JobRun(j, job_pods(j, config, profile.scheduler_name)) for j in jobs]
+        self.run_of: dict[str, JobRun] = {p.key: r for r in self.runs for p in r.pods}
+        self._run_index = {id(r): i for i, r in enumerate(self.runs)}
+        self.plan_nonempty = False
+        last_end = max((j.submit_s + j.duration_s for j in jobs), default=0.0)
+        # Safety stop: every job could have finished by then even after a day of waiting.
+        self.max_time = max_time if max_time is not None else last_end + 86400
+        self.pending: dict[str, Pod] = {}  # in queue order (dicts keep insertion order)
+        self.new_pending: list[Pod] = []
+        self.capacity_changed = False
+        self.dirty = True
+        self.state = State()
+        self.events: list[tuple[float, int, str, int, int]] = []  # (t, seq, kind, run index, version)
+        self._seq = 0
+        self.demand_gpus = 0
+        self.completed = 0
+        self.samples: list[Sample] = []
+        self.plan_seconds: list[float] = []
+        self.passes = self.passes_planned = 0
+        self.episodes: list[FallbackEpisode] = []
+        self.open_episodes: dict[str, FallbackEpisode] = {}
+        self.promised: dict[str, set[str]] = {}  # pool -> pending pods its last scale-ups were for
+        self.interruptions = self.rescheduled = self.scale_ups = self.scale_downs = 0
+        self.provider_errors: list[str] = []
+        self.node_of_instance: dict[str, str] = {}
+        for i, r in enumerate(self.runs):
+            self._push(r.job.submit_s, "submit", i, 0)
+
+    # --- events --------------------------------------------------------------------------------
+    def _push(self, t: float, kind: str, index: int, version: int) -> None:
+        self._seq += 1
+        heapq.heappush(self.events, (t, self._seq, kind, index, version))
+
+    def _process_until(self, t: float) -> None:
+        """Apply every event up to `t` in time order, binding pods after each instant."""
+        while True:
+            t_heap = self.events[0][0] if self.events else math.inf
+            t_cloud = self.provider.next_event()
+            now = min(t_heap, t_cloud)
+            if now > t:
+                break
+            happened = self.provider.advance(now)
+            for inst in happened.ready:
+                self._register(inst, now)
+            for inst in happened.interrupted:
+                self.interruptions += 1
+                self._drop_node(inst.provider_id, now)
+            while self.events and self.events[0][0] <= now:
+                _, _, kind, index, version = heapq.heappop(self.events)
+                run = self.runs[index]
+                if kind == "submit":
+                    self.demand_gpus += run.job.gpus
+                    for pod in run.pods:
+                        self._enqueue(pod)
+                elif kind == "complete" and version == run.version and run.completed_at is None:
+                    self._complete(run, now)
+            self._bind(now)
+            self.dirty = True
+            self._sample(now)
+
+    def _enqueue(self, pod: Pod) -> None:
+        self.pending[pod.key] = pod
+        self.new_pending.append(pod)
+
+    def _register(self, inst: Instance, now: float) -> None:
+        pool = self.config.pool(inst.pool)
+        template = pool.template_node(inst.zone, self.config.region)
+        name = f"{inst.pool}-{inst.provider_id.rsplit('/', 1)[-1]}"
+        labels = {**template.labels, keys.LABEL_HOSTNAME: name}
+        node = Node(name=name, labels=labels, taints=template.taints, allocatable=dict(template.allocatable),
+                    provider_id=inst.provider_id, pool=inst.pool, created_at=now,
+                    pods=[Pod(name=f"daemonsets-{name}", namespace="kube-system", requests=dict(p.requests),
+                              owner_kind="DaemonSet", phase="Running", node_name=name) for p in template.pods])
+        self.binder.add_node(node)
+        self.node_of_instance[inst.provider_id] = name
+        self.capacity_changed = True
+
+    def _drop_node(self, provider_id: str, now: float) -> None:
+        name = self.node_of_instance.pop(provider_id, None)
+        if name is None or name not in self.binder.nodes:
+            return
+        for pod in self.binder.remove_node(name):
+            self._stop(pod, now)
+            self.rescheduled += 1
+            self._enqueue(pod)
+        self.state.unneeded_since.pop(name, None)
+
+    def _stop(self, pod: Pod, now: float) -> None:
+        """A pod of a job stopped running (evicted, node lost): the job pauses until it runs again."""
+        run = self.run_of[pod.key]
+        run.bound -= 1
+        pod.node_name = None
+        pod.phase = "Pending"
+        if run.run_started is not None:
+            run.done_s += now - run.run_started
+            run.run_started = None
+            run.version += 1
+
+    def _bind(self, now: float) -> None:
+        candidates = list(self.pending.values()) if self.capacity_changed else self.new_pending
+        self.capacity_changed = False
+        self.new_pending = []
+        for pod in candidates:
+            if pod.key not in self.pending or pod.node_name is not None:
+                continue
+            if self.binder.bind(pod) is None:
+                continue
+            del self.pending[pod.key]
+            run = self.run_of[pod.key]
+            run.bound += 1
+            if run.bound == len(run.pods) and run.completed_at is None:
+                run.run_started = now
+                if run.first_start is None:
+                    run.first_start = now
+                self._push(now + max(run.job.duration_s - run.done_s, 0.0), "complete",
+                           self._run_index[id(run)], run.version)
+
+    def _complete(self, run: JobRun, now: float) -> None:
+        run.completed_at = now
+        if run.run_started is not None:
+            run.done_s += now - run.run_started
+        run.run_started = None
+        self.completed += 1
+        self.demand_gpus -= run.job.gpus
+        for pod in run.pods:
+            self.binder.unbind(pod)
+            pod.phase = "Succeeded"
+        self.capacity_changed = True
+
+    def _sample(self, now: float) -> None:
+        by_pool: dict[str, int] = {}
+        for inst in self.provider.alive():
+            by_pool[inst.pool] = by_pool.get(inst.pool, 0) + inst.gpus
+        sample = Sample(now, self.demand_gpus, len(self.pending), by_pool)
+        if self.samples and self.samples[-1].t == now:
+            self.samples[-1] = sample
+        else:
+            self.samples.append(sample)
+
+    # --- the scaler's pass ---------------------------------------------------------------------
+    def _timers(self, now: float) -> float:
+        """The earliest future time at which the planner could decide differently on its own."""
+        t = self.config.timings
+        times = [since + t.unneeded_time for since in self.state.unneeded_since.values()]
+        times += [f.deadline for flights in self.state.in_flight.values() for f in flights]
+        times += [b.until for b in self.state.backoff.values()]
+        times += list(self.state.unavailable.values())
+        future = [x for x in times if x > now]
+        return min(future, default=math.inf)
+
+    def _pass(self, now: float) -> None:
+        self.passes_planned += 1
+        pools = self.provider.observe(now)
+        for name, obs in pools.items():
+            for failure in obs.failures:
+                self._failure(name, failure.at)
+        snapshot = Snapshot(now=now, pending=list(self.pending.values()), nodes=list(self.binder.nodes.values()),
+                            pools=pools)
+        started = time.perf_counter()
+        plan, self.state = self.planner(snapshot, self.state, self.config)
+        self.plan_seconds.append(time.perf_counter() - started)
+        self._act(plan, now)
+        self.plan_nonempty = not plan.empty
+
+    def _failure(self, pool: str, at: float) -> None:
+        if pool in self.open_episodes:
+            return
+        pods = {k for k in self.promised.get(pool, set()) if k in self.pending}
+        if pods:
+            episode = FallbackEpisode(pool, at, pods)
+            self.episodes.append(episode)
+            self.open_episodes[pool] = episode
+
+    def _act(self, plan: Plan, now: float) -> None:
+        for reset in plan.resets:
+            self._set_desired(reset.pool, reset.desired)
+        for up in plan.scale_ups:
+            self.scale_ups += 1
+            self._set_desired(up.pool, up.new_desired)
+            pods = set(up.pods)
+            for other, promised in self.promised.items():
+                if other != up.pool:
+                    promised.difference_update(pods)
+            self.promised.setdefault(up.pool, set()).update(pods)
+            for pool, episode in list(self.open_episodes.items()):
+                if pool != up.pool and episode.pods & pods:
+                    episode.fallback_at, episode.fallback_pool = now, up.pool
+                    del self.open_episodes[pool]
+        for down in plan.scale_downs:
+            name = down.node
+            if name not in self.binder.nodes:
+                continue
+            self.binder.cordon(name)
+            node = self.binder.nodes[name]
+            for pod in [p for p in node.pods if p.key in set(down.evict)]:
+                self.binder.unbind(pod)
+                self._stop(pod, now)
+                self.rescheduled += 1
+                self._enqueue(pod)
+            try:
+                self.provider.delete_node(down.pool, down.provider_id)
+            except ProviderError as err:
+                self.provider_errors.append(f"{now:.0f}s delete {name}: {err}")
+                continue
+            self.scale_downs += 1
+            self._drop_node(down.provider_id, now)
+            self.capacity_changed = True
+        # A lower desired size may have terminated registered nodes (the group picks which).
+        for pid in list(self.node_of_instance):
+            if not self.provider.instance(pid).alive:
+                self._drop_node(pid, now)
+        for pool, episode in list(self.open_episodes.items()):
+            if not episode.pods & self.pending.keys():
+                del self.open_episodes[pool]  # its pods found room without a fallback
+
+    def _set_desired(self, pool: str, desired: int) -> None:
+        try:
+            self.provider.set_desired(pool, desired)
+        except ProviderError as err:
+            self.provider_errors.append(f"set_desired {pool}={desired}: {err}")
+
+    # --- the run -------------------------------------------------------------------------------
+    def finished(self) -> bool:
+        if self.completed < len(self.runs):
+            return False
+        return all(len([i for i in self.provider.alive() if i.pool == p.name]) <= p.min_size
+                   for p in self.config.pools)
+
+    def run(self) -> SimResult:
+        tick = 0.0
+        wall = time.monotonic()
+        last_report = wall
+        timer_due = math.inf
+        while True:
+            self._process_until(tick)
+            self.passes += 1
+            if self.dirty or self.plan_nonempty or tick >= timer_due:
+                self.dirty = False
+                self._pass(tick)
+                self._bind(tick)
+                self._sample(tick)
+                timer_due = self._timers(tick)
+            if self.finished() or tick >= self.max_time:
+                break
+            nxt = min(self.events[0][0] if self.events else math.inf, self.provider.next_event(), timer_due)
+            if self.plan_nonempty or self.provider.has_unreported_failures():
+                nxt = tick + self.interval
+            if nxt == math.inf:
+                break
+            tick = max(tick + self.interval, math.ceil(nxt / self.interval) * self.interval)
+            if self.progress and time.monotonic() - last_report > 2:
+                last_report = time.monotonic()
+                self.progress(self._status(tick))
+        if self.progress:
+            self.progress(self._status(tick) + f" done in {time.monotonic() - wall:.1f}s")
+        return SimResult(
+            config=self.config, profile=self.profile, jobs=self.runs, provider=self.provider, end=tick,
+            samples=self.samples, plan_seconds=self.plan_seconds, passes=int(tick // self.interval) + 1,
+            passes_planned=self.passes_planned, episodes=self.episodes, interruptions=self.interruptions,
+            rescheduled_pods=self.rescheduled, scale_ups=self.scale_ups, scale_downs=self.scale_downs,
+            provider_errors=self.provider_errors,
+        )
+
+    def _status(self, tick: float) -> str:
+        gpus = sum(i.gpus for i in self.provider.alive())
+        return (f"t={tick / 3600:7.1f}h jobs {self.completed}/{len(self.runs)} nodes {len(self.binder.nodes)} "
+                f"gpus {gpus} demand {self.demand_gpus} pending pods {len(self.pending)} "
+                f"passes planned {self.passes_planned}")

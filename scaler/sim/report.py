@@ -1,0 +1,145 @@
+"""The simulation report: the figures a run is judged by, as JSON and as a terminal summary.
+
+- paid_gpu_hours: GPUs of every instance times its life, from the launch request to its
+  termination (boot and idle included); instances still alive at the end are paid to the end.
+- demand_gpu_hours: the lower bound, sum over jobs of GPUs x run time.
+- cost_usd: every instance's hourly price times its life; lower_bound_cost_usd: each job's
+  GPU-hours at the cheapest per-GPU price of a pool its pods fit (a 0-GPU job: its cpu share of the
+  cheapest per-vCPU pool that fits it).
+- spot_share: the share of paid GPU-hours that ran on spot.
+- pending_*: per job, from submission to the moment all its pods run (first start); a job that never
+  started counts until the end of the simulation.
+- fallback_events / fallback_delay_*: a spot launch that failed while pods waited for it opens an
+  episode; it closes when a scale-up in another pool is planned for those pods (the fallback). The
+  delay is from the failed launch to that scale-up.
+- plan_*: wall time of `scaler.core.planner.plan` per pass that ran.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from scaler.core.model import Pod
+from scaler.core.predicates import fits
+from scaler.sim.engine import JobRun, SimResult
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..1); 0 for an empty list."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[max(math.ceil(q * len(ordered)) - 1, 0)]
+
+
+def _cheapest_rate(result: SimResult, pod: Pod) -> tuple[float, str] | None:
+    """(price per GPU-hour, or per vCPU-hour for a 0-GPU pod; pool) of the cheapest pool the pod fits."""
+    config = result.config
+    best: tuple[float, str] | None = None
+    gpus = pod.requests.get("nvidia.com/gpu", 0)
+    for pool in config.pools:
+        template = pool.template_node(pool.zones[0], config.region)
+        if not fits(pod, template):
+            continue
+        per_unit = config.price(pool) / (pool.gpus if gpus else pool.itype.vcpu)
+        if best is None or per_unit < best[0]:
+            best = (per_unit, pool.name)
+    return best
+
+
+def lower_bound_cost(result: SimResult) -> float:
+    cache: dict[tuple[object, ...], tuple[float, str] | None] = {}
+    total = 0.0
+    for run in result.jobs:
+        for pod in run.pods:
+            shape = (tuple(sorted(pod.requests.items())), pod.tolerations)
+            if shape not in cache:
+                cache[shape] = _cheapest_rate(result, pod)
+            rate = cache[shape]
+            if rate is None:
+                continue
+            gpus = pod.requests.get("nvidia.com/gpu", 0)
+            units = gpus if gpus else pod.requests.get("cpu", 0) / 1000
+            total += rate[0] * units * run.job.duration_s / 3600
+    return total
+
+
+def _pending(run: JobRun, end: float) -> float:
+    start = run.first_start if run.first_start is not None else end
+    return max(start - run.job.submit_s, 0.0)
+
+
+def build_report(result: SimResult, *, trace: str, pools_file: str, seed: int, outages: list[str],
+                 wall_s: float) -> dict[str, Any]:
+    end = result.end
+    history = result.provider.history
+    paid = sum(i.gpus * i.life(end) for i in history) / 3600
+    spot = sum(i.gpus * i.life(end) for i in history if i.spot) / 3600
+    cost = sum(i.price_per_hour * i.life(end) for i in history) / 3600
+    demand = sum(r.job.gpus * r.job.duration_s for r in result.jobs) / 3600
+    pendings = [_pending(r, end) for r in result.jobs]
+    delays = [e.fallback_at - e.failed_at for e in result.episodes if e.fallback_at is not None]
+    timings = result.config.timings
+    return {
+        "trace": trace,
+        "pools_file": pools_file,
+        "scheduler": result.profile.name,
+        "scheduler_name": result.profile.scheduler_name,
+        "placement": f"kube-scheduler {result.profile.name} profile "
+                     f"(NodeResourcesFit {result.profile.fit_strategy})",
+        "seed": seed,
+        "spot_outages": outages,
+        "timings": timings.model_dump(),
+        "jobs_total": len(result.jobs),
+        "jobs_completed": sum(1 for r in result.jobs if r.completed_at is not None),
+        "demand_gpu_hours": round(demand, 1),
+        "paid_gpu_hours": round(paid, 1),
+        "paid_over_demand": round(paid / demand, 4) if demand else None,
+        "cost_usd": round(cost, 2),
+        "lower_bound_cost_usd": round(lower_bound_cost(result), 2),
+        "spot_share": round(spot / paid, 4) if paid else 0.0,
+        "pending_p50_s": percentile(pendings, 0.5),
+        "pending_p95_s": percentile(pendings, 0.95),
+        "pending_max_s": max(pendings, default=0.0),
+        "fallback_events": len(delays),
+        "fallback_delay_max_s": max(delays, default=None),
+        "failed_launch_episodes": len(result.episodes),
+        "interruptions": result.interruptions,
+        "rescheduled_pods": result.rescheduled_pods,
+        "instances_launched": len(history),
+        "peak_gpus": max((sum(s.gpus_by_pool.values()) for s in result.samples), default=0),
+        "peak_demand_gpus": max((s.demand_gpus for s in result.samples), default=0),
+        "scale_ups": result.scale_ups,
+        "scale_downs": result.scale_downs,
+        "plan_p50_s": round(percentile(result.plan_seconds, 0.5), 5),
+        "plan_max_s": round(max(result.plan_seconds, default=0.0), 5),
+        "passes": result.passes,
+        "passes_planned": result.passes_planned,
+        "simulated_hours": round(end / 3600, 2),
+        "wall_s": round(wall_s, 1),
+        "provider_errors": result.provider_errors[:20],
+    }
+
+
+SUMMARY_KEYS = (
+    "scheduler", "jobs_completed", "jobs_total", "demand_gpu_hours", "paid_gpu_hours", "paid_over_demand",
+    "cost_usd", "lower_bound_cost_usd", "spot_share", "pending_p50_s", "pending_p95_s", "pending_max_s",
+    "fallback_events", "fallback_delay_max_s", "interruptions", "rescheduled_pods", "plan_p50_s", "plan_max_s",
+    "passes_planned", "simulated_hours", "wall_s",
+)
+
+
+def summary(report: dict[str, Any]) -> str:
+    width = max(len(k) for k in SUMMARY_KEYS)
+    lines = [f"simulation of {report['trace']} with {report['pools_file']} ({report['placement']})"]
+    lines += [f"  {k:<{width}}  {report[k]}" for k in SUMMARY_KEYS]
+    return "\n".join(lines)
+
+
+def one_line(report: dict[str, Any]) -> str:
+    """The figures of a run on one line (bench/simulate_traces.py prints these)."""
+    keys = ("scheduler", "jobs_completed", "jobs_total", "demand_gpu_hours", "paid_gpu_hours", "paid_over_demand",
+            "cost_usd", "lower_bound_cost_usd", "spot_share", "pending_p50_s", "pending_p95_s", "pending_max_s",
+            "fallback_events", "fallback_delay_max_s", "plan_p50_s", "plan_max_s", "wall_s")
+    return " ".join(f"{k}={report[k]}" for k in keys)

@@ -1,0 +1,182 @@
+"""GPU job traces (the CSV format of ../shared/traces) and the pods each job becomes.
+
+Two formats, told apart by their header:
+
+- PHILLY: ``job_id,submit_s,gpus,duration_s,num_workers``
+- ALIBABA (OpenB 2023): ``job_id,submit_s,gpus,duration_s,gpu_milli,cpu,mem_mib,qos,status``
+
+A job with more GPUs than the largest GPU node becomes a gang: ``ceil(gpus / largest)`` pods of
+equal size sharing the gang label (config.gang_label) and the min-member annotation. A job that fits
+one node is one pod, whatever ``num_workers`` says (Philly spread jobs over servers because its
+scheduler had to, not because the jobs asked for it). A trace without cpu/memory gets requests
+proportional to its GPUs (PER_GPU_CPU_M, PER_GPU_MEMORY). GPU-sharing pods (``gpu_milli`` < 1000)
+ask for one whole GPU: nvidia.com/gpu is an integer resource unless time-slicing is configured.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from scaler.core import keys
+from scaler.core.config import ScalerConfig
+from scaler.core.model import Pod, Toleration
+from scaler.core.predicates import effective_request
+
+PHILLY_COLUMNS: Final = ("job_id", "submit_s", "gpus", "duration_s", "num_workers")
+ALIBABA_COLUMNS: Final = ("job_id", "submit_s", "gpus", "duration_s", "gpu_milli", "cpu", "mem_mib", "qos", "status")
+# Requests of a trace pod without cpu/memory figures, per GPU: what a 1-GPU node of the g6.xlarge /
+# NC4as_T4_v3 class still offers once its kubelet reserve and DaemonSets are taken.
+PER_GPU_CPU_M: Final = 3000
+PER_GPU_MEMORY: Final = 12 * 2**30
+CPU_ONLY_CPU_M: Final = 1000  # a 0-GPU job of a trace without cpu figures
+CPU_ONLY_MEMORY: Final = 2 * 2**30
+SIM_NAMESPACE: Final = "trace"
+
+
+class TraceError(ValueError):
+    """A malformed trace; the message names the file and the line."""
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    job_id: str
+    submit_s: float
+    gpus: int
+    duration_s: float
+    cpu_m: int | None = None  # per job, None when the trace has no cpu figure
+    memory: int | None = None  # bytes
+    gpu_milli: int = 1000
+    num_workers: int = 1
+    line: int = 0
+
+
+def _number(text: str, column: str, *, integer: bool, where: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise TraceError(f"{where}: {column} is {text!r}, not a number") from None
+    if not math.isfinite(value) or value < 0:
+        raise TraceError(f"{where}: {column} is {text!r}, expected a finite number >= 0")
+    if integer and value != int(value):
+        raise TraceError(f"{where}: {column} is {text!r}, expected an integer")
+    return value
+
+
+def load_trace(path: str | Path, hours: float | None = None) -> list[Job]:
+    """Read a trace CSV; with `hours`, only the jobs submitted in the first `hours` hours."""
+    p = Path(path)
+    try:
+        handle = p.open(encoding="utf-8", newline="")
+    except OSError as err:
+        raise TraceError(f"{p}: cannot read: {err.strerror}") from None
+    jobs: list[Job] = []
+    header: list[str] | None = None
+    kind = ""
+    seen: set[str] = set()
+    with handle:
+        for line, text in enumerate(handle, start=1):
+            if text.startswith("#") or not text.strip():
+                continue
+            row = next(csv.reader([text]))
+            where = f"{p}:{line}"
+            if header is None:
+                header = [h.strip() for h in row]
+                if tuple(header) == PHILLY_COLUMNS:
+                    kind = "philly"
+                elif tuple(header) == ALIBABA_COLUMNS:
+                    kind = "alibaba"
+                else:
+                    raise TraceError(
+                        f"{where}: unknown header {','.join(header)!r}; expected "
+                        f"{','.join(PHILLY_COLUMNS)!r} or {','.join(ALIBABA_COLUMNS)!r}"
+                    )
+                continue
+            if len(row) != len(header):
+                raise TraceError(f"{where}: {len(row)} fields, the header has {len(header)}")
+            rec = dict(zip(header, (c.strip() for c in row), strict=True))
+            job_id = rec["job_id"]
+            if not job_id:
+                raise TraceError(f"{where}: job_id is empty")
+            if job_id in seen:
+                raise TraceError(f"{where}: job_id {job_id!r} appears twice")
+            seen.add(job_id)
+            submit = _number(rec["submit_s"], "submit_s", integer=False, where=where)
+            gpus = int(_number(rec["gpus"], "gpus", integer=True, where=where))
+            duration = _number(rec["duration_s"], "duration_s", integer=False, where=where)
+            if jobs and submit < jobs[-1].submit_s:
+                raise TraceError(f"{where}: submit_s {rec['submit_s']} is before the previous row's")
+            if hours is not None and submit >= hours * 3600:
+                break
+            if kind == "philly":
+                workers = int(_number(rec["num_workers"], "num_workers", integer=True, where=where))
+                jobs.append(Job(job_id, submit, gpus, duration, num_workers=max(workers, 1), line=line))
+                continue
+            milli = int(_number(rec["gpu_milli"], "gpu_milli", integer=True, where=where))
+            cpu = _number(rec["cpu"], "cpu", integer=False, where=where)
+            mem = _number(rec["mem_mib"], "mem_mib", integer=False, where=where)
+            if gpus == 0 and cpu == 0:
+                raise TraceError(f"{where}: a job with neither GPUs nor cpu")
+            jobs.append(Job(job_id, submit, gpus, duration, cpu_m=math.ceil(cpu * 1000),
+                            memory=math.ceil(mem * 2**20), gpu_milli=milli, line=line))
+    if header is None:
+        raise TraceError(f"{p}: empty trace (no header)")
+    return jobs
+
+
+# --- jobs to pods ----------------------------------------------------------------------------
+def largest_gpu_node(config: ScalerConfig) -> int:
+    return max((p.gpus for p in config.pools), default=0)
+
+
+def gang_split(gpus: int, largest: int) -> tuple[int, int]:
+    """(pods, GPUs per pod) for a job: one pod if it fits the largest node, else an even gang."""
+    if gpus <= largest or largest == 0:
+        return 1, gpus
+    count = math.ceil(gpus / largest)
+    return count, math.ceil(gpus / count)
+
+
+def min_gpu_tolerations(config: ScalerConfig, pod_gpus: int) -> tuple[Toleration, ...]:
+    """Tolerate the min-gpus taint of every pool whose minimum the pod reaches (as the pod templates do)."""
+    values = sorted({p.min_pod_gpus for p in config.pools if 1 < p.min_pod_gpus <= pod_gpus})
+    return tuple(Toleration(keys.TAINT_MIN_GPUS, "Equal", str(v), "NoSchedule") for v in values)
+
+
+def job_pods(job: Job, config: ScalerConfig, scheduler_name: str = "default-scheduler") -> list[Pod]:
+    """The pods of one job, as its Job / PyTorchJob / JobSet would create them."""
+    count, per_pod = gang_split(job.gpus, largest_gpu_node(config))
+    share = 1 / count
+    if job.cpu_m is not None and job.memory is not None:
+        cpu, memory = math.ceil(job.cpu_m * share), math.ceil(job.memory * share)
+    elif per_pod:
+        cpu, memory = PER_GPU_CPU_M * per_pod, PER_GPU_MEMORY * per_pod
+    else:
+        cpu, memory = CPU_ONLY_CPU_M, CPU_ONLY_MEMORY
+    container = {keys.RES_CPU: cpu, keys.RES_MEMORY: memory}
+    tolerations: tuple[Toleration, ...] = ()
+    if per_pod:
+        container[keys.RES_GPU] = per_pod
+        tolerations = (Toleration(keys.TAINT_GPU, "Exists", "", "NoSchedule"),
+                       *min_gpu_tolerations(config, per_pod))
+    labels = {"job": job.job_id}
+    annotations: dict[str, str] = {}
+    if count > 1:
+        labels[config.gang_label] = job.job_id
+        annotations[config.gang_min_annotation] = str(count)
+    return [
+        Pod(
+            name=f"job-{job.job_id}-{i}", namespace=SIM_NAMESPACE, uid=f"{job.job_id}-{i}",
+            requests=effective_request([container]), labels=dict(labels), annotations=dict(annotations),
+            tolerations=tolerations, owner_kind="Job", scheduler_name=scheduler_name,
+        )
+        for i in range(count)
+    ]
+
+
+def demand_gpu_hours(jobs: Iterable[Job]) -> float:
+    return sum(j.gpus * j.duration_s for j in jobs) / 3600
