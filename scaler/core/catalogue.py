@@ -78,6 +78,7 @@ _TYPES: Final = [
     _aws("m5.2xlarge", 8, 32, 0.384), _aws("m5.4xlarge", 16, 64, 0.768),
     _aws("m6i.large", 2, 8, 0.096), _aws("m6i.xlarge", 4, 16, 0.192),
     _aws("m6i.2xlarge", 8, 32, 0.384), _aws("m6i.4xlarge", 16, 64, 0.768),
+    _aws("m6i.8xlarge", 32, 128, 1.536), _aws("m6i.12xlarge", 48, 192, 2.304),
     _aws("c6i.large", 2, 4, 0.085), _aws("c6i.xlarge", 4, 8, 0.17),
     _aws("c6i.2xlarge", 8, 16, 0.34), _aws("c6i.4xlarge", 16, 32, 0.68),
     # Azure GPU
@@ -94,6 +95,7 @@ _TYPES: Final = [
     # Azure general purpose / compute
     _az("Standard_D2s_v5", 2, 8, 0.096), _az("Standard_D4s_v5", 4, 16, 0.192),
     _az("Standard_D8s_v5", 8, 32, 0.384), _az("Standard_D16s_v5", 16, 64, 0.768),
+    _az("Standard_D32s_v5", 32, 128, 1.536), _az("Standard_D48s_v5", 48, 192, 2.304),
     _az("Standard_F4s_v2", 4, 8, 0.169), _az("Standard_F8s_v2", 8, 16, 0.338),
     _az("Standard_F16s_v2", 16, 32, 0.677),
 ]
