@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# The Ansible collection's checks: ansible-lint (production profile), ansible-galaxy collection build,
+# and the molecule scenarios (podman, Debian 12 image built here). `make ansible-test` / `make test`
+# run this with .venv/bin on PATH. Exits non-zero on the first failure.
+#   tests/ansible/run.sh                 everything
+#   tests/ansible/run.sh lint|build|molecule [role...]
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+collection=$repo/ansible_collections/gpuburst/cluster
+export CONTAINERS_CONF=${CONTAINERS_CONF:-$here/containers.conf}
+export ANSIBLE_COLLECTIONS_PATH=$repo
+export ANSIBLE_FORCE_COLOR=0 PY_COLORS=0 ANSIBLE_NOCOLOR=1
+export GPUBURST_MOLECULE_IMAGE=${GPUBURST_MOLECULE_IMAGE:-localhost/gpuburst-molecule-debian12:latest}
+ROLES_WITH_SCENARIOS=(metrics_certs nvidia_container_toolkit nvidia_driver)
+what=${1:-all}
+[ $# -gt 0 ] && shift
+
+for tool in ansible-playbook ansible-lint ansible-galaxy molecule; do
+  command -v "$tool" >/dev/null || { echo "run.sh: $tool not on PATH (run through 'make ansible-test')" >&2; exit 2; }
+done
+
+step() { printf '\n== %s (%ss)\n' "$1" "$SECONDS"; }
+
+lint() {
+  step "ansible-lint --profile production"
+  (cd "$repo" && ansible-lint --profile production --offline ansible_collections/gpuburst/cluster roles)
+}
+
+build() {
+  step "ansible-galaxy collection build"
+  local out
+  out=$(mktemp -d)
+  ansible-galaxy collection build "$collection" --output-path "$out"
+  ls "$out"
+  rm -rf "$out"
+}
+
+ensure_podman() {
+  if ! command -v podman >/dev/null || ! command -v debootstrap >/dev/null || ! command -v runc >/dev/null; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+      step "installing podman runc debootstrap"
+      DEBIAN_FRONTEND=noninteractive apt-get update -qq
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+        podman runc debootstrap uidmap slirp4netns fuse-overlayfs >/dev/null
+    else
+      echo "run.sh: podman, runc and debootstrap are needed for the molecule scenarios (apt-get install as root)" >&2
+      exit 2
+    fi
+  fi
+  step "molecule image"
+  "$here/build-image.sh"
+}
+
+scenarios() {
+  ensure_podman
+  local roles=("$@")
+  [ ${#roles[@]} -gt 0 ] || roles=("${ROLES_WITH_SCENARIOS[@]}")
+  for role in "${roles[@]}"; do
+    step "molecule test: $role"
+    (cd "$collection/roles/$role" && molecule test)
+  done
+}
+
+case $what in
+  lint) lint ;;
+  build) build ;;
+  molecule) scenarios "$@" ;;
+  all) lint; build; scenarios ;;
+  *) echo "usage: $0 [all|lint|build|molecule [role...]]" >&2; exit 2 ;;
+esac
+step "done"
