@@ -1,0 +1,147 @@
+"""Pure, deterministic renderings the platform component declares: no Pulumi, no I/O.
+
+Everything here is derived from the pool model (`ScalerConfig`) and `PlatformSettings`, so the same
+stack always renders the same objects (the offline render snapshot can include them).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import yaml
+
+from scaler.core import keys
+from scaler.core.config import ScalerConfig
+from scaler.core.model import Taint
+from scaler.sim import profiles
+
+SCALER_NAME: Final = "gpuburst-scaler"
+SCALER_CONFIG_DIR: Final = "/etc/gpuburst"
+SCALER_CONFIG_FILE: Final = "config.yaml"
+SCALER_PORT: Final = 8085  # metrics, /healthz, /readyz (scaler runtime)
+NON_ROOT_UID: Final = 65532
+
+SCHEDULER_NAME: Final = profiles.BINPACK.scheduler_name
+SCHEDULER_CONFIG_FILE: Final = "scheduler-config.yaml"
+
+# The per-pod metric the custom metrics API serves and the example HPA targets (percent, 0-100).
+GPU_UTIL_METRIC: Final = "gpu_utilization"
+PRIORITY_TRAINING: Final = "gpuburst-gpu-training"
+PRIORITY_INFERENCE: Final = "gpuburst-gpu-inference"
+
+
+# --- the scaler's configuration ---------------------------------------------------------------
+def scaler_config_yaml(config: ScalerConfig) -> str:
+    """The scaler's config file: the same validated pools that made the cloud groups.
+
+    `scaler.core.config.parse_config(yaml.safe_load(text), ...)` gives back an equal ScalerConfig.
+    """
+    data = config.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return yaml.safe_dump(data, sort_keys=True, default_flow_style=False)
+
+
+# --- tolerations for what runs on GPU nodes ---------------------------------------------------
+def gpu_taints(config: ScalerConfig) -> list[Taint]:
+    """Every taint any GPU pool's nodes carry, sorted, without repeats."""
+    seen = {t for pool in config.pools if pool.role == "gpu" for t in pool.node_taints()}
+    return sorted(seen, key=lambda t: (t.key, t.value, t.effect))
+
+
+def tolerations_for(taints: list[Taint]) -> list[dict[str, str]]:
+    out = []
+    for t in taints:
+        if t.value:
+            out.append({"key": t.key, "operator": "Equal", "value": t.value, "effect": t.effect})
+        else:
+            out.append({"key": t.key, "operator": "Exists", "effect": t.effect})
+    return out
+
+
+def gpu_daemonset_tolerations(config: ScalerConfig) -> list[dict[str, str]]:
+    """A per-node agent on GPU nodes must tolerate every GPU pool's taints (min-gpus ones included)."""
+    return tolerations_for(gpu_taints(config))
+
+
+def single_gpu_pod_tolerations(config: ScalerConfig) -> list[dict[str, str]]:
+    """What a 1-GPU pod tolerates: the GPU and spot taints, never a pool's min-gpus taint."""
+    return tolerations_for([t for t in gpu_taints(config) if t.key != keys.TAINT_MIN_GPUS])
+
+
+# --- security contexts ------------------------------------------------------------------------
+def pod_security() -> dict[str, Any]:
+    return {
+        "runAsNonRoot": True,
+        "runAsUser": NON_ROOT_UID,
+        "runAsGroup": NON_ROOT_UID,
+        "fsGroup": NON_ROOT_UID,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def container_security() -> dict[str, Any]:
+    return {
+        "runAsNonRoot": True,
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"]},
+    }
+
+
+def system_node_selector() -> dict[str, str]:
+    return {keys.LABEL_ROLE: "system"}
+
+
+# --- GPU metrics --------------------------------------------------------------------------------
+# dcgm-exporter fields the chain needs (CSV: field, Prometheus type, help). GPU_UTIL reads 0 on MIG
+# instances; GR_ENGINE_ACTIVE (a ratio) is what a MIG slice reports instead.
+DCGM_COUNTERS: Final = """\
+DCGM_FI_DEV_GPU_UTIL, gauge, GPU utilization (in %).
+DCGM_FI_DEV_MEM_COPY_UTIL, gauge, Memory utilization (in %).
+DCGM_FI_DEV_FB_FREE, gauge, Framebuffer memory free (in MiB).
+DCGM_FI_DEV_FB_USED, gauge, Framebuffer memory used (in MiB).
+DCGM_FI_DEV_GPU_TEMP, gauge, GPU temperature (in C).
+DCGM_FI_DEV_POWER_USAGE, gauge, Power draw (in W).
+DCGM_FI_DEV_XID_ERRORS, gauge, Value of the last XID error encountered.
+DCGM_FI_PROF_GR_ENGINE_ACTIVE, gauge, Ratio of time the graphics engine is active.
+DCGM_FI_PROF_SM_ACTIVE, gauge, The ratio of cycles an SM has at least 1 warp assigned.
+"""
+
+# Per GPU (or MIG slice): GR_ENGINE_ACTIVE x 100 where the series is a MIG instance (GPU_I_ID set),
+# GPU_UTIL elsewhere; then averaged over the pod's GPUs. `<<...>>` are the adapter's template marks.
+GPU_UTIL_QUERY: Final = (
+    "avg by (<<.GroupBy>>) ("
+    '(DCGM_FI_PROF_GR_ENGINE_ACTIVE{<<.LabelMatchers>>,GPU_I_ID!=""} * 100)'
+    ' or DCGM_FI_DEV_GPU_UTIL{<<.LabelMatchers>>,GPU_I_ID=""}'
+    ")"
+)
+
+
+def adapter_rules() -> dict[str, Any]:
+    """prometheus-adapter's config: one pods metric, `gpu_utilization`, per namespace/pod."""
+    return {
+        "rules": [{
+            "seriesQuery": 'DCGM_FI_DEV_GPU_UTIL{namespace!="",pod!=""}',
+            "resources": {"overrides": {"namespace": {"resource": "namespace"}, "pod": {"resource": "pod"}}},
+            "name": {"matches": "^DCGM_FI_DEV_GPU_UTIL$", "as": GPU_UTIL_METRIC},
+            "metricsQuery": GPU_UTIL_QUERY,
+        }],
+    }
+
+
+def keda_query(namespace: str, pod_prefix: str) -> str:
+    """The same reading as the adapter's rule, for one workload's pods (KEDA's Prometheus trigger)."""
+    match = f'namespace="{namespace}",pod=~"{pod_prefix}-.*"'
+    return (
+        f'avg((DCGM_FI_PROF_GR_ENGINE_ACTIVE{{{match},GPU_I_ID!=""}} * 100)'
+        f' or DCGM_FI_DEV_GPU_UTIL{{{match},GPU_I_ID=""}})'
+    )
+
+
+# --- the bin-packing scheduler ------------------------------------------------------------------
+def scheduler_configuration() -> dict[str, Any]:
+    """Exactly the profile the simulator models (`scaler.sim.profiles.BINPACK`)."""
+    return profiles.kube_scheduler_configuration(profiles.BINPACK)
+
+
+def scheduler_config_yaml() -> str:
+    return yaml.safe_dump(scheduler_configuration(), sort_keys=True, default_flow_style=False)

@@ -1,0 +1,69 @@
+"""The platform's stack settings (`gpuburst:platform` in `Pulumi.<env>.yaml`), validated like the pools."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+import scaler
+
+MetricsPath = Literal["prometheus-adapter", "keda"]
+
+# Where things live in the cluster. The Ansible metrics_certs role must issue the adapter's serving
+# certificate for ADAPTER_SERVICE in MONITORING_NAMESPACE and store it in `metrics_tls_secret`.
+SCALER_NAMESPACE = "gpuburst-system"
+MONITORING_NAMESPACE = "monitoring"
+KEDA_NAMESPACE = "keda"
+ADAPTER_SERVICE = "prometheus-adapter"
+CUSTOM_METRICS_APISERVICE = "v1beta1.custom.metrics.k8s.io"
+
+
+class PlatformSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    metrics: MetricsPath = Field(
+        default="prometheus-adapter",
+        description="how HPAs get GPU utilisation: the custom metrics API, or KEDA with a Prometheus trigger",
+    )
+    scaler_image: str = f"ghcr.io/gpuburst/scaler:{scaler.__version__}"
+    scaler_replicas: int = Field(default=2, ge=1, le=5)
+    scaler_dry_run: bool = False
+    scaler_env: dict[str, str] = Field(
+        default_factory=dict, description="extra plain settings for the scaler (the policy pack refuses credentials)"
+    )
+    metrics_tls_secret: str = Field(
+        default="prometheus-adapter-tls",
+        description="kubernetes.io/tls Secret the Ansible metrics_certs role writes in the monitoring namespace",
+    )
+    metrics_ca_bundle: str | None = Field(
+        default=None,
+        description="PEM of the CA that signed the adapter's serving certificate (public; the Ansible role's CA)",
+    )
+    binpack_scheduler: bool = True
+    example_inference: bool = True
+    example_namespace: str = "gpu-examples"
+    gpu_utilization_target: int = Field(default=60, gt=0, le=100)
+
+    @field_validator("metrics_ca_bundle")
+    @classmethod
+    def _pem(cls, v: str | None) -> str | None:
+        if v is not None and "-----BEGIN CERTIFICATE-----" not in v:
+            raise ValueError("must be a PEM certificate (-----BEGIN CERTIFICATE-----)")
+        return v
+
+
+def parse_settings(data: Any, source: str) -> PlatformSettings:
+    """Validate the `platform` mapping; errors name the stack (source) and the key."""
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ValueError(f"{source}: platform: expected a mapping, got {type(data).__name__}")
+    try:
+        return PlatformSettings.model_validate(data)
+    except ValidationError as err:
+        lines = [
+            f"{source}: platform.{'.'.join(str(p) for p in e['loc'])}: {e['msg'].removeprefix('Value error, ')}"
+            for e in err.errors()
+        ]
+        raise ValueError("\n".join(lines)) from None

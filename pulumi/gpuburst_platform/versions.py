@@ -1,0 +1,53 @@
+"""Every chart and image the platform installs, pinned in one place.
+
+Bump a version here and nowhere else; the tests read these too, so a bump shows in the pull
+request's preview of every stack.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+
+@dataclass(frozen=True)
+class Chart:
+    chart: str
+    version: str
+    repo: str
+
+
+CHARTS: Final[dict[str, Chart]] = {
+    # Prometheus (operator, ServiceMonitor CRDs, kube-state-metrics, node-exporter).
+    "kube-prometheus-stack": Chart("kube-prometheus-stack", "67.8.0", "https://prometheus-community.github.io/helm-charts"),
+    # NVIDIA's DCGM exporter: per-GPU metrics attributed to the pod that holds the GPU.
+    "dcgm-exporter": Chart("dcgm-exporter", "4.1.3", "https://nvidia.github.io/dcgm-exporter/helm-charts"),
+    # The custom metrics API (metrics path "prometheus-adapter").
+    "prometheus-adapter": Chart("prometheus-adapter", "4.11.0", "https://prometheus-community.github.io/helm-charts"),
+    # KEDA (metrics path "keda"): ScaledObjects with a Prometheus trigger.
+    "keda": Chart("keda", "2.16.1", "https://kedacore.github.io/charts"),
+}
+
+# kube-scheduler of the second (bin-packing) scheduler must match the cluster's minor version.
+KUBE_SCHEDULER_REGISTRY: Final = "registry.k8s.io/kube-scheduler"
+KUBE_SCHEDULER_PATCH: Final[dict[str, str]] = {
+    "1.30": "v1.30.14",
+    "1.31": "v1.31.10",
+    "1.32": "v1.32.6",
+    "1.33": "v1.33.2",
+    "1.34": "v1.34.1",
+}
+
+
+def kube_scheduler_image(kubernetes_version: str) -> str:
+    """`1.31` or `1.31.4` -> the pinned (or given) kube-scheduler image of that minor version."""
+    parts = kubernetes_version.removeprefix("v").split(".")
+    minor = ".".join(parts[:2])
+    if len(parts) >= 3 and all(p.isdigit() for p in parts[:3]):
+        return f"{KUBE_SCHEDULER_REGISTRY}:v{'.'.join(parts[:3])}"
+    if minor not in KUBE_SCHEDULER_PATCH:
+        raise ValueError(
+            f"kubernetes_version {kubernetes_version!r}: no kube-scheduler image pinned for it "
+            f"(known: {', '.join(sorted(KUBE_SCHEDULER_PATCH))}); add it to gpuburst_platform/versions.py"
+        )
+    return f"{KUBE_SCHEDULER_REGISTRY}:{KUBE_SCHEDULER_PATCH[minor]}"

@@ -1,0 +1,310 @@
+"""The platform component under Pulumi mocks, on both clouds and both metrics paths."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import pytest
+import yaml
+from platform_helpers import CLIENT_ID, IRSA_ARN, Recorder, scaler_config
+
+from scaler import permissions
+from scaler.core import keys
+from scaler.core.config import parse_config
+from scaler.core.predicates import fits
+from scaler.kube.convert import pod_from_json
+from scaler.sim import profiles
+
+CA_PEM = "-----BEGIN CERTIFICATE-----\nMIIBfake\n-----END CERTIFICATE-----\n"
+PATHS = ["prometheus-adapter", "keda"]
+
+
+def pod_spec(dep: Any) -> dict[str, Any]:
+    return dep.inputs["spec"]["template"]["spec"]
+
+
+def as_pod(dep: Any, namespace: str = "default") -> Any:
+    tmpl = dep.inputs["spec"]["template"]
+    meta = {"name": dep.metadata["name"], "namespace": namespace, "labels": tmpl["metadata"].get("labels", {})}
+    return pod_from_json({"metadata": meta, "spec": tmpl["spec"]})
+
+
+# --- the scaler ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("cloud", ["aws", "azure"])
+def test_scaler_configmap_is_the_pool_model_round_trip(build: Any, cloud: str) -> None:
+    res: Recorder = build(cloud)
+    cm = res.one("core/v1:ConfigMap", "gpuburst-scaler-config")
+    text = cm.inputs["data"]["config.yaml"]
+    parsed = parse_config(yaml.safe_load(text), "configmap")
+    original = scaler_config(cloud)
+    assert parsed == original
+    assert [p.name for p in parsed.pools] == [p.name for p in original.pools]
+    # The pools the scaler reads produce the same cloud tags as the pools that made the groups.
+    assert [p.to_tags(parsed.cluster) for p in parsed.pools] == [p.to_tags(original.cluster) for p in original.pools]
+
+
+@pytest.mark.parametrize("cloud", ["aws", "azure"])
+def test_scaler_identity_is_irsa_or_workload_identity(build: Any, cloud: str) -> None:
+    res = build(cloud)
+    sa = res.one("core/v1:ServiceAccount", "gpuburst-scaler")
+    annotations = sa.metadata["annotations"]
+    labels = pod_spec(res.one("apps/v1:Deployment", "gpuburst-scaler"))
+    pod_labels = res.one("apps/v1:Deployment", "gpuburst-scaler").inputs["spec"]["template"]["metadata"]["labels"]
+    if cloud == "aws":
+        assert annotations == {"eks.amazonaws.com/role-arn": IRSA_ARN}
+        assert "azure.workload.identity/use" not in pod_labels
+    else:
+        assert annotations == {"azure.workload.identity/client-id": CLIENT_ID}
+        assert pod_labels["azure.workload.identity/use"] == "true"
+    env_names = {e["name"] for e in labels["containers"][0]["env"]}
+    assert not env_names & {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AZURE_CLIENT_SECRET"}
+
+
+def test_scaler_rbac_is_exactly_the_runtime_rules(build: Any) -> None:
+    res = build("aws")
+    assert res.one("ClusterRole", "gpuburst-scaler").inputs["rules"] == permissions.KUBERNETES_RBAC_RULES
+    role = res.one("rbac.authorization.k8s.io/v1:Role", "gpuburst-scaler")
+    assert role.inputs["rules"] == permissions.KUBERNETES_ROLE_RULES
+    assert role.metadata["namespace"] == "gpuburst-system"
+    subject = {"kind": "ServiceAccount", "name": "gpuburst-scaler", "namespace": "gpuburst-system"}
+    crb = res.one("ClusterRoleBinding", "gpuburst-scaler")
+    assert crb.inputs["subjects"] == [subject]
+    assert crb.inputs["roleRef"]["name"] == "gpuburst-scaler"
+    assert res.one("rbac.authorization.k8s.io/v1:RoleBinding", "gpuburst-scaler").inputs["subjects"] == [subject]
+
+
+def test_scaler_deployment_is_hardened_and_on_the_system_pool(build: Any) -> None:
+    res = build("aws")
+    dep = res.one("apps/v1:Deployment", "gpuburst-scaler")
+    spec = pod_spec(dep)
+    assert dep.inputs["spec"]["replicas"] == 2
+    assert spec["nodeSelector"] == {keys.LABEL_ROLE: "system"}
+    assert spec["securityContext"]["runAsNonRoot"] is True and spec["securityContext"]["runAsUser"] != 0
+    (c,) = spec["containers"]
+    assert c["securityContext"]["readOnlyRootFilesystem"] is True
+    assert c["securityContext"]["allowPrivilegeEscalation"] is False
+    assert set(c["resources"]) == {"requests", "limits"}
+    ports = {p["name"]: p["containerPort"] for p in c["ports"]}
+    assert ports == {"metrics": 8085}
+    assert c["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert c["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert ports[c["livenessProbe"]["httpGet"]["port"]] == 8085
+    assert c["args"][:3] == ["run", "--config", "/etc/gpuburst/config.yaml"]
+    # The pod really lands on the system pool and nowhere else, by the scaler's own predicates.
+    config = scaler_config("aws")
+    pod = as_pod(dep, "gpuburst-system")
+    assert {p.name for p in config.pools if fits(pod, p.template_node())} == {"system"}
+
+
+def test_scaler_has_pdb_service_and_servicemonitor_selecting_its_pods(build: Any) -> None:
+    res = build("azure")
+    labels = res.one("apps/v1:Deployment", "gpuburst-scaler").inputs["spec"]["selector"]["matchLabels"]
+    assert res.one("PodDisruptionBudget", "gpuburst-scaler").inputs["spec"]["selector"]["matchLabels"] == labels
+    svc = res.one("core/v1:Service", "gpuburst-scaler")
+    assert svc.inputs["spec"]["selector"] == labels
+    assert svc.inputs["spec"]["ports"][0]["port"] == 8085
+    (sm,) = res.of(":ServiceMonitor")
+    assert sm.inputs["spec"]["selector"]["matchLabels"].items() <= svc.metadata["labels"].items()
+    assert sm.inputs["spec"]["endpoints"][0]["port"] == "metrics"
+
+
+def test_priority_classes_for_training_and_inference(build: Any) -> None:
+    res = build("aws")
+    pcs = {r.metadata["name"]: r.inputs for r in res.of("PriorityClass")}
+    assert set(pcs) == {"gpuburst-gpu-training", "gpuburst-gpu-inference"}
+    assert pcs["gpuburst-gpu-inference"]["value"] > pcs["gpuburst-gpu-training"]["value"]
+    assert not any(p.get("globalDefault") for p in pcs.values())
+
+
+# --- the metrics chain ----------------------------------------------------------------------------
+@pytest.mark.parametrize("cloud", ["aws", "azure"])
+@pytest.mark.parametrize("metrics", PATHS)
+def test_charts_are_official_and_pinned(build: Any, cloud: str, metrics: str) -> None:
+    from gpuburst_platform.versions import CHARTS
+
+    res = build(cloud, metrics)
+    releases = {r.inputs["chart"]: r.inputs for r in res.of("helm.sh/v3:Release")}
+    expected = {"kube-prometheus-stack", "dcgm-exporter", metrics}
+    assert set(releases) == expected
+    for chart, inputs in releases.items():
+        assert inputs["version"] == CHARTS[chart].version
+        assert inputs["repositoryOpts"]["repo"] == CHARTS[chart].repo
+        assert inputs["name"]  # a fixed release name, no random suffix
+
+
+@pytest.mark.parametrize("cloud", ["aws", "azure"])
+def test_dcgm_exporter_tolerates_every_gpu_pool_and_keeps_pod_labels(build: Any, cloud: str) -> None:
+    res = build(cloud)
+    (dcgm,) = [r for r in res.of("helm.sh/v3:Release") if r.inputs["chart"] == "dcgm-exporter"]
+    values = dcgm.inputs["values"]
+    assert values["serviceMonitor"]["honorLabels"] is True
+    assert "DCGM_FI_DEV_GPU_UTIL" in values["customMetrics"]
+    assert "DCGM_FI_PROF_GR_ENGINE_ACTIVE" in values["customMetrics"]
+    ds_pod = pod_from_json({"metadata": {"name": "dcgm", "namespace": "monitoring"},
+                            "spec": {"nodeSelector": values["nodeSelector"], "tolerations": values["tolerations"],
+                                     "containers": [{"name": "x"}]}})
+    config = scaler_config(cloud)
+    landing = {p.name for p in config.pools if fits(ds_pod, p.template_node())}
+    assert landing == {p.name for p in config.pools if p.role == "gpu"}  # every GPU pool, no other
+
+
+def test_adapter_path_serves_gpu_utilization_with_verified_tls(build: Any) -> None:
+    res = build("aws", "prometheus-adapter", metrics_ca_bundle=CA_PEM)
+    (adapter,) = [r for r in res.of("helm.sh/v3:Release") if r.inputs["chart"] == "prometheus-adapter"]
+    values = adapter.inputs["values"]
+    # The chart renders its own APIService (insecureSkipTLSVerify: true without tls.enable) only when
+    # rules.default or rules.custom is set: both are empty, our ConfigMap carries the rules.
+    assert values["rules"]["default"] is False and values["rules"]["custom"] == []
+    assert values["tls"]["enable"] is False
+    assert {"name": "serving-cert", "secret": {"secretName": "prometheus-adapter-tls"}} in values["extraVolumes"]
+    assert "--tls-cert-file=/var/run/serving-cert/tls.crt" in values["extraArguments"]
+    rules_cm = res.one("core/v1:ConfigMap", values["rules"]["existing"])
+    (rule,) = yaml.safe_load(rules_cm.inputs["data"]["config.yaml"])["rules"]
+    assert rule["name"]["as"] == "gpu_utilization"
+    assert rule["resources"]["overrides"]["pod"] == {"resource": "pod"}
+    assert "DCGM_FI_DEV_GPU_UTIL" in rule["metricsQuery"] and "DCGM_FI_PROF_GR_ENGINE_ACTIVE" in rule["metricsQuery"]
+
+    api = res.one("APIService", "v1beta1.custom.metrics.k8s.io")
+    spec = api.inputs["spec"]
+    assert base64.b64decode(spec["caBundle"]).decode() == CA_PEM
+    assert spec.get("insecureSkipTLSVerify") is False
+    assert spec["service"] == {"name": "prometheus-adapter", "namespace": "monitoring", "port": 443}
+
+    hpa = res.one("HorizontalPodAutoscaler")
+    assert hpa.inputs["apiVersion"] == "autoscaling/v2"
+    assert hpa.inputs["spec"]["scaleTargetRef"]["name"] == "gpu-inference-example"
+    (metric,) = hpa.inputs["spec"]["metrics"]
+    assert metric["type"] == "Pods" and metric["pods"]["metric"]["name"] == rule["name"]["as"]
+    assert not res.of(":ScaledObject")
+
+
+def test_adapter_without_ca_in_stack_leaves_cabundle_to_ansible_and_fails_closed(build: Any) -> None:
+    res = build("azure", "prometheus-adapter")
+    spec = res.one("APIService").inputs["spec"]
+    assert "caBundle" not in spec  # the metrics_certs role sets it; Pulumi never claims the field
+    assert spec.get("insecureSkipTLSVerify") is False
+
+
+def test_keda_path_scales_on_the_same_gpu_reading(build: Any) -> None:
+    res = build("azure", "keda")
+    assert not res.of("APIService")
+    assert not res.of("HorizontalPodAutoscaler")
+    (so,) = res.of(":ScaledObject")
+    assert so.inputs["apiVersion"] == "keda.sh/v1alpha1"
+    assert so.inputs["spec"]["scaleTargetRef"]["name"] == "gpu-inference-example"
+    (trigger,) = so.inputs["spec"]["triggers"]
+    assert trigger["type"] == "prometheus"
+    meta = trigger["metadata"]
+    assert meta["serverAddress"] == "http://gpuburst-prom-prometheus.monitoring.svc:9090"
+    assert "DCGM_FI_DEV_GPU_UTIL" in meta["query"] and "DCGM_FI_PROF_GR_ENGINE_ACTIVE" in meta["query"]
+    assert 'namespace="gpu-examples"' in meta["query"]
+    assert float(meta["threshold"]) == 60
+
+
+@pytest.mark.parametrize("cloud", ["aws", "azure"])
+def test_example_inference_pods_make_the_scaler_add_single_gpu_nodes(build: Any, cloud: str) -> None:
+    res = build(cloud)
+    dep = res.one("apps/v1:Deployment", "gpu-inference-example")
+    spec = pod_spec(dep)
+    assert spec["schedulerName"] == profiles.BINPACK.scheduler_name
+    assert spec["priorityClassName"] == "gpuburst-gpu-inference"
+    pod = as_pod(dep, "gpu-examples")
+    config = scaler_config(cloud)
+    landing = {p.name for p in config.pools if fits(pod, p.template_node())}
+    single = {p.name for p in config.pools if p.role == "gpu" and p.min_pod_gpus <= 1}
+    assert landing == single  # GPU pools that take 1-GPU pods; never a multi-GPU (min-gpus) pool
+    assert single
+
+
+# --- the bin-packing scheduler --------------------------------------------------------------------
+def test_binpack_scheduler_runs_the_profile_the_simulator_models(build: Any) -> None:
+    res = build("aws")
+    cm = res.one("core/v1:ConfigMap", "gpuburst-binpack-config")
+    conf = yaml.safe_load(cm.inputs["data"]["scheduler-config.yaml"])
+    assert conf == profiles.kube_scheduler_configuration(profiles.BINPACK)
+    (profile,) = conf["profiles"]
+    assert profile["schedulerName"] == "gpuburst-binpack"
+    strategy = profile["pluginConfig"][0]["args"]["scoringStrategy"]
+    assert strategy["type"] == "MostAllocated"
+    assert {"name": keys.RES_GPU, "weight": 5} in strategy["resources"]
+
+    dep = res.one("apps/v1:Deployment", "gpuburst-binpack")
+    (c,) = pod_spec(dep)["containers"]
+    assert c["image"] == "registry.k8s.io/kube-scheduler:v1.32.6"  # the cluster's minor version
+    assert "--config=/etc/kubernetes/scheduler-config.yaml" in c["command"]
+    assert pod_spec(dep)["nodeSelector"] == {keys.LABEL_ROLE: "system"}
+    bound = {r.inputs["roleRef"]["name"] for r in res.of("ClusterRoleBinding")
+             if r.inputs["subjects"][0]["name"] == "gpuburst-binpack"}
+    assert bound == {"system:kube-scheduler", "system:volume-scheduler"}
+    election = conf["leaderElection"]
+    lease = res.one("rbac.authorization.k8s.io/v1:Role", "gpuburst-binpack-lease")
+    assert lease.metadata["namespace"] == election["resourceNamespace"]
+    named = [r for r in lease.inputs["rules"] if r.get("resourceNames")]
+    assert named == [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                      "resourceNames": [election["resourceName"]], "verbs": ["get", "update"]}]
+
+
+def test_without_binpack_the_example_uses_the_default_scheduler(build: Any) -> None:
+    res = build("aws", binpack_scheduler=False)
+    assert not [r for r in res.of("apps/v1:Deployment") if r.metadata["name"] == "gpuburst-binpack"]
+    assert "schedulerName" not in pod_spec(res.one("apps/v1:Deployment", "gpu-inference-example"))
+
+
+# --- whole-component properties --------------------------------------------------------------------
+@pytest.mark.parametrize("cloud", ["aws", "azure"])
+@pytest.mark.parametrize("metrics", PATHS)
+def test_every_declared_resource_passes_the_policy_pack(build: Any, cloud: str, metrics: str) -> None:
+    import gpuburst_policies as gp
+
+    res = build(cloud, metrics, metrics_ca_bundle=CA_PEM)
+    violations = gp.check_all([(r.typ, r.name, r.inputs) for r in res.resources])
+    assert violations == []
+
+
+def test_component_is_deterministic(build: Any) -> None:
+    first = build("azure", "keda")
+    second = build("azure", "keda")
+    def by_urn(rec: Recorder) -> dict[tuple[str, str], dict[str, Any]]:
+        return {(r.typ, r.name): r.inputs for r in rec.resources}
+
+    assert by_urn(first) == by_urn(second)
+    assert len(by_urn(first)) == len(first.resources)  # no two resources share a type and name
+
+
+def test_bad_inputs_fail_with_a_message_naming_them() -> None:
+    import pulumi_kubernetes as k8s
+    from gpuburst_platform import Platform, PlatformSettings, parse_settings
+    from platform_helpers import run_program
+
+    aws = scaler_config("aws")
+
+    def mismatch() -> Any:
+        return Platform("p", provider=k8s.Provider("k"), config=aws, cloud="azure", identity="x",
+                        kubernetes_version="1.32")
+
+    with pytest.raises(ValueError, match="cloud is 'azure' but the scaler config's cloud is 'aws'"):
+        run_program(mismatch)
+
+    def old_version() -> Any:
+        return Platform("p", provider=k8s.Provider("k"), config=aws, cloud="aws", identity="x",
+                        kubernetes_version="1.20", settings=PlatformSettings())
+
+    with pytest.raises(ValueError, match=r"kubernetes_version '1.20'"):
+        run_program(old_version)
+
+    no_system = aws.model_copy(update={"pools": [p for p in aws.pools if p.role != "system"]})
+
+    def headless() -> Any:
+        return Platform("p", provider=k8s.Provider("k"), config=no_system, cloud="aws", identity="x",
+                        kubernetes_version="1.32")
+
+    with pytest.raises(ValueError, match="no role 'system' pool"):
+        run_program(headless)
+
+    with pytest.raises(ValueError, match=r"Pulumi.aws-dev.yaml: platform.metrics: "):
+        parse_settings({"metrics": "datadog"}, "Pulumi.aws-dev.yaml")
+    with pytest.raises(ValueError, match=r"Pulumi.aws-dev.yaml: platform.metrics_ca_bundle: must be a PEM"):
+        parse_settings({"metrics_ca_bundle": "not a cert"}, "Pulumi.aws-dev.yaml")
+    with pytest.raises(ValueError, match=r"platform.replicas: Extra inputs"):
+        parse_settings({"replicas": 3}, "Pulumi.aws-dev.yaml")
