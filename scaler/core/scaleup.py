@@ -191,7 +191,7 @@ class Packer:
         b = Bin(free, kind, node.name, pool, zone, group, node)
         group.bins.append(b)
         if group.bound is not None:
-            group.bound = [max(x, y) for x, y in zip(group.bound, free, strict=True)]
+            group.bound = list(map(max, group.bound, free))
         self.bins.append(b)
         if kind in ("existing", "coming"):
             self.by_node[node.name] = b
@@ -279,11 +279,15 @@ class Packer:
             if bound is not None and any(bound[i] < a for i, a in nz):
                 continue
             for b in group.bins:
-                if b.removed or b.kind not in kinds:
-                    continue
                 free = b.free
-                k = _fit_count(free, nz, n - placed)
-                if k <= 0:
+                k = n - placed
+                for i, a in nz:  # _fit_count, inlined: this loop is the planner's hottest
+                    q = free[i] // a
+                    if q < k:
+                        k = q
+                        if k <= 0:
+                            break
+                if k <= 0 or b.removed or b.kind not in kinds:
                     continue
                 if journal is not None:
                     journal.append((b, list(free)))
@@ -523,39 +527,63 @@ class _Planner:
         self.scale = [max((s.empty[i] for s in self.slots), default=0) for i in range(len(self.packer.resources))]
         self.existing_kinds = frozenset({"existing", "coming"})
         self.template_kinds = frozenset({"in-flight", "new"})
+        self._static_cache: dict[int, tuple[dict[str, str], list[tuple[str, list[Slot]]]]] = {}
+        self._cand_cache: dict[tuple[int, tuple[tuple[int, int], ...]], tuple[list[Candidate], dict[str, str]]] = {}
+        gpu_cpu_mem = [self.packer.index.get(r) for r in (keys.RES_GPU, keys.RES_CPU, keys.RES_MEMORY)]
+        self._waste_idx = [i for i in gpu_cpu_mem if i is not None]
 
     # --- per class: which pools could ever take it, and why the others cannot ----------------
+    def _static_pools(self, static_id: int) -> tuple[dict[str, str], list[tuple[str, list[Slot]]]]:
+        """Why the statics rule out whole pools (the reason of the zone that got furthest), and the
+        zones of the other pools they allow."""
+        cached = self._static_cache.get(static_id)
+        if cached is None:
+            reasons: dict[str, str] = {}
+            allowed: list[tuple[str, list[Slot]]] = []
+            for name, slots in self.by_pool.items():
+                ok: list[Slot] = []
+                best: tuple[int, str] | None = None
+                for slot in slots:
+                    why = self.packer.static_reason(static_id, slot.group)
+                    if why is None:
+                        ok.append(slot)
+                        continue
+                    stage = 1 if why.startswith("node(s) had untolerated taint") else 0
+                    if best is None or stage > best[0]:
+                        best = (stage, why)
+                if ok:
+                    allowed.append((name, ok))
+                elif best is not None:
+                    reasons[name] = best[1]
+            cached = self._static_cache[static_id] = (reasons, allowed)
+        return cached
+
     def candidates(self, cls: PodClass) -> tuple[list[Candidate], dict[str, str]]:
-        reasons: dict[str, str] = {}
-        cands: list[Candidate] = []
-        big = max(len(cls.pods), 1) * 1000
-        for name, slots in self.by_pool.items():
-            best: tuple[int, str] | None = None  # the reason of the zone that got furthest
-            fits_somewhere = False
-            for slot in slots:
-                why = self.packer.static_reason(cls.static_id, slot.group)
-                if why is None:
-                    k = _fit_count(slot.empty, cls.nz, big)
+        """The template slots the class fits (with pods per node) and, per other pool, why not."""
+        key = (cls.static_id, cls.nz)
+        cached = self._cand_cache.get(key)
+        if cached is None:
+            static_reasons, allowed = self._static_pools(cls.static_id)
+            reasons = dict(static_reasons)
+            cands: list[Candidate] = []
+            for name, ok in allowed:
+                before = len(cands)
+                for slot in ok:
+                    k = _fit_count(slot.empty, cls.nz, 1 << 30)
                     if k > 0:
                         cands.append(Candidate(slot, k))
-                        fits_somewhere = True
-                        continue
-                    short = [self.packer.resources[i] for i, a in cls.nz if slot.empty[i] < a]
-                    stage, why = 2, ", ".join(
-                        "Too many pods" if r == keys.RES_PODS else f"Insufficient {r}" for r in short)
-                else:
-                    stage = 1 if why.startswith("node(s) had untolerated taint") else 0
-                if best is None or stage > best[0]:
-                    best = (stage, why)
-            if best is not None and not fits_somewhere:
-                reasons[name] = best[1]
-        return cands, reasons
+                if len(cands) == before:
+                    empty = ok[0].empty
+                    short = [self.packer.resources[i] for i, a in cls.nz if empty[i] < a]
+                    reasons[name] = ", ".join("Too many pods" if r == keys.RES_PODS else f"Insufficient {r}"
+                                              for r in short)
+            cached = self._cand_cache[key] = (cands, reasons)
+        return cached[0], dict(cached[1])
 
     def _score(self, c: Candidate, cls: PodClass, n: int) -> tuple[float, int, float, str, str]:
         m = max(1, min(c.per_node, n))
         empty = c.slot.empty
-        idx = [i for i in (self.packer.index.get(r) for r in (keys.RES_GPU, keys.RES_CPU, keys.RES_MEMORY))
-               if i is not None and empty[i] > 0]
+        idx = [i for i in self._waste_idx if empty[i] > 0]
         used = dict(cls.nz)
         waste = sum((empty[i] - m * used.get(i, 0)) / empty[i] for i in idx) / max(len(idx), 1)
         return c.slot.price / m, 0 if c.slot.spot else 1, waste, c.slot.pool.name, c.slot.zone

@@ -1,0 +1,172 @@
+"""How long one planner pass takes on a big cluster, and how much memory it needs.
+
+Builds a synthetic snapshot: N pending pods (mixed GPU / CPU, node selectors, tolerations, gangs),
+2,000 registered nodes with running pods and 100 pools, then times `scaler.core.planner.plan` on it.
+Each size runs in a fresh subprocess so that `rss_mb` (peak resident set of that process, snapshot
+included) is not inflated by a previous size. Prints one line per size, the 10,000-pod one last:
+
+    plan_p50_s=<x> plan_max_s=<y> rss_mb=<z> pods=<n> nodes=<m> pools=<k>
+
+Usage: python bench/plan_scale.py [--repeat R] [--seed S]   (target: p50 <= 0.5 s, rss <= 300 MB)
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from typing import Any
+
+from scaler.core import keys
+from scaler.core.config import ScalerConfig, parse_config
+from scaler.core.model import Node, Pod, SelectorRequirement, Toleration
+from scaler.core.planner import plan
+from scaler.core.predicates import effective_request
+from scaler.core.resources import parse_resources
+from scaler.core.snapshot import PoolObservation, Snapshot, State
+
+SIZES = (1000, 5000, 20000, 10000)  # the acceptance figure (10k) is printed last
+NODES = 2000
+ZONES = ("us-east-1a", "us-east-1b", "us-east-1c")
+TEAMS = ("ml", "research", "batch", "infer")
+GPU_TYPES = ("g6.xlarge", "g6.4xlarge", "g6.12xlarge", "g6.48xlarge", "g5.xlarge", "g5.12xlarge", "g5.48xlarge",
+             "p4d.24xlarge", "p5.48xlarge", "g6e.xlarge")
+CPU_TYPES = ("m6i.xlarge", "m6i.2xlarge", "m6i.4xlarge", "c6i.2xlarge", "c6i.4xlarge")
+GPU_TOL = Toleration(keys.TAINT_GPU, "Exists", "", "NoSchedule")
+MIN_TOL = Toleration(keys.TAINT_MIN_GPUS, "Exists", "", "NoSchedule")
+TEAM_KEY = "example.com/team"
+
+
+def pools() -> list[dict[str, Any]]:
+    """100 pools: 10 GPU types x 2 teams x (3 per-zone spot pools + an on-demand fallback) = 80, plus
+    5 CPU types x 4 teams x (a spot pool + its on-demand fallback) = 40, cut at 100."""
+    out: list[dict[str, Any]] = []
+    for gi, itype in enumerate(GPU_TYPES):
+        for team in TEAMS[:2]:
+            od = f"g{gi}-{team}-od"
+            for zone in ZONES:
+                if len([p for p in out if p["name"].startswith(f"g{gi}-{team}")]) >= 3:
+                    break
+                out.append({"name": f"g{gi}-{team}-spot-{zone[-1]}", "capacity_type": "spot", "instance_types": [itype],
+                            "zones": [zone], "max": 500, "fallback": od, "labels": {TEAM_KEY: team},
+                            "min_pod_gpus": 2 if itype.endswith(("12xlarge", "48xlarge", "24xlarge")) else 0})
+            out.append({"name": od, "instance_types": [itype], "zones": list(ZONES), "max": 500,
+                        "labels": {TEAM_KEY: team},
+                        "min_pod_gpus": 2 if itype.endswith(("12xlarge", "48xlarge", "24xlarge")) else 0})
+    for ci, itype in enumerate(CPU_TYPES):
+        for team in TEAMS:
+            od = f"c{ci}-{team}-od"
+            out.append({"name": f"c{ci}-{team}-spot", "role": "general", "capacity_type": "spot",
+                        "instance_types": [itype], "zones": list(ZONES), "max": 500, "fallback": od,
+                        "labels": {TEAM_KEY: team}})
+            out.append({"name": od, "role": "general", "instance_types": [itype], "zones": list(ZONES), "max": 500,
+                        "labels": {TEAM_KEY: team}})
+    return out[:100]
+
+
+def make_config() -> ScalerConfig:
+    # The per-pass node cap is lifted so that the planner does the whole packing work being measured.
+    return parse_config({"cluster": "bench", "cloud": "aws", "region": "us-east-1", "pools": pools(),
+                         "limits": {"max_nodes_per_pass": 100000}}, "bench")
+
+
+def _pod(rng: random.Random, name: str, node: str | None = None) -> Pod:
+    team = rng.choice(TEAMS)
+    gpu = rng.random() < 0.4
+    selector: dict[str, str] = {}
+    affinity: tuple[tuple[SelectorRequirement, ...], ...] = ()
+    if rng.random() < 0.5:
+        selector[TEAM_KEY] = team
+    if rng.random() < 0.2:
+        affinity = ((SelectorRequirement(keys.LABEL_ZONE, "In", tuple(rng.sample(ZONES, 2))),),)
+    if gpu:
+        gpus = rng.choice((1, 1, 1, 2, 4, 8))
+        raw: dict[str, str | int] = {"cpu": rng.choice(("1", "2", "4", "8")),
+                                     "memory": rng.choice(("4Gi", "8Gi", "16Gi")), keys.RES_GPU: gpus}
+        tols = (GPU_TOL, MIN_TOL) if gpus >= 2 else (GPU_TOL,)
+    else:
+        raw = {"cpu": rng.choice(("250m", "500m", "1", "2", "4")),
+               "memory": rng.choice(("512Mi", "1Gi", "2Gi", "4Gi", "8Gi"))}
+        tols = ()
+    return Pod(name=name, namespace=team, requests=effective_request([parse_resources(raw)]), node_selector=selector,
+               required_affinity=affinity, tolerations=tols, owner_kind="ReplicaSet", node_name=node,
+               phase="Running" if node else "Pending", labels={"app": name.rsplit("-", 1)[0]})
+
+
+def make_snapshot(n_pods: int, cfg: ScalerConfig, seed: int) -> Snapshot:
+    rng = random.Random(seed)
+    nodes: list[Node] = []
+    registered: dict[str, int] = {}
+    for i in range(NODES):
+        pool = cfg.pools[i % len(cfg.pools)]
+        zone = pool.zones[i % len(pool.zones)]
+        tmpl = pool.template_node(zone, cfg.region)
+        name = f"node-{i}"
+        node = Node(name, {**tmpl.labels, keys.LABEL_HOSTNAME: name}, tmpl.taints, dict(tmpl.allocatable),
+                    provider_id=f"aws:///{zone}/i-{i:08x}", pool=pool.name, created_at=1.0, pods=list(tmpl.pods))
+        free = dict(tmpl.allocatable)
+        for p in tmpl.pods:
+            for r, v in p.requests.items():
+                free[r] = free.get(r, 0) - v
+        for j in range(rng.randint(3, 12)):  # running pods that fit, taints and selectors ignored
+            p = _pod(rng, f"run-{i}-{j}", node=name)
+            if all(free.get(r, 0) >= v for r, v in p.requests.items()):
+                node.pods.append(p)
+                for r, v in p.requests.items():
+                    free[r] -= v
+        nodes.append(node)
+        registered[pool.name] = registered.get(pool.name, 0) + 1
+    pending: list[Pod] = []
+    gang_n = 0
+    while len(pending) < n_pods:
+        if rng.random() < 0.01:  # a gang: 2-8 pods of 8 GPUs each
+            size = min(rng.randint(2, 8), n_pods - len(pending))
+            gang_n += 1
+            team = rng.choice(TEAMS)
+            for k in range(size):
+                pending.append(Pod(
+                    name=f"gang{gang_n}-{k}", namespace=team,
+                    requests=effective_request([parse_resources({"cpu": "16", "memory": "64Gi", keys.RES_GPU: 8})]),
+                    labels={keys.LABEL_POD_GROUP: f"gang{gang_n}"}, tolerations=(GPU_TOL, MIN_TOL),
+                    owner_kind="Job"))
+        else:
+            pending.append(_pod(rng, f"pend-{len(pending)}"))
+    obs = {p.name: PoolObservation(p, registered.get(p.name, 0), registered.get(p.name, 0)) for p in cfg.pools}
+    return Snapshot(now=10_000.0, pending=pending, nodes=nodes, pools=obs)
+
+
+def run_one(n_pods: int, repeat: int, seed: int) -> str:
+    cfg = make_config()
+    snap = make_snapshot(n_pods, cfg, seed)
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        result, _ = plan(snap, State(), cfg)
+        times.append(time.perf_counter() - t0)
+        assert len(result.verdicts) == len(snap.pending)
+    rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # kilobytes on Linux
+    return (f"plan_p50_s={statistics.median(times):.3f} plan_max_s={max(times):.3f} rss_mb={rss_mb:.0f} "
+            f"pods={len(snap.pending)} nodes={len(snap.nodes)} pools={len(snap.pools)}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--one", type=int, help=argparse.SUPPRESS)  # internal: run one size in this process
+    args = ap.parse_args()
+    if args.one:
+        print(run_one(args.one, args.repeat, args.seed))
+        return
+    for size in SIZES:
+        out = subprocess.run([sys.executable, __file__, "--one", str(size), "--repeat", str(args.repeat),
+                              "--seed", str(args.seed)], check=True, capture_output=True, text=True)
+        print(out.stdout.strip(), flush=True)
+
+
+if __name__ == "__main__":
+    main()
