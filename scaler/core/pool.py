@@ -336,10 +336,13 @@ class Pool(_Strict):
         entry = catalogue.get(instance_types[0]) if instance_types else None
         role = tags.get(keys.TAG_ROLE) or ("gpu" if entry and entry.gpus else "general")
         name = tags.get(keys.TAG_POOL) or _pool_name(provider_ref)
+        # The min-gpus taint is how min_pod_gpus is spelled on a node: read it back as the field.
+        min_gpus = next((t.value for t in taints if t.key == keys.TAINT_MIN_GPUS and t.value.isdigit()), "0")
         draft = cls.model_validate({
             "name": name, "cloud": cloud, "role": role, "provider_ref": provider_ref,
             "instance_types": instance_types, "capacity_type": capacity_type, "zones": zones,
             "min": min_size, "max": max_size, "fallback": tags.get(keys.TAG_FALLBACK),
+            "min_pod_gpus": int(min_gpus),
         })
         ephemeral = tags.get(keys.TAG_CA_TEMPLATE_RESOURCES + keys.RES_EPHEMERAL)
         update: dict[str, Any] = {}
