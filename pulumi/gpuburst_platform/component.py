@@ -244,7 +244,7 @@ class Platform(pulumi.ComponentResource):
             "podDisruptionBudget": {"enabled": True, "maxUnavailable": 1},
             "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}},
         }
-        self.adapter = self._release("prometheus-adapter", ADAPTER_SERVICE, MONITORING_NAMESPACE, values,
+        self.adapter = self._release("prometheus-adapter", "prometheus-adapter", MONITORING_NAMESPACE, values,
                                      [monitoring, rules_cm, self.prometheus])
         spec: dict[str, Any] = {
             "group": "custom.metrics.k8s.io",
@@ -255,7 +255,9 @@ class Platform(pulumi.ComponentResource):
             "insecureSkipTLSVerify": False,
         }
         if settings.metrics_ca_bundle is not None:
-            spec["caBundle"] = base64.b64encode(settings.metrics_ca_bundle.encode()).decode()
+            # The PEM file's exact bytes (one final newline), as the Ansible role encodes it: same value, no churn.
+            pem = settings.metrics_ca_bundle.strip() + "\n"
+            spec["caBundle"] = base64.b64encode(pem.encode()).decode()
         # Without the CA in the stack the APIService fails closed (unavailable) until
         # `ansible-playbook playbooks/cluster.yml` sets caBundle; Pulumi never claims the field then,
         # so a later `pulumi up` leaves the role's value alone.

@@ -10,12 +10,13 @@ import scaler
 
 MetricsPath = Literal["prometheus-adapter", "keda"]
 
-# Where things live in the cluster. The Ansible metrics_certs role must issue the adapter's serving
-# certificate for ADAPTER_SERVICE in MONITORING_NAMESPACE and store it in `metrics_tls_secret`.
+# Where things live in the cluster. The Ansible metrics_certs role issues the adapter's serving
+# certificate for ADAPTER_SERVICE in MONITORING_NAMESPACE, stores it in `metrics_tls_secret` and
+# patches the APIService's caBundle: these are the role's defaults (tests/platform checks they agree).
 SCALER_NAMESPACE = "gpuburst-system"
 MONITORING_NAMESPACE = "monitoring"
 KEDA_NAMESPACE = "keda"
-ADAPTER_SERVICE = "prometheus-adapter"
+ADAPTER_SERVICE = "custom-metrics-apiserver"
 CUSTOM_METRICS_APISERVICE = "v1beta1.custom.metrics.k8s.io"
 
 
@@ -33,7 +34,7 @@ class PlatformSettings(BaseModel):
         default_factory=dict, description="extra plain settings for the scaler (the policy pack refuses credentials)"
     )
     metrics_tls_secret: str = Field(
-        default="prometheus-adapter-tls",
+        default=f"{ADAPTER_SERVICE}-tls",
         description="kubernetes.io/tls Secret the Ansible metrics_certs role writes in the monitoring namespace",
     )
     metrics_ca_bundle: str | None = Field(

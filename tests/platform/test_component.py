@@ -157,7 +157,7 @@ def test_adapter_path_serves_gpu_utilization_with_verified_tls(build: Any) -> No
     # rules.default or rules.custom is set: both are empty, our ConfigMap carries the rules.
     assert values["rules"]["default"] is False and values["rules"]["custom"] == []
     assert values["tls"]["enable"] is False
-    assert {"name": "serving-cert", "secret": {"secretName": "prometheus-adapter-tls"}} in values["extraVolumes"]
+    assert {"name": "serving-cert", "secret": {"secretName": "custom-metrics-apiserver-tls"}} in values["extraVolumes"]
     assert "--tls-cert-file=/var/run/serving-cert/tls.crt" in values["extraArguments"]
     rules_cm = res.one("core/v1:ConfigMap", values["rules"]["existing"])
     (rule,) = yaml.safe_load(rules_cm.inputs["data"]["config.yaml"])["rules"]
@@ -169,7 +169,8 @@ def test_adapter_path_serves_gpu_utilization_with_verified_tls(build: Any) -> No
     spec = api.inputs["spec"]
     assert base64.b64decode(spec["caBundle"]).decode() == CA_PEM
     assert spec.get("insecureSkipTLSVerify") is False
-    assert spec["service"] == {"name": "prometheus-adapter", "namespace": "monitoring", "port": 443}
+    assert spec["service"] == {"name": "custom-metrics-apiserver", "namespace": "monitoring", "port": 443}
+    assert values["fullnameOverride"] == "custom-metrics-apiserver"  # the chart's Service name
 
     hpa = res.one("HorizontalPodAutoscaler")
     assert hpa.inputs["apiVersion"] == "autoscaling/v2"
@@ -177,6 +178,29 @@ def test_adapter_path_serves_gpu_utilization_with_verified_tls(build: Any) -> No
     (metric,) = hpa.inputs["spec"]["metrics"]
     assert metric["type"] == "Pods" and metric["pods"]["metric"]["name"] == rule["name"]["as"]
     assert not res.of(":ScaledObject")
+
+
+def test_adapter_names_agree_with_the_ansible_metrics_certs_role(build: Any) -> None:
+    """The role issues the certificate for its Service, writes its Secret and patches our APIService."""
+    from platform_helpers import ROOT
+
+    defaults = yaml.safe_load((ROOT / "ansible_collections/gpuburst/cluster/roles/metrics_certs/defaults/main.yml")
+                              .read_text(encoding="utf-8"))
+    service, namespace = defaults["metrics_certs_service"], defaults["metrics_certs_namespace"]
+    secret = defaults["metrics_certs_secret_name"].replace("{{ metrics_certs_service }}", service)
+    res = build("aws", "prometheus-adapter")
+    api = res.one("APIService")
+    assert api.metadata["name"] in defaults["metrics_certs_apiservices"]
+    assert api.inputs["spec"]["service"]["name"] == service
+    assert api.inputs["spec"]["service"]["namespace"] == namespace
+    (adapter,) = [r for r in res.of("helm.sh/v3:Release") if r.inputs["chart"] == "prometheus-adapter"]
+    assert adapter.inputs["namespace"] == namespace
+    assert adapter.inputs["values"]["extraVolumes"][0]["secret"]["secretName"] == secret
+
+
+def test_ca_bundle_is_encoded_like_the_pem_file(build: Any) -> None:
+    res = build("aws", "prometheus-adapter", metrics_ca_bundle=CA_PEM.strip())  # e.g. "$(cat ca.crt)"
+    assert base64.b64decode(res.one("APIService").inputs["spec"]["caBundle"]).decode() == CA_PEM
 
 
 def test_adapter_without_ca_in_stack_leaves_cabundle_to_ansible_and_fails_closed(build: Any) -> None:
