@@ -1,0 +1,250 @@
+"""Run the Pulumi program offline against a stack file, with `pulumi.runtime.set_mocks`.
+
+No Pulumi CLI, no plugins, no cloud: the stack file's config is handed to the runtime the way the CLI
+hands it (structured values as JSON, `secure:` values as secrets), the program runs, and every resource
+registration is recorded with the inputs and resource options the engine would receive. The tests
+use it, and so can a pull request without cloud credentials:
+
+    PYTHONPATH=pulumi .venv/bin/python -m gpuburst_infra.offline Pulumi.aws-dev.yaml
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pulumi.runtime.mocks import MockMonitor
+
+import pulumi
+from gpuburst_infra.program import build, read_pulumi_config
+from gpuburst_infra.stack import load_stack
+
+PROJECT = "gpuburst"
+ACCOUNT = "123456789012"
+SUBSCRIPTION = "00000000-0000-0000-0000-000000000000"
+
+
+def stack_file_config(path: str | Path) -> tuple[dict[str, str], list[str]]:
+    """A stack file's `config:` as the CLI passes it: every value a string, objects as JSON."""
+    data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+    config: dict[str, str] = {}
+    secrets: list[str] = []
+    for key, value in (data.get("config") or {}).items():
+        if isinstance(value, dict) and set(value) == {"secure"}:
+            secrets.append(key)
+            config[key] = f"offline-secret-{key}"  # the ciphertext cannot be read offline
+        elif isinstance(value, str):
+            config[key] = value
+        else:
+            config[key] = json.dumps(value)
+    return config, secrets
+
+
+@dataclass
+class Registration:
+    type: str
+    name: str
+    inputs: dict[str, Any]
+    custom: bool
+    id: str = ""
+    ignore_changes: list[str] = field(default_factory=list)
+    protect: bool = False
+
+
+@dataclass
+class Render:
+    resources: list[Registration]
+    outputs: dict[str, Any]
+    secret_outputs: set[str]
+    calls: list[tuple[str, dict[str, Any]]]
+
+    def of_type(self, type_: str) -> list[Registration]:
+        return [r for r in self.resources if r.type == type_]
+
+    def one(self, type_: str, name: str) -> Registration:
+        found = [r for r in self.resources if r.type == type_ and r.name == name]
+        if len(found) != 1:
+            raise KeyError(f"{len(found)} resources {type_} named {name!r}")
+        return found[0]
+
+    def snapshot(self) -> str:
+        """A stable YAML of every resource (type, name, inputs, ignored properties) and the outputs."""
+        doc = {
+            "resources": [
+                {"type": r.type, "name": r.name, "inputs": _readable(r.inputs),
+                 **({"ignore_changes": r.ignore_changes} if r.ignore_changes else {})}
+                for r in sorted(self.resources, key=lambda r: (r.type, r.name)) if r.custom
+            ],
+            "outputs": {k: "[secret]" if k in self.secret_outputs else _document(v)
+                        for k, v in sorted(self.outputs.items())},
+        }
+        return yaml.dump(doc, Dumper=_SnapshotDumper, sort_keys=True, width=120)
+
+
+def _document(value: Any) -> Any:
+    """A multi-line YAML string output (the scaler's configuration) shown as the document it holds."""
+    return yaml.safe_load(value) if isinstance(value, str) and "\n" in value else value
+
+
+class _SnapshotDumper(yaml.SafeDumper):
+    """Multi-line strings (user data, NodeConfig) as literal blocks, so a diff reads line by line."""
+
+
+def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in value and not any(line != line.rstrip() for line in value.splitlines()) else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_SnapshotDumper.add_representer(str, _str)
+
+
+def _readable(value: Any) -> Any:
+    """Decode base64 user data and JSON policies; print whole numbers as integers (the wire has floats)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str) and value[:1] == "{":
+        try:
+            return _readable(json.loads(value))
+        except json.JSONDecodeError:
+            return value
+    if isinstance(value, dict):
+        out = {}
+        for k, v in value.items():
+            out[k] = _readable(_decoded(v) if k == "userData" else v)
+        return out
+    if isinstance(value, list):
+        return [_readable(v) for v in value]
+    return value
+
+
+def _decoded(value: Any) -> Any:
+    try:
+        return base64.b64decode(value, validate=True).decode()
+    except (TypeError, binascii.Error, UnicodeDecodeError):
+        return value
+
+
+def _digest(text: str, n: int = 17) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:n]
+
+
+class CloudMocks(pulumi.runtime.Mocks):
+    """What the providers would answer, deterministically: ids, ARNs and the few computed outputs read."""
+
+    def __init__(self, region: str) -> None:
+        self.region = region
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+        self.registered: list[tuple[str, str, dict[str, Any], bool, str]] = []
+
+    def call(self, args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:  # type: ignore[override]
+        self.calls.append((args.token, dict(args.args)))
+        if args.token == "aws:ssm/getParameter:getParameter":  # noqa: S105  (an invoke token, not a password)
+            name = args.args["name"]
+            return {"id": name, "name": name, "type": "String", "value": f"ami-{_digest(name)}",
+                    "arn": f"arn:aws:ssm:{self.region}::parameter{name}", "version": 1}
+        raise NotImplementedError(f"offline render: no mock for the invoke {args.token}")
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
+        state = dict(args.inputs)
+        name = state.get("name") or args.name
+        pkg, module, kind = args.typ.split(":")
+        if pkg == "aws":
+            service = module.split("/")[0]
+            region = "" if service == "iam" else self.region
+            state.setdefault("arn", f"arn:aws:{service}:{region}:{ACCOUNT}:{kind[0].lower()}{kind[1:]}/{name}")
+            rid = name if kind in {"Role", "Group", "Queue", "Cluster"} else f"{kind.lower()}-{_digest(args.name, 12)}"
+        else:
+            rid = f"/subscriptions/{SUBSCRIPTION}/{module}/{kind}/{name}"
+        state.update(_computed(args.typ, name, self.region, state))
+        self.registered.append((args.typ, args.name, dict(args.inputs), bool(args.custom), rid))
+        return rid, state
+
+
+def _computed(typ: str, name: str, region: str, state: dict[str, Any]) -> dict[str, Any]:
+    if typ == "aws:eks/cluster:Cluster":
+        issuer = f"https://oidc.eks.{region}.amazonaws.com/id/{_digest(name, 32).upper()}"
+        return {
+            "endpoint": f"https://{_digest(name, 32).upper()}.gr7.{region}.eks.amazonaws.com",
+            "certificateAuthority": {"data": base64.b64encode(b"offline CA of " + name.encode()).decode()},
+            "identities": [{"oidcs": [{"issuer": issuer}]}],
+            "vpcConfig": {**state.get("vpcConfig", {}), "clusterSecurityGroupId": f"sg-{_digest(name)}"},
+            "kubernetesNetworkConfig": {"serviceIpv4Cidr": "172.20.0.0/16", "ipFamily": "ipv4"},
+        }
+    if typ == "aws:sqs/queue:Queue":
+        return {"url": f"https://sqs.{region}.amazonaws.com/{ACCOUNT}/{name}"}
+    if typ == "aws:ec2/launchTemplate:LaunchTemplate":
+        return {"latestVersion": 1}
+    if typ == "aws:iam/openIdConnectProvider:OpenIdConnectProvider":
+        return {"arn": f"arn:aws:iam::{ACCOUNT}:oidc-provider/{str(state['url']).removeprefix('https://')}"}
+    return {}
+
+
+class RecordingMonitor(MockMonitor):
+    """The mock monitor, also recording the resource options the engine receives (ignoreChanges, protect)."""
+
+    def __init__(self, mocks: CloudMocks) -> None:
+        super().__init__(mocks)
+        self.options: dict[tuple[str, str], tuple[list[str], bool]] = {}
+
+    def RegisterResource(self, request: Any) -> Any:
+        self.options[(request.type, request.name)] = (list(request.ignoreChanges), bool(request.protect))
+        return super().RegisterResource(request)
+
+
+def render(path: str | Path) -> Render:
+    """Run the program against a stack file with mocks; raise StackConfigError on a bad config."""
+    path = Path(path)
+    stack_name = path.name.removeprefix("Pulumi.").removesuffix(".yaml")
+    config, secrets = stack_file_config(path)
+    region = config.get("aws:region") or config.get("azure-native:location") or ""
+    mocks = CloudMocks(region)
+    monitor = RecordingMonitor(mocks)
+    pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack_name, preview=False, monitor=monitor)
+    pulumi.runtime.set_all_config(config, secrets)
+    # Validate first, outside the runtime's event loop, so a bad config raises its own error.
+    stack = load_stack(read_pulumi_config(), path.name)
+    result: dict[str, Any] = {}
+    secret_outputs: set[str] = set()
+
+    @pulumi.runtime.test
+    def run() -> Any:
+        outputs = build(stack)
+
+        async def collect() -> None:
+            for k, v in outputs.items():
+                out = pulumi.Output.from_input(v)
+                result[k] = await out.future()
+                if await out.is_secret():
+                    secret_outputs.add(k)
+
+        return collect()
+
+    run()
+    resources = []
+    for typ, name, inputs, custom, rid in mocks.registered:
+        if typ.startswith("pulumi:"):
+            continue
+        ignore, protect = monitor.options.get((typ, name), ([], False))
+        resources.append(Registration(type=typ, name=name, inputs=inputs, custom=custom, id=rid,
+                                      ignore_changes=ignore, protect=protect))
+    return Render(resources=resources, outputs=result, secret_outputs=secret_outputs, calls=mocks.calls)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m gpuburst_infra.offline Pulumi.<stack>.yaml", file=sys.stderr)
+        return 2
+    sys.stdout.write(render(args[0]).snapshot())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,128 @@
+"""Bad stack configs fail before any resource is declared, with a message naming the stack file and the key."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from gpuburst_infra.offline import CloudMocks, RecordingMonitor, render, stack_file_config
+from gpuburst_infra.stack import StackConfigError
+from stack_helpers import ROOT, pool_entry, write_stack
+
+import pulumi
+
+DEV = ROOT / "Pulumi.aws-dev.yaml"
+F = "Pulumi.aws-dev.yaml"
+
+
+def _set(key: str, value: Any) -> Callable[[dict[str, Any]], None]:
+    return lambda c: c.__setitem__(key, value)
+
+
+def _pool(name: str, **changes: Any) -> Callable[[dict[str, Any]], None]:
+    def edit(c: dict[str, Any]) -> None:
+        entry = pool_entry(c, name)
+        for k, v in changes.items():
+            if v is None:
+                entry.pop(k, None)
+            else:
+                entry[k] = v
+    return edit
+
+
+def _drop_system(c: dict[str, Any]) -> None:
+    c["gpuburst:pools"] = [p for p in c["gpuburst:pools"] if p["name"] != "system"]
+
+
+CASES = [
+    ("unknown top-level key", _set("gpuburst:nodepools", []),
+     f"{F}: gpuburst:nodepools: Extra inputs are not permitted"),
+    ("unknown pool key", _pool("gpu1-spot-a", maxsize=3),
+     f"{F}: gpuburst:pools[gpu1-spot-a].maxsize: Extra inputs are not permitted"),
+    ("unknown scaler knob", _set("gpuburst:scaler", {"limits": {"max_gpu": 3}}),
+     f"{F}: gpuburst:scaler.limits.max_gpu: Extra inputs are not permitted"),
+    ("min > max", _pool("gpu1-spot-a", min=9),
+     f"{F}: gpuburst:pools[gpu1-spot-a].max: min (9) is greater than max (8)"),
+    ("GPU pool on a type without GPUs", _pool("gpu1-od", instance_types=["m6i.large"]),
+     f"{F}: gpuburst:pools[gpu1-od].role: role gpu on m6i.large, which has no GPU"),
+    ("spot pool without a fallback", _pool("gpu1-spot-b", fallback=None),
+     f"{F}: gpuburst:pools[gpu1-spot-b].fallback: fallback is required for a spot GPU pool"),
+    ("fallback to an undeclared pool", _pool("gpu1-spot-b", fallback="gpu9-od"),
+     f"{F}: gpuburst:pools[gpu1-spot-b].fallback: fallback 'gpu9-od' is not a declared pool"),
+    ("unknown region", _set("aws:region", "eu-west-9"),
+     f"{F}: aws:region: 'eu-west-9' is not a supported region"),
+    ("unknown Kubernetes version", _set("gpuburst:kubernetes_version", "1.19"),
+     f"{F}: gpuburst:kubernetes_version: '1.19' is not a supported Kubernetes version on aws"),
+    ("unquoted version read as a float", _set("gpuburst:kubernetes_version", 1.30),
+     f"{F}: gpuburst:kubernetes_version: '1.3' is not a supported Kubernetes version on aws"),
+    ("zone outside the region", _pool("gpu1-spot-b", zones=["us-west-2b"]),
+     f"{F}: gpuburst:pools[gpu1-spot-b].zones: ['us-west-2b'] are not zones of us-east-1"),
+    ("spot GPU pool over several zones", _pool("gpu1-spot-b", zones=["us-east-1a", "us-east-1b"]),
+     f"{F}: gpuburst:pools[gpu1-spot-b].zones: declare one spot GPU pool per zone"),
+    ("no system pool", _drop_system, f"{F}: gpuburst:pools: no pool has role system"),
+    ("unknown instance type", _pool("gpu1-od", instance_types=["g7.xlarge"]),
+     f"{F}: gpuburst:pools[gpu1-od].instance_types: instance type 'g7.xlarge' is not in the catalogue"),
+    ("existing network without a subnet for a zone",
+     _set("gpuburst:network", {"vpc_id": "vpc-0123456789abcdef0",
+                               "private_subnets": {"us-east-1a": "subnet-0aaaaaaaa"}}),
+     f"{F}: gpuburst:network.private_subnets: no subnet for zones ['us-east-1b']"),
+    ("both a new and an existing network",
+     _set("gpuburst:network", {"cidr": "10.0.0.0/16", "vpc_id": "vpc-0123456789abcdef0",
+                               "private_subnets": {"us-east-1a": "subnet-0aaaaaaaa"}}),
+     f"{F}: gpuburst:network: give either cidr"),
+    ("admin that is not an IAM ARN", _set("gpuburst:admins", ["alice"]),
+     f"{F}: gpuburst:admins: ['alice'] are not IAM role or user ARNs"),
+    ("wrong cloud", _set("gpuburst:cloud", "gcp"), f"{F}: gpuburst:cloud: must be one of aws, azure"),
+]
+
+
+@pytest.mark.parametrize(("case", "edit", "message"), CASES, ids=[c[0] for c in CASES])
+def test_bad_config_fails_naming_stack_and_key(case: str, edit: Any, message: str, tmp_path: Path) -> None:
+    with pytest.raises(StackConfigError) as err:
+        render(write_stack(DEV, tmp_path, edit))
+    assert message in str(err.value), case
+    assert all(line.startswith(f"{F}: ") for line in str(err.value).splitlines())
+
+
+def test_every_error_is_reported_at_once(tmp_path: Path) -> None:
+    def edit(c: dict[str, Any]) -> None:
+        _pool("gpu1-spot-a", min=9)(c)
+        _pool("gpu1-spot-b", maxsize=1)(c)
+
+    with pytest.raises(StackConfigError) as err:
+        render(write_stack(DEV, tmp_path, edit))
+    assert "gpuburst:pools[gpu1-spot-a].max" in str(err.value)
+    assert "gpuburst:pools[gpu1-spot-b].maxsize" in str(err.value)
+
+
+def _run_program(path: Path) -> CloudMocks:
+    """The real entry point (program.main) under mocks, as `pulumi up` would run it."""
+    from gpuburst_infra.program import main
+
+    config, secrets = stack_file_config(path)
+    mocks = CloudMocks("us-east-1")
+    pulumi.runtime.set_mocks(mocks, project="gpuburst", stack="aws-dev", preview=True,
+                             monitor=RecordingMonitor(mocks))
+    pulumi.runtime.set_all_config(config, secrets)
+    pulumi.runtime.test(main)()
+    return mocks
+
+
+def test_pulumi_run_fails_with_the_message_and_declares_nothing(tmp_path: Path) -> None:
+    bad = write_stack(DEV, tmp_path, _pool("gpu1-spot-a", min=9))
+    with pytest.raises(pulumi.RunError, match=r"Pulumi\.aws-dev\.yaml: gpuburst:pools\[gpu1-spot-a\]\.max"):
+        _run_program(bad)
+
+
+def test_pulumi_run_declares_the_stack_from_a_good_file() -> None:
+    mocks = _run_program(DEV)
+    assert sum(1 for r in mocks.registered if r[0] == "aws:autoscaling/group:Group") == 4
+
+
+def test_secret_values_never_go_into_plain_inputs(tmp_path: Path) -> None:
+    """A gpuburst key stored as a Pulumi secret would be copied into tags in plain text: refused."""
+    path = write_stack(DEV, tmp_path, _set("gpuburst:tags", {"secure": "v1:AAAA"}))
+    with pytest.raises(StackConfigError, match=r"Pulumi\.aws-dev\.yaml: gpuburst:tags: is stored as a secret"):
+        render(path)
