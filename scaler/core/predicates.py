@@ -112,10 +112,12 @@ def static_reason(pod: Pod, node: Node) -> str | None:
     if not matches_node_affinity(pod, node.labels):
         return REASON_SELECTOR
     taint = untolerated_taint(pod.tolerations, node.taints)
-    if taint is not None:
-        value = f": {taint.value}" if taint.value else ""
-        return f"node(s) had untolerated taint {{{taint.key}{value}}}"
-    return None
+    return None if taint is None else taint_reason(taint)
+
+
+def taint_reason(taint: Taint) -> str:
+    """As kube-scheduler's TaintToleration plugin words it (an empty value prints as "{key: }")."""
+    return f"node(s) had untolerated taint {{{taint.key}: {taint.value}}}"
 
 
 def resource_reason(request: Mapping[str, int], free: Mapping[str, int]) -> str | None:

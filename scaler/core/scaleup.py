@@ -254,10 +254,7 @@ class Packer:
         if tk in self._taint_cache:
             return self._taint_cache[tk]
         taint = predicates.untolerated_taint(self._tols[tol_id], group.node.taints)
-        reason = None
-        if taint is not None:
-            value = f": {taint.value}" if taint.value else ""
-            reason = f"node(s) had untolerated taint {{{taint.key}{value}}}"
+        reason = None if taint is None else predicates.taint_reason(taint)
         self._taint_cache[tk] = reason
         return reason
 
