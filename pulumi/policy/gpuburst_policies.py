@@ -67,12 +67,12 @@ def _azure_form(aws_key: str) -> str:
     return keys.azure_tag_key(aws_key)
 
 
-def _is_gpu_asg(props: Mapping[str, Any]) -> bool:
+def is_gpu_asg(props: Mapping[str, Any]) -> bool:
     tags = _asg_tags(props)
     return tags.get(keys.TAG_ROLE) == "gpu" or (keys.TAG_CA_TEMPLATE_RESOURCES + keys.RES_GPU) in tags
 
 
-def _is_gpu_agent_pool(props: Mapping[str, Any]) -> bool:
+def is_gpu_agent_pool(props: Mapping[str, Any]) -> bool:
     labels = props.get("nodeLabels") or {}
     tags = props.get("tags") or {}
     return (labels.get(keys.LABEL_ROLE) == "gpu" or labels.get(keys.LABEL_GPU_PRESENT) == "true"
@@ -87,13 +87,13 @@ def _owned_by_a_cluster(tags: Mapping[str, str], prefix: str, enabled: str, temp
 def gpu_groups_scale_from_zero(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
     """GPU Auto Scaling groups start at min 0 / desired 0; GPU agent pools at count 0, AKS autoscaler off."""
     props = args.props
-    if args.resource_type == ASG and _is_gpu_asg(props):
+    if args.resource_type == ASG and is_gpu_asg(props):
         if props.get("minSize") not in (0, None):
             report_violation(f"{args.name}: GPU group has minSize {props.get('minSize')}; it must scale from 0", None)
         if props.get("desiredCapacity") not in (0, None):
             report_violation(f"{args.name}: GPU group is created with desiredCapacity "
                              f"{props.get('desiredCapacity')}; create it at 0 (the scaler owns it)", None)
-    elif args.resource_type == AGENT_POOL and _is_gpu_agent_pool(props):
+    elif args.resource_type == AGENT_POOL and is_gpu_agent_pool(props):
         if props.get("count") != 0:
             report_violation(f"{args.name}: GPU agent pool is created with count {props.get('count')}; "
                              "create it at 0 (the scaler owns it)", None)
@@ -107,7 +107,7 @@ def gpu_groups_carry_autoscaler_tags_and_taints(args: ResourceValidationArgs,
                                                 report_violation: ReportViolation) -> None:
     """cluster-autoscaler's discovery and node-template tags, and the GPU taint, on every GPU group."""
     props = args.props
-    if args.resource_type == ASG and _is_gpu_asg(props):
+    if args.resource_type == ASG and is_gpu_asg(props):
         tags = _asg_tags(props)
         enabled, template = keys.TAG_CA_ENABLED, keys.TAG_CA_PREFIX + "node-template/"
         missing = []
@@ -121,7 +121,7 @@ def gpu_groups_carry_autoscaler_tags_and_taints(args: ResourceValidationArgs,
             missing.append(f"{keys.TAG_CA_TEMPLATE_TAINT}{keys.TAINT_GPU}={keys.TAINT_GPU_VALUE}:NoSchedule")
         if missing:
             report_violation(f"{args.name}: GPU group lacks the autoscaler tags {missing}", None)
-    elif args.resource_type == AGENT_POOL and _is_gpu_agent_pool(props):
+    elif args.resource_type == AGENT_POOL and is_gpu_agent_pool(props):
         if GPU_TAINT not in (props.get("nodeTaints") or ()):
             report_violation(f"{args.name}: GPU agent pool lacks the node taint {GPU_TAINT}", None)
         tags = {str(k): str(v) for k, v in (props.get("tags") or {}).items()}
