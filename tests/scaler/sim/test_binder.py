@@ -1,0 +1,125 @@
+"""The binder places pods where kube-scheduler would (documented cases of its default profile and of
+the binpack profile gpuburst ships)."""
+
+from __future__ import annotations
+
+from scaler.core import keys
+from scaler.core.config import ScalerConfig
+from scaler.core.model import Node, Pod, PreferredTerm, SelectorRequirement, Taint, Toleration
+from scaler.core.predicates import effective_request
+from scaler.sim.binder import Binder, balanced_score, fit_score
+from scaler.sim.profiles import BINPACK, DEFAULT, kube_scheduler_configuration
+
+GPU_TOL = Toleration(keys.TAINT_GPU, "Exists", "", "NoSchedule")
+
+
+def _node(config: ScalerConfig, pool: str, name: str) -> Node:
+    t = config.pool(pool).template_node()
+    return Node(name=name, labels={**t.labels, keys.LABEL_HOSTNAME: name}, taints=t.taints,
+                allocatable=dict(t.allocatable), pool=pool,
+                pods=[Pod(f"ds-{name}", requests=dict(p.requests), owner_kind="DaemonSet") for p in t.pods])
+
+
+def _pod(name: str, gpus: int = 0, cpu: int = 1000, mem: int = 2**30, tolerations: tuple[Toleration, ...] = (),
+         scheduler: str = "default-scheduler") -> Pod:
+    req = {keys.RES_CPU: cpu, keys.RES_MEMORY: mem}
+    if gpus:
+        req[keys.RES_GPU] = gpus
+        tolerations = (GPU_TOL, *tolerations)
+    return Pod(name, requests=effective_request([req]), tolerations=tolerations, scheduler_name=scheduler)
+
+
+def _min8() -> tuple[Toleration, ...]:
+    return (Toleration(keys.TAINT_MIN_GPUS, "Equal", "8", "NoSchedule"),)
+
+
+def _cluster(config: ScalerConfig, profile_name: str) -> Binder:
+    profile = DEFAULT if profile_name == "default" else BINPACK
+    binder = Binder({profile.scheduler_name: profile})
+    for name in ("node-a", "node-b"):
+        binder.add_node(_node(config, "gpu8-od", name))
+    return binder
+
+
+def test_default_profile_spreads_gpu_pods(small_config: ScalerConfig) -> None:
+    """LeastAllocated over cpu and memory: the second pod goes to the emptier node."""
+    binder = _cluster(small_config, "default")
+    first = binder.bind(_pod("p1", gpus=8, cpu=4000, tolerations=_min8()))
+    assert first is not None and first.name == "node-a"  # equal scores: the first name
+    binder.unbind(binder.nodes["node-a"].pods[-1])
+    # A smaller pod on node-a, then another: default scoring sends it to node-b (spread).
+    small_gpu = dict(gpus=4, cpu=4000, tolerations=(Toleration(keys.TAINT_MIN_GPUS, "Exists"),))
+    assert binder.bind(_pod("p2", **small_gpu)).name == "node-a"  # type: ignore[arg-type,union-attr]
+    assert binder.bind(_pod("p3", **small_gpu)).name == "node-b"  # type: ignore[arg-type,union-attr]
+
+
+def test_binpack_profile_packs_gpu_pods(small_config: ScalerConfig) -> None:
+    binder = _cluster(small_config, "binpack")
+    small_gpu = dict(gpus=4, cpu=4000, tolerations=(Toleration(keys.TAINT_MIN_GPUS, "Exists"),),
+                     scheduler=BINPACK.scheduler_name)
+    assert binder.bind(_pod("p2", **small_gpu)).name == "node-a"  # type: ignore[arg-type,union-attr]
+    assert binder.bind(_pod("p3", **small_gpu)).name == "node-a"  # type: ignore[arg-type,union-attr]
+    assert binder.free["node-a"][keys.RES_GPU] == 0 and binder.free["node-b"][keys.RES_GPU] == 8
+
+
+def test_taints_respected(small_config: ScalerConfig) -> None:
+    binder = Binder({DEFAULT.scheduler_name: DEFAULT})
+    binder.add_node(_node(small_config, "gpu8-od", "big"))
+    # A 1-GPU pod does not tolerate the 8-GPU pool's min-gpus taint: it stays pending.
+    assert binder.bind(_pod("one", gpus=1)) is None
+    # A CPU pod does not tolerate the GPU taint.
+    assert binder.bind(_pod("cpu")) is None
+    binder.add_node(_node(small_config, "gpu1-od", "small"))
+    assert binder.bind(_pod("one", gpus=1)).name == "small"  # type: ignore[union-attr]
+    # A cordoned node takes nothing.
+    binder.cordon("big")
+    assert binder.bind(_pod("eight", gpus=8, tolerations=_min8())) is None
+
+
+def test_gpu_is_not_scored_by_default_and_is_by_binpack() -> None:
+    node = Node("n", allocatable={keys.RES_CPU: 10000, keys.RES_MEMORY: 100, keys.RES_GPU: 8})
+    free = {keys.RES_CPU: 10000, keys.RES_MEMORY: 100, keys.RES_GPU: 8}
+    pod = _pod("p", gpus=8, cpu=5000, mem=50)
+    # LeastAllocated over cpu and memory only: (50 + 50) / 2.
+    assert fit_score(pod.requests, node, free, DEFAULT) == 50
+    # MostAllocated: gpu 100 x 5, cpu 50, memory 50 -> 600 // 7.
+    assert fit_score(pod.requests, node, free, BINPACK) == 600 // 7
+    # An extended resource the pod does not ask for is skipped, not scored as 0.
+    cpu_pod = _pod("c", cpu=5000, mem=50)
+    assert fit_score(cpu_pod.requests, node, free, BINPACK) == 50
+
+
+def test_balanced_allocation() -> None:
+    node = Node("n", allocatable={keys.RES_CPU: 1000, keys.RES_MEMORY: 1000})
+    free = dict(node.allocatable)
+    assert balanced_score({keys.RES_CPU: 500, keys.RES_MEMORY: 500}, node, free, DEFAULT) == 100
+    assert balanced_score({keys.RES_CPU: 1000, keys.RES_MEMORY: 0}, node, free, DEFAULT) == 50
+
+
+def test_prefer_no_schedule_and_preferred_affinity_steer_placement() -> None:
+    binder = Binder({DEFAULT.scheduler_name: DEFAULT})
+    alloc = {keys.RES_CPU: 4000, keys.RES_MEMORY: 8 * 2**30, keys.RES_PODS: 110}
+    binder.add_node(Node("a-soft", labels={"disk": "hdd"}, allocatable=dict(alloc),
+                         taints=(Taint("maintenance", "soon", "PreferNoSchedule"),)))
+    binder.add_node(Node("b-plain", labels={"disk": "hdd"}, allocatable=dict(alloc)))
+    binder.add_node(Node("c-ssd", labels={"disk": "ssd"}, allocatable=dict(alloc)))
+    assert binder.bind(_pod("p1")).name == "b-plain"  # type: ignore[union-attr]
+    pod = _pod("p2")
+    pod.preferred_affinity = (PreferredTerm(50, (SelectorRequirement("disk", "In", ("ssd",)),)),)
+    assert binder.bind(pod).name == "c-ssd"  # type: ignore[union-attr]
+
+
+def test_pod_of_unknown_scheduler_stays_pending(small_config: ScalerConfig) -> None:
+    binder = _cluster(small_config, "default")
+    assert binder.bind(_pod("p", gpus=8, tolerations=_min8(), scheduler="volcano")) is None
+
+
+def test_shipped_profile_is_a_kube_scheduler_configuration() -> None:
+    cfg = kube_scheduler_configuration(BINPACK)
+    assert cfg["apiVersion"] == "kubescheduler.config.k8s.io/v1"
+    prof = cfg["profiles"][0]
+    assert prof["schedulerName"] == "gpuburst-binpack"
+    strategy = prof["pluginConfig"][0]["args"]["scoringStrategy"]
+    assert strategy["type"] == "MostAllocated"
+    assert {"name": "nvidia.com/gpu", "weight": 5} in strategy["resources"]
+    assert prof["plugins"]["score"]["disabled"] == [{"name": "NodeResourcesBalancedAllocation"}]

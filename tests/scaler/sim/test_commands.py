@@ -1,0 +1,113 @@
+"""`python -m scaler simulate` and `python -m scaler plan|explain` as a user runs them."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from sim_helpers import ROOT, write_trace
+
+from scaler.cli import main
+
+SNAPSHOT = ROOT / "examples" / "snapshot-aws.json"
+POOLS = ROOT / "examples" / "pools-aws.yaml"
+
+
+def test_simulate_writes_report_and_plot(tmp_path: Path, pools_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    trace = write_trace(tmp_path / "t.csv", ["j1,0,1,600,1", "j2,30,8,1200,2", "j3,60,16,900,4"])
+    report_path, plot_path = tmp_path / "r.json", tmp_path / "t.png"
+    code = main(["simulate", "--trace", str(trace), "--pools", str(pools_file), "--scheduler", "binpack",
+                 "--report", str(report_path), "--plot", str(plot_path), "--spot-outage", "us-east-1b:0:60"])
+    assert code == 0
+    out, err = capsys.readouterr()
+    assert "jobs_completed        3" in out
+    assert "t=" in err  # progress on stderr
+    report = json.loads(report_path.read_text())
+    for key in ("paid_gpu_hours", "demand_gpu_hours", "cost_usd", "lower_bound_cost_usd", "spot_share",
+                "pending_p50_s", "pending_p95_s", "pending_max_s", "jobs_completed", "jobs_total",
+                "fallback_events", "interruptions", "plan_p50_s", "plan_max_s", "timings", "pools_file"):
+        assert key in report
+    assert report["scheduler"] == "binpack"
+    assert report["demand_gpu_hours"] == pytest.approx((600 + 8 * 1200 + 16 * 900) / 3600, abs=0.1)
+    assert report["cost_usd"] >= report["lower_bound_cost_usd"] > 0
+    assert plot_path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--spot-outage", "us-east-1a:100"], "ZONE:START_S:END_S"),
+        (["--spot-outage", "eu-west-1a:0:100"], "zone 'eu-west-1a' is in no pool"),
+        (["--hours", "0"], "--hours 0.0: must be > 0"),
+    ],
+)
+def test_simulate_bad_options(tmp_path: Path, pools_file: Path, capsys: pytest.CaptureFixture[str],
+                              extra: list[str], message: str) -> None:
+    trace = write_trace(tmp_path / "t.csv", ["j1,0,1,600,1"])
+    assert main(["simulate", "--trace", str(trace), "--pools", str(pools_file), *extra]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_simulate_bad_trace_and_pools(tmp_path: Path, pools_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    trace = write_trace(tmp_path / "t.csv", ["j1,0,1,600,1", "j2,10,1,abc,1"])
+    assert main(["simulate", "--trace", str(trace), "--pools", str(pools_file)]) == 2
+    assert f"{trace}:3: duration_s is 'abc'" in capsys.readouterr().err
+    bad_pools = tmp_path / "p.yaml"
+    bad_pools.write_text("cluster: c\ncloud: aws\npools:\n  - name: g\n    instance_types: [g6.xlarge]\n"
+                         "    zones: [a]\n    max: -1\n")
+    good = write_trace(tmp_path / "g.csv", ["j1,0,1,600,1"])
+    assert main(["simulate", "--trace", str(good), "--pools", str(bad_pools)]) == 2
+    assert "pools[g].max" in capsys.readouterr().err
+
+
+def test_explain_example_snapshot(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["explain", "--snapshot", str(SNAPSHOT), "--pools", str(POOLS)]) == 0
+    out = capsys.readouterr().out
+    assert "scale up gpu8-spot-a in us-east-1a by 2" in out  # the 2-pod gang, all or nothing
+    assert "scale up gpu4-spot-a" in out and "ml/train-llama-0" in out
+    # The 16-GPU single pod is bigger than every pool: unschedulable with a reason per pool, no scale-up.
+    assert "ml/giant-0: unschedulable" in out
+    assert "gpu8-od: Insufficient nvidia.com/gpu" in out
+    # A 1-GPU pod without the GPU toleration: unschedulable, the taint named.
+    assert "ml/notebook-0: unschedulable" in out
+    assert "untolerated taint {nvidia.com/gpu: present}" in out
+    ups = [line for line in out.splitlines() if line.startswith("  scale up")]
+    assert not any("giant" in line or "notebook" in line for line in ups)
+
+
+def test_plan_json_output(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", "--snapshot", str(SNAPSHOT), "--pools", str(POOLS), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["pods"]["ml/giant-0"]["outcome"] == "unschedulable"
+    assert data["pods"]["ml/eval-resnet-0"] == {**data["pods"]["ml/eval-resnet-0"], "outcome": "scale-up",
+                                                "pool": "gpu1-spot-a"}
+    assert sum(u["count"] for u in data["scale_ups"]) == 5
+
+
+def test_explain_malformed_snapshot_names_the_object(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = json.loads(SNAPSHOT.read_text())
+    pod = next(i for i in data["items"] if i["kind"] == "Pod" and i["metadata"]["name"] == "train-llama-0")
+    pod["spec"]["containers"][0]["resources"]["requests"]["memory"] = "lots"
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(data))
+    assert main(["explain", "--snapshot", str(bad), "--pools", str(POOLS)]) == 2
+    err = capsys.readouterr().err
+    assert "ml/train-llama-0" in err and "lots" in err
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"kind": "List", "items": [')
+    assert main(["explain", "--snapshot", str(broken), "--pools", str(POOLS)]) == 2
+    assert "broken.json:1:" in capsys.readouterr().err
+    notalist = tmp_path / "pod.json"
+    notalist.write_text('{"kind": "Pod"}')
+    assert main(["explain", "--snapshot", str(notalist), "--pools", str(POOLS)]) == 2
+    assert "expected a List" in capsys.readouterr().err
+
+
+def test_module_entry_point_exit_codes(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "scaler", "explain", "--snapshot", str(tmp_path / "nope.json"),
+                           "--pools", str(POOLS)], capture_output=True, text=True, check=False)
+    assert done.returncode == 2
+    assert "nope.json: cannot read" in done.stderr
