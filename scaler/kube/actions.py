@@ -1,0 +1,161 @@
+"""What the scaler does to the cluster: cordon, evict, uncordon, Events, the status ConfigMap, the Lease.
+
+Every call is one the RBAC rules in scaler.permissions allow, and nothing more.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+from kubernetes.leaderelection import electionconfig, leaderelection
+from kubernetes.leaderelection.resourcelock.leaselock import LeaseLock
+
+from scaler.core import keys
+from scaler.permissions import LEASE_NAME, STATUS_CONFIGMAP
+
+log = logging.getLogger(__name__)
+COMPONENT = "gpuburst-scaler"
+EvictResult = Literal["evicted", "blocked", "gone"]
+
+
+class KubeError(Exception):
+    """A Kubernetes call that failed for a reason other than the ones the caller handles."""
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectRef:
+    kind: Literal["Pod", "Node"]
+    name: str
+    namespace: str = ""
+    uid: str = ""
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class KubeActions:
+    def __init__(self, api: client.ApiClient, namespace: str, *, event_interval: float = 300.0) -> None:
+        self.core = client.CoreV1Api(api)
+        self.namespace = namespace
+        self._event_interval = event_interval
+        self._events: dict[tuple[str, str, str, str], tuple[str, int, float]] = {}
+
+    # --- cordon / uncordon -------------------------------------------------------------------
+    def cordon(self, node: dict[str, Any]) -> None:
+        """spec.unschedulable plus our NoSchedule taint (which also tells others who cordoned it)."""
+        name = node["metadata"]["name"]
+        taints = list((node.get("spec") or {}).get("taints") or [])
+        if not any(t.get("key") == keys.TAINT_DISRUPTING for t in taints):
+            taints.append({"key": keys.TAINT_DISRUPTING, "value": "true", "effect": "NoSchedule"})
+        self._patch_node(name, {"spec": {"unschedulable": True, "taints": taints}})
+
+    def uncordon(self, node: dict[str, Any]) -> bool:
+        """Undo our cordon only: a node someone else cordoned (no taint of ours) stays cordoned."""
+        name = node["metadata"]["name"]
+        taints = list((node.get("spec") or {}).get("taints") or [])
+        kept = [t for t in taints if t.get("key") != keys.TAINT_DISRUPTING]
+        if len(kept) == len(taints):
+            return False
+        self._patch_node(name, {"spec": {"unschedulable": False, "taints": kept}})
+        return True
+
+    def _patch_node(self, name: str, body: dict[str, Any]) -> None:
+        try:
+            self.core.patch_node(name, body)
+        except ApiException as err:
+            raise KubeError(f"patch node {name}: HTTP {err.status} {err.reason}") from None
+
+    # --- eviction -----------------------------------------------------------------------------
+    def evict(self, namespace: str, name: str) -> EvictResult:
+        """policy/v1 Eviction: 429 means a PodDisruptionBudget forbids it now (retry later)."""
+        body = client.V1Eviction(metadata=client.V1ObjectMeta(name=name, namespace=namespace))
+        try:
+            self.core.create_namespaced_pod_eviction(name, namespace, body)
+        except ApiException as err:
+            if err.status == 429:
+                return "blocked"
+            if err.status == 404:
+                return "gone"
+            raise KubeError(f"evict {namespace}/{name}: HTTP {err.status} {err.reason}") from None
+        return "evicted"
+
+    # --- events ------------------------------------------------------------------------------
+    def event(self, ref: ObjectRef, reason: str, message: str, type_: str = "Normal") -> None:
+        """A core/v1 Event; the same one again within `event_interval` only bumps its count."""
+        ns = ref.namespace or "default"
+        key = (ref.kind, f"{ns}/{ref.name}", reason, message)
+        now = time.monotonic()
+        seen = self._events.get(key)
+        stamp = _now()
+        try:
+            if seen is not None:
+                name, count, at = seen
+                if now - at < self._event_interval:
+                    return
+                self.core.patch_namespaced_event(name, ns, {"count": count + 1, "lastTimestamp": stamp.isoformat()})
+                self._events[key] = (name, count + 1, now)
+                return
+            ev = client.CoreV1Event(
+                metadata=client.V1ObjectMeta(generate_name=f"{ref.name}.", namespace=ns),
+                involved_object=client.V1ObjectReference(
+                    kind=ref.kind, name=ref.name, namespace=ref.namespace or None, uid=ref.uid or None,
+                    api_version="v1"),
+                reason=reason, message=message[:1024], type=type_, count=1,
+                first_timestamp=stamp, last_timestamp=stamp,
+                source=client.V1EventSource(component=COMPONENT), reporting_component=COMPONENT,
+                reporting_instance=socket.gethostname(),
+            )
+            created = self.core.create_namespaced_event(ns, ev)
+            self._events[key] = (str(created.metadata.name), 1, now)
+        except ApiException as err:
+            log.warning("event %s on %s %s/%s not recorded: HTTP %s", reason, ref.kind, ns, ref.name, err.status)
+
+    # --- status ConfigMap -----------------------------------------------------------------
+    def write_status(self, status: dict[str, Any]) -> None:
+        data = {"status.json": json.dumps(status, indent=1, sort_keys=True, default=str)}
+        body = client.V1ConfigMap(metadata=client.V1ObjectMeta(name=STATUS_CONFIGMAP, namespace=self.namespace),
+                                  data=data)
+        try:
+            try:
+                self.core.replace_namespaced_config_map(STATUS_CONFIGMAP, self.namespace, body)
+            except ApiException as err:
+                if err.status != 404:
+                    raise
+                self.core.create_namespaced_config_map(self.namespace, body)
+        except ApiException as err:
+            log.warning("status ConfigMap not written: HTTP %s %s", err.status, err.reason)
+
+
+class Leader:
+    """Leader election on a coordination.k8s.io/v1 Lease, one try per pass (the client's LeaderElection)."""
+
+    def __init__(self, api: client.ApiClient, namespace: str, identity: str, lease_seconds: int = 30) -> None:
+        lock = LeaseLock(LEASE_NAME, namespace, identity)  # type: ignore[no-untyped-call]
+        lock.api_instance = client.CoordinationV1Api(api)
+        renew = max(1, lease_seconds * 2 // 3)
+        cfg = electionconfig.Config(  # type: ignore[no-untyped-call]
+            lock, lease_seconds, renew, max(1, renew // 3), self._noop, self._noop)
+        self._election = leaderelection.LeaderElection(cfg)  # type: ignore[no-untyped-call]
+        self.identity = identity
+        self.is_leader = False
+
+    @staticmethod
+    def _noop() -> None:
+        return None
+
+    def try_lead(self) -> bool:
+        try:
+            self.is_leader = bool(self._election.try_acquire_or_renew())  # type: ignore[no-untyped-call]
+        except Exception as err:
+            log.warning("lease: %s", err)
+            self.is_leader = False
+        return self.is_leader

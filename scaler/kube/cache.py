@@ -1,0 +1,229 @@
+"""A list + watch cache of pods, nodes and PodDisruptionBudgets (the official client's Watch).
+
+One thread per resource: list (paginated) to get a resourceVersion, then watch from it; a watch
+that ends is resumed from the last resourceVersion seen, a 410 Gone (or an ERROR event) relists,
+and a failed connection marks the resource unsynced and retries with bounded, jittered backoff.
+`Snapshot.fresh` is True only while every resource is synced: the loop never scales down on data
+it could not refresh.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from kubernetes import client, watch
+from kubernetes.client.exceptions import ApiException
+
+from scaler.core import keys
+from scaler.core.model import Node, Pod, PodDisruptionBudget
+from scaler.kube.convert import SnapshotError, is_unschedulable, node_from_json, pdb_from_json, pod_from_json
+
+log = logging.getLogger(__name__)
+JSON = dict[str, Any]
+DONE_PHASES = ("Succeeded", "Failed")
+
+
+class Informer:
+    """The current objects of one resource, kept by list + watch in a background thread."""
+
+    def __init__(self, kind: str, list_fn: Callable[..., Any], *, watch_timeout: int = 300,
+                 backoff_initial: float = 0.5, backoff_max: float = 30.0, page_size: int = 500) -> None:
+        self.kind = kind
+        self._list_fn = list_fn
+        self._watch_timeout = watch_timeout
+        self._backoff_initial = backoff_initial
+        self._backoff_max = backoff_max
+        self._page_size = page_size
+        self._lock = threading.Lock()
+        self._objects: dict[str, JSON] = {}
+        self._stop = threading.Event()
+        self._watch: watch.Watch | None = None
+        self._thread: threading.Thread | None = None
+        self.resource_version: str | None = None
+        self.synced = threading.Event()
+        self.relists = 0
+        self.errors = 0
+        self.last_error = ""
+
+    # --- reading ----------------------------------------------------------------------------
+    def items(self) -> list[JSON]:
+        with self._lock:
+            return list(self._objects.values())
+
+    # --- lifecycle --------------------------------------------------------------------------
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name=f"informer-{self.kind}", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._watch is not None:
+            self._watch.stop()  # type: ignore[no-untyped-call]
+        if self._thread is not None:
+            self._thread.join(timeout=0.5)  # a daemon: a watch blocked in a read ends with the process
+
+    def _run(self) -> None:
+        failures = 0
+        while not self._stop.is_set():
+            try:
+                if self.resource_version is None:
+                    self._relist()
+                self._watch_once()
+                failures = 0
+            except ApiException as err:
+                if err.status == 410:  # Gone: our resourceVersion was compacted away; relist at once
+                    log.info("watch %s expired (410 Gone), relisting", self.kind)
+                    self.resource_version = None
+                    continue
+                failures = self._failed(failures, f"HTTP {err.status}: {err.reason}")
+            except Exception as err:
+                failures = self._failed(failures, f"{err.__class__.__name__}: {err}")
+
+    def _failed(self, failures: int, why: str) -> int:
+        self.synced.clear()
+        self.resource_version = None  # events may have been missed: relist on reconnect
+        self.errors += 1
+        self.last_error = why
+        delay = min(self._backoff_max, self._backoff_initial * 2 ** failures)
+        delay *= random.uniform(0.8, 1.2)  # noqa: S311 -- jitter, not cryptography
+        log.warning("%s cache: %s; retrying in %.1fs", self.kind, why, delay)
+        self._stop.wait(delay)
+        return failures + 1
+
+    def _relist(self) -> None:
+        objects: dict[str, JSON] = {}
+        cont: str | None = None
+        while True:
+            kwargs: dict[str, Any] = {"limit": self._page_size, "_preload_content": False}
+            if cont:
+                kwargs["_continue"] = cont
+            resp = self._list_fn(**kwargs)
+            body = json.loads(resp.data)
+            for obj in body.get("items") or ():
+                objects[_key(obj)] = obj
+            meta = body.get("metadata") or {}
+            cont = meta.get("continue")
+            if not cont:
+                break
+        with self._lock:
+            self._objects = objects
+        self.resource_version = str(meta.get("resourceVersion"))
+        self.relists += 1
+        self.synced.set()
+        log.debug("%s cache: listed %d at resourceVersion %s", self.kind, len(objects), self.resource_version)
+
+    def _watch_once(self) -> None:
+        self._watch = watch.Watch()  # type: ignore[no-untyped-call]
+        stream = self._watch.stream(  # type: ignore[no-untyped-call]
+            self._list_fn, resource_version=self.resource_version, allow_watch_bookmarks=True,
+            timeout_seconds=self._watch_timeout, _request_timeout=(10, self._watch_timeout + 30),
+        )
+        # The client raises ApiException(410) for an expired resourceVersion (no retry: timeout given).
+        for event in stream:
+            kind, obj = event["type"], event["raw_object"]
+            if kind == "ERROR":
+                code = int(obj.get("code") or 500)
+                raise ApiException(status=code, reason=obj.get("message", ""))
+            rv = (obj.get("metadata") or {}).get("resourceVersion")
+            if kind in ("ADDED", "MODIFIED"):
+                with self._lock:
+                    self._objects[_key(obj)] = obj
+            elif kind == "DELETED":
+                with self._lock:
+                    self._objects.pop(_key(obj), None)
+            if rv:
+                self.resource_version = str(rv)
+            if self._stop.is_set():
+                break
+
+
+def _key(obj: JSON) -> str:
+    meta = obj.get("metadata") or {}
+    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+
+
+def _timestamp(text: str | None) -> float:
+    if not text:
+        return 0.0
+    try:
+        return datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        return 0.0
+
+
+class ClusterCache:
+    """Pods, nodes and PDBs of the whole cluster, and the conversion to the core's model."""
+
+    def __init__(self, api: client.ApiClient, **informer_options: Any) -> None:
+        core = client.CoreV1Api(api)
+        policy = client.PolicyV1Api(api)
+        self.pods = Informer("pods", core.list_pod_for_all_namespaces, **informer_options)
+        self.nodes = Informer("nodes", core.list_node, **informer_options)
+        self.pdbs = Informer("poddisruptionbudgets", policy.list_pod_disruption_budget_for_all_namespaces,
+                             **informer_options)
+        self.informers = (self.pods, self.nodes, self.pdbs)
+
+    def start(self) -> None:
+        for inf in self.informers:
+            inf.start()
+
+    def stop(self) -> None:
+        for inf in self.informers:
+            inf.stop()
+
+    def wait_synced(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        return all(inf.synced.wait(max(0.0, deadline - time.monotonic())) for inf in self.informers)
+
+    @property
+    def fresh(self) -> bool:
+        return all(inf.synced.is_set() for inf in self.informers)
+
+    def raw_pod(self, key: str) -> JSON | None:
+        for obj in self.pods.items():
+            if _key(obj) == key:
+                return obj
+        return None
+
+    def raw_node(self, name: str) -> JSON | None:
+        for obj in self.nodes.items():
+            if (obj.get("metadata") or {}).get("name") == name:
+                return obj
+        return None
+
+    def view(self, pool_of: Callable[[str], str | None]) -> tuple[list[Pod], list[Node], list[PodDisruptionBudget]]:
+        """(pending pods, nodes with their pods, PDBs); objects that do not convert are logged and left out."""
+        nodes: dict[str, Node] = {}
+        for obj in self.nodes.items():
+            try:
+                node = node_from_json(obj, keys.LABEL_POOL)
+            except SnapshotError as err:
+                log.warning("skipping %s", err)
+                continue
+            node.created_at = _timestamp((obj.get("metadata") or {}).get("creationTimestamp"))
+            if node.provider_id:
+                node.pool = pool_of(node.provider_id) or node.pool
+            nodes[node.name] = node
+        pending: list[Pod] = []
+        for obj in self.pods.items():
+            if (obj.get("status") or {}).get("phase") in DONE_PHASES:
+                continue
+            try:
+                pod = pod_from_json(obj)
+            except SnapshotError as err:
+                log.warning("skipping %s", err)
+                continue
+            if pod.node_name:
+                if pod.node_name in nodes:
+                    nodes[pod.node_name].pods.append(pod)
+            elif is_unschedulable(obj):
+                pending.append(pod)
+        pdbs = [pdb_from_json(o) for o in self.pdbs.items()]
+        return pending, list(nodes.values()), pdbs

@@ -1,0 +1,356 @@
+"""AWS: Auto Scaling groups as pools (boto3 Auto Scaling, EC2, SQS).
+
+- Groups are found by the cluster's ownership tag in batched DescribeAutoScalingGroups calls;
+  a configured pool is its `provider_ref` group, or the group tagged `gpuburst.io/pool=<name>`;
+  with `discover: true` any other group tagged for cluster-autoscaler in this cluster is adopted
+  (Pool.from_tags).
+- SetDesiredCapacity never beyond the pool's max (the smaller of the config's and the group's).
+- One node leaves with TerminateInstanceInAutoScalingGroup(ShouldDecrementDesiredCapacity=True).
+- Launch failures come from DescribeScalingActivities' status messages (AWS gives no error code
+  there, only the EC2 message text), parsed into LaunchFailure.
+- Spot interruptions arrive as EventBridge events in an SQS queue.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+import boto3
+from botocore.config import Config as BotoConfig
+from botocore.exceptions import BotoCoreError, ClientError, ConnectTimeoutError, EndpointConnectionError
+
+from scaler.core import keys
+from scaler.core.config import ScalerConfig
+from scaler.core.pool import Pool
+from scaler.core.snapshot import FailureKind, LaunchFailure, PoolObservation
+from scaler.providers.base import ErrorKind, ProviderError
+
+log = logging.getLogger(__name__)
+
+_PROVIDER_ID = re.compile(r"^aws:///(?P<zone>[a-z0-9-]+)/(?P<id>i-[0-9a-f]+)$")
+_ZONE_IN_TEXT = re.compile(r"\(([a-z]{2}(?:-gov)?-[a-z]+-\d[a-z])\)")
+LIVE_STATES = ("Pending", "Pending:Wait", "Pending:Proceed", "InService")
+
+# (needle in the activity's status message, kind, the EC2 error code it stands for). First match wins;
+# the messages are EC2's own texts (the ASG activity carries no code), the codes name them in metrics.
+FAILURE_PATTERNS: tuple[tuple[str, FailureKind, str], ...] = (
+    ("InsufficientInstanceCapacity", "capacity", "InsufficientInstanceCapacity"),
+    ("UnfulfillableCapacity", "capacity", "UnfulfillableCapacity"),
+    ("InsufficientCapacity", "capacity", "InsufficientCapacity"),
+    ("do not have sufficient", "capacity", "InsufficientInstanceCapacity"),
+    ("There is no Spot capacity available", "capacity", "InsufficientInstanceCapacity"),
+    ("SpotMaxPriceTooLow", "price", "SpotMaxPriceTooLow"),
+    ("lower than the minimum required Spot request fulfillment price", "price", "SpotMaxPriceTooLow"),
+    ("MaxSpotInstanceCountExceeded", "quota", "MaxSpotInstanceCountExceeded"),
+    ("Max spot instance count exceeded", "quota", "MaxSpotInstanceCountExceeded"),
+    ("VcpuLimitExceeded", "quota", "VcpuLimitExceeded"),
+    ("more vCPU capacity than your current vCPU limit", "quota", "VcpuLimitExceeded"),
+    ("InstanceLimitExceeded", "quota", "InstanceLimitExceeded"),
+    ("more instances", "quota", "InstanceLimitExceeded"),
+    ("InvalidFleetConfiguration", "config", "InvalidFleetConfiguration"),
+    ("is not supported in your requested Availability Zone", "config", "Unsupported"),
+    ("Unsupported", "config", "Unsupported"),
+    ("InvalidParameter", "config", "InvalidParameterValue"),
+    ("launch template", "config", "InvalidLaunchTemplate"),
+)
+
+
+def parse_activity(activity: dict[str, Any]) -> LaunchFailure | None:
+    """A failed launch activity (DescribeScalingActivities) as a LaunchFailure; None if not a failed launch."""
+    if activity.get("StatusCode") not in ("Failed", "Cancelled"):
+        return None
+    description = activity.get("Description") or ""
+    if "Launching" not in description and "Placing Spot" not in description:
+        return None
+    message = activity.get("StatusMessage") or description.partition("Status Reason:")[2].strip() or description
+    kind: FailureKind = "other"
+    reason = "LaunchFailed"
+    for needle, k, code in FAILURE_PATTERNS:
+        if needle in message:
+            kind, reason = k, code
+            break
+    zone: str | None = None
+    try:
+        zone = json.loads(activity.get("Details") or "{}").get("Availability Zone")
+    except (ValueError, AttributeError):
+        zone = None
+    if zone is None:
+        m = _ZONE_IN_TEXT.search(message)
+        zone = m.group(1) if m else None
+    start = activity.get("StartTime")
+    at = start.timestamp() if isinstance(start, datetime) else time.time()
+    return LaunchFailure(zone=zone, kind=kind, reason=reason, message=message, at=at)
+
+
+def instance_id(provider_id: str) -> str | None:
+    m = _PROVIDER_ID.match(provider_id)
+    return m.group("id") if m else None
+
+
+def provider_id(zone: str, iid: str) -> str:
+    return f"aws:///{zone}/{iid}"
+
+
+InterruptionKind = Literal["spot-interruption", "rebalance", "state-change"]
+
+
+@dataclass(frozen=True, slots=True)
+class Interruption:
+    kind: InterruptionKind
+    instance_id: str
+    at: float
+    deadline: float  # when the instance is gone (spot: the warning's time + 2 minutes)
+    state: str = ""
+
+
+def parse_event(body: str, received: float) -> Interruption | None:
+    """An EventBridge event (the SQS message body) about an EC2 instance, or None if it is another event."""
+    try:
+        event = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(event, dict) or event.get("source") != "aws.ec2":
+        return None
+    detail = event.get("detail") or {}
+    iid = detail.get("instance-id")
+    if not iid:
+        return None
+    try:
+        at = datetime.fromisoformat(str(event.get("time"))).timestamp()
+    except ValueError:
+        at = received
+    kind = event.get("detail-type")
+    if kind == "EC2 Spot Instance Interruption Warning":
+        return Interruption("spot-interruption", iid, at, at + 120)
+    if kind == "EC2 Instance Rebalance Recommendation":
+        return Interruption("rebalance", iid, at, at + 600)
+    if kind == "EC2 Instance State-change Notification":
+        state = str(detail.get("state", ""))
+        if state in ("stopping", "stopped", "shutting-down", "terminated"):
+            return Interruption("state-change", iid, at, at, state=state)
+    return None
+
+
+def error_kind(err: Exception) -> tuple[ErrorKind, bool]:
+    if isinstance(err, ClientError):
+        code = err.response.get("Error", {}).get("Code", "")
+        status = int(err.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
+        if code in ("Throttling", "ThrottlingException", "RequestLimitExceeded", "TooManyRequestsException",
+                    "RequestThrottled", "SlowDown"):
+            return "throttled", True
+        if status >= 500 or code in ("InternalFailure", "ServiceUnavailable", "InternalError"):
+            return "server", True
+        if code in ("AccessDenied", "AccessDeniedException", "UnauthorizedOperation", "ExpiredToken",
+                    "InvalidClientTokenId", "UnrecognizedClientException"):
+            return "auth", False
+        if code in ("ValidationError", "InvalidParameterValue", "ScalingActivityInProgress", "ResourceContention"):
+            return "invalid", code in ("ScalingActivityInProgress", "ResourceContention")
+        return "other", True
+    if isinstance(err, EndpointConnectionError | ConnectTimeoutError):
+        return "network", True
+    return "other", True
+
+
+@dataclass(slots=True)
+class Group:
+    name: str
+    pool: Pool
+    desired: int
+    min_size: int
+    max_size: int
+    instances: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def live(self) -> list[dict[str, Any]]:
+        return [i for i in self.instances if i.get("LifecycleState") in LIVE_STATES]
+
+    @property
+    def max_allowed(self) -> int:
+        return min(self.max_size, self.pool.max_size)
+
+
+class AwsProvider:
+    name = "aws"
+
+    def __init__(self, config: ScalerConfig, *, session: boto3.session.Session | None = None,
+                 queue_url: str | None = None, endpoint_url: str | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.config = config
+        self.queue_url = queue_url
+        self._clock = clock
+        session = session or boto3.session.Session(region_name=config.region or None)
+        bc = BotoConfig(retries={"mode": "standard", "max_attempts": 3}, connect_timeout=5, read_timeout=20)
+        extra = {"endpoint_url": endpoint_url} if endpoint_url else {}
+        self.asg = session.client("autoscaling", config=bc, **extra)
+        self.sqs = session.client("sqs", config=bc, **extra) if queue_url else None
+        self._configured = {p.name: p for p in config.pools}
+        self._groups: dict[str, Group] = {}
+        self._by_instance: dict[str, str] = {}
+        self._seen_activities: set[str] = set()
+        self._started = clock()
+        self._refreshed = False
+
+    # --- calls --------------------------------------------------------------------------------
+    def _call(self, what: str, fn: Callable[..., Any], **kwargs: Any) -> Any:
+        try:
+            return fn(**kwargs)
+        except (ClientError, BotoCoreError) as err:
+            kind, retryable = error_kind(err)
+            raise ProviderError(f"aws {what}: {err}", kind=kind, retryable=retryable) from err
+
+    # --- discovery ------------------------------------------------------------------------------
+    def refresh(self) -> None:
+        cluster_tag = keys.tag_ca_cluster(self.config.cluster)
+        raw: list[dict[str, Any]] = []
+        token: str | None = None
+        while True:  # batched: 100 groups per call
+            kwargs: dict[str, Any] = {"Filters": [{"Name": "tag-key", "Values": [cluster_tag]}], "MaxRecords": 100}
+            if token:
+                kwargs["NextToken"] = token
+            page = self._call("DescribeAutoScalingGroups", self.asg.describe_auto_scaling_groups, **kwargs)
+            raw.extend(page.get("AutoScalingGroups") or ())
+            token = page.get("NextToken")
+            if not token:
+                break
+        groups: dict[str, Group] = {}
+        for g in raw:
+            tags = {t["Key"]: t["Value"] for t in g.get("Tags") or ()}
+            pool = self._pool_for(g, tags)
+            if pool is None or pool.name in groups:
+                continue
+            groups[pool.name] = Group(g["AutoScalingGroupName"], pool, int(g["DesiredCapacity"]), int(g["MinSize"]),
+                                      int(g["MaxSize"]), list(g.get("Instances") or ()))
+        missing = sorted(set(self._configured) - set(groups))
+        if missing:
+            log.warning("no Auto Scaling group found for pools %s (tag %s=owned and %s=<pool> or provider_ref)",
+                        missing, cluster_tag, keys.TAG_POOL)
+        self._groups = groups
+        self._by_instance = {i["InstanceId"]: name for name, grp in groups.items() for i in grp.instances}
+        self._refreshed = True
+
+    def _pool_for(self, group: dict[str, Any], tags: dict[str, str]) -> Pool | None:
+        name = group["AutoScalingGroupName"]
+        for pool in self._configured.values():
+            if pool.provider_ref == name or (pool.provider_ref is None and tags.get(keys.TAG_POOL) == pool.name):
+                return pool
+        if not self.config.discover:
+            return None
+        types = [o["InstanceType"] for o in (((group.get("MixedInstancesPolicy") or {}).get("LaunchTemplate") or {})
+                                            .get("Overrides") or ()) if o.get("InstanceType")]
+        types = types or [t for t in {tags.get(keys.TAG_CA_TEMPLATE_LABEL + keys.LABEL_INSTANCE_TYPE)} if t]
+        types = types or sorted({i["InstanceType"] for i in group.get("Instances") or () if i.get("InstanceType")})
+        try:
+            return Pool.from_tags(tags, cloud="aws", cluster=self.config.cluster, provider_ref=name,
+                                  instance_types=types, zones=list(group.get("AvailabilityZones") or ()),
+                                  min_size=int(group["MinSize"]), max_size=int(group["MaxSize"]),
+                                  catalogue=self.config.full_catalogue())
+        except ValueError as err:
+            log.warning("not adopting Auto Scaling group %s: %s", name, err)
+            return None
+
+    def group(self, pool: str) -> Group:
+        if not self._refreshed:
+            self.refresh()
+        try:
+            return self._groups[pool]
+        except KeyError:
+            raise ProviderError(f"aws: no Auto Scaling group for pool {pool!r}", kind="not-found",
+                                retryable=False) from None
+
+    # --- the PoolProvider interface -----------------------------------------------------------
+    def pools(self) -> list[Pool]:
+        if not self._refreshed:
+            self.refresh()
+        return [g.pool for g in self._groups.values()]
+
+    def observe(self, now: float) -> dict[str, PoolObservation]:
+        self.refresh()
+        out: dict[str, PoolObservation] = {}
+        for name, grp in self._groups.items():
+            failures = self._failures(grp) if grp.desired > len(grp.live) else []
+            out[name] = PoolObservation(pool=grp.pool, desired=grp.desired, instances=len(grp.live),
+                                        failures=failures)
+        return out
+
+    def _failures(self, grp: Group) -> list[LaunchFailure]:
+        page = self._call("DescribeScalingActivities", self.asg.describe_scaling_activities,
+                          AutoScalingGroupName=grp.name, MaxRecords=20)
+        out = []
+        horizon = self._started - self.config.timings.unavailable_ttl
+        for activity in page.get("Activities") or ():
+            aid = activity.get("ActivityId", "")
+            if aid in self._seen_activities:
+                continue
+            failure = parse_activity(activity)
+            if failure is None:
+                continue
+            self._seen_activities.add(aid)
+            if failure.at >= horizon:
+                out.append(failure)
+                log.warning("pool %s: launch failed in %s: %s (%s)", grp.pool.name, failure.zone or "?",
+                            failure.reason, failure.message)
+        return out
+
+    def set_desired(self, pool: str, desired: int) -> None:
+        grp = self.group(pool)
+        if desired > grp.max_allowed:
+            raise ProviderError(f"aws: pool {pool!r}: desired {desired} is beyond its max {grp.max_allowed}",
+                                kind="invalid", retryable=False)
+        if desired < grp.min_size:
+            raise ProviderError(f"aws: pool {pool!r}: desired {desired} is below the group's min {grp.min_size}",
+                                kind="invalid", retryable=False)
+        self._call("SetDesiredCapacity", self.asg.set_desired_capacity, AutoScalingGroupName=grp.name,
+                   DesiredCapacity=desired, HonorCooldown=False)
+        grp.desired = desired
+
+    def delete_node(self, pool: str, provider_id: str) -> None:
+        iid = instance_id(provider_id)
+        grp = self.group(pool)
+        if iid is None or iid not in {i["InstanceId"] for i in grp.instances}:
+            raise ProviderError(f"aws: {provider_id!r} is not an instance of pool {pool!r} ({grp.name})",
+                                kind="not-found", retryable=False)
+        self._call("TerminateInstanceInAutoScalingGroup", self.asg.terminate_instance_in_auto_scaling_group,
+                   InstanceId=iid, ShouldDecrementDesiredCapacity=True)
+        grp.desired = max(grp.min_size, grp.desired - 1)
+        grp.instances = [i for i in grp.instances if i["InstanceId"] != iid]
+
+    def pool_of(self, provider_id: str) -> str | None:
+        iid = instance_id(provider_id)
+        return self._by_instance.get(iid) if iid else None
+
+    # --- spot interruptions ---------------------------------------------------------------------
+    def interruptions(self, max_batches: int = 10) -> list[Interruption]:
+        """Drain the interruption queue (10 messages a call); messages are deleted once parsed."""
+        if self.sqs is None or self.queue_url is None:
+            return []
+        out: list[Interruption] = []
+        for _ in range(max_batches):
+            resp = self._call("ReceiveMessage", self.sqs.receive_message, QueueUrl=self.queue_url,
+                              MaxNumberOfMessages=10, WaitTimeSeconds=0)
+            messages = resp.get("Messages") or []
+            for msg in messages:
+                parsed = parse_event(msg.get("Body", ""), self._clock())
+                if parsed is not None:
+                    out.append(parsed)
+                self._call("DeleteMessage", self.sqs.delete_message, QueueUrl=self.queue_url,
+                           ReceiptHandle=msg["ReceiptHandle"])
+            if len(messages) < 10:
+                break
+        return out
+
+    def zone_of(self, iid: str) -> str | None:
+        for grp in self._groups.values():
+            for i in grp.instances:
+                if i["InstanceId"] == iid:
+                    return str(i.get("AvailabilityZone"))
+        return None
+
+    def known_instances(self) -> Iterable[str]:
+        return self._by_instance.keys()

@@ -1,0 +1,109 @@
+"""Helpers that shape moto's server into a gpuburst cluster's AWS side (groups, tags, a queue)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import urllib.request
+from typing import Any
+
+import boto3
+
+from scaler.core.config import ScalerConfig
+
+
+class MotoAws:
+    def __init__(self, endpoint: str, region: str = "us-east-1") -> None:
+        self.endpoint = endpoint
+        self.region = region
+        self.session = boto3.session.Session(aws_access_key_id="testing", aws_secret_access_key="testing",
+                                             region_name=region)
+        self.asg = self.session.client("autoscaling", endpoint_url=endpoint)
+        self.ec2 = self.session.client("ec2", endpoint_url=endpoint)
+        self.sqs = self.session.client("sqs", endpoint_url=endpoint)
+
+    def reset(self) -> None:
+        urllib.request.urlopen(urllib.request.Request(f"{self.endpoint}/moto-api/reset", method="POST"))
+
+    def launch_template(self) -> str:
+        ami = self.ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+        name = "gpuburst-nodes"
+        with contextlib.suppress(self.ec2.exceptions.ClientError):
+            self.ec2.create_launch_template(LaunchTemplateName=name,
+                                            LaunchTemplateData={"ImageId": ami, "InstanceType": "m6i.large"})
+        return name
+
+    def make_groups(self, config: ScalerConfig, *, desired: dict[str, int] | None = None,
+                    protect: bool = True) -> dict[str, str]:
+        """One ASG per pool, tagged from the pool model exactly as the Pulumi program tags them."""
+        lt = self.launch_template()
+        names = {}
+        for pool in config.pools:
+            name = pool.provider_ref or f"{config.cluster}-{pool.name}"
+            n = (desired or {}).get(pool.name, pool.min_size)
+            self.asg.create_auto_scaling_group(
+                AutoScalingGroupName=name, MinSize=pool.min_size, MaxSize=pool.max_size, DesiredCapacity=n,
+                AvailabilityZones=list(pool.zones), NewInstancesProtectedFromScaleIn=protect,
+                LaunchTemplate={"LaunchTemplateName": lt, "Version": "$Latest"},
+                Tags=[{"Key": k, "Value": v, "PropagateAtLaunch": False, "ResourceId": name,
+                       "ResourceType": "auto-scaling-group"} for k, v in pool.to_tags(config.cluster).items()],
+            )
+            names[pool.name] = name
+        return names
+
+    def instances(self, group: str) -> list[dict[str, Any]]:
+        g = self.asg.describe_auto_scaling_groups(AutoScalingGroupNames=[group])["AutoScalingGroups"][0]
+        return list(g["Instances"])
+
+    def desired(self, group: str) -> int:
+        g = self.asg.describe_auto_scaling_groups(AutoScalingGroupNames=[group])["AutoScalingGroups"][0]
+        return int(g["DesiredCapacity"])
+
+    def queue(self, name: str = "interruptions") -> str:
+        return str(self.sqs.create_queue(QueueName=name)["QueueUrl"])
+
+    def send_event(self, queue_url: str, detail_type: str, instance_id: str, zone: str = "us-east-1a",
+                   **detail: str) -> None:
+        """An EventBridge event as its SQS target receives it (the event JSON is the body)."""
+        body = {
+            "version": "0", "id": "7e5d2a31-5f1f-4c1b-9c47-0b1c8f4f2f10", "detail-type": detail_type,
+            "source": "aws.ec2", "account": "123456789012", "time": "2026-11-22T03:00:00Z",
+            "region": self.region, "resources": [f"arn:aws:ec2:{zone}:instance/{instance_id}"],
+            "detail": {"instance-id": instance_id, **detail},
+        }
+        if detail_type == "EC2 Spot Instance Interruption Warning":
+            body["detail"].setdefault("instance-action", "terminate")
+        self.sqs.send_message(QueueUrl=queue_url, MessageBody=json.dumps(body))
+
+
+class _Raw:
+    def __init__(self, body: bytes) -> None:
+        self._body = body
+
+    def stream(self, **_: Any) -> Any:
+        yield self._body
+
+
+class Faults:
+    """Answer the next `count` calls of `operation` with an AWS error, before they reach moto.
+
+    Registered on botocore's before-send hook, so the client's real retry logic and error parsing
+    run on a real AWS error document (the Query protocol's ErrorResponse XML).
+    """
+
+    def __init__(self, client: Any, operation: str, code: str, status: int, count: int) -> None:
+        self.operation, self.code, self.status, self.left = operation, code, status, count
+        self.seen = 0
+        client.meta.events.register(f"before-send.{client.meta.service_model.endpoint_prefix}.{operation}", self)
+
+    def __call__(self, request: Any, **_: Any) -> Any:
+        from botocore.awsrequest import AWSResponse
+
+        self.seen += 1
+        if self.left <= 0:
+            return None
+        self.left -= 1
+        body = (f'<ErrorResponse xmlns="https://autoscaling.amazonaws.com/doc/2011-01-01/"><Error><Type>Sender</Type>'
+                f"<Code>{self.code}</Code><Message>Rate exceeded</Message></Error>"
+                "<RequestId>3b1d3b5a-0000-4000-8000-000000000000</RequestId></ErrorResponse>").encode()
+        return AWSResponse(request.url, self.status, {"Content-Type": "text/xml"}, _Raw(body))

@@ -1,0 +1,46 @@
+"""Integration tests: AWS through boto3 against moto's server on 127.0.0.1, Kubernetes through the
+official client against tests/fakes/kubeapi.py."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from tests.fakes.aws import MotoAws  # noqa: E402
+from tests.fakes.kubeapi import FakeKube  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def moto_server() -> Iterator[str]:
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
+@pytest.fixture
+def aws(moto_server: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[MotoAws]:
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    cloud = MotoAws(moto_server)
+    cloud.reset()
+    yield cloud
+
+
+@pytest.fixture
+def kube() -> Iterator[FakeKube]:
+    fake = FakeKube().start()
+    yield fake
+    fake.stop()
