@@ -1,0 +1,158 @@
+"""Scale-down: what may be removed, where the evicted pods go, and the limits on removals."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from core_builders import POOLS, config, example_config, node_of, pod, snapshot
+
+from scaler.core import keys
+from scaler.core.config import ScalerConfig
+from scaler.core.model import Node, PodDisruptionBudget
+from scaler.core.planner import plan
+from scaler.core.snapshot import Plan, Snapshot, State
+
+T0 = 10_000.0
+CFG = example_config(scale_down=example_config().scale_down.model_copy(update={"budget_fraction": 1.0}))
+LATER = T0 + CFG.timings.unneeded_time
+
+
+def two_passes(snap_at: Any, cfg: ScalerConfig = CFG) -> Plan:
+    """Observe at T0 (the nodes become unneeded), decide at T0 + unneeded_time."""
+    _, state = plan(snap_at(T0), State(), cfg)
+    result, _ = plan(snap_at(LATER), state, cfg)
+    return result
+
+
+def removed(result: Plan) -> list[str]:
+    return sorted(d.node for d in result.scale_downs)
+
+
+def cpu_node(name: str, *pods: Any) -> Node:
+    return node_of(CFG, "cpu-spot", name, list(pods))
+
+
+# --- unneeded ---------------------------------------------------------------------------------------
+def test_busy_node_is_never_unneeded_and_unneeded_needs_time() -> None:
+    nodes = [cpu_node("idle"), cpu_node("busy", pod("w", cpu="6"))]
+    first, state = plan(snapshot(CFG, [], nodes, now=T0), State(), CFG)
+    assert first.unneeded == {"idle": T0} and first.scale_downs == []
+    early, state = plan(snapshot(CFG, [], nodes, now=LATER - 1), state, CFG)
+    assert early.scale_downs == []
+    on_time, _ = plan(snapshot(CFG, [], nodes, now=LATER), state, CFG)
+    assert removed(on_time) == ["idle"]
+    d = on_time.scale_downs[0]
+    assert (d.pool, d.provider_id, d.evict) == ("cpu-spot", "aws:///idle", ())
+
+
+def test_gpu_node_utilization_counts_gpus_only() -> None:
+    # A 1-GPU node whose only pod uses no GPU but most of the cpu is idle as a GPU node.
+    gpu = node_of(CFG, "gpu1-od", "gpu-n", [pod("cpu-hog", cpu="3")])
+    helper = cpu_node("half", pod("w", cpu="4500m"))  # busy enough to stay, room for the cpu pod
+    result = two_passes(lambda now: snapshot(CFG, [], [gpu, helper], now=now))
+    assert removed(result) == ["gpu-n"]
+
+
+def test_empty_nodes_go_first_within_the_budget() -> None:
+    cfg = example_config()  # default budget: 10% of the nodes, at least 1
+    nodes = [node_of(cfg, "cpu-spot", "low", [pod("w", cpu="1")]), node_of(cfg, "cpu-spot", "empty"),
+             node_of(cfg, "cpu-spot", "full", [pod("x", cpu="7")])]
+    result = two_passes(lambda now: snapshot(cfg, [], nodes, now=now), cfg)
+    assert removed(result) == ["empty"]
+
+
+# --- drainability ---------------------------------------------------------------------------------
+@pytest.mark.parametrize(("kwargs", "removable"), [
+    ({}, True),
+    ({"annotations": {keys.ANNOTATION_SAFE_TO_EVICT: "false"}}, False),
+    ({"annotations": {keys.ANNOTATION_KARPENTER_DO_NOT_DISRUPT: "true"}}, False),
+    ({"annotations": {keys.ANNOTATION_OPENAI_DO_NOT_DRAIN: "true"}}, False),
+    ({"owner": None}, False),  # a bare pod would be lost
+    ({"owner": None, "annotations": {keys.ANNOTATION_SAFE_TO_EVICT: "true"}}, True),
+    ({"owner": "DaemonSet"}, True),  # dies with its node, not evicted
+    ({"owner": "Node", "annotations": {keys.ANNOTATION_MIRROR_POD: "x"}}, True),  # static pod
+])
+def test_only_evictable_pods_allow_removal(kwargs: dict[str, Any], removable: bool) -> None:
+    nodes = [cpu_node("n1", pod("w", cpu="1", **kwargs)), cpu_node("n2", pod("keep", cpu="6"))]
+    result = two_passes(lambda now: snapshot(CFG, [], nodes, now=now))
+    assert removed(result) == (["n1"] if removable else [])
+    if removable and kwargs.get("owner", "ReplicaSet") in ("ReplicaSet", None):
+        assert result.scale_downs[0].evict == ("default/w",)
+    if not removable:
+        assert any("n1" in n for n in result.notes)
+
+
+def test_pdb_limits_disruptions() -> None:
+    nodes = [cpu_node("a", pod("wa", cpu="1", labels={"app": "db"})),
+             cpu_node("b", pod("wb", cpu="1", labels={"app": "db"})),
+             cpu_node("big", pod("keep", cpu="2"))]
+
+    def snap(allowed: int) -> Any:
+        def at(now: float) -> Snapshot:
+            s = snapshot(CFG, [], nodes, now=now)
+            s.pdbs = [PodDisruptionBudget("db", "default", {"app": "db"}, allowed)]
+            return s
+        return at
+
+    assert removed(two_passes(snap(0))) == ["big"]  # the db pods cannot move; "big" can
+    assert len([n for n in removed(two_passes(snap(1))) if n in ("a", "b")]) == 1
+
+
+def test_evicted_pods_must_fit_elsewhere_without_double_booking() -> None:
+    # Three nodes at ~40%: the pod of one fits on another, but not two pods on the same one.
+    nodes = [cpu_node(n, pod(f"w-{n}", cpu="3")) for n in ("a", "b", "c")]
+    result = two_passes(lambda now: snapshot(CFG, [], nodes, now=now))
+    assert len(result.scale_downs) == 1
+    gone = result.scale_downs[0].node
+    assert result.scale_downs[0].evict == (f"default/w-{gone}",)
+
+
+def test_pods_that_fit_nowhere_else_keep_their_node() -> None:
+    gpu = node_of(CFG, "gpu1-od", "gpu-n", [pod("trainer", gpu=1, cpu="1")])
+    gpu2 = node_of(CFG, "gpu1-od", "gpu-m", [pod("t2", gpu=1, cpu="1")])
+    result = two_passes(lambda now: snapshot(CFG, [], [gpu, gpu2], now=now))
+    assert result.scale_downs == []  # both full on GPUs: not even unneeded
+    idle = node_of(CFG, "gpu8-od", "gpu8", [pod("small8", cpu="1", gpu=2)])  # 2 of 8 GPUs: 25%
+    result = two_passes(lambda now: snapshot(CFG, [], [idle], now=now))
+    assert "gpu8" in result.unneeded and result.scale_downs == []
+    assert any("do not fit" in n for n in result.notes)
+
+
+# --- limits ---------------------------------------------------------------------------------------
+def test_never_below_min_counting_only_registered_nodes() -> None:
+    pools = [dict(p) for p in POOLS]
+    for p in pools:
+        if p["name"] == "cpu-od":
+            p["min"] = 1
+    cfg = config(pools, scale_down={"budget_fraction": 1.0})
+    nodes = [node_of(cfg, "cpu-od", n) for n in ("a", "b")]
+    # 2 registered + 1 in flight; min 1: one removal, not two (the booting node may never come).
+    result = two_passes(lambda now: snapshot(cfg, [], nodes, now=now, desired={"cpu-od": 3}), cfg)
+    assert len(result.scale_downs) == 1
+    system = [node_of(cfg, "system", n) for n in ("s1", "s2")]  # system min is 2
+    assert two_passes(lambda now: snapshot(cfg, [], system, now=now), cfg).scale_downs == []
+
+
+def test_no_scale_down_on_a_stale_snapshot() -> None:
+    nodes = [cpu_node("idle")]
+    result = two_passes(lambda now: snapshot(CFG, [], nodes, now=now, fresh=now < LATER))
+    assert result.scale_downs == [] and "idle" in result.unneeded
+
+
+def test_no_scale_down_in_a_pool_scaling_up_this_pass() -> None:
+    # A pending pod too big for the idle node makes cpu-spot scale up; its idle node stays this pass.
+    nodes = [node_of(CFG, "cpu-spot", "idle", [pod("w", cpu="1")]), node_of(CFG, "cpu-spot", "x", [pod("y", cpu="6")])]
+    big = pod("big", cpu="7")
+    _, state = plan(snapshot(CFG, [], nodes, now=T0), State(), CFG)
+    result, _ = plan(snapshot(CFG, [big], nodes, now=LATER), state, CFG)
+    assert [u.pool for u in result.scale_ups] == ["cpu-spot"]
+    assert result.scale_downs == []
+
+
+def test_node_taking_a_pending_pod_is_not_removed() -> None:
+    nodes = [cpu_node("idle")]
+    _, state = plan(snapshot(CFG, [], nodes, now=T0), State(), CFG)
+    result, _ = plan(snapshot(CFG, [pod("p", cpu="1")], nodes, now=LATER), state, CFG)
+    assert result.verdicts["default/p"].node == "idle"
+    assert result.scale_downs == []
