@@ -130,7 +130,8 @@ class AzureProvider:
         self.cluster_name = cluster_name or config.cluster
         self._clock = clock
         cred = credential or default_credential()
-        extra: dict[str, Any] = {"base_url": base_url} if base_url else {}
+        # Few retries: a pass that fails is retried by the loop with its own jittered backoff.
+        extra: dict[str, Any] = {"retry_total": 3, **({"base_url": base_url} if base_url else {})}
         self.aks = ContainerServiceClient(cred, subscription_id, polling_interval=polling_interval, **extra)
         self.compute = ComputeManagementClient(cred, subscription_id, polling_interval=polling_interval, **extra)
         self._pools = {p.name: p for p in config.pools}
@@ -166,7 +167,8 @@ class AzureProvider:
                 obs = self._observe_agent_pool(pool, instances)
             else:
                 obs = self._observe_vmss(pool, instances, now)
-            obs.failures = self._operation_failures(pool.name, now) + obs.failures
+            zonal = {f.reason for f in obs.failures}  # an instance's failure says which zone; prefer it
+            obs.failures = [f for f in self._operation_failures(pool.name, now) if f.reason not in zonal] + obs.failures
             out[pool.name] = obs
         self._instances = instances
         return out
