@@ -68,8 +68,8 @@ class FakeArm:
     def aks_vmss(self, pool: str) -> str:
         return f"aks-{pool}-12345678-vmss"
 
-    def add_agent_pool(self, name: str, count: int, vm_size: str, *, spot: bool = False, zones: tuple[str, ...] = ("1",)) \
-            -> None:
+    def add_agent_pool(self, name: str, count: int, vm_size: str, *, spot: bool = False,
+                       zones: tuple[str, ...] = ("1",)) -> None:
         props: JSON = {"count": count, "vmSize": vm_size, "osType": "Linux", "mode": "User",
                        "type": "VirtualMachineScaleSets", "availabilityZones": list(zones),
                        "enableAutoScaling": False, "provisioningState": "Succeeded",
@@ -99,7 +99,8 @@ class FakeArm:
                 "location": "eastus", "zones": ["1"],
                 "properties": {"provisioningState": "Succeeded", "latestModelApplied": True, "instanceView": {
                     "statuses": statuses or [
-                        {"code": "ProvisioningState/succeeded", "level": "Info", "displayStatus": "Provisioning succeeded"},
+                        {"code": "ProvisioningState/succeeded", "level": "Info",
+                         "displayStatus": "Provisioning succeeded"},
                         {"code": "PowerState/running", "level": "Info", "displayStatus": "VM running"}]}}}
 
     # --- operations ---------------------------------------------------------------------------
@@ -111,7 +112,8 @@ class FakeArm:
             final = {"name": op, "status": "Failed", "startTime": "2026-11-22T03:00:00Z",
                      "error": {"code": failure[0], "message": failure[1]}}
         self.ops[op] = [{"name": op, "status": "InProgress"}, final]
-        url = f"{ARM}/subscriptions/{self.sub}/providers/{provider}/locations/eastus/operations/{op}?api-version=2024-01-01"
+        url = (f"{ARM}/subscriptions/{self.sub}/providers/{provider}/locations/eastus/operations/{op}"
+               "?api-version=2024-01-01")
         return {header: url, "Retry-After": "0"}
 
     def _operation(self, request: Any) -> tuple[int, dict[str, str], str]:
@@ -163,7 +165,8 @@ class FakeArm:
         name = self._name(request, "p")
         vmss = self.aks_vmss(name)
         value = [{"id": f"{self.agent_pools[name]['id']}/machines/{vmss}{int(i):06d}",
-                  "name": f"{vmss}{int(i):06d}", "type": "Microsoft.ContainerService/managedClusters/agentPools/machines",
+                  "name": f"{vmss}{int(i):06d}",
+                  "type": "Microsoft.ContainerService/managedClusters/agentPools/machines",
                   "zones": ["1"], "properties": {"resourceId": self.vmss_vm_id(vmss, i),
                                                  "network": {"ipAddresses": [{"family": "IPv4", "ip": "10.224.0.4"}]}}}
                  for i in self.machines[name]]
