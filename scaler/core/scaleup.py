@@ -101,6 +101,7 @@ class Slot:
 class Candidate:
     slot: Slot
     per_node: int  # pods of the class an empty template takes
+    waste_terms: tuple[tuple[int, int], ...] = ()  # (free on an empty node, request) of gpu, cpu, memory
 
 
 @dataclass(slots=True)
@@ -568,7 +569,9 @@ class _Planner:
                 for slot in ok:
                     k = _fit_count(slot.empty, cls.nz, 1 << 30)
                     if k > 0:
-                        cands.append(Candidate(slot, k))
+                        used = dict(cls.nz)
+                        terms = tuple((slot.empty[i], used.get(i, 0)) for i in self._waste_idx if slot.empty[i] > 0)
+                        cands.append(Candidate(slot, k, terms))
                 if len(cands) == before:
                     empty = ok[0].empty
                     short = [self.packer.resources[i] for i, a in cls.nz if empty[i] < a]
@@ -579,10 +582,8 @@ class _Planner:
 
     def _score(self, c: Candidate, cls: PodClass, n: int) -> tuple[float, int, float, str, str]:
         m = max(1, min(c.per_node, n))
-        empty = c.slot.empty
-        idx = [i for i in self._waste_idx if empty[i] > 0]
-        used = dict(cls.nz)
-        waste = sum((empty[i] - m * used.get(i, 0)) / empty[i] for i in idx) / max(len(idx), 1)
+        terms = c.waste_terms
+        waste = sum((e - m * u) / e for e, u in terms) / len(terms) if terms else 0.0
         return c.slot.price / m, 0 if c.slot.spot else 1, waste, c.slot.pool.name, c.slot.zone
 
     def _pick(self, cls: PodClass, cands: list[Candidate], n: int, excluded: set[int],
@@ -687,24 +688,29 @@ def _gangs(snapshot: Snapshot, config: ScalerConfig) -> tuple[dict[str, str], di
 
 def _verdicts(cls: PodClass, placement: Placement, reasons: dict[str, str], rest: Outcome, rest_reason: str | None,
               verdicts: dict[str, PodVerdict], new_pods: dict[int, list[Pod]], placed_on: dict[str, str]) -> None:
+    """One verdict per pod. The pods of a class share one reasons mapping: read it, do not change it."""
     pods = iter(cls.pods)
     for b, k in placement:
-        for _ in range(k):
-            pod = next(pods)
-            if b.kind == "new":
-                verdicts[pod.key] = PodVerdict(pod.key, "scale-up", b.pool, None, dict(reasons))
-                new_pods.setdefault(id(b), []).append(pod)
-            elif b.kind == "in-flight":
-                verdicts[pod.key] = PodVerdict(pod.key, "fits-in-flight", b.pool, None, dict(reasons))
-            else:
-                outcome: Outcome = "fits-existing" if b.kind == "existing" else "fits-in-flight"
-                verdicts[pod.key] = PodVerdict(pod.key, outcome, b.pool, b.name, dict(reasons))
+        kind, pool = b.kind, b.pool
+        if kind == "new":
+            mine = new_pods.setdefault(id(b), [])
+            for _ in range(k):
+                pod = next(pods)
+                verdicts[pod.key] = PodVerdict(pod.key, "scale-up", pool, None, reasons)
+                mine.append(pod)
+        elif kind == "in-flight":
+            for _ in range(k):
+                pod = next(pods)
+                verdicts[pod.key] = PodVerdict(pod.key, "fits-in-flight", pool, None, reasons)
+        else:
+            outcome: Outcome = "fits-existing" if kind == "existing" else "fits-in-flight"
+            b.touched = True
+            for _ in range(k):
+                pod = next(pods)
+                verdicts[pod.key] = PodVerdict(pod.key, outcome, pool, b.name, reasons)
                 placed_on[pod.key] = b.name
-                b.touched = True
+    why = {**reasons, "*": rest_reason} if rest_reason else reasons
     for pod in pods:
-        why = dict(reasons)
-        if rest_reason:
-            why["*"] = rest_reason
         verdicts[pod.key] = PodVerdict(pod.key, rest, None, None, why)
 
 

@@ -1,0 +1,157 @@
+"""Properties of the planner on random clusters (hypothesis): every plan is re-checked with the predicates.
+
+- a plan never takes a pool beyond its max;
+- a pod that fits no pool's template is never a scale-up;
+- every pod packed onto a new node fits that node's template, together with the other pods packed
+  there; every pod placed on an existing node fits it, together with the others placed there;
+- scale-down never picks a node that holds a pod it may not evict, and never leaves a pool below min.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from core_builders import GPU_TOL, MIN_GPUS_TOL, POOLS, config, node_of, pod
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from scaler.core import keys, predicates
+from scaler.core.model import Node, Pod, SelectorRequirement
+from scaler.core.planner import plan
+from scaler.core.resources import fits, total
+from scaler.core.scaledown import blocker
+from scaler.core.scaleup import plan_scale_up
+from scaler.core.snapshot import PoolObservation, Snapshot, State
+from scaler.core.state import advance
+
+SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+ZONES = ["us-east-1a", "us-east-1b"]
+
+
+def small_pools() -> list[dict[str, Any]]:
+    out = []
+    for p in POOLS:
+        q = dict(p)
+        q["max"] = min(q["max"], 3)  # small maxima so that the limits are actually hit
+        out.append(q)
+    return out
+
+
+CFG = config(small_pools())
+POOL_NAMES = [p.name for p in CFG.pools]
+
+
+@st.composite
+def pods(draw: st.DrawFn, prefix: str, running: bool = False) -> Pod:
+    gpu = draw(st.sampled_from([0, 0, 1, 2, 8, 16]))
+    tolerations = draw(st.sampled_from([(), (GPU_TOL,), (GPU_TOL, MIN_GPUS_TOL)]))
+    selector = draw(st.sampled_from([{}, {}, {keys.LABEL_ZONE: "us-east-1b"}, {keys.LABEL_POOL: "gpu1-od"}]))
+    affinity = draw(st.sampled_from([
+        (), ((SelectorRequirement(keys.LABEL_CAPACITY_TYPE, "NotIn", ("spot",)),),),
+        ((SelectorRequirement(keys.LABEL_GPU_COUNT, "Gt", ("4",)),), (SelectorRequirement(keys.LABEL_ZONE, "In",
+                                                                                          ("us-east-1a",)),)),
+    ]))
+    annotations = draw(st.sampled_from([{}, {}, {keys.ANNOTATION_SAFE_TO_EVICT: "false"},
+                                        {keys.ANNOTATION_OPENAI_DO_NOT_DRAIN: "true"}]))
+    owner = draw(st.sampled_from(["ReplicaSet", "Job", None, "DaemonSet"] if running else ["ReplicaSet", "Job"]))
+    labels = {keys.LABEL_POD_GROUP: draw(st.sampled_from(["g1", "g2"]))} if gpu and draw(st.booleans()) else {}
+    n = draw(st.integers(min_value=0, max_value=10**6))
+    return pod(f"{prefix}{n}", cpu=draw(st.sampled_from(["250m", "1", "3", "7", "40"])),
+               memory=draw(st.sampled_from(["1Gi", "8Gi", "100Gi"])), gpu=gpu, tolerations=tolerations,
+               selector=selector, affinity=affinity, annotations=annotations, owner=owner, labels=labels)
+
+
+@st.composite
+def clusters(draw: st.DrawFn) -> Snapshot:
+    pending = draw(st.lists(pods("p-"), max_size=25, unique_by=lambda p: p.name))
+    nodes: list[Node] = []
+    for i in range(draw(st.integers(min_value=0, max_value=6))):
+        pool = draw(st.sampled_from(POOL_NAMES))
+        zone = draw(st.sampled_from(CFG.pool(pool).zones))
+        running = draw(st.lists(pods(f"r{i}-", running=True), max_size=3, unique_by=lambda p: p.name))
+        node = node_of(CFG, pool, f"n{i}", zone=zone, gpus=draw(st.sampled_from([None, None, None, 0])))
+        free = predicates.free_resources(node)
+        for p in running:  # keep the existing nodes honest: only what fits runs there
+            if fits(p.requests, free):
+                node.pods.append(p)
+                free = predicates.free_resources(node)
+        nodes.append(node)
+    registered: dict[str, int] = {}
+    for n in nodes:
+        assert n.pool is not None
+        registered[n.pool] = registered.get(n.pool, 0) + 1
+    obs = {}
+    for p in CFG.pools:
+        reg = registered.get(p.name, 0)
+        desired = draw(st.integers(min_value=reg, max_value=max(reg, p.max_size)))
+        obs[p.name] = PoolObservation(p, desired, desired)
+    return Snapshot(now=5000.0, pending=pending, nodes=nodes, pools=obs)
+
+
+def fits_some_template(p: Pod) -> bool:
+    return any(predicates.fits(p, pool.template_node(zone, CFG.region)) for pool in CFG.pools for zone in pool.zones)
+
+
+@SETTINGS
+@given(clusters())
+def test_scale_up_respects_max_and_every_placement_rechecks(snap: Snapshot) -> None:
+    adv = advance(snap, State(), CFG)
+    up = plan_scale_up(snap, CFG, adv)
+    # every pending pod has a verdict
+    assert set(up.verdicts) == {p.key for p in snap.pending}
+    # never beyond a pool's max
+    added: dict[str, int] = {}
+    for u in up.scale_ups:
+        added[u.pool] = added.get(u.pool, 0) + u.count
+        assert u.new_desired <= CFG.pool(u.pool).max_size
+    for name, n in added.items():
+        assert adv.desired[name] + n <= CFG.pool(name).max_size
+    # never a scale-up for a pod no template can take
+    by_key = {p.key: p for p in snap.pending}
+    planned = {k for u in up.scale_ups for k in u.pods}
+    for key, v in up.verdicts.items():
+        if not fits_some_template(by_key[key]):
+            assert v.outcome != "scale-up" and key not in planned
+    # every pod packed on a new node fits its template together with its node-mates
+    assert sum(len(nn.pods) for nn in up.new_nodes) == len(planned)
+    for nn in up.new_nodes:
+        assert nn.template.is_template and nn.template.pool == nn.pool
+        for p in nn.pods:
+            assert predicates.static_reason(p, nn.template) is None
+            assert up.verdicts[p.key].pool == nn.pool
+        assert fits(total(p.requests for p in nn.pods), predicates.free_resources(nn.template))
+    # every pod placed on an existing node fits it together with the others placed there
+    nodes = {n.name: n for n in snap.nodes}
+    on: dict[str, list[Pod]] = {}
+    for key, node_name in up.placed_on.items():
+        on.setdefault(node_name, []).append(by_key[key])
+    for node_name, placed in on.items():
+        node = nodes[node_name]
+        gpu_coming = node.allocatable.get(keys.RES_GPU, 0) == 0 and CFG.pool(node.pool or "").gpus > 0
+        ref = Node(node.name, node.labels, node.taints, CFG.pool(node.pool or "").allocatable() if gpu_coming
+                   else node.allocatable, pods=node.pods)
+        for p in placed:
+            assert predicates.static_reason(p, ref) is None
+        assert fits(total(p.requests for p in placed), predicates.free_resources(ref))
+
+
+@SETTINGS
+@given(clusters())
+def test_scale_down_only_removes_nodes_whose_pods_may_be_evicted(snap: Snapshot) -> None:
+    cfg = CFG.model_copy(update={"scale_down": CFG.scale_down.model_copy(update={"budget_fraction": 1.0})})
+    snap.pending = []
+    _, state = plan(snap, State(), cfg)
+    snap.now += cfg.timings.unneeded_time
+    result, _ = plan(snap, state, cfg)
+    nodes = {n.name: n for n in snap.nodes}
+    per_pool: dict[str, int] = {}
+    for d in result.scale_downs:
+        node = nodes[d.node]
+        assert all(blocker(p) is None for p in node.pods)
+        assert d.provider_id == node.provider_id and d.pool == node.pool
+        per_pool[d.pool] = per_pool.get(d.pool, 0) + 1
+    registered: dict[str, int] = {}
+    for n in snap.nodes:
+        registered[n.pool or ""] = registered.get(n.pool or "", 0) + 1
+    for name, n in per_pool.items():
+        assert registered[name] - n >= cfg.pool(name).min_size
