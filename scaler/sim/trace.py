@@ -9,7 +9,9 @@ A job with more GPUs than the largest GPU node becomes a gang: ``ceil(gpus / lar
 equal size sharing the gang label (config.gang_label) and the min-member annotation. A job that fits
 one node is one pod, whatever ``num_workers`` says (Philly spread jobs over servers because its
 scheduler had to, not because the jobs asked for it). A trace without cpu/memory gets requests
-proportional to its GPUs (PER_GPU_CPU_M, PER_GPU_MEMORY). GPU-sharing pods (``gpu_milli`` < 1000)
+proportional to its GPUs (PER_GPU_CPU_M, PER_GPU_MEMORY). Pods tolerate what the documented pod
+templates tolerate: the GPU taint (GPU pods), the min-gpus taint of every pool whose minimum they
+reach, and AKS's Spot taint when the pools have Azure Spot pools. GPU-sharing pods (``gpu_milli`` < 1000)
 ask for one whole GPU: nvidia.com/gpu is an integer resource unless time-slicing is configured.
 """
 
@@ -159,9 +161,12 @@ def job_pods(job: Job, config: ScalerConfig, scheduler_name: str = "default-sche
         cpu, memory = CPU_ONLY_CPU_M, CPU_ONLY_MEMORY
     container = {keys.RES_CPU: cpu, keys.RES_MEMORY: memory}
     tolerations: tuple[Toleration, ...] = ()
+    if any(p.cloud == "azure" and p.capacity_type == "spot" for p in config.pools):
+        # Batch work may run on Spot: AKS taints Spot nodes, the pod templates tolerate it.
+        tolerations = (Toleration(keys.TAINT_AZURE_SPOT, "Equal", keys.TAINT_AZURE_SPOT_VALUE, "NoSchedule"),)
     if per_pod:
         container[keys.RES_GPU] = per_pod
-        tolerations = (Toleration(keys.TAINT_GPU, "Exists", "", "NoSchedule"),
+        tolerations = (*tolerations, Toleration(keys.TAINT_GPU, "Exists", "", "NoSchedule"),
                        *min_gpu_tolerations(config, per_pod))
     labels = {"job": job.job_id}
     annotations: dict[str, str] = {}

@@ -1,0 +1,74 @@
+"""Replay the shared GPU traces through the scaler: both traces x {default, binpack} placement, plus a
+two-hour spot outage of one zone. Prints the command line of each run and one line of figures; these
+are the figures docs/simulator.md and the README quote.
+
+    .venv/bin/python bench/simulate_traces.py [--traces DIR] [--pools FILE] [--out DIR] [--jobs N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from scaler.sim.command import simulate  # noqa: E402
+from scaler.sim.report import one_line  # noqa: E402
+
+OUTAGE = "us-east-1a:36000:43200"  # hours 10 to 12 of PHILLY-A: the first busy morning
+
+
+def runs(traces: Path, pools: str) -> list[tuple[str, dict[str, Any]]]:
+    out = []
+    for trace in ("PHILLY-A.csv", "ALIBABA-OPENB2023-A.csv"):
+        for scheduler in ("default", "binpack"):
+            out.append((f"{trace} {scheduler}", {"trace": str(traces / trace), "pools": pools,
+                                                 "scheduler": scheduler, "outages": []}))
+    out.append((f"PHILLY-A.csv default, spot outage {OUTAGE}",
+                {"trace": str(traces / "PHILLY-A.csv"), "pools": pools, "scheduler": "default", "outages": [OUTAGE]}))
+    return out
+
+
+def command_line(kw: dict[str, Any]) -> str:
+    outages = "".join(f" --spot-outage {o}" for o in kw["outages"])
+    return (f"python -m scaler simulate --trace {kw['trace']} --pools {kw['pools']} "
+            f"--scheduler {kw['scheduler']}{outages}")
+
+
+def _one(kw: dict[str, Any]) -> dict[str, Any]:
+    _, report = simulate(kw["trace"], kw["pools"], scheduler=kw["scheduler"], outages=kw["outages"])
+    return report
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--traces", default=str(ROOT.parent / "shared" / "traces"))
+    parser.add_argument("--pools", default="examples/pools-aws.yaml")
+    parser.add_argument("--out", help="also write each run's JSON report into this directory")
+    parser.add_argument("--jobs", type=int, default=2, help="runs in parallel (default 2)")
+    args = parser.parse_args()
+    traces = Path(args.traces)
+    if not (traces / "PHILLY-A.csv").exists():
+        print(f"no traces in {traces}: pass --traces DIR", file=sys.stderr)
+        return 2
+    todo = runs(traces, args.pools)
+    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+        reports = list(pool.map(_one, [kw for _, kw in todo]))
+    for (label, kw), report in zip(todo, reports, strict=True):
+        print(f"# {label}: {command_line(kw)}")
+        print(one_line(report))
+        if args.out:
+            out = Path(args.out)
+            out.mkdir(parents=True, exist_ok=True)
+            name = label.replace(" ", "_").replace(",", "").replace(":", "-").replace(".csv", "")
+            (out / f"{name}.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
