@@ -15,6 +15,7 @@ import binascii
 import hashlib
 import json
 import sys
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,15 @@ from gpuburst_infra.stack import load_stack
 PROJECT = "gpuburst"
 ACCOUNT = "123456789012"
 SUBSCRIPTION = "00000000-0000-0000-0000-000000000000"
+TENANT = "11111111-1111-1111-1111-111111111111"
+# The input that names the cloud object, per provider convention (azure-native has one per type).
+_NAME_INPUTS = ("agentPoolName", "federatedIdentityCredentialResourceName", "subnetName", "virtualNetworkName",
+                "roleDefinitionId", "resourceName", "name", "resourceGroupName")
+_ARM_TYPES = {
+    ("containerservice", "ManagedCluster"): "Microsoft.ContainerService/managedClusters",
+    ("managedidentity", "UserAssignedIdentity"): "Microsoft.ManagedIdentity/userAssignedIdentities",
+    ("network", "VirtualNetwork"): "Microsoft.Network/virtualNetworks",
+}
 
 
 def stack_file_config(path: str | Path) -> tuple[dict[str, str], list[str]]:
@@ -149,22 +159,50 @@ class CloudMocks(pulumi.runtime.Mocks):
             name = args.args["name"]
             return {"id": name, "name": name, "type": "String", "value": f"ami-{_digest(name)}",
                     "arn": f"arn:aws:ssm:{self.region}::parameter{name}", "version": 1}
+        if args.token == "azure-native:authorization:getClientConfig":  # noqa: S105
+            return {"subscriptionId": SUBSCRIPTION, "tenantId": TENANT, "clientId": TENANT, "objectId": TENANT}
+        if args.token == "azure-native:containerservice:listManagedClusterUserCredentials":  # noqa: S105
+            cluster = args.args["resourceName"]
+            kubeconfig = yaml.safe_dump({"apiVersion": "v1", "kind": "Config", "current-context": cluster,
+                                         "clusters": [{"name": cluster, "cluster": {
+                                             "server": f"https://{cluster}.hcp.{self.region}.azmk8s.io:443"}}]})
+            return {"kubeconfigs": [{"name": "clusterUser", "value": base64.b64encode(kubeconfig.encode()).decode()}]}
         raise NotImplementedError(f"offline render: no mock for the invoke {args.token}")
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
         state = dict(args.inputs)
-        name = state.get("name") or args.name
         pkg, module, kind = args.typ.split(":")
+        names = ("name",) if pkg == "aws" or kind == "RoleAssignment" else _NAME_INPUTS
+        name = next((state[k] for k in names if isinstance(state.get(k), str)), args.name)
         if pkg == "aws":
             service = module.split("/")[0]
             region = "" if service == "iam" else self.region
             state.setdefault("arn", f"arn:aws:{service}:{region}:{ACCOUNT}:{kind[0].lower()}{kind[1:]}/{name}")
             rid = name if kind in {"Role", "Group", "Queue", "Cluster"} else f"{kind.lower()}-{_digest(args.name, 12)}"
         else:
-            rid = f"/subscriptions/{SUBSCRIPTION}/{module}/{kind}/{name}"
+            rid = _azure_id(module, kind, name, state)
+            state["name"] = name
         state.update(_computed(args.typ, name, self.region, state))
         self.registered.append((args.typ, args.name, dict(args.inputs), bool(args.custom), rid))
         return rid, state
+
+
+def _azure_id(module: str, kind: str, name: str, state: dict[str, Any]) -> str:
+    rg = f"/subscriptions/{SUBSCRIPTION}/resourceGroups/{state.get('resourceGroupName', '')}"
+    if kind == "ResourceGroup":
+        return rg
+    if kind == "AgentPool":
+        return f"{rg}/providers/Microsoft.ContainerService/managedClusters/{state['resourceName']}/agentPools/{name}"
+    if kind == "Subnet":
+        return f"{rg}/providers/Microsoft.Network/virtualNetworks/{state['virtualNetworkName']}/subnets/{name}"
+    if kind == "FederatedIdentityCredential":
+        return (f"{rg}/providers/Microsoft.ManagedIdentity/userAssignedIdentities/{state['resourceName']}"
+                f"/federatedIdentityCredentials/{name}")
+    if kind == "RoleDefinition":
+        return f"{state['scope']}/providers/Microsoft.Authorization/roleDefinitions/{name}"
+    if kind == "RoleAssignment":
+        return f"{state['scope']}/providers/Microsoft.Authorization/roleAssignments/{_digest(str(state), 32)}"
+    return f"{rg}/providers/{_ARM_TYPES.get((module, kind), module + '/' + kind)}/{name}"
 
 
 def _computed(typ: str, name: str, region: str, state: dict[str, Any]) -> dict[str, Any]:
@@ -177,6 +215,16 @@ def _computed(typ: str, name: str, region: str, state: dict[str, Any]) -> dict[s
             "vpcConfig": {**state.get("vpcConfig", {}), "clusterSecurityGroupId": f"sg-{_digest(name)}"},
             "kubernetesNetworkConfig": {"serviceIpv4Cidr": "172.20.0.0/16", "ipFamily": "ipv4"},
         }
+    if typ == "azure-native:containerservice:ManagedCluster":
+        return {"oidcIssuerProfile": {"enabled": True, "issuerURL":
+                                      f"https://{region}.oic.prod-aks.azure.com/{TENANT}/{_digest(name, 32)}/"},
+                "fqdn": f"{name}.hcp.{region}.azmk8s.io",
+                # the input is a list of identity ids, the output a map id -> details
+                "identity": {**state["identity"], "userAssignedIdentities": {
+                    i: {} for i in state["identity"].get("userAssignedIdentities", [])}}}
+    if typ == "azure-native:managedidentity:UserAssignedIdentity":
+        return {"clientId": str(uuid.uuid5(uuid.NAMESPACE_URL, "client/" + name)),
+                "principalId": str(uuid.uuid5(uuid.NAMESPACE_URL, "principal/" + name))}
     if typ == "aws:sqs/queue:Queue":
         return {"url": f"https://sqs.{region}.amazonaws.com/{ACCOUNT}/{name}"}
     if typ == "aws:ec2/launchTemplate:LaunchTemplate":

@@ -41,6 +41,7 @@ SUPPORTED_KUBERNETES: dict[Cloud, tuple[str, ...]] = {
     "azure": ("1.31", "1.32", "1.33", "1.34"),
 }
 AZURE_ZONES = ("1", "2", "3")
+AZURE_MAX_TAGS = 50
 _AGENT_POOL_NAME = re.compile(r"^[a-z][a-z0-9]{0,11}$")
 _IAM_PRINCIPAL = re.compile(r"^arn:aws:iam::\d{12}:(role|user)/[\w+=,.@/-]+$")
 _UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
@@ -202,6 +203,11 @@ class AzureNetwork(_Strict):
             raise ValueError("give either cidr (a new virtual network) or subnet_id (an existing subnet), not both")
         if ipaddress.ip_address(self.dns_service_ip) not in ipaddress.ip_network(self.service_cidr):
             raise ValueError(f"dns_service_ip {self.dns_service_ip} is outside service_cidr {self.service_cidr}")
+        blocks = {"service_cidr": self.service_cidr, "pod_cidr": self.pod_cidr, "cidr": self.cidr}
+        nets = {k: ipaddress.ip_network(v) for k, v in blocks.items() if v is not None}
+        for a, b in (("service_cidr", "pod_cidr"), ("service_cidr", "cidr"), ("pod_cidr", "cidr")):
+            if a in nets and b in nets and nets[a].overlaps(nets[b]):
+                raise ValueError(f"{a} {nets[a]} overlaps {b} {nets[b]}")
         if self.cidr is None and self.subnet_id is None:
             return self.model_copy(update={"cidr": "10.224.0.0/12"})
         return self
@@ -375,13 +381,13 @@ def _placement_errors(settings: AwsStackConfig | AzureStackConfig, pools: list[P
         refs[str(p.provider_ref)] = p.name
         if p.role == "system" and p.min_size < 1:
             errors.append(f"{key}[{p.name}].min: a system pool needs at least one node")
+        if p.role == "gpu" and p.capacity_type == "spot" and len(p.zones) > 1:
+            errors.append(f"{key}[{p.name}].zones: declare one spot GPU pool per zone (e.g. {p.name}-1, "
+                          f"{p.name}-2) so the scaler can move to another zone when one has no capacity")
         if settings.cloud == "aws":
             bad = [z for z in p.zones if not re.fullmatch(rf"{re.escape(region)}[a-z]", z)]
             if bad:
                 errors.append(f"{key}[{p.name}].zones: {bad} are not zones of {region}")
-            if p.role == "gpu" and p.capacity_type == "spot" and len(p.zones) > 1:
-                errors.append(f"{key}[{p.name}].zones: declare one spot GPU pool per zone (e.g. {p.name}-a, "
-                              f"{p.name}-b) so the scaler can move to another zone when one has no capacity")
         else:
             bad = [z for z in p.zones if z not in AZURE_ZONES]
             if bad:
@@ -399,6 +405,11 @@ def _placement_errors(settings: AwsStackConfig | AzureStackConfig, pools: list[P
             if missing:
                 errors.append(f"{file}: {NAMESPACE}:network.private_subnets: no subnet for zones {missing}")
     if isinstance(settings, AzureStackConfig):
+        for p in pools:
+            count = len(p.to_tags(settings.cluster)) + len(settings.tags) + 1
+            if count > AZURE_MAX_TAGS:
+                errors.append(f"{key}[{p.name}].labels: the pool's scale set would carry {count} tags; "
+                              f"Azure allows {AZURE_MAX_TAGS} (fewer labels, taints or gpuburst:tags)")
         system = [p for p in pools if p.role == "system"]
         if len(system) > 1:
             errors.append(f"{key}: one system pool on AKS (the cluster's default pool); "

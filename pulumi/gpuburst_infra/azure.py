@@ -1,0 +1,230 @@
+"""The Azure stack: resource group, network, AKS with one agent pool per pool, the scaler's workload identity.
+
+The system pool is the cluster's default (System mode) pool; every other pool is an agent pool whose
+count the scaler owns (created at `min`, AKS's own autoscaler off, later count changes ignored by
+Pulumi). Labels, taints and tags come from the pool model; what AKS sets on nodes by itself (its
+`kubernetes.azure.com/` labels, the Spot taint) is left to AKS, and `aks_managed_*` says which.
+"""
+
+from __future__ import annotations
+
+import base64
+import ipaddress
+import uuid
+from typing import Any
+
+from pulumi_azure_native import authorization, containerservice, managedidentity, network, resources
+
+import pulumi
+from gpuburst_infra.stack import AzureStackConfig, Stack
+from scaler.core import keys
+from scaler.core.model import Taint
+from scaler.core.pool import Pool
+from scaler.permissions import AZURE_SCALER_ACTIONS
+
+# AKS reserves its own label domain and sets those labels itself (accelerator on GPU sizes,
+# scalesetpriority on Spot pools); it also adds the Spot taint to every Spot pool.
+AKS_LABEL_DOMAIN = keys.LABEL_AZURE_SCALESET_PRIORITY.partition("/")[0] + "/"
+AKS_SPOT_TAINT = Taint(keys.TAINT_AZURE_SPOT, keys.TAINT_AZURE_SPOT_VALUE, "NoSchedule")
+NETWORK_CONTRIBUTOR = "4d97b98b-1d4f-4787-a291-c67834d212e7"  # built-in role: join the nodes' subnet
+WORKLOAD_IDENTITY_AUDIENCE = "api://AzureADTokenExchange"
+OS_SKU = "Ubuntu"  # the Ansible roles and the NVIDIA driver packages target Ubuntu
+
+
+def aks_node_labels(pool: Pool) -> dict[str, str]:
+    """The pool's labels AKS accepts in nodeLabels (its own domain is reserved)."""
+    return {k: v for k, v in pool.node_labels().items() if not k.startswith(AKS_LABEL_DOMAIN)}
+
+
+def aks_managed_labels(pool: Pool) -> dict[str, str]:
+    """The pool's labels AKS puts on the nodes itself."""
+    return {k: v for k, v in pool.node_labels().items() if k.startswith(AKS_LABEL_DOMAIN)}
+
+
+def aks_node_taints(pool: Pool) -> list[str]:
+    """The pool's taints as AKS nodeTaints, without the Spot taint AKS adds to Spot pools itself."""
+    return [str(t) for t in pool.node_taints() if t != AKS_SPOT_TAINT]
+
+
+def aks_managed_taints(pool: Pool) -> list[Taint]:
+    return [t for t in pool.node_taints() if t == AKS_SPOT_TAINT and pool.capacity_type == "spot"]
+
+
+def role_definition_guid(cluster: str, resource_group: str) -> str:
+    """Stable per cluster: a re-run updates the same custom role instead of making another."""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"gpuburst:{resource_group}/{cluster}/scaler"))
+
+
+class AzureStack:
+    """Declares the stack's resources; `outputs` is what `__main__` exports."""
+
+    def __init__(self, stack: Stack) -> None:
+        assert isinstance(stack.settings, AzureStackConfig)
+        self.stack = stack
+        self.settings: AzureStackConfig = stack.settings
+        self.name = stack.cluster
+        self.location = stack.region
+        self.tags = {keys.azure_tag_key(keys.TAG_CLUSTER): self.name, **self.settings.tags}
+        self.rg_name = self.settings.resource_group or f"{self.name}-rg"
+        self.node_rg_name = f"{self.rg_name}-nodes"
+        self.subscription = authorization.get_client_config_output().subscription_id
+        self.rg = resources.ResourceGroup("rg", resource_group_name=self.rg_name, location=self.location,
+                                          tags=self.tags)
+        self.subnet_id = self._network()
+        self._cluster()
+        self.agent_pools = {p.name: self._agent_pool(p) for p in stack.pools if p.role != "system"}
+        self._scaler_identity()
+
+    # --- network ---------------------------------------------------------------------------------
+    def _network(self) -> pulumi.Input[str]:
+        net = self.settings.network
+        if not net.create:
+            return str(net.subnet_id)
+        block = ipaddress.ip_network(str(net.cidr))
+        nodes = next(block.subnets(new_prefix=16)) if block.prefixlen < 16 else block
+        vnet = network.VirtualNetwork("vnet", resource_group_name=self.rg.name, location=self.location,
+                                      virtual_network_name=f"{self.name}-vnet",
+                                      address_space={"address_prefixes": [str(block)]}, tags=self.tags,
+                                      opts=pulumi.ResourceOptions(ignore_changes=["subnets"]))
+        subnet = network.Subnet("nodes", resource_group_name=self.rg.name, virtual_network_name=vnet.name,
+                                subnet_name="nodes", address_prefix=str(nodes))
+        return subnet.id
+
+    # --- the managed cluster with its system pool ------------------------------------------------
+    def _cluster(self) -> None:
+        s = self.settings
+        system = next(p for p in self.stack.pools if p.role == "system")
+        control = managedidentity.UserAssignedIdentity("cluster", resource_group_name=self.rg.name,
+                                                       location=self.location, resource_name_=f"{self.name}-cluster",
+                                                       tags=self.tags)
+        join = authorization.RoleAssignment(
+            "cluster-subnet", scope=self.subnet_id, principal_id=control.principal_id,
+            principal_type="ServicePrincipal",
+            role_definition_id=self.subscription.apply(
+                lambda sub: f"/subscriptions/{sub}/providers/Microsoft.Authorization/roleDefinitions/"
+                            f"{NETWORK_CONTRIBUTOR}"),
+        )
+        aad: dict[str, Any] | None = None
+        if s.rbac.mode == "azure" or s.rbac.admin_group_object_ids:
+            aad = {"managed": True, "enable_azure_rbac": s.rbac.mode == "azure",
+                   "admin_group_object_ids": s.rbac.admin_group_object_ids}
+        self.system = system
+        self.cluster = containerservice.ManagedCluster(
+            "cluster",
+            resource_group_name=self.rg.name,
+            resource_name_=self.name,
+            location=self.location,
+            dns_prefix=self.name,
+            kubernetes_version=s.kubernetes_version,
+            node_resource_group=self.node_rg_name,
+            identity={"type": "UserAssigned", "user_assigned_identities": [control.id]},
+            sku={"name": "Base", "tier": s.sku_tier},
+            enable_rbac=True,
+            aad_profile=aad,
+            disable_local_accounts=s.rbac.disable_local_accounts,
+            oidc_issuer_profile={"enabled": True},
+            security_profile={"workload_identity": {"enabled": True}},
+            auto_upgrade_profile={"upgrade_channel": "patch", "node_os_upgrade_channel": "NodeImage"},
+            network_profile={
+                "network_plugin": "azure", "network_plugin_mode": "overlay", "pod_cidr": s.network.pod_cidr,
+                "service_cidr": s.network.service_cidr, "dns_service_ip": s.network.dns_service_ip,
+                "load_balancer_sku": "standard", "outbound_type": "loadBalancer",
+            },
+            agent_pool_profiles=[{**self._pool_profile(system), "name": system.provider_ref, "mode": "System"}],
+            tags=self.tags,
+            # The scaler owns the system pool's count too; the other pools are AgentPool resources.
+            opts=pulumi.ResourceOptions(ignore_changes=["agentPoolProfiles[0].count"], depends_on=[join]),
+        )
+
+    def _pool_profile(self, pool: Pool) -> dict[str, Any]:
+        """What an agent pool is made of, shared by the system pool profile and the AgentPool resources."""
+        profile: dict[str, Any] = {
+            "vm_size": pool.instance_types[0],
+            "count": pool.min_size,  # at creation; then the scaler's
+            "enable_auto_scaling": False,  # AKS's cluster autoscaler stays off: the scaler owns the count
+            "availability_zones": pool.zones,
+            "vnet_subnet_id": self.subnet_id,
+            "os_type": "Linux",
+            "os_sku": OS_SKU,
+            "type": "VirtualMachineScaleSets",
+            "orchestrator_version": self.settings.kubernetes_version,
+            "max_pods": pool.max_pods,
+            "os_disk_size_gb": pool.root_volume_gib,
+            "node_labels": aks_node_labels(pool),
+            "node_taints": aks_node_taints(pool),
+            "scale_set_priority": "Spot" if pool.capacity_type == "spot" else "Regular",
+            # Tags land on the pool's scale set in the node resource group, in cluster-autoscaler's Azure form.
+            "tags": {**self.tags, **pool.to_tags(self.name)},
+        }
+        if pool.capacity_type == "spot":
+            profile.update(scale_set_eviction_policy="Delete", spot_max_price=-1)
+        if pool.gpus:
+            profile["gpu_profile"] = {"driver": "Install" if self.settings.gpu_driver == "install" else "None"}
+        return profile
+
+    def _agent_pool(self, pool: Pool) -> containerservice.AgentPool:
+        return containerservice.AgentPool(
+            pool.name,
+            resource_group_name=self.rg.name,
+            resource_name_=self.cluster.name,
+            agent_pool_name=pool.provider_ref,
+            mode="User",
+            **self._pool_profile(pool),
+            opts=pulumi.ResourceOptions(ignore_changes=["count"]),
+        )
+
+    # --- the scaler's workload identity and its custom role -------------------------------------
+    def _scaler_identity(self) -> None:
+        scaler = self.settings.scaler
+        self.scaler_identity = managedidentity.UserAssignedIdentity(
+            "scaler", resource_group_name=self.rg.name, location=self.location,
+            resource_name_=f"{self.name}-scaler", tags=self.tags)
+        managedidentity.FederatedIdentityCredential(
+            "scaler", resource_group_name=self.rg.name, resource_name_=self.scaler_identity.name,
+            federated_identity_credential_resource_name=f"{self.name}-scaler",
+            issuer=self.cluster.oidc_issuer_profile.apply(lambda p: p.issuer_url if p else ""),  # type: ignore[union-attr]
+            subject=f"system:serviceaccount:{scaler.namespace}:{scaler.service_account}",
+            audiences=[WORKLOAD_IDENTITY_AUDIENCE],
+        )
+        rg_scope = self.rg.id
+        node_rg_scope = self.subscription.apply(lambda sub: f"/subscriptions/{sub}/resourceGroups/{self.node_rg_name}")
+        guid = role_definition_guid(self.name, self.rg_name)
+        role = authorization.RoleDefinition(
+            "scaler",
+            role_definition_id=guid,
+            scope=rg_scope,
+            role_name=f"gpuburst scaler ({self.rg_name}/{self.name})",
+            description="Read the cluster's agent pools and scale sets, set their count, delete one machine.",
+            role_type="CustomRole",
+            permissions=[{"actions": list(AZURE_SCALER_ACTIONS), "not_actions": [],
+                          "data_actions": [], "not_data_actions": []}],
+            assignable_scopes=[rg_scope, node_rg_scope],
+        )
+        # Agent pools are children of the cluster; the scale sets live in the node resource group.
+        for name, scope in (("scaler-cluster", self.cluster.id), ("scaler-nodes", node_rg_scope)):
+            authorization.RoleAssignment(
+                name, scope=scope, principal_id=self.scaler_identity.principal_id, principal_type="ServicePrincipal",
+                role_definition_id=role.id, description=f"gpuburst scaler of {self.name}")
+
+    # --- outputs -----------------------------------------------------------------------------------
+    def kubeconfig(self) -> pulumi.Output[str]:
+        creds = containerservice.list_managed_cluster_user_credentials_output(
+            resource_group_name=self.rg.name, resource_name=self.cluster.name,
+            format="exec" if self.settings.rbac.mode == "azure" else None)
+        return pulumi.Output.secret(creds.kubeconfigs.apply(lambda k: base64.b64decode(k[0].value).decode()))
+
+    def outputs(self) -> dict[str, Any]:
+        scaler = self.settings.scaler
+        return {
+            "kubeconfig": self.kubeconfig(),
+            "clusterName": self.cluster.name,
+            "region": self.location,
+            "resourceGroup": self.rg.name,
+            "nodeResourceGroup": self.node_rg_name,
+            "poolGroups": {self.system.name: self.system.provider_ref,
+                           **{p: a.name for p, a in self.agent_pools.items()}},
+            "oidcIssuerUrl": self.cluster.oidc_issuer_profile.apply(lambda p: p.issuer_url if p else ""),  # type: ignore[union-attr]
+            "scalerIdentityClientId": self.scaler_identity.client_id,
+            "scalerNamespace": scaler.namespace,
+            "scalerServiceAccount": scaler.service_account,
+        }
