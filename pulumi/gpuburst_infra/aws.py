@@ -248,13 +248,19 @@ class AwsStack:
             opts=pulumi.ResourceOptions(ignore_changes=["desiredCapacity"], depends_on=[self.node_access]),
         )
 
+    def ready(self) -> list[pulumi.Resource]:
+        """What in-cluster deployments wait for: the core add-ons (which wait for the system nodes)."""
+        return list(self.addons)
+
     def _addons(self) -> None:
         system = [g for p, g in self.groups.items() if self.stack.scaler.pool(p).role == "system"]
-        for name in CORE_ADDONS:
+        self.addons = [
             aws.eks.Addon(name, cluster_name=self.cluster.name, addon_name=name,
                           resolve_conflicts_on_create="OVERWRITE", resolve_conflicts_on_update="PRESERVE",
                           tags=self.tags,
                           opts=pulumi.ResourceOptions(depends_on=system if name == "coredns" else []))
+            for name in CORE_ADDONS
+        ]
 
     # --- spot interruptions and the scaler's identity --------------------------------------------
     def _interruptions(self) -> None:

@@ -206,6 +206,10 @@ class AzureStack:
                 name, scope=scope, principal_id=self.scaler_identity.principal_id, principal_type="ServicePrincipal",
                 role_definition_id=role.id, description=f"gpuburst scaler of {self.name}")
 
+    def ready(self) -> list[pulumi.Resource]:
+        """What in-cluster deployments wait for: the cluster (its system pool is part of it)."""
+        return [self.cluster]
+
     # --- outputs -----------------------------------------------------------------------------------
     def kubeconfig(self) -> pulumi.Output[str]:
         creds = containerservice.list_managed_cluster_user_credentials_output(

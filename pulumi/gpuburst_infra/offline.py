@@ -240,9 +240,11 @@ class RecordingMonitor(MockMonitor):
     def __init__(self, mocks: CloudMocks) -> None:
         super().__init__(mocks)
         self.options: dict[tuple[str, str], tuple[list[str], bool]] = {}
+        self.dependencies: dict[tuple[str, str], list[str]] = {}
 
     def RegisterResource(self, request: Any) -> Any:
         self.options[(request.type, request.name)] = (list(request.ignoreChanges), bool(request.protect))
+        self.dependencies[(request.type, request.name)] = sorted(request.dependencies)
         return super().RegisterResource(request)
 
 

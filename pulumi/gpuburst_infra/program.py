@@ -1,4 +1,5 @@
-"""The Pulumi program: read the stack config, validate it, declare the cloud's resources, export outputs."""
+"""The Pulumi program: read the stack config, validate it, declare the cloud's resources and the platform on
+the cluster, export the outputs."""
 
 from __future__ import annotations
 
@@ -30,16 +31,24 @@ def read_pulumi_config() -> dict[str, Any]:
     return out
 
 
-def build(stack: Stack) -> dict[str, Any]:
-    """Declare the stack's resources; return its outputs (all clouds share the output names)."""
+def declare(stack: Stack) -> Any:
+    """The cloud's resources (AwsStack or AzureStack); only that cloud's SDK is imported."""
     if stack.cloud == "aws":
-        from gpuburst_infra.aws import AwsStack  # noqa: PLC0415  (import one cloud's SDK only)
+        from gpuburst_infra.aws import AwsStack  # noqa: PLC0415
 
-        outputs = AwsStack(stack).outputs()
-    else:
-        from gpuburst_infra.azure import AzureStack  # noqa: PLC0415
+        return AwsStack(stack)
+    from gpuburst_infra.azure import AzureStack  # noqa: PLC0415
 
-        outputs = AzureStack(stack).outputs()
+    return AzureStack(stack)
+
+
+def build(stack: Stack) -> dict[str, Any]:
+    """Declare the stack's cloud resources; return its outputs (all clouds share the output names)."""
+    return _outputs(stack, declare(stack))
+
+
+def _outputs(stack: Stack, cloud: Any) -> dict[str, Any]:
+    outputs: dict[str, Any] = cloud.outputs()
     outputs["scalerConfig"] = render_scaler_config(stack)
     return outputs
 
@@ -50,11 +59,45 @@ def render_scaler_config(stack: Stack) -> str:
     return header + yaml.safe_dump(json.loads(json.dumps(stack.scaler_config_dict())), sort_keys=False)
 
 
+def platform_settings(stack: Stack) -> Any:
+    """`gpuburst:platform`, validated by the platform component before anything is declared."""
+    from gpuburst_platform import parse_settings  # noqa: PLC0415
+
+    try:
+        return parse_settings(stack.settings.platform, stack.file)
+    except ValueError as err:
+        raise StackConfigError(str(err).replace(f"{stack.file}: platform", f"{stack.file}: {NAMESPACE}:platform")) \
+            from None
+
+
+def deploy_platform(stack: Stack, cloud: Any, outputs: dict[str, Any], settings: Any) -> Any:
+    """The platform on the new cluster: the scaler (with its cloud identity and the stack's outputs it needs),
+    GPU metrics, HPAs, the bin-packing scheduler. Waits for the cluster's system nodes and core add-ons."""
+    from gpuburst_platform import deploy_platform as deploy  # noqa: PLC0415
+
+    if stack.cloud == "aws":
+        identity = outputs["scalerRoleArn"]
+        env = {"GPUBURST_INTERRUPTION_QUEUE_URL": outputs["interruptionQueueUrl"]}
+    else:
+        identity = outputs["scalerIdentityClientId"]
+        env = {"AZURE_SUBSCRIPTION_ID": cloud.subscription, "GPUBURST_AZURE_RESOURCE_GROUP": outputs["resourceGroup"],
+               "GPUBURST_AKS_CLUSTER": outputs["clusterName"]}
+    scaler = stack.settings.scaler
+    return deploy("platform", kubeconfig=outputs["kubeconfig"], config=stack.scaler, identity=identity,
+                  kubernetes_version=stack.settings.kubernetes_version, settings=settings,
+                  namespace=scaler.namespace, service_account=scaler.service_account, scaler_env=env,
+                  opts=pulumi.ResourceOptions(depends_on=cloud.ready()))
+
+
 def main() -> None:
     file = stack_file(pulumi.get_stack())
     try:
         stack = load_stack(read_pulumi_config(), file)
+        settings = platform_settings(stack)
     except StackConfigError as err:
         raise pulumi.RunError(str(err)) from None
-    for name, value in build(stack).items():
+    cloud = declare(stack)
+    outputs = _outputs(stack, cloud)
+    deploy_platform(stack, cloud, outputs, settings)
+    for name, value in outputs.items():
         pulumi.export(name, value)
