@@ -95,9 +95,16 @@ def untolerated_taint(tolerations: Iterable[Toleration], taints: Iterable[Taint]
     return None
 
 
+# Pods in these phases hold no resources: the scheduler drops them from its node accounting.
+TERMINATED_PHASES = frozenset({"Succeeded", "Failed"})
+
+
 def free_resources(node: Node) -> Resources:
+    """Allocatable minus the requests of the pods on the node that have not terminated."""
     free = dict(node.allocatable)
     for pod in node.pods:
+        if pod.phase in TERMINATED_PHASES:
+            continue
         for name, value in pod.requests.items():
             free[name] = free.get(name, 0) - value
     return free

@@ -148,6 +148,7 @@ def plan_scale_down(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, up:
             if not ok:
                 packer.rollback()
                 b.removed = False
+                b.group.bound = None  # it may have been tightened without this node
                 out.notes.append(f"node {node.name}: its pods do not fit on the other nodes")
                 continue
             packer.commit()

@@ -30,7 +30,7 @@ from scaler.core.state import Advanced, fmt_time, node_pool
 # Taints a booting node carries until the kubelet / cloud controller is done: not a reason to
 # think the node will never take the pod. (Kept here: the scheduler, not gpuburst, owns them.)
 STARTUP_TAINTS = frozenset({"node.kubernetes.io/not-ready", "node.cloudprovider.kubernetes.io/uninitialized"})
-TERMINATED = frozenset({"Succeeded", "Failed"})
+TERMINATED = predicates.TERMINATED_PHASES
 MAX_IN_FLIGHT_BINS = 1000  # per pool: beyond that many booting nodes the detail stops mattering
 
 BinKind = Literal["existing", "coming", "in-flight", "new"]

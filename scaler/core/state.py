@@ -111,7 +111,7 @@ def advance(snapshot: Snapshot, state: State, config: ScalerConfig) -> Advanced:
                     kept.append(InFlight(r.pool, r.count - take, r.requested_at, r.deadline))
             records = kept
             b = new.backoff.get(name)
-            if b is not None and b.until <= now:
+            if b is not None and b.until <= now and not obs.failures:
                 del new.backoff[name]  # a node registered after the backoff: the pool works again
         elif recorded < outstanding:
             records.append(InFlight(name, outstanding - recorded, now, now + t.provision_timeout))

@@ -182,3 +182,10 @@ def test_unschedulable_node_takes_only_pods_tolerating_it() -> None:
     assert static_reason(Pod("p"), node) == REASON_UNSCHEDULABLE
     tol = Toleration(keys.TAINT_UNSCHEDULABLE, "Exists", "", "NoSchedule")
     assert static_reason(Pod("p", tolerations=(tol,)), node) is None
+
+
+def test_terminated_pods_free_their_resources() -> None:
+    done = Pod("done", requests=R(cpu="3"), phase="Succeeded")
+    failed = Pod("failed", requests=R(cpu="1"), phase="Failed")
+    node = Node("n", allocatable=R(cpu="4", pods=110), pods=[done, failed, Pod("run", requests=R(cpu="1"))])
+    assert fit_reason(Pod("b", requests=R(cpu="3")), node) is None

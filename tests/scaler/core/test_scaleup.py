@@ -215,3 +215,15 @@ def test_registration_clears_in_flight() -> None:
     node = node_of(CFG, "gpu1-spot-a", "n1", [pod("g", gpu=1)])
     _, state = plan(snapshot(CFG, [], [node], now=T0 + 300, desired={"gpu1-spot-a": 1}), state, CFG)
     assert "gpu1-spot-a" not in state.in_flight
+
+
+def test_backoff_is_forgotten_once_a_node_registers_after_it() -> None:
+    fail = LaunchFailure(None, "other", "InternalError", "boom", T0)
+    _, state = plan(snapshot(CFG, [pod("g", gpu=1)], now=T0, failures={"gpu1-spot-a": [fail]}), State(), CFG)
+    assert state.backoff["gpu1-spot-a"].failures == 1
+    after = T0 + 301
+    _, state = plan(snapshot(CFG, [pod("g", gpu=1)], now=after), state, CFG)  # asks gpu1-spot-a again
+    assert sum(r.count for r in state.in_flight["gpu1-spot-a"]) == 1
+    node = node_of(CFG, "gpu1-spot-a", "n1", [pod("g", gpu=1)])
+    _, state = plan(snapshot(CFG, [], [node], now=after + 240, desired={"gpu1-spot-a": 1}), state, CFG)
+    assert "gpu1-spot-a" not in state.backoff
