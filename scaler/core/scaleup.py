@@ -465,6 +465,9 @@ class _Caps:
         self.added: dict[str, int] = {}
         self.this_pass = 0
         self.limits = lim
+        # A gang's nodes are asked for together: the per-pass cap (a rate limit) would starve a gang
+        # larger than it forever, so it counts them but does not stop them. Pool max and limits do.
+        self.gang = False
 
     def save(self) -> tuple[dict[str, int], int, int, float, int]:
         return dict(self.added), self.nodes, self.gpus, self.cost, self.this_pass
@@ -490,7 +493,7 @@ class _Caps:
         if self.added.get(name, 0) >= self.room.get(name, 0):
             return f"pool at max ({self.max_size[name]})"
         lim = self.limits
-        if self.this_pass >= lim.max_nodes_per_pass:
+        if self.this_pass >= lim.max_nodes_per_pass and not self.gang:
             return f"max_nodes_per_pass ({lim.max_nodes_per_pass}) reached"
         if lim.max_nodes is not None and self.nodes + 1 > lim.max_nodes:
             return f"cluster limit max_nodes reached ({lim.max_nodes})"
@@ -564,12 +567,12 @@ class _Planner:
             static_reasons, allowed = self._static_pools(cls.static_id)
             reasons = dict(static_reasons)
             cands: list[Candidate] = []
+            used = dict(cls.nz)
             for name, ok in allowed:
                 before = len(cands)
                 for slot in ok:
                     k = _fit_count(slot.empty, cls.nz, 1 << 30)
                     if k > 0:
-                        used = dict(cls.nz)
                         terms = tuple((slot.empty[i], used.get(i, 0)) for i in self._waste_idx if slot.empty[i] > 0)
                         cands.append(Candidate(slot, k, terms))
                 if len(cands) == before:
@@ -752,7 +755,9 @@ def plan_scale_up(snapshot: Snapshot, config: ScalerConfig, adv: Advanced) -> Sc
         saved = planner.caps.save()
         opened = dict(planner.opened)
         packer.begin()
+        planner.caps.gang = True
         placements = [planner.place(c, *info[id(c)]) for c in members]
+        planner.caps.gang = False
         got = sum(k for p in placements for _, k in p)
         if got == pending_n:
             packer.commit()
@@ -786,10 +791,13 @@ def plan_scale_up(snapshot: Snapshot, config: ScalerConfig, adv: Advanced) -> Sc
         assert b.pool is not None and b.zone is not None
         new_nodes.append(NewNode(b.pool, b.zone, b.node, pods))
         counts.setdefault((b.pool, b.zone), []).extend(p.key for p in pods)
+    n_nodes: dict[tuple[str, str], int] = {}
+    for nn in new_nodes:
+        n_nodes[(nn.pool, nn.zone)] = n_nodes.get((nn.pool, nn.zone), 0) + 1
     scale_ups: list[ScaleUp] = []
     running_desired = dict(adv.desired)
     for (pool, zone), pod_keys in counts.items():
-        n = sum(1 for nn in new_nodes if nn.pool == pool and nn.zone == zone)
+        n = n_nodes[(pool, zone)]
         running_desired[pool] = running_desired.get(pool, 0) + n
         scale_ups.append(ScaleUp(pool, zone, n, running_desired[pool], tuple(pod_keys)))
     return ScaleUpResult(scale_ups, verdicts, new_nodes, placed_on, packer)

@@ -227,3 +227,10 @@ def test_backoff_is_forgotten_once_a_node_registers_after_it() -> None:
     node = node_of(CFG, "gpu1-spot-a", "n1", [pod("g", gpu=1)])
     _, state = plan(snapshot(CFG, [], [node], now=after + 240, desired={"gpu1-spot-a": 1}), state, CFG)
     assert "gpu1-spot-a" not in state.backoff
+
+
+def test_a_gang_larger_than_the_per_pass_cap_is_not_starved() -> None:
+    cfg = example_config(limits=CFG.limits.model_copy(update={"max_nodes_per_pass": 2}))
+    result, _ = plan(snapshot(cfg, [*gang("big", 4), pod("later", gpu=1)]), State(), cfg)
+    assert sum(u.count for u in result.scale_ups) == 4  # the whole gang; the cap then holds the rest
+    assert result.verdicts["default/later"].outcome == "waiting"
