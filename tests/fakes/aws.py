@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import urllib.request
+from datetime import UTC, datetime
 from typing import Any
 
 import boto3
@@ -26,7 +27,8 @@ class MotoAws:
         urllib.request.urlopen(urllib.request.Request(f"{self.endpoint}/moto-api/reset", method="POST"))
 
     def launch_template(self) -> str:
-        ami = self.ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+        ami = "ami-12c6146b"  # one of moto's built-in images (listing them all takes seconds)
+        self.ec2.describe_images(ImageIds=[ami])
         name = "gpuburst-nodes"
         with contextlib.suppress(self.ec2.exceptions.ClientError):
             self.ec2.create_launch_template(LaunchTemplateName=name,
@@ -63,11 +65,12 @@ class MotoAws:
         return str(self.sqs.create_queue(QueueName=name)["QueueUrl"])
 
     def send_event(self, queue_url: str, detail_type: str, instance_id: str, zone: str = "us-east-1a",
-                   **detail: str) -> None:
+                   at: float | None = None, **detail: str) -> None:
         """An EventBridge event as its SQS target receives it (the event JSON is the body)."""
         body = {
             "version": "0", "id": "7e5d2a31-5f1f-4c1b-9c47-0b1c8f4f2f10", "detail-type": detail_type,
-            "source": "aws.ec2", "account": "123456789012", "time": "2026-11-22T03:00:00Z",
+            "source": "aws.ec2", "account": "123456789012", "time": "2026-11-22T03:00:00Z" if at is None else
+            datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "region": self.region, "resources": [f"arn:aws:ec2:{zone}:instance/{instance_id}"],
             "detail": {"instance-id": instance_id, **detail},
         }

@@ -53,6 +53,7 @@ class FakeKube:
         self.compacted = 0  # watches from a resourceVersion below this get 410 Gone
         self.generation = 0  # bumped to cut every open watch
         self.down = False
+        self.broken: set[str] = set()  # cluster-wide lists/watches answering 503 (e.g. {"pods"})
         self.requests: list[tuple[str, str]] = []
         self.evictions: list[tuple[str, int]] = []  # (ns/name, HTTP code)
         self.recreate_evicted = False  # act as the ReplicaSet controller: an evicted pod comes back pending
@@ -100,7 +101,8 @@ class FakeKube:
             self.cond.notify_all()
 
     # --- the store ----------------------------------------------------------------------------
-    def put(self, resource: str, obj: JSON) -> JSON:
+    def put(self, resource: str, obj: JSON, *, quiet: bool = False) -> JSON:
+        """Store an object and tell the watchers; `quiet`: the watchers are not told (a lagging watch)."""
         with self.cond:
             self.rv += 1
             meta = obj.setdefault("metadata", {})
@@ -110,7 +112,8 @@ class FakeKube:
             key = f"{meta.get('namespace', '')}/{meta['name']}"
             kind = "MODIFIED" if key in self.store[resource] else "ADDED"
             self.store[resource][key] = obj
-            self.history.append((self.rv, resource, kind, copy.deepcopy(obj)))
+            if not quiet:
+                self.history.append((self.rv, resource, kind, copy.deepcopy(obj)))
             self.cond.notify_all()
             return obj
 
@@ -172,6 +175,9 @@ class FakeKube:
                 url = urlparse(self.path)
                 q = {k: v[0] for k, v in parse_qs(url.query).items()}
                 resource = CLUSTER_LISTS.get(url.path)
+                if resource in fake.broken:
+                    self._send(503, _status(503, "ServiceUnavailable", "etcdserver: request timed out"))
+                    return
                 if resource is not None:
                     if q.get("watch") in ("true", "True", "1"):
                         self._watch(resource, int(q.get("resourceVersion") or 0), float(q.get("timeoutSeconds") or 60))
@@ -226,7 +232,7 @@ class FakeKube:
                             break
                         with fake.cond:
                             fake.cond.wait(0.2)
-                            if fake.generation != gen or fake.down:
+                            if fake.generation != gen or fake.down or resource in fake.broken:
                                 break
                             pending = [{"type": t, "object": o} for rv, r, t, o in fake.history
                                        if r == resource and rv > last]

@@ -3,6 +3,7 @@ official client against tests/fakes/kubeapi.py."""
 
 from __future__ import annotations
 
+import logging
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +21,8 @@ from tests.fakes.kubeapi import FakeKube  # noqa: E402
 @pytest.fixture(scope="session")
 def moto_server() -> Iterator[str]:
     from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)
 
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()

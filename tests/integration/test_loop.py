@@ -1,0 +1,221 @@
+"""The control loop end to end: real planner, AWS provider on moto's server, kube adapter on the fake
+API server. Each fault of the issue has its own test."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from scaler.core import keys
+from scaler.core.config import ScalerConfig, parse_config
+from tests.fakes.aws import Faults, MotoAws
+from tests.fakes.kubeapi import FakeKube, pdb, pod
+from tests.fakes.world import World
+
+pytestmark = pytest.mark.integration
+
+CONFIG = {
+    "cluster": "burst", "cloud": "aws", "region": "us-east-1",
+    "timings": {"scan_interval": 10, "unneeded_time": 60, "provision_timeout": 300, "backoff_initial": 120,
+                "unavailable_ttl": 900},
+    "pools": [
+        {"name": "gpu-spot-a", "capacity_type": "spot", "instance_types": ["g6.xlarge"], "zones": ["us-east-1a"],
+         "max": 20, "fallback": "gpu-od"},
+        {"name": "gpu-od", "instance_types": ["g6.xlarge"], "zones": ["us-east-1a", "us-east-1b"], "max": 20},
+    ],
+}
+
+
+@pytest.fixture
+def config() -> ScalerConfig:
+    return parse_config(CONFIG, "test")
+
+
+@pytest.fixture
+def world(aws: MotoAws, kube: FakeKube, config: ScalerConfig, tmp_path: Path) -> Iterator[World]:
+    w = World(aws, kube, config, tmp_path, queue=True)
+    yield w
+    w.close()
+
+
+def test_pending_gpu_pods_scale_up_spot_then_idle_nodes_go(world: World, kube: FakeKube) -> None:
+    pods = world.gpu_pods("train", 3, pending=True)
+    plan = world.step()
+    assert plan is not None
+    assert [(u.pool, u.new_desired) for u in plan.scale_ups] == [("gpu-spot-a", 3)]
+    assert world.desired("gpu-spot-a") == 3 and world.desired("gpu-od") == 0
+    events = {(e["involvedObject"]["name"], e["reason"]) for e in kube.objects("events")}
+    assert {(p, "TriggeredScaleUp") for p in pods} <= events
+    # Nothing more is asked while the nodes boot.
+    assert world.step().scale_ups == []  # type: ignore[union-attr]
+    nodes = world.register("gpu-spot-a")
+    for p, n in zip(pods, nodes, strict=True):
+        world.bind(p, n)
+    world.step()
+    assert world.desired("gpu-spot-a") == 3
+    # The jobs finish: the nodes are idle, and after unneeded_time they are drained and removed.
+    for p in pods:
+        kube.delete("pods", f"default/{p}")
+    for _ in range(10):
+        world.step()
+    assert world.desired("gpu-spot-a") == 0
+    assert world.instance_ids("gpu-spot-a") == set()
+    status = kube.get("configmaps", "gpuburst-system/gpuburst-scaler-status")
+    assert status is not None and '"gpu-spot-a"' in status["data"]["status.json"]
+    assert any(e["reason"] == "ScaleDown" and e["involvedObject"]["kind"] == "Node" for e in kube.objects("events"))
+
+
+def idle_node_world(world: World, kube: FakeKube) -> str:
+    """gpu-od with one registered, empty node: unneeded, removable after unneeded_time (60 s)."""
+    world.provider.observe(0)
+    world.provider.set_desired("gpu-od", 1)
+    [node] = world.register("gpu-od")
+    return node
+
+
+def test_fault_cloud_throttling_and_server_errors(world: World, kube: FakeKube) -> None:
+    world.gpu_pods("train", 2, pending=True)
+    deadline = time.monotonic() + 5
+    while not world.caught_up() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    throttled = Faults(world.provider.asg, "DescribeAutoScalingGroups", "Throttling", 400, count=1000)
+    assert world.runtime.run(once=True) == 1  # the pass fails as a whole: nothing acted on half-read data
+    assert world.runtime.metrics.cloud_errors.labels("throttled")._value.get() == 1
+    assert world.desired("gpu-spot-a") == 0
+    throttled.left = 0  # the API calms down: the next pass works
+    broken = Faults(world.provider.asg, "SetDesiredCapacity", "InternalFailure", 500, count=1000)
+    plan = world.step()
+    assert plan is not None and plan.scale_ups  # decided, but the cloud refused to act
+    assert world.runtime.metrics.cloud_errors.labels("server")._value.get() == 1
+    assert world.desired("gpu-spot-a") == 0
+    broken.left = 0
+    world.step()
+    assert world.desired("gpu-spot-a") == 2  # retried next pass, not doubled
+    # Errors back off with jitter, growing and bounded.
+    delays = [world.runtime._backoff(n) for n in (1, 3, 10)]
+    assert 10 <= delays[0] <= 30 and 40 <= delays[1] <= 120 and 150 <= delays[2] <= 450
+
+
+def test_fault_node_never_registers(world: World, kube: FakeKube) -> None:
+    world.gpu_pods("train", 1, pending=True)
+    world.step()
+    assert world.desired("gpu-spot-a") == 1
+    world.step(310)  # past provision_timeout (300 s) and no node registered
+    for _ in range(3):
+        world.step()
+    assert world.desired("gpu-spot-a") == 0  # the request is given back
+    assert world.desired("gpu-od") == 1  # and the pod goes to the fallback pool
+    assert ("gpu-spot-a", "us-east-1a") in world.runtime.state.unavailable
+    for _ in range(3):
+        world.step()
+    assert world.desired("gpu-spot-a") == 0  # not asked again while it is backed off
+
+
+def test_fault_spot_interruption_storm(world: World, kube: FakeKube) -> None:
+    """30% of the spot nodes reclaimed within 2 minutes: replacements asked at once, no pod lost."""
+    world.provider.observe(0)
+    world.provider.set_desired("gpu-spot-a", 10)
+    nodes = world.register("gpu-spot-a")
+    pods = world.gpu_pods("train", 10, pending=True)
+    for p, n in zip(pods, nodes, strict=True):
+        world.bind(p, n)
+    world.step()
+    kube.recreate_evicted = True  # the ReplicaSet controller recreates an evicted pod (pending)
+    by_node = {n["metadata"]["name"]: n["spec"]["providerID"].rsplit("/", 1)[-1] for n in kube.objects("nodes")}
+    victims = nodes[:3]
+    asked_at: dict[str, float] = {}
+    for i, victim in enumerate(victims):
+        notice_time = world.clock.t + 1
+        world.aws.send_event(world.queue, "EC2 Spot Instance Interruption Warning", by_node[victim],  # type: ignore[arg-type]
+                             at=notice_time)
+        before = world.desired("gpu-od")
+        world.step(30 if i else 10)
+        assert world.desired("gpu-od") == before + 1  # the replacement, in the on-demand fallback
+        asked_at[victim] = world.clock.t - notice_time
+        node = kube.get("nodes", f"/{victim}")
+        assert node is not None and node["spec"]["unschedulable"] is True
+    assert all(delay < 120 for delay in asked_at.values())
+    for _ in range(3):
+        world.step()
+    # The reclaimed instances are terminated with the group's desired size decremented.
+    assert world.desired("gpu-spot-a") == 7
+    assert not {by_node[v] for v in victims} & world.instance_ids("gpu-spot-a")
+    # No pod lost: 7 still run, the 3 evicted ones were recreated and wait for the 3 replacements,
+    # which were not asked for a second time by the planner.
+    names = {p["metadata"]["name"] for p in kube.objects("pods")}
+    assert names == set(pods[3:]) | {f"{p}-r" for p in pods[:3]}
+    assert world.desired("gpu-od") == 3
+    plan = world.step()
+    assert plan is not None
+    assert {v.outcome for k, v in plan.verdicts.items() if k.endswith("-r")} == {"fits-in-flight"}
+    assert world.runtime.metrics.interruptions.labels("gpu-spot-a", "spot-interruption")._value.get() == 3
+
+
+def test_fault_kube_api_down_five_minutes(world: World, kube: FakeKube) -> None:
+    node = idle_node_world(world, kube)
+    world.step()
+    kube.set_down(True)
+    for _ in range(30):  # five minutes of passes, every 10 s, with the API server gone
+        world.step(settle=False)
+    assert world.desired("gpu-od") == 1 and len(world.instance_ids("gpu-od")) == 1
+    kube.set_down(False)
+    # Only the pod list broken, the Lease fine: the leader plans but, on stale data, removes nothing.
+    kube.broken = {"pods"}
+    deadline = time.monotonic() + 5
+    while world.cache.fresh and time.monotonic() < deadline:
+        time.sleep(0.02)
+    plan = world.step(120, settle=False)
+    assert plan is not None and plan.scale_downs == []
+    assert any("not fresh" in n or "stale" in n for n in plan.notes)
+    assert len(world.instance_ids("gpu-od")) == 1
+    kube.broken = set()
+    for _ in range(8):  # recovery: the cache resyncs and the idle node goes after unneeded_time
+        world.step()
+    assert world.desired("gpu-od") == 0 and world.instance_ids("gpu-od") == set()
+    assert kube.get("nodes", f"/{node}") is None
+
+
+def test_fault_restart_in_the_middle_of_a_scale_up(world: World, kube: FakeKube) -> None:
+    world.gpu_pods("train", 4, pending=True)
+    world.step()
+    assert world.desired("gpu-spot-a") == 4
+    world.runtime = world.new_runtime()  # the scaler restarts: no memory of the request
+    plan = world.step()
+    assert plan is not None and plan.scale_ups == []
+    assert world.desired("gpu-spot-a") == 4
+    world.register("gpu-spot-a")  # two nodes arrive, then another restart
+    world.runtime = world.new_runtime()
+    world.step()
+    assert world.desired("gpu-spot-a") == 4 and world.desired("gpu-od") == 0
+
+
+def test_fault_pdb_blocks_eviction(world: World, kube: FakeKube) -> None:
+    world.provider.observe(0)
+    world.provider.set_desired("gpu-od", 2)
+    idle, busy = world.register("gpu-od")
+    kube.put("pods", pod("web-0", node_name=idle, labels={"app": "web"}))  # no GPU: the GPU node is idle
+    kube.put("pods", pod("train-0", node_name=busy, gpus=1, labels={"app": "train"}))
+    kube.put("poddisruptionbudgets", pdb("web", {"app": "web"}, allowed=1))
+    world.step()
+    # Between the cache's view and the eviction another web replica turned unready: the API server now
+    # refuses (429) what the cached PDB still allows (a watch event on its way).
+    blocked = kube.get("poddisruptionbudgets", "default/web")
+    assert blocked is not None
+    blocked["status"]["disruptionsAllowed"] = 0
+    kube.put("poddisruptionbudgets", blocked, quiet=True)
+    for _ in range(9):
+        world.step()
+    assert ("default/web-0", 429) in kube.evictions
+    node = kube.get("nodes", f"/{idle}")
+    assert node is not None and node["spec"]["unschedulable"] is True  # cordoned, waiting
+    assert len(world.instance_ids("gpu-od")) == 2 and world.desired("gpu-od") == 2  # never terminated
+    assert kube.get("pods", "default/web-0") is not None
+    world.step(600)  # the drain deadline passes: the scale-down is abandoned and the node given back
+    node = kube.get("nodes", f"/{idle}")
+    assert node is not None and not node["spec"]["unschedulable"]
+    assert all(t["key"] != keys.TAINT_DISRUPTING for t in node["spec"]["taints"])
+    assert any(e["reason"] == "ScaleDownFailed" for e in kube.objects("events"))
+    assert len(world.instance_ids("gpu-od")) == 2
