@@ -429,21 +429,45 @@ def build_packer(snapshot: Snapshot, config: ScalerConfig, adv: Advanced) -> tup
         count = min(adv.in_flight(name), MAX_IN_FLIGHT_BINS)
         if not count:
             continue
-        if len(pool.zones) == 1:
-            group, zone_of = slots[-1].group, pool.zones[0]
-            empty = slots[-1].empty
-        else:  # the cloud picks the zone: a booting node of a multi-zone pool matches no zone selector
-            tmpl = templates[(name, pool.zones[0])]
-            labels = {k: v for k, v in tmpl.labels.items() if k != keys.LABEL_ZONE}
-            tmpl = Node(f"in-flight-{name}", labels, tmpl.taints, tmpl.allocatable, pool=name, pods=tmpl.pods,
-                        is_template=True)
-            group = packer.group_for(tmpl, tmpl.taints, own=("in-flight", name))
-            packer.in_flight_groups.append(group)
-            zone_of, empty = "", packer.vec(predicates.free_resources(tmpl))
-        for i in range(count):
-            b = packer.add_bin(group.node, list(empty), "in-flight", group, name, zone_of or None)
-            b.name = f"in-flight-{name}-{i}"
+        pool_slots = {s.zone: s for s in slots if s.pool.name == name}
+        # Booting nodes go in the zone they were asked in; those of unknown zone (a multi-zone pool
+        # after a restart) get a template without a zone label: a pod that needs a zone does not
+        # count on them.
+        single = pool.zones[0] if len(pool.zones) == 1 else None
+        by_zone: list[tuple[str | None, int]] = []
+        for rec in adv.state.in_flight.get(name, []):
+            by_zone.append((rec.zone if rec.zone in pool_slots else single, rec.count))
+        known = sum(n for _, n in by_zone)
+        if known < count:
+            by_zone.append((single, count - known))
+        i = 0
+        for where, asked in by_zone:
+            n = min(asked, count - i)
+            if n <= 0:
+                break
+            if where is not None:
+                group, empty = pool_slots[where].group, pool_slots[where].empty
+            else:
+                group = _zoneless_group(packer, name, templates[(name, pool.zones[0])])
+                empty = packer.vec(predicates.free_resources(group.node))
+            for _ in range(n):
+                b = packer.add_bin(group.node, list(empty), "in-flight", group, name, where)
+                b.name = f"in-flight-{name}-{i}"
+                i += 1
     return packer, slots
+
+
+def _zoneless_group(packer: Packer, pool: str, tmpl: Node) -> Group:
+    key = ("in-flight", pool)
+    for g in packer.in_flight_groups:
+        if g.node.name == f"in-flight-{pool}":
+            return g
+    labels = {k: v for k, v in tmpl.labels.items() if k != keys.LABEL_ZONE}
+    node = Node(f"in-flight-{pool}", labels, tmpl.taints, tmpl.allocatable, pool=pool, pods=tmpl.pods,
+                is_template=True)
+    group = packer.group_for(node, node.taints, own=key)
+    packer.in_flight_groups.append(group)
+    return group
 
 
 class _Caps:

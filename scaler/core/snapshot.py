@@ -54,6 +54,7 @@ class InFlight:
     count: int
     requested_at: float
     deadline: float
+    zone: str | None = None  # the zone asked for (a multi-zone pool's booting nodes); None: unknown
 
 
 @dataclass(frozen=True, slots=True)

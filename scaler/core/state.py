@@ -108,7 +108,7 @@ def advance(snapshot: Snapshot, state: State, config: ScalerConfig) -> Advanced:
                 take = min(landed, r.count)
                 landed -= take
                 if r.count > take:
-                    kept.append(InFlight(r.pool, r.count - take, r.requested_at, r.deadline))
+                    kept.append(InFlight(r.pool, r.count - take, r.requested_at, r.deadline, r.zone))
             records = kept
             b = new.backoff.get(name)
             if b is not None and b.until <= now and not obs.failures:
@@ -146,5 +146,5 @@ def record_scale_ups(state: State, scale_ups: Iterable[ScaleUp], now: float, con
     """Remember this pass's requests with their provision deadline."""
     for up in scale_ups:
         state.in_flight.setdefault(up.pool, []).append(
-            InFlight(up.pool, up.count, now, now + config.timings.provision_timeout)
+            InFlight(up.pool, up.count, now, now + config.timings.provision_timeout, up.zone)
         )

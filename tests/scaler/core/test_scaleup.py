@@ -234,3 +234,19 @@ def test_a_gang_larger_than_the_per_pass_cap_is_not_starved() -> None:
     result, _ = plan(snapshot(cfg, [*gang("big", 4), pod("later", gpu=1)]), State(), cfg)
     assert sum(u.count for u in result.scale_ups) == 4  # the whole gang; the cap then holds the rest
     assert result.verdicts["default/later"].outcome == "waiting"
+
+
+def test_booting_nodes_of_a_multi_zone_pool_keep_their_zone_no_repeated_scale_up() -> None:
+    # gpu1-od spans two zones; a pod that needs us-east-1b: asked once, then counted as in flight.
+    only_b = pod("g", gpu=1, selector={keys.LABEL_POOL: "gpu1-od", keys.LABEL_ZONE: "us-east-1b"})
+    first, state = plan(snapshot(CFG, [only_b], now=T0), State(), CFG)
+    assert [(u.pool, u.zone, u.count) for u in first.scale_ups] == [("gpu1-od", "us-east-1b", 1)]
+    second, state = plan(snapshot(CFG, [only_b], now=T0 + 10, desired={"gpu1-od": 1}), state, CFG)
+    assert second.scale_ups == []
+    assert second.verdicts["default/g"].outcome == "fits-in-flight"
+    # After a restart the zone of the booting node is unknown: a zone-bound pod does not count on it.
+    restarted, _ = plan(snapshot(CFG, [only_b], now=T0 + 10, desired={"gpu1-od": 1}), State(), CFG)
+    assert restarted.verdicts["default/g"].outcome == "scale-up"
+    free_pod = pod("h", gpu=1, selector={keys.LABEL_POOL: "gpu1-od"})
+    restarted, _ = plan(snapshot(CFG, [free_pod], now=T0 + 10, desired={"gpu1-od": 1}), State(), CFG)
+    assert restarted.verdicts["default/h"].outcome == "fits-in-flight"
