@@ -202,8 +202,6 @@ class Platform(pulumi.ComponentResource):
 
     def _dcgm_values(self) -> dict[str, Any]:
         return {
-            "arguments": ["-f", "/etc/dcgm-exporter/default-counters.csv"],
-            "customMetrics": render.DCGM_COUNTERS,
             "nodeSelector": {keys.LABEL_GPU_PRESENT: "true"},
             "tolerations": render.gpu_daemonset_tolerations(self._config),
             "serviceMonitor": {
@@ -491,9 +489,9 @@ class Platform(pulumi.ComponentResource):
             "securityContext": render.pod_security(),
             "containers": [{
                 "name": "server",
-                # NVIDIA's CUDA sample image as a placeholder for your model server.
-                "image": "nvcr.io/nvidia/k8s/cuda-sample:nbody-cuda11.7.1-ubuntu18.04",
-                "args": ["--benchmark", "-numbodies=512000"],
+                # A placeholder that holds one GPU: put your model server here (Triton, vLLM, ...).
+                "image": settings.example_image,
+                "command": ["sh", "-c", "nvidia-smi && exec sleep infinity"],
                 "resources": {"requests": {"cpu": "2", "memory": "8Gi", keys.RES_GPU: "1"},
                               "limits": {"memory": "8Gi", keys.RES_GPU: "1"}},
                 "securityContext": render.container_security(),

@@ -92,20 +92,8 @@ def system_node_selector() -> dict[str, str]:
 
 
 # --- GPU metrics --------------------------------------------------------------------------------
-# dcgm-exporter fields the chain needs (CSV: field, Prometheus type, help). GPU_UTIL reads 0 on MIG
-# instances; GR_ENGINE_ACTIVE (a ratio) is what a MIG slice reports instead.
-DCGM_COUNTERS: Final = """\
-DCGM_FI_DEV_GPU_UTIL, gauge, GPU utilization (in %).
-DCGM_FI_DEV_MEM_COPY_UTIL, gauge, Memory utilization (in %).
-DCGM_FI_DEV_FB_FREE, gauge, Framebuffer memory free (in MiB).
-DCGM_FI_DEV_FB_USED, gauge, Framebuffer memory used (in MiB).
-DCGM_FI_DEV_GPU_TEMP, gauge, GPU temperature (in C).
-DCGM_FI_DEV_POWER_USAGE, gauge, Power draw (in W).
-DCGM_FI_DEV_XID_ERRORS, gauge, Value of the last XID error encountered.
-DCGM_FI_PROF_GR_ENGINE_ACTIVE, gauge, Ratio of time the graphics engine is active.
-DCGM_FI_PROF_SM_ACTIVE, gauge, The ratio of cycles an SM has at least 1 warp assigned.
-"""
-
+# dcgm-exporter's default counters include both fields the chain reads: DCGM_FI_DEV_GPU_UTIL (reads 0
+# on MIG instances) and DCGM_FI_PROF_GR_ENGINE_ACTIVE (a ratio, what a MIG slice reports instead).
 # Per GPU (or MIG slice): GR_ENGINE_ACTIVE x 100 where the series is a MIG instance (GPU_I_ID set),
 # GPU_UTIL elsewhere; then averaged over the pod's GPUs. `<<...>>` are the adapter's template marks.
 GPU_UTIL_QUERY: Final = (

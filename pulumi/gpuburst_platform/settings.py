@@ -44,6 +44,7 @@ class PlatformSettings(BaseModel):
     binpack_scheduler: bool = True
     example_inference: bool = True
     example_namespace: str = "gpu-examples"
+    example_image: str = "nvcr.io/nvidia/cuda:12.6.3-base-ubuntu24.04"
     gpu_utilization_target: int = Field(default=60, gt=0, le=100)
 
     @field_validator("metrics_ca_bundle")

@@ -60,7 +60,7 @@ def _get(obj: Any, *path: str) -> Any:
 
 # --- cloud groups ---------------------------------------------------------------------------------
 def _asg_tags(props: Mapping[str, Any]) -> dict[str, str]:
-    return {t.get("key"): str(t.get("value")) for t in props.get("tags") or () if isinstance(t, Mapping)}
+    return {str(t.get("key")): str(t.get("value")) for t in props.get("tags") or () if isinstance(t, Mapping)}
 
 
 def _azure_form(aws_key: str) -> str:
@@ -171,7 +171,7 @@ def no_static_cloud_credentials(args: ResourceValidationArgs, report_violation: 
     found: set[str] = set()
     if spec is not None:
         for c in _containers(spec):
-            found |= {e.get("name") for e in c.get("env") or () if isinstance(e, Mapping)} & STATIC_CREDENTIAL_ENV
+            found |= {str(e.get("name")) for e in c.get("env") or () if isinstance(e, Mapping)} & STATIC_CREDENTIAL_ENV
     elif args.resource_type == HELM_RELEASE:
         for key, value, parent in _walk(args.props.get("values") or {}):
             if key in STATIC_CREDENTIAL_ENV:
@@ -248,7 +248,11 @@ def check(resource_type: str, name: str, props: Mapping[str, Any], rule: Rule) -
     out: list[str] = []
     args = ResourceValidationArgs(resource_type=resource_type, props=props, urn=f"urn:pulumi:test::gpuburst::"
                                   f"{resource_type}::{name}", name=name, opts=None, provider=None)  # type: ignore[arg-type]
-    rule(args, lambda message, urn=None: out.append(message))
+
+    def report(message: str, urn: str | None = None) -> None:
+        out.append(message)
+
+    rule(args, report)
     return out
 
 
