@@ -97,6 +97,26 @@ def test_scaler_deployment_is_hardened_and_on_the_system_pool(build: Any) -> Non
     assert {p.name for p in config.pools if fits(pod, p.template_node())} == {"system"}
 
 
+@pytest.mark.parametrize("dry_run", [False, True])
+def test_scaler_command_line_is_what_the_runtime_parses(build: Any, dry_run: bool) -> None:
+    import argparse
+
+    from scaler import loop
+
+    res = build("aws", scaler_dry_run=dry_run)
+    (c,) = pod_spec(res.one("apps/v1:Deployment", "gpuburst-scaler"))["containers"]
+    assert c["args"][0] == "run"  # the image's entrypoint is the scaler CLI
+    parser = argparse.ArgumentParser()
+    loop.add_arguments(parser)
+    ns = parser.parse_args(c["args"][1:])
+    assert ns.config == "/etc/gpuburst/config.yaml" and ns.dry_run is dry_run
+    assert ns.metrics_port == c["ports"][0]["containerPort"]
+    mounts = {m["mountPath"] for m in c["volumeMounts"]}
+    assert "/etc/gpuburst" in mounts
+    env = {e["name"] for e in c["env"]}
+    assert {"POD_NAME", "POD_NAMESPACE"} <= env  # leader election identity and namespace
+
+
 def test_scaler_has_pdb_service_and_servicemonitor_selecting_its_pods(build: Any) -> None:
     res = build("azure")
     labels = res.one("apps/v1:Deployment", "gpuburst-scaler").inputs["spec"]["selector"]["matchLabels"]
