@@ -10,9 +10,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -23,7 +26,17 @@ from scaler.sim.report import one_line  # noqa: E402
 OUTAGE = "us-east-1a:36000:43200"  # hours 10 to 12 of PHILLY-A: the first busy morning
 
 
-def runs(traces: Path, pools: str) -> list[tuple[str, dict[str, Any]]]:
+def without_min_gpus(pools: str, directory: Path) -> str:
+    """The same pools without their min-gpus taints: what placement costs when nodes are not kept whole."""
+    data = yaml.safe_load(Path(pools).read_text(encoding="utf-8"))
+    for pool in data["pools"]:
+        pool.pop("min_pod_gpus", None)
+    path = directory / f"untainted-{Path(pools).name}"
+    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    return str(path)
+
+
+def runs(traces: Path, pools: str, untainted: str | None) -> list[tuple[str, dict[str, Any]]]:
     out = []
     for trace in ("PHILLY-A.csv", "ALIBABA-OPENB2023-A.csv"):
         for scheduler in ("default", "binpack"):
@@ -31,11 +44,17 @@ def runs(traces: Path, pools: str) -> list[tuple[str, dict[str, Any]]]:
                                                  "scheduler": scheduler, "outages": []}))
     out.append((f"PHILLY-A.csv default, spot outage {OUTAGE}",
                 {"trace": str(traces / "PHILLY-A.csv"), "pools": pools, "scheduler": "default", "outages": [OUTAGE]}))
+    if untainted:
+        for trace in ("PHILLY-A.csv", "ALIBABA-OPENB2023-A.csv"):
+            out.append((f"{trace} default, pools without min-gpus taints",
+                        {"trace": str(traces / trace), "pools": untainted, "scheduler": "default", "outages": []}))
     return out
 
 
 def command_line(kw: dict[str, Any]) -> str:
     outages = "".join(f" --spot-outage {o}" for o in kw["outages"])
+    if "untainted-" in kw["pools"]:
+        return f"(pools: {Path(kw['pools']).name[len('untainted-'):]} with every min_pod_gpus removed)"
     return (f"python -m scaler simulate --trace {kw['trace']} --pools {kw['pools']} "
             f"--scheduler {kw['scheduler']}{outages}")
 
@@ -51,14 +70,18 @@ def main() -> int:
     parser.add_argument("--pools", default="examples/pools-aws.yaml")
     parser.add_argument("--out", help="also write each run's JSON report into this directory")
     parser.add_argument("--jobs", type=int, default=2, help="runs in parallel (default 2)")
+    parser.add_argument("--no-untainted", action="store_true",
+                        help="skip the runs without the pools' min-gpus taints (what whole nodes save)")
     args = parser.parse_args()
     traces = Path(args.traces)
     if not (traces / "PHILLY-A.csv").exists():
         print(f"no traces in {traces}: pass --traces DIR", file=sys.stderr)
         return 2
-    todo = runs(traces, args.pools)
-    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-        reports = list(pool.map(_one, [kw for _, kw in todo]))
+    with tempfile.TemporaryDirectory() as tmp:
+        untainted = None if args.no_untainted else without_min_gpus(args.pools, Path(tmp))
+        todo = runs(traces, args.pools, untainted)
+        with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+            reports = list(pool.map(_one, [kw for _, kw in todo]))
     for (label, kw), report in zip(todo, reports, strict=True):
         print(f"# {label}: {command_line(kw)}")
         print(one_line(report))
