@@ -72,6 +72,7 @@ class ScaleDownResult:
     scale_downs: list[ScaleDown] = field(default_factory=list)
     unneeded: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    moves: dict[str, str] = field(default_factory=dict)  # evicted pod key -> the node it was re-placed on
 
 
 def plan_scale_down(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, up: ScaleUpResult) -> ScaleDownResult:
@@ -140,7 +141,8 @@ def plan_scale_down(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, up:
             b.removed = True
             placement: Placement = []
             ok = True
-            for cls in packer.classify(evict):
+            classes = packer.classify(evict)
+            for cls in classes:
                 n = len(cls.pods)
                 if packer.fill(cls, packer.eligible_real(cls.static_id), n, _EXISTING, placement) < n:
                     ok = False
@@ -152,8 +154,11 @@ def plan_scale_down(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, up:
                 out.notes.append(f"node {node.name}: its pods do not fit on the other nodes")
                 continue
             packer.commit()
-            for target, _ in placement:
+            pods_by_class = iter(p for cls in classes for p in cls.pods)  # fill placed them in this order
+            for target, k in placement:
                 target.touched = True
+                for _ in range(k):
+                    out.moves[next(pods_by_class).key] = target.name
         else:
             b.removed = True
         for i, n in need.items():

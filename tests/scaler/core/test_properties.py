@@ -19,7 +19,7 @@ from scaler.core import keys, predicates
 from scaler.core.model import Node, Pod, SelectorRequirement
 from scaler.core.planner import plan
 from scaler.core.resources import fits, total
-from scaler.core.scaledown import blocker
+from scaler.core.scaledown import blocker, plan_scale_down
 from scaler.core.scaleup import plan_scale_up
 from scaler.core.snapshot import PoolObservation, Snapshot, State
 from scaler.core.state import advance
@@ -43,7 +43,7 @@ POOL_NAMES = [p.name for p in CFG.pools]
 
 @st.composite
 def pods(draw: st.DrawFn, prefix: str, running: bool = False) -> Pod:
-    gpu = draw(st.sampled_from([0, 0, 1, 2, 8, 16]))
+    gpu = draw(st.sampled_from([0, 0, 1] if running else [0, 0, 1, 2, 8, 16]))
     tolerations = draw(st.sampled_from([(), (GPU_TOL,), (GPU_TOL, MIN_GPUS_TOL)]))
     selector = draw(st.sampled_from([{}, {}, {keys.LABEL_ZONE: "us-east-1b"}, {keys.LABEL_POOL: "gpu1-od"}]))
     affinity = draw(st.sampled_from([
@@ -51,13 +51,16 @@ def pods(draw: st.DrawFn, prefix: str, running: bool = False) -> Pod:
         ((SelectorRequirement(keys.LABEL_GPU_COUNT, "Gt", ("4",)),), (SelectorRequirement(keys.LABEL_ZONE, "In",
                                                                                           ("us-east-1a",)),)),
     ]))
-    annotations = draw(st.sampled_from([{}, {}, {keys.ANNOTATION_SAFE_TO_EVICT: "false"},
+    annotations = draw(st.sampled_from([{}, {}, {}, {keys.ANNOTATION_SAFE_TO_EVICT: "false"},
                                         {keys.ANNOTATION_OPENAI_DO_NOT_DRAIN: "true"}]))
-    owner = draw(st.sampled_from(["ReplicaSet", "Job", None, "DaemonSet"] if running else ["ReplicaSet", "Job"]))
+    owner = draw(st.sampled_from(["ReplicaSet", "ReplicaSet", "Job", None, "DaemonSet"] if running
+                                 else ["ReplicaSet", "Job"]))
     labels = {keys.LABEL_POD_GROUP: draw(st.sampled_from(["g1", "g2"]))} if gpu and draw(st.booleans()) else {}
     n = draw(st.integers(min_value=0, max_value=10**6))
-    return pod(f"{prefix}{n}", cpu=draw(st.sampled_from(["250m", "1", "3", "7", "40"])),
-               memory=draw(st.sampled_from(["1Gi", "8Gi", "100Gi"])), gpu=gpu, tolerations=tolerations,
+    cpus = ["250m", "1", "3"] if running else ["250m", "1", "3", "7", "40"]  # running pods fit somewhere
+    mems = ["1Gi", "8Gi"] if running else ["1Gi", "8Gi", "100Gi"]
+    return pod(f"{prefix}{n}", cpu=draw(st.sampled_from(cpus)),
+               memory=draw(st.sampled_from(mems)), gpu=gpu, tolerations=tolerations,
                selector=selector, affinity=affinity, annotations=annotations, owner=owner, labels=labels)
 
 
@@ -65,10 +68,10 @@ def pods(draw: st.DrawFn, prefix: str, running: bool = False) -> Pod:
 def clusters(draw: st.DrawFn) -> Snapshot:
     pending = draw(st.lists(pods("p-"), max_size=25, unique_by=lambda p: p.name))
     nodes: list[Node] = []
-    for i in range(draw(st.integers(min_value=0, max_value=6))):
+    for i in range(draw(st.integers(min_value=0, max_value=8))):
         pool = draw(st.sampled_from(POOL_NAMES))
         zone = draw(st.sampled_from(CFG.pool(pool).zones))
-        running = draw(st.lists(pods(f"r{i}-", running=True), max_size=3, unique_by=lambda p: p.name))
+        running = draw(st.lists(pods(f"r{i}-", running=True), max_size=4, unique_by=lambda p: p.name))
         node = node_of(CFG, pool, f"n{i}", zone=zone, gpus=draw(st.sampled_from([None, None, None, 0])))
         free = predicates.free_resources(node)
         for p in running:  # keep the existing nodes honest: only what fits runs there
@@ -133,6 +136,33 @@ def test_scale_up_respects_max_and_every_placement_rechecks(snap: Snapshot) -> N
         for p in placed:
             assert predicates.static_reason(p, ref) is None
         assert fits(total(p.requests for p in placed), predicates.free_resources(ref))
+
+
+@SETTINGS
+@given(clusters())
+def test_scale_down_moves_evicted_pods_without_double_booking(snap: Snapshot) -> None:
+    cfg = CFG.model_copy(update={"scale_down": CFG.scale_down.model_copy(update={"budget_fraction": 1.0})})
+    state = State(unneeded_since={n.name: 0.0 for n in snap.nodes})
+    adv = advance(snap, state, cfg)
+    up = plan_scale_up(snap, cfg, adv)
+    down = plan_scale_down(snap, cfg, adv, up)
+    gone = {d.node for d in down.scale_downs}
+    evicted = {k for d in down.scale_downs for k in d.evict}
+    assert set(down.moves) == evicted
+    by_key = {p.key: p for p in snap.pending} | {p.key: p for n in snap.nodes for p in n.pods}
+    arriving: dict[str, list[Pod]] = {}
+    for key, target in [*up.placed_on.items(), *down.moves.items()]:
+        arriving.setdefault(target, []).append(by_key[key])
+    nodes = {n.name: n for n in snap.nodes}
+    for target, pods_in in arriving.items():
+        node = nodes[target]
+        assert target not in gone
+        if target in {k for k in up.placed_on.values()} and node.allocatable.get(keys.RES_GPU, 0) == 0 and \
+                CFG.pool(node.pool or "").gpus > 0:
+            continue  # a coming GPU node: checked against its template in the scale-up property
+        for p in pods_in:
+            assert predicates.static_reason(p, node) is None
+        assert fits(total(p.requests for p in pods_in), predicates.free_resources(node))
 
 
 @SETTINGS
