@@ -86,13 +86,19 @@ def advance(snapshot: Snapshot, state: State, config: ScalerConfig) -> Advanced:
         reg = registered.get(name, 0)
         floor = max(obs.instances, reg, pool.min_size)
         if obs.failures:
+            other = None
             for failure in obs.failures:
                 if failure.kind in CAPACITY_KINDS:
                     zones = [failure.zone] if failure.zone else list(pool.zones)
                     for zone in zones:
                         _mark_unavailable(new, name, zone, now + t.unavailable_ttl)
+                    out.notes.append(f"pool {name}: {failure.reason} in {', '.join(zones)}: unavailable until "
+                                     f"{fmt_time(now + t.unavailable_ttl)}")
                 else:
-                    _bump_backoff(new, name, now, config)
+                    other = failure
+            if other is not None:  # one step of backoff per pass, however many activities failed
+                b = _bump_backoff(new, name, now, config)
+                out.notes.append(f"pool {name}: launch failed ({other.reason}); backoff until {fmt_time(b.until)}")
             if desired > floor:
                 last = obs.failures[-1]
                 out.resets.append(SetSize(name, floor, f"launch failed: {last.reason}: {last.message}"))

@@ -250,3 +250,10 @@ def test_booting_nodes_of_a_multi_zone_pool_keep_their_zone_no_repeated_scale_up
     free_pod = pod("h", gpu=1, selector={keys.LABEL_POOL: "gpu1-od"})
     restarted, _ = plan(snapshot(CFG, [free_pod], now=T0 + 10, desired={"gpu1-od": 1}), State(), CFG)
     assert restarted.verdicts["default/h"].outcome == "fits-in-flight"
+
+
+def test_several_failures_in_one_pass_are_one_backoff_step() -> None:
+    fails = [LaunchFailure(None, "other", "InternalError", "boom", T0 + i) for i in range(3)]
+    result, state = plan(snapshot(CFG, [], now=T0, failures={"gpu1-spot-a": fails}), State(), CFG)
+    assert state.backoff["gpu1-spot-a"] == Backoff(until=T0 + 300, failures=1)
+    assert any("backoff until" in n for n in result.notes)
