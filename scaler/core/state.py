@@ -97,8 +97,8 @@ def advance(snapshot: Snapshot, state: State, config: ScalerConfig) -> Advanced:
                 else:
                     other = failure
             if other is not None:  # one step of backoff per pass, however many activities failed
-                b = _bump_backoff(new, name, now, config)
-                out.notes.append(f"pool {name}: launch failed ({other.reason}); backoff until {fmt_time(b.until)}")
+                step = _bump_backoff(new, name, now, config)
+                out.notes.append(f"pool {name}: launch failed ({other.reason}); backoff until {fmt_time(step.until)}")
             if desired > floor:
                 last = obs.failures[-1]
                 out.resets.append(SetSize(name, floor, f"launch failed: {last.reason}: {last.message}"))
