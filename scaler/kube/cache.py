@@ -62,23 +62,25 @@ class Informer:
         self._thread = threading.Thread(target=self._run, name=f"informer-{self.kind}", daemon=True)
         self._thread.start()
 
-    def stop(self) -> None:
+    def stop(self, wait: float = 0.5) -> None:
         self._stop.set()
         if self._watch is not None:
             self._watch.stop()  # type: ignore[no-untyped-call]
-        if self._thread is not None:
-            self._thread.join(timeout=0.5)  # a daemon: a watch blocked in a read ends with the process
+        if self._thread is not None and wait > 0:
+            self._thread.join(timeout=wait)  # a daemon: a watch blocked in a read ends with the process
 
     def _run(self) -> None:
         failures = 0
         while not self._stop.is_set():
+            just_listed = False
             try:
                 if self.resource_version is None:
                     self._relist()
+                    just_listed = True  # a 410 on a version the server just gave us: back off, do not spin
                 self._watch_once()
                 failures = 0
             except ApiException as err:
-                if err.status == 410:  # Gone: our resourceVersion was compacted away; relist at once
+                if err.status == 410 and not just_listed:  # Gone: our version was compacted away; relist now
                     log.info("watch %s expired (410 Gone), relisting", self.kind)
                     self.resource_version = None
                     continue
@@ -174,9 +176,13 @@ class ClusterCache:
         for inf in self.informers:
             inf.start()
 
-    def stop(self) -> None:
+    def stop(self, wait: float = 0.5) -> None:
         for inf in self.informers:
-            inf.stop()
+            inf.stop(wait=0)
+        deadline = time.monotonic() + wait
+        for inf in self.informers:
+            if inf._thread is not None:
+                inf._thread.join(timeout=max(0.0, deadline - time.monotonic()))
 
     def wait_synced(self, timeout: float) -> bool:
         deadline = time.monotonic() + timeout

@@ -96,7 +96,8 @@ class FakeKube:
     def expire_watches(self) -> None:
         """Compact history and cut open watches: clients must relist (410 Gone)."""
         with self.cond:
-            self.compacted = self.rv + 1
+            self.rv += 1  # the store moves on (as etcd's revision does)
+            self.compacted = self.rv  # a watch from before now gets 410; a fresh list's version is fine
             self.generation += 1
             self.cond.notify_all()
 

@@ -32,14 +32,15 @@ def moto_server() -> Iterator[str]:
 
 
 @pytest.fixture
-def aws(moto_server: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[MotoAws]:
+def aws(moto_server: str, monkeypatch: pytest.MonkeyPatch) -> MotoAws:
+    """moto's server, emptied, and a fresh boto3 session (fault hooks never leak between tests)."""
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
     monkeypatch.delenv("AWS_PROFILE", raising=False)
     cloud = MotoAws(moto_server)
     cloud.reset()
-    yield cloud
+    return cloud
 
 
 @pytest.fixture

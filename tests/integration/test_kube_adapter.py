@@ -64,7 +64,7 @@ def test_410_gone_relists_and_misses_nothing(kube: FakeKube, cache: ClusterCache
     kube.put("pods", pod("after-expiry", pending=True))
     assert eventually(lambda: cache.pods.relists > relists)
     assert eventually(lambda: [p.name for p in cache.view(lambda _: None)[0]] == ["after-expiry"])
-    assert cache.fresh
+    assert eventually(lambda: cache.fresh)
 
 
 def test_api_server_down_marks_the_cache_stale_then_recovers(kube: FakeKube, cache: ClusterCache) -> None:
