@@ -146,7 +146,8 @@ class Platform(pulumi.ComponentResource):
         return k8s.core.v1.Namespace(self._rname(f"ns-{ns}"), metadata=_meta(ns), opts=self._child())
 
     def _release(self, key: str, release: str, namespace: str, values: Mapping[str, Any],
-                 depends_on: Sequence[pulumi.Resource]) -> k8s.helm.v3.Release:
+                 depends_on: Sequence[pulumi.Resource], wait: bool = True) -> k8s.helm.v3.Release:
+        """An official chart at its pinned version. `wait`: roll back unless every pod gets ready in time."""
         chart = CHARTS[key]
         return k8s.helm.v3.Release(
             self._rname(release),
@@ -156,7 +157,8 @@ class Platform(pulumi.ComponentResource):
             repository_opts={"repo": chart.repo},
             namespace=namespace,
             values=dict(values),
-            atomic=True,
+            atomic=wait,
+            skip_await=not wait,
             cleanup_on_fail=True,
             timeout=600,
             opts=self._child(depends_on),
@@ -242,8 +244,10 @@ class Platform(pulumi.ComponentResource):
             "podDisruptionBudget": {"enabled": True, "maxUnavailable": 1},
             "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}},
         }
+        # Not awaited: its pods start once the Ansible role has written their Secret, which comes after
+        # this `pulumi up` (the kubelet mounts it as soon as it exists).
         self.adapter = self._release("prometheus-adapter", "prometheus-adapter", MONITORING_NAMESPACE, values,
-                                     [monitoring, rules_cm, self.prometheus])
+                                     [monitoring, rules_cm, self.prometheus], wait=False)
         spec: dict[str, Any] = {
             "group": "custom.metrics.k8s.io",
             "version": "v1beta1",
@@ -499,11 +503,14 @@ class Platform(pulumi.ComponentResource):
         }
         if settings.binpack_scheduler:
             pod_spec["schedulerName"] = render.SCHEDULER_NAME
+        # Parked at 0 replicas, so an idle cluster keeps no GPU node for it: `kubectl scale --replicas=1`
+        # starts it and the autoscaler takes over. The autoscaler owns replicas from then on.
         self.example = k8s.apps.v1.Deployment(
             self._rname("example-inference"), metadata=_meta(name, ns, **labels),
-            spec={"replicas": 1, "selector": {"matchLabels": labels},
+            spec={"replicas": 0, "selector": {"matchLabels": labels},
                   "template": {"metadata": {"labels": labels}, "spec": pod_spec}},
-            opts=self._child([namespace, *self.priority_classes.values()]),
+            opts=pulumi.ResourceOptions.merge(self._child([namespace, *self.priority_classes.values()]),
+                                              pulumi.ResourceOptions(ignore_changes=["spec.replicas"])),
         )
         target = settings.gpu_utilization_target
         scale_target = {"apiVersion": "apps/v1", "kind": "Deployment", "name": name}
@@ -531,7 +538,9 @@ class Platform(pulumi.ComponentResource):
                 metadata=_meta(name, ns, **labels),
                 spec={
                     "scaleTargetRef": {"name": name},
-                    "minReplicaCount": 1,
+                    # Back to 0 when its GPUs sit idle for the cooldown; from 0 only by hand (no pod, no metric).
+                    "minReplicaCount": 0,
+                    "cooldownPeriod": 600,
                     "maxReplicaCount": 20,
                     "advanced": {"horizontalPodAutoscalerConfig": {
                         "behavior": {"scaleDown": {"stabilizationWindowSeconds": 600}}}},

@@ -259,6 +259,30 @@ def test_example_inference_pods_make_the_scaler_add_single_gpu_nodes(build: Any,
     assert single
 
 
+@pytest.mark.parametrize("cloud", ["aws", "azure"])
+@pytest.mark.parametrize("metrics", PATHS)
+def test_the_platform_itself_keeps_no_gpu_node_alive(build: Any, cloud: str, metrics: str) -> None:
+    """An idle cluster costs the control plane and the system pool: nothing declared asks for a GPU."""
+    res = build(cloud, metrics)
+    for dep in res.of("apps/v1:Deployment"):
+        wants_gpu = any(keys.RES_GPU in (c.get("resources") or {}).get("requests", {})
+                        for c in pod_spec(dep)["containers"])
+        if wants_gpu:
+            assert dep.inputs["spec"]["replicas"] == 0, dep.metadata["name"]
+    if metrics == "keda":
+        (so,) = res.of(":ScaledObject")
+        assert so.inputs["spec"]["minReplicaCount"] == 0
+
+
+def test_only_the_adapter_release_is_not_awaited(build: Any) -> None:
+    """Its Secret comes from the Ansible playbook after `pulumi up`: waiting would roll it back."""
+    res = build("aws", "prometheus-adapter")
+    waits = {r.inputs["chart"]: (r.inputs.get("skipAwait"), r.inputs.get("atomic"))
+             for r in res.of("helm.sh/v3:Release")}
+    assert waits.pop("prometheus-adapter") == (True, False)
+    assert set(waits.values()) == {(False, True)}
+
+
 # --- the bin-packing scheduler --------------------------------------------------------------------
 def test_binpack_scheduler_runs_the_profile_the_simulator_models(build: Any) -> None:
     res = build("aws")
