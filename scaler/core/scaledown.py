@@ -67,6 +67,11 @@ def _pdbs_of(pod: Pod, pdbs: list[PodDisruptionBudget]) -> list[int]:
             and all(pod.labels.get(k) == v for k, v in b.selector.items())]
 
 
+def _broken(node: Node, now: float, config: ScalerConfig) -> bool:
+    """NotReady, with a known creation time older than the provision timeout."""
+    return not node.ready and node.created_at > 0 and now - node.created_at >= config.timings.provision_timeout
+
+
 @dataclass(slots=True)
 class ScaleDownResult:
     scale_downs: list[ScaleDown] = field(default_factory=list)
@@ -89,9 +94,18 @@ def plan_scale_down(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, up:
     for node in snapshot.nodes:
         name = node_pool(node)
         obs = snapshot.pools.get(name) if name else None
+        if obs is None:
+            continue  # not a pool of ours
         b = packer.by_node.get(node.name)
-        if obs is None or b is None or b.kind != "existing" or b.touched:
-            continue  # unmanaged, booting, or about to take a pending pod
+        if b is None and _broken(node, now, config) and not to_evict(node.pods):
+            # Registered, never (or no longer) ready for longer than a node takes to boot, and
+            # nothing on it to lose: a paid-for node that will not take pods.
+            since = since_before.get(node.name, now)
+            out.unneeded[node.name] = since
+            candidates.append(((0, 0, 0.0, node.name), node, obs.pool, -1.0, node.created_at))
+            continue
+        if b is None or b.kind != "existing" or b.touched:
+            continue  # booting, or about to take a pending pod
         disrupting = any(t.key == keys.TAINT_DISRUPTING for t in node.taints)
         if node.unschedulable and not disrupting:
             continue  # cordoned by someone else: theirs to decide
@@ -118,8 +132,8 @@ def plan_scale_down(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, up:
     for _, node, pool, util, since in candidates:
         if len(out.scale_downs) >= budget or attempts <= 0:
             break
-        b = packer.by_node[node.name]
-        if pool.name in scaled_up or room.get(pool.name, 0) <= 0 or b.touched:
+        b = packer.by_node.get(node.name)
+        if pool.name in scaled_up or room.get(pool.name, 0) <= 0 or (b is not None and b.touched):
             continue
         why = next((w for w in (blocker(p) for p in node.pods) if w), None)
         if why is not None:
@@ -136,6 +150,7 @@ def plan_scale_down(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, up:
                              "allows no more disruptions")
             continue
         if evict:
+            assert b is not None  # only broken nodes have no bin, and they have nothing to evict
             attempts -= 1
             packer.begin()
             b.removed = True
@@ -159,12 +174,12 @@ def plan_scale_down(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, up:
                 target.touched = True
                 for _ in range(k):
                     out.moves[next(pods_by_class).key] = target.name
-        else:
+        elif b is not None:
             b.removed = True
         for i, n in need.items():
             allowed[i] -= n
         room[pool.name] -= 1
-        what = "empty (only DaemonSets)" if not evict else \
+        what = "NotReady since created" if util < 0 else "empty (only DaemonSets)" if not evict else \
             f"utilization {util:.2f} under {sd.utilization_threshold:.2f}"
         out.scale_downs.append(ScaleDown(pool.name, node.name, node.provider_id, tuple(p.key for p in evict),
                                          f"{what} for {now - since:.0f}s"))

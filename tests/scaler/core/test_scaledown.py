@@ -156,3 +156,15 @@ def test_node_taking_a_pending_pod_is_not_removed() -> None:
     result, _ = plan(snapshot(CFG, [pod("p", cpu="1")], nodes, now=LATER), state, CFG)
     assert result.verdicts["default/p"].node == "idle"
     assert result.scale_downs == []
+
+
+def test_node_that_never_becomes_ready_is_removed_once_it_had_time_to_boot() -> None:
+    broken = node_of(CFG, "gpu1-spot-a", "broken", ready=False, created_at=T0)
+    young, _ = plan(snapshot(CFG, [], [broken], now=T0 + 60), State(), CFG)
+    assert young.scale_downs == []  # still booting: coming capacity
+    old, _ = plan(snapshot(CFG, [], [broken], now=T0 + CFG.timings.provision_timeout), State(), CFG)
+    assert [(d.node, d.evict) for d in old.scale_downs] == [("broken", ())]
+    assert old.scale_downs[0].reason == f"NotReady since created for {CFG.timings.provision_timeout:.0f}s"
+    with_work = node_of(CFG, "gpu1-spot-a", "busy", [pod("w", gpu=1)], ready=False, created_at=T0)
+    kept, _ = plan(snapshot(CFG, [], [with_work], now=T0 + 3600), State(), CFG)
+    assert kept.scale_downs == []  # pods on it: not ours to lose
