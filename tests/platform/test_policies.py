@@ -7,6 +7,7 @@ from typing import Any
 
 import gpuburst_policies as gp
 import pytest
+import yaml
 
 from scaler.core import keys
 from scaler.core.config import parse_config
@@ -172,3 +173,25 @@ def test_the_pack_declares_every_rule_mandatory() -> None:
     assert [p.name for p in pols] == list(gp.RULES)
     assert {p.enforcement_level for p in pols} == {EnforcementLevel.MANDATORY}
     assert len(gp.RULES) == 6
+
+
+def test_the_pack_entry_point_builds_the_pack(monkeypatch: pytest.MonkeyPatch) -> None:
+    """pulumi/policy/__main__.py, as `pulumi preview --policy-pack` runs it (the engine connection stubbed)."""
+    import runpy
+
+    import pulumi_policy
+    from platform_helpers import ROOT
+
+    built: dict[str, Any] = {}
+
+    def pack(**kwargs: Any) -> None:
+        built.update(kwargs)
+
+    monkeypatch.setattr(pulumi_policy, "PolicyPack", pack)
+    runpy.run_path(str(ROOT / "pulumi" / "policy" / "__main__.py"), run_name="__main__")
+    assert built["name"] == "gpuburst"
+    assert built["enforcement_level"] == pulumi_policy.EnforcementLevel.MANDATORY
+    assert [p.name for p in built["policies"]] == list(gp.RULES)
+    config = yaml.safe_load((ROOT / "pulumi" / "policy" / "PulumiPolicy.yaml").read_text(encoding="utf-8"))
+    assert config["runtime"]["name"] == "python"
+    assert (ROOT / "pulumi" / "policy" / config["runtime"]["options"]["virtualenv"]).resolve() == ROOT / ".venv"
