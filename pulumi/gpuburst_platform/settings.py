@@ -34,7 +34,7 @@ class PlatformSettings(BaseModel):
         default_factory=dict, description="extra plain settings for the scaler (the policy pack refuses credentials)"
     )
     metrics_tls_secret: str = Field(
-        default=f"{ADAPTER_SERVICE}-tls",
+        default=f"{ADAPTER_SERVICE}-tls", pattern=r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$",
         description="kubernetes.io/tls Secret the Ansible metrics_certs role writes in the monitoring namespace",
     )
     metrics_ca_bundle: str | None = Field(
@@ -43,9 +43,17 @@ class PlatformSettings(BaseModel):
     )
     binpack_scheduler: bool = True
     example_inference: bool = True
-    example_namespace: str = "gpu-examples"
+    example_namespace: str = Field(default="gpu-examples", pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
     example_image: str = "nvcr.io/nvidia/cuda:12.6.3-base-ubuntu24.04"
     gpu_utilization_target: int = Field(default=60, gt=0, le=100)
+
+    @field_validator("scaler_image", "example_image")
+    @classmethod
+    def _pinned(cls, v: str) -> str:
+        name = v.rsplit("/", 1)[-1]
+        if "@sha256:" not in v and (":" not in name or name.endswith(":latest")):
+            raise ValueError(f"{v!r}: pin the image with a version tag or a digest (not latest)")
+        return v
 
     @field_validator("metrics_ca_bundle")
     @classmethod

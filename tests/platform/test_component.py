@@ -413,5 +413,12 @@ def test_bad_inputs_fail_with_a_message_naming_them() -> None:
         parse_settings({"metrics": "datadog"}, "Pulumi.aws-dev.yaml")
     with pytest.raises(ValueError, match=r"Pulumi.aws-dev.yaml: platform.metrics_ca_bundle: must be a PEM"):
         parse_settings({"metrics_ca_bundle": "not a cert"}, "Pulumi.aws-dev.yaml")
+    with pytest.raises(ValueError, match=r"platform.scaler_image: 'ghcr.io/x/scaler:latest': pin the image"):
+        parse_settings({"scaler_image": "ghcr.io/x/scaler:latest"}, "Pulumi.aws-dev.yaml")
+    with pytest.raises(ValueError, match=r"platform.example_image: 'registry:5000/cuda': pin the image"):
+        parse_settings({"example_image": "registry:5000/cuda"}, "Pulumi.aws-dev.yaml")
+    assert parse_settings({"scaler_image": "registry:5000/s@sha256:" + "0" * 64}, "x").scaler_image.endswith("0")
+    with pytest.raises(ValueError, match=r"platform.example_namespace: String should match"):
+        parse_settings({"example_namespace": "GPU_examples"}, "Pulumi.aws-dev.yaml")
     with pytest.raises(ValueError, match=r"platform.replicas: Extra inputs"):
         parse_settings({"replicas": 3}, "Pulumi.aws-dev.yaml")
