@@ -25,8 +25,6 @@ STATUS_CONFIGMAP: Final = "gpuburst-scaler-status"
 AWS_READ_ACTIONS: Final = (
     "autoscaling:DescribeAutoScalingGroups",
     "autoscaling:DescribeScalingActivities",
-    "autoscaling:DescribeTags",
-    "ec2:DescribeInstances",
 )
 AWS_MUTATING_ACTIONS: Final = (
     "autoscaling:SetDesiredCapacity",
@@ -61,9 +59,9 @@ def aws_scaler_policy(cluster: str, interruption_queue_arn: str | None = None) -
 
 
 AZURE_SCALER_ACTIONS: Final = (
-    # AKS agent pools: read count, set count (PUT agentPools), remove one node (deleteMachines).
-    "Microsoft.ContainerService/managedClusters/read",
+    # AKS agent pools: read count and machines, set count (PUT agentPools), remove one node (deleteMachines).
     "Microsoft.ContainerService/managedClusters/agentPools/read",
+    "Microsoft.ContainerService/managedClusters/agentPools/machines/read",
     "Microsoft.ContainerService/managedClusters/agentPools/write",
     "Microsoft.ContainerService/managedClusters/agentPools/deleteMachines/action",
     # Plain VM scale sets: read capacity and instances, set capacity, delete one instance.
@@ -71,24 +69,27 @@ AZURE_SCALER_ACTIONS: Final = (
     "Microsoft.Compute/virtualMachineScaleSets/write",
     "Microsoft.Compute/virtualMachineScaleSets/delete/action",
     "Microsoft.Compute/virtualMachineScaleSets/virtualMachines/read",
+    # Polling the long-running operations above (Azure-AsyncOperation / Location URLs).
+    "Microsoft.ContainerService/locations/operations/read",
+    "Microsoft.Compute/locations/operations/read",
 )
 
 # ClusterRole: cluster-wide reads of what a pass observes, cordon, eviction, Events.
 KUBERNETES_RBAC_RULES: Final[list[dict[str, list[str]]]] = [
-    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
-    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "patch"]},
-    {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["get", "list", "watch"]},
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]},
+    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["list", "watch", "patch"]},
+    {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["list", "watch"]},
     {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
 ]
 
 # Role in the scaler's own namespace: its Lease and its status ConfigMap. `create` cannot be
-# limited by name (the object does not exist yet); get/update can.
+# limited by name (the object does not exist yet); get/update can. The status ConfigMap is replaced
+# (update), created when missing, never read.
 KUBERNETES_ROLE_RULES: Final[list[dict[str, list[str]]]] = [
     {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
     {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": [LEASE_NAME],
      "verbs": ["get", "update"]},
     {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]},
-    {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [STATUS_CONFIGMAP],
-     "verbs": ["get", "update"]},
+    {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [STATUS_CONFIGMAP], "verbs": ["update"]},
 ]

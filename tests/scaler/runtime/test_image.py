@@ -59,6 +59,8 @@ def test_final_stage_is_non_root_and_has_no_build_tools() -> None:
     for tool in ("apt-get", "gcc", "build-essential", "pip install", "COPY scaler"):
         assert tool not in text
     assert "pip install --no-cache-dir ." in "\n".join(build)  # the project, as CI installs it
+    # The Deployment's args start with the command (`run --config ...`), so the entrypoint stops before it.
+    assert 'ENTRYPOINT ["python", "-m", "scaler"]' in text
 
 
 def context_files() -> list[Path]:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 
 from scaler import permissions
 from scaler.core import keys
@@ -36,3 +38,73 @@ def test_rbac_has_no_wildcards_and_no_secrets() -> None:
     evict = [r for r in permissions.KUBERNETES_RBAC_RULES if "pods/eviction" in r["resources"]]
     assert evict[0]["verbs"] == ["create"]
     assert not any("delete" in r["verbs"] for r in permissions.KUBERNETES_RBAC_RULES)
+
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def calls(path: str, receivers: str) -> set[str]:
+    text = (ROOT / path).read_text()
+    return set(re.findall(rf"self\.(?:{receivers})\.([a-z_]+)", text))
+
+
+def camel(name: str) -> str:
+    return "".join(part.capitalize() for part in name.split("_"))
+
+
+def test_aws_policy_is_exactly_what_the_provider_calls() -> None:
+    asg = {f"autoscaling:{camel(m)}" for m in calls("scaler/providers/aws.py", "asg")}
+    sqs = {f"sqs:{camel(m)}" for m in calls("scaler/providers/aws.py", "sqs")}
+    doc = permissions.aws_scaler_policy("c", "arn:aws:sqs:us-east-1:123456789012:q")
+    granted = {a for st in doc["Statement"] for a in st["Action"]}
+    assert asg | sqs == granted
+
+
+# Client method -> (API group, resource, verb) it needs.
+KUBE_METHODS = {
+    "list_pod_for_all_namespaces": ("", "pods", "list"),
+    "list_node": ("", "nodes", "list"),
+    "list_pod_disruption_budget_for_all_namespaces": ("policy", "poddisruptionbudgets", "list"),
+    "patch_node": ("", "nodes", "patch"),
+    "create_namespaced_pod_eviction": ("", "pods/eviction", "create"),
+    "create_namespaced_event": ("", "events", "create"),
+    "patch_namespaced_event": ("", "events", "patch"),
+    "replace_namespaced_config_map": ("", "configmaps", "update"),
+    "create_namespaced_config_map": ("", "configmaps", "create"),
+}
+# The Lease is driven by the client's LeaseLock: read, create, replace.
+LEASE = {("coordination.k8s.io", "leases", v) for v in ("get", "create", "update")}
+
+
+def granted_kube(rules: list[dict[str, list[str]]]) -> set[tuple[str, str, str]]:
+    return {(g, r, v) for rule in rules for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
+
+
+def test_rbac_is_exactly_what_the_adapter_calls() -> None:
+    used = calls("scaler/kube/actions.py", "core") | {
+        m for m in re.findall(r"\.(list_[a-z_]+)\b", (ROOT / "scaler/kube/cache.py").read_text())}
+    assert used == set(KUBE_METHODS)
+    needed = {KUBE_METHODS[m] for m in used}
+    needed |= {(g, r, "watch") for g, r, v in needed if v == "list"}  # the informers watch what they list
+    assert granted_kube(permissions.KUBERNETES_RBAC_RULES) | granted_kube(permissions.KUBERNETES_ROLE_RULES) \
+        == needed | LEASE
+
+
+AZURE_METHODS = {
+    "agent_pools.get": "Microsoft.ContainerService/managedClusters/agentPools/read",
+    "machines.list": "Microsoft.ContainerService/managedClusters/agentPools/machines/read",
+    "agent_pools.begin_create_or_update": "Microsoft.ContainerService/managedClusters/agentPools/write",
+    "agent_pools.begin_delete_machines": "Microsoft.ContainerService/managedClusters/agentPools/deleteMachines/action",
+    "virtual_machine_scale_sets.get": "Microsoft.Compute/virtualMachineScaleSets/read",
+    "virtual_machine_scale_sets.begin_update": "Microsoft.Compute/virtualMachineScaleSets/write",
+    "virtual_machine_scale_sets.begin_delete_instances": "Microsoft.Compute/virtualMachineScaleSets/delete/action",
+    "virtual_machine_scale_set_vms.list": "Microsoft.Compute/virtualMachineScaleSets/virtualMachines/read",
+}
+
+
+def test_azure_actions_are_exactly_what_the_provider_calls() -> None:
+    text = (ROOT / "scaler/providers/azure.py").read_text()
+    used = set(re.findall(r"self\.(?:aks|compute)\.([a-z_]+\.[a-z_]+)", text))
+    assert used == set(AZURE_METHODS)
+    polling = {a for a in permissions.AZURE_SCALER_ACTIONS if a.endswith("/locations/operations/read")}
+    assert set(permissions.AZURE_SCALER_ACTIONS) == set(AZURE_METHODS.values()) | polling
