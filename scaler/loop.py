@@ -149,6 +149,13 @@ class Runtime:
                  resets or "none", downs or "none", f"; notes: {plan.notes}" if plan.notes else "",
                  extra={"dry_run": self.dry_run, "scale_ups": ups, "scale_downs": downs, "resets": resets,
                         "pending": len(snapshot.pending), "fresh": snapshot.fresh})
+        stuck = [v for v in plan.verdicts.values() if v.outcome == "unschedulable"]
+        for verdict in stuck[:20]:
+            log.info("pod %s fits no pool: %s", verdict.pod,
+                     "; ".join(f"{p}: {r}" for p, r in sorted(verdict.reasons.items())) or "no pool",
+                     extra={"pod": verdict.pod, "reasons": verdict.reasons})
+        if len(stuck) > 20:
+            log.info("%d more pods fit no pool", len(stuck) - 20)
 
     # --- acting ----------------------------------------------------------------------------------
     def _cloud(self, what: str, fn: Callable[[], None]) -> bool:
