@@ -24,7 +24,7 @@ step() { printf '\n== %s (%ss)\n' "$1" "$SECONDS"; }
 
 lint() {
   step "ansible-lint --profile production"
-  (cd "$repo" && ansible-lint --profile production --offline ansible_collections/gpuburst/cluster roles)
+  (cd "$repo" && ansible-lint --profile production --offline ansible_collections/gpuburst/cluster roles inventories)
 }
 
 build() {
@@ -54,12 +54,29 @@ ensure_podman() {
 
 scenarios() {
   ensure_podman
-  local roles=("$@")
+  local roles=("$@") logs pids=() failed=()
   [ ${#roles[@]} -gt 0 ] || roles=("${ROLES_WITH_SCENARIOS[@]}")
+  logs=${MOLECULE_LOG_DIR:-$(mktemp -d /tmp/gpuburst-molecule.XXXXXX)}
+  mkdir -p "$logs"
+  # The scenarios wait on podman exec far more than they compute: run them side by side.
   for role in "${roles[@]}"; do
-    step "molecule test: $role"
-    (cd "$collection/roles/$role" && molecule test)
+    step "molecule test: $role (log: $logs/$role.log)"
+    (cd "$collection/roles/$role" && exec molecule test) >"$logs/$role.log" 2>&1 &
+    pids+=($!)
   done
+  for i in "${!roles[@]}"; do
+    if wait "${pids[$i]}"; then
+      step "molecule test: ${roles[$i]} passed"
+    else
+      failed+=("${roles[$i]}")
+      step "molecule test: ${roles[$i]} FAILED; its log follows"
+      sed 's/\x1b\[[0-9;]*m//g' "$logs/${roles[$i]}.log" | tail -n 150
+    fi
+  done
+  if [ ${#failed[@]} -gt 0 ]; then
+    echo "run.sh: molecule scenarios failed: ${failed[*]} (logs in $logs)" >&2
+    return 1
+  fi
 }
 
 case $what in

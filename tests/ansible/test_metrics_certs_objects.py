@@ -60,8 +60,9 @@ def _model(obj: dict[str, Any], kind: str) -> Any:
 @pytest.fixture(scope="module")
 def rendered(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[dict[str, Any]], str]:
     tmp = tmp_path_factory.mktemp("metrics-certs")
-    _run_role(tmp)
-    second = _run_role(tmp)
+    apiservices = {"metrics_certs_apiservices": ["v1beta1.custom.metrics.k8s.io", "v1beta1.external.metrics.k8s.io"]}
+    _run_role(tmp, **apiservices)
+    second = _run_role(tmp, **apiservices)
     return tmp, _objects(tmp), second
 
 
@@ -83,7 +84,7 @@ def test_apiservices_trust_the_ca_that_signed_the_serving_certificate(
     _, objects, _ = rendered
     services = objects[1:]
     assert sorted(s["metadata"]["name"] for s in services) == [
-        "v1beta1.custom.metrics.k8s.io", "v1beta1.external.metrics.k8s.io", "v1beta2.custom.metrics.k8s.io"]
+        "v1beta1.custom.metrics.k8s.io", "v1beta1.external.metrics.k8s.io"]
     server = x509.load_pem_x509_certificate(base64.b64decode(objects[0]["data"]["tls.crt"]))
     for service in services:
         spec = service["spec"]

@@ -1,0 +1,42 @@
+"""Print the GPU pools of a gpuburst scaler configuration as JSON, with their nodes' labels and taints.
+
+The labels and taints come from the scaler's pool model (scaler.core.pool), the same object the
+Pulumi program derives the cloud groups' tags and the nodes' kubelet flags from, so the device
+plugin's tolerations can never drift from the pools. Reads YAML from a file or from stdin ("-").
+
+    python gpu_pools.py --source Pulumi.aws-dev.yaml -  <  scalerConfig.yaml
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import yaml
+
+from scaler.core.config import ConfigError, parse_config
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("path", help="scaler configuration (YAML), or - for stdin")
+    parser.add_argument("--source", help="name used in error messages (stack or file)")
+    args = parser.parse_args()
+    source = args.source or args.path
+    text = sys.stdin.read() if args.path == "-" else open(args.path, encoding="utf-8").read()
+    try:
+        config = parse_config(yaml.safe_load(text), source)
+    except (ConfigError, yaml.YAMLError) as err:
+        print(f"{source}: {err}", file=sys.stderr)
+        return 1
+    pools = [
+        {"name": p.name, "labels": p.node_labels(), "taints": [str(t) for t in p.node_taints()]}
+        for p in config.pools if p.role == "gpu"
+    ]
+    print(json.dumps(pools))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,97 @@
+"""The cluster playbook's device plugin values, rendered from this repository's pool files.
+
+`ansible-playbook gpuburst.cluster.cluster` runs for real from the repository root (ansible.cfg,
+the example inventory, the gpuburst_env site role reading a pools file through the scaler's pool
+model) with the cluster calls switched off and the chart values written to a file. The test then
+checks what a user would notice: the plugin's DaemonSet can land on every node of every GPU pool
+(kube-scheduler's taint and node-selector rules, as scaler.core.predicates implements them) and
+on no CPU node.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from scaler.configfile import load_config
+from scaler.core import keys
+from scaler.core.model import Toleration
+from scaler.core.predicates import untolerated_taint
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _render(tmp_path: Path, pools_file: str, **extra: object) -> dict[str, Any]:
+    variables = {
+        "gpuburst_env_pools_file": str(REPO / pools_file),
+        "device_plugin_install": False, "device_plugin_render_dir": str(tmp_path),
+        "metrics_certs_kubernetes": False, "metrics_certs_dir": str(tmp_path / "pki"),
+        **extra,
+    }
+    env = {**os.environ, "ANSIBLE_NOCOLOR": "1", "ANSIBLE_LOCALHOST_WARNING": "0"}
+    env.pop("ANSIBLE_COLLECTIONS_PATH", None)  # ansible.cfg must be enough
+    proc = subprocess.run(
+        [str(Path(sys.executable).parent / "ansible-playbook"), "gpuburst.cluster.cluster",
+         "-e", json.dumps(variables)],
+        capture_output=True, text=True, env=env, cwd=REPO, check=False, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-3000:]
+    values: dict[str, Any] = yaml.safe_load((tmp_path / "device-plugin-values.yml").read_text())
+    return values
+
+
+POOL_FILES = ["examples/pools-aws.yaml", "examples/pools-azure.yaml"]
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    """One playbook run per pools file (each run takes seconds)."""
+    return {f: _render(tmp_path_factory.mktemp("render"), f) for f in POOL_FILES}
+
+
+@pytest.mark.parametrize("pools_file", POOL_FILES)
+def test_plugin_lands_on_every_gpu_pool_and_no_cpu_pool(rendered: dict[str, dict[str, Any]], pools_file: str) -> None:
+    values = rendered[pools_file]
+    tolerations = [Toleration(**t) for t in values["tolerations"]]
+    selector = values["nodeSelector"]
+    pools = load_config(REPO / pools_file).pools
+    assert any(p.role == "gpu" for p in pools)
+    for pool in pools:
+        node = pool.template_node()
+        selected = all(node.labels.get(k) == v for k, v in selector.items())
+        assert selected == (pool.role == "gpu"), pool.name
+        if pool.role == "gpu":
+            assert untolerated_taint(tolerations, node.taints) is None, pool.name
+    # Exactly the GPU pools' taints, nothing wider (no blanket toleration).
+    wanted = {(t.key, t.effect) for p in pools if p.role == "gpu" for t in p.node_taints()}
+    assert {(t.key, t.effect) for t in tolerations} == wanted
+    assert all(t.key for t in tolerations)
+
+
+def test_aws_and_azure_taints_are_all_covered(rendered: dict[str, dict[str, Any]]) -> None:
+    aws = {t["key"] for t in rendered["examples/pools-aws.yaml"]["tolerations"]}
+    azure = {t["key"] for t in rendered["examples/pools-azure.yaml"]["tolerations"]}
+    assert {keys.TAINT_GPU, keys.TAINT_MIN_GPUS} <= aws
+    # The Azure example has Spot GPU pools: AKS taints their nodes, and the plugin must still run there.
+    assert {keys.TAINT_GPU, keys.TAINT_AZURE_SPOT} <= azure
+
+
+def test_time_slicing_and_mig_settings(tmp_path: Path) -> None:
+    values = _render(tmp_path, "examples/pools-aws.yaml",
+                     device_plugin_time_slicing_replicas=4, device_plugin_mig_strategy="single")
+    assert values["migStrategy"] == "single"
+    config = yaml.safe_load(values["config"]["map"][values["config"]["default"]])
+    assert config["flags"]["migStrategy"] == "single"
+    assert config["sharing"]["timeSlicing"]["resources"] == [{"name": keys.RES_GPU, "replicas": 4}]
+
+
+def test_no_time_slicing_config_by_default(rendered: dict[str, dict[str, Any]]) -> None:
+    values = rendered["examples/pools-aws.yaml"]
+    assert "config" not in values
+    assert values["migStrategy"] == "none"
