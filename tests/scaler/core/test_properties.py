@@ -21,7 +21,7 @@ from scaler.core.planner import plan
 from scaler.core.resources import fits, total
 from scaler.core.scaledown import blocker, plan_scale_down
 from scaler.core.scaleup import plan_scale_up
-from scaler.core.snapshot import PoolObservation, Snapshot, State
+from scaler.core.snapshot import LaunchFailure, PoolObservation, Snapshot, State
 from scaler.core.state import advance
 
 SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -185,3 +185,28 @@ def test_scale_down_only_removes_nodes_whose_pods_may_be_evicted(snap: Snapshot)
         registered[n.pool or ""] = registered.get(n.pool or "", 0) + 1
     for name, n in per_pool.items():
         assert registered[name] - n >= cfg.pool(name).min_size
+
+
+@SETTINGS
+@given(st.lists(st.tuples(st.integers(0, 6), st.integers(0, 6), st.booleans(), st.integers(0, 400)),
+                min_size=1, max_size=8))
+def test_in_flight_always_equals_desired_minus_registered(passes: list[tuple[int, int, bool, int]]) -> None:
+    """Whatever the cloud reports pass after pass, the recorded requests add up to what is in flight,
+    a size given back is never below what exists, and backoff never exceeds its maximum."""
+    pool = CFG.pool("gpu1-spot-a")
+    state, now = State(), 1000.0
+    for desired, registered, failed, step in passes:
+        now += step
+        nodes = [node_of(CFG, pool.name, f"n{i}") for i in range(registered)]
+        instances = max(registered, desired - 1 if failed else desired)
+        fails = [LaunchFailure(None, "other", "x", "y", now)] if failed else []
+        snap = Snapshot(now=now, pending=[], nodes=nodes,
+                        pools={pool.name: PoolObservation(pool, desired, instances, fails)})
+        adv = advance(snap, state, CFG)
+        state = adv.state
+        assert sum(r.count for r in state.in_flight.get(pool.name, [])) == adv.in_flight(pool.name)
+        assert adv.desired[pool.name] >= min(desired, registered)  # a reset never cuts below what registered
+        for reset in adv.resets:
+            assert reset.desired >= registered and reset.desired < desired
+        for b in state.backoff.values():
+            assert b.until - now <= CFG.timings.backoff_max
