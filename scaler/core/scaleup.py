@@ -717,24 +717,31 @@ def _verdicts(cls: PodClass, placement: Placement, reasons: dict[str, str], rest
               verdicts: dict[str, PodVerdict], new_pods: dict[int, list[Pod]], placed_on: dict[str, str]) -> None:
     """One verdict per pod. The pods of a class share one reasons mapping: read it, do not change it."""
     pods = iter(cls.pods)
+    own: dict[str | None, dict[str, str]] = {}  # without the pool the pod lands in (it hit its max later)
     for b, k in placement:
         kind, pool = b.kind, b.pool
+        if pool in reasons:
+            if pool not in own:
+                own[pool] = {p: r for p, r in reasons.items() if p != pool}
+            mine_reasons = own[pool]
+        else:
+            mine_reasons = reasons
         if kind == "new":
             mine = new_pods.setdefault(id(b), [])
             for _ in range(k):
                 pod = next(pods)
-                verdicts[pod.key] = PodVerdict(pod.key, "scale-up", pool, None, reasons)
+                verdicts[pod.key] = PodVerdict(pod.key, "scale-up", pool, None, mine_reasons)
                 mine.append(pod)
         elif kind == "in-flight":
             for _ in range(k):
                 pod = next(pods)
-                verdicts[pod.key] = PodVerdict(pod.key, "fits-in-flight", pool, None, reasons)
+                verdicts[pod.key] = PodVerdict(pod.key, "fits-in-flight", pool, None, mine_reasons)
         else:
             outcome: Outcome = "fits-existing" if kind == "existing" else "fits-in-flight"
             b.touched = True
             for _ in range(k):
                 pod = next(pods)
-                verdicts[pod.key] = PodVerdict(pod.key, outcome, pool, b.name, reasons)
+                verdicts[pod.key] = PodVerdict(pod.key, outcome, pool, b.name, mine_reasons)
                 placed_on[pod.key] = b.name
     why = {**reasons, "*": rest_reason} if rest_reason else reasons
     for pod in pods:

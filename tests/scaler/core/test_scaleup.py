@@ -104,6 +104,8 @@ def test_pool_max_sends_the_rest_to_the_next_pool() -> None:
     assert [u.new_desired for u in result.scale_ups if u.pool == "gpu1-spot-a"] == [2]
     moved = [v for v in result.verdicts.values() if v.outcome == "scale-up" and v.pool != "gpu1-spot-a"]
     assert moved and all(v.reasons["gpu1-spot-a"] == "pool at max (2)" for v in moved)
+    landed = [v for v in result.verdicts.values() if v.pool == "gpu1-spot-a"]
+    assert landed and all("gpu1-spot-a" not in v.reasons for v in landed)
 
 
 @pytest.mark.parametrize(("limits", "reason"), [
