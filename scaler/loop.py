@@ -19,6 +19,7 @@ import functools
 import logging
 import os
 import random
+import signal
 import socket
 import sys
 import threading
@@ -32,7 +33,7 @@ from scaler.core import keys
 from scaler.core.config import ConfigError, ScalerConfig
 from scaler.core.model import Node, Pod
 from scaler.core.planner import plan as core_plan
-from scaler.core.snapshot import Plan, PoolObservation, ScaleDown, Snapshot, State
+from scaler.core.snapshot import Plan, PoolObservation, ScaleDown, SetSize, Snapshot, State
 from scaler.kube.actions import KubeActions, KubeError, Leader, ObjectRef
 from scaler.kube.cache import ClusterCache
 from scaler.kube.client import api_client
@@ -169,7 +170,7 @@ class Runtime:
 
     def _act(self, plan: Plan, snapshot: Snapshot) -> None:
         for reset in plan.resets:
-            self._cloud(f"reset {reset.pool}", functools.partial(self.provider.set_desired, reset.pool, reset.desired))
+            self._reset(reset, snapshot)
         targets: dict[str, int] = {}
         added: dict[str, int] = {}
         for up in plan.scale_ups:
@@ -180,6 +181,19 @@ class Runtime:
                 self.metrics.scale_ups.labels(pool).inc(added[pool])
         for down in plan.scale_downs:
             self._start_drain(down, snapshot.now)
+
+    def _reset(self, reset: SetSize, snapshot: Snapshot) -> None:
+        """Give a size back. Instances no Node names (they never registered) are terminated by id first:
+        lowering the size alone would leave them running in a group protected from scale-in."""
+        obs = snapshot.pools.get(reset.pool)
+        finder = getattr(self.provider, "unregistered", None)
+        if obs is not None and finder is not None and obs.instances > reset.desired:
+            registered = {n.provider_id for n in snapshot.nodes if n.provider_id}
+            for pid in list(finder(reset.pool, registered))[:obs.instances - reset.desired]:
+                if self._cloud(f"terminate unregistered {pid}",
+                               functools.partial(self.provider.delete_node, reset.pool, pid)):
+                    log.warning("terminated %s of pool %s: it never registered as a node", pid, reset.pool)
+        self._cloud(f"reset {reset.pool}", functools.partial(self.provider.set_desired, reset.pool, reset.desired))
 
     def _start_drain(self, down: ScaleDown, now: float) -> None:
         if down.node in self.drains or self.actions is None:
@@ -498,8 +512,9 @@ def main(args: argparse.Namespace) -> int:
     leader = Leader(api, args.namespace, args.identity, lease_seconds=max(15, int(3 * interval)))
     runtime = Runtime(config, provider, cache, actions, leader=leader, metrics=metrics, health=health,
                       dry_run=args.dry_run, interval=interval)
-    log.info("gpuburst scaler running: cluster %s, %d pools, every %.0fs%s", config.cluster,
-             len(provider.pools()), interval, " (dry run)" if args.dry_run else "")
+    signal.signal(signal.SIGTERM, lambda *_: runtime.stop.set())  # finish the pass, then exit
+    log.info("gpuburst scaler running: cluster %s, %d configured pools, every %.0fs%s", config.cluster,
+             len(config.pools), interval, " (dry run)" if args.dry_run else "")
     try:
         return runtime.run(once=args.once)
     except KeyboardInterrupt:

@@ -321,6 +321,15 @@ class AwsProvider:
         grp.desired = max(grp.min_size, grp.desired - 1)
         grp.instances = [i for i in grp.instances if i["InstanceId"] != iid]
 
+    def unregistered(self, pool: str, registered: set[str]) -> list[str]:
+        """Provider IDs of the pool's live instances that no Node names."""
+        out = []
+        for i in self.group(pool).live:
+            pid = provider_id(str(i["AvailabilityZone"]), str(i["InstanceId"]))
+            if pid not in registered:
+                out.append(pid)
+        return out
+
     def pool_of(self, provider_id: str) -> str | None:
         iid = instance_id(provider_id)
         return self._by_instance.get(iid) if iid else None

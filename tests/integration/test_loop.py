@@ -107,6 +107,9 @@ def test_fault_node_never_registers(world: World, kube: FakeKube) -> None:
     for _ in range(3):
         world.step()
     assert world.desired("gpu-spot-a") == 0  # the request is given back
+    # and the instance that never became a node is terminated: the group is protected from scale-in,
+    # so lowering the size alone would leave it running (and billed).
+    assert world.instance_ids("gpu-spot-a") == set()
     assert world.desired("gpu-od") == 1  # and the pod goes to the fallback pool
     assert ("gpu-spot-a", "us-east-1a") in world.runtime.state.unavailable
     for _ in range(3):
