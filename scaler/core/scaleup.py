@@ -95,6 +95,7 @@ class Slot:
     empty: list[int]  # free resources of a new node (allocatable minus the pool's DaemonSets)
     price: float
     spot: bool
+    shape: int = 0  # slots with equal `empty` share a shape
 
 
 @dataclass(slots=True)
@@ -418,6 +419,7 @@ def build_packer(snapshot: Snapshot, config: ScalerConfig, adv: Advanced) -> tup
         group = packer.group_for(node, taints)
         packer.add_bin(node, free, kind, group, pname, node.labels.get(keys.LABEL_ZONE))
     slots: list[Slot] = []
+    shapes: dict[tuple[int, ...], int] = {}
     for name, obs in snapshot.pools.items():
         pool = obs.pool
         price = config.price(pool)
@@ -425,7 +427,8 @@ def build_packer(snapshot: Snapshot, config: ScalerConfig, adv: Advanced) -> tup
             tmpl = templates[(name, zone)]
             group = packer.group_for(tmpl, tmpl.taints, own=("slot", name, zone))
             empty = packer.vec(predicates.free_resources(tmpl))
-            slots.append(Slot(pool, zone, group, empty, price, pool.capacity_type == "spot"))
+            shape = shapes.setdefault(tuple(empty), len(shapes))
+            slots.append(Slot(pool, zone, group, empty, price, pool.capacity_type == "spot", shape))
         count = min(adv.in_flight(name), MAX_IN_FLIGHT_BINS)
         if not count:
             continue
@@ -592,13 +595,18 @@ class _Planner:
             reasons = dict(static_reasons)
             cands: list[Candidate] = []
             used = dict(cls.nz)
+            # Slots of the same instance type share the numbers: compute them once per shape.
+            shapes: dict[int, tuple[int, tuple[tuple[int, int], ...]]] = {}
             for name, ok in allowed:
                 before = len(cands)
                 for slot in ok:
-                    k = _fit_count(slot.empty, cls.nz, 1 << 30)
-                    if k > 0:
+                    shape = shapes.get(slot.shape)
+                    if shape is None:
+                        k = _fit_count(slot.empty, cls.nz, 1 << 30)
                         terms = tuple((slot.empty[i], used.get(i, 0)) for i in self._waste_idx if slot.empty[i] > 0)
-                        cands.append(Candidate(slot, k, terms))
+                        shape = shapes[slot.shape] = (k, terms)
+                    if shape[0] > 0:
+                        cands.append(Candidate(slot, shape[0], shape[1]))
                 if len(cands) == before:
                     empty = ok[0].empty
                     short = [self.packer.resources[i] for i, a in cls.nz if empty[i] < a]
