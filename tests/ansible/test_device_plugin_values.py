@@ -95,3 +95,15 @@ def test_no_time_slicing_config_by_default(rendered: dict[str, dict[str, Any]]) 
     values = rendered["examples/pools-aws.yaml"]
     assert "config" not in values
     assert values["migStrategy"] == "none"
+
+
+def test_bad_pools_file_is_refused_naming_the_file_and_pool(tmp_path: Path) -> None:
+    bad = tmp_path / "pools.yaml"
+    bad.write_text("cluster: c\ncloud: aws\npools:\n  - name: gpu1\n    instance_types: [g6.xlarge]\n"
+                   "    zones: [us-east-1a]\n    min: 5\n    max: 2\n")
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "roles" / "gpuburst_env" / "files" / "gpu_pools.py"), str(bad)],
+        capture_output=True, text=True, check=False, timeout=60)
+    assert proc.returncode == 1
+    assert str(bad) in proc.stderr and "gpu1" in proc.stderr
+    assert proc.stdout == ""
