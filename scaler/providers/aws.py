@@ -194,6 +194,7 @@ class AwsProvider:
         self._groups: dict[str, Group] = {}
         self._by_instance: dict[str, str] = {}
         self._seen_activities: set[str] = set()
+        self._watch_until: dict[str, float] = {}  # pool -> read its scaling activities until then
         self._started = clock()
         self._refreshed = False
 
@@ -274,7 +275,9 @@ class AwsProvider:
         self.refresh()
         out: dict[str, PoolObservation] = {}
         for name, grp in self._groups.items():
-            failures = self._failures(grp) if grp.desired > len(grp.live) else []
+            # Launch failures matter while a launch is owed or was asked for recently.
+            watching = grp.desired > len(grp.live) or self._clock() < self._watch_until.get(name, 0.0)
+            failures = self._failures(grp) if watching else []
             out[name] = PoolObservation(pool=grp.pool, desired=grp.desired, instances=len(grp.live),
                                         failures=failures)
         return out
@@ -308,6 +311,8 @@ class AwsProvider:
                                 kind="invalid", retryable=False)
         self._call("SetDesiredCapacity", self.asg.set_desired_capacity, AutoScalingGroupName=grp.name,
                    DesiredCapacity=desired, HonorCooldown=False)
+        if desired > grp.desired:
+            self._watch_until[pool] = self._clock() + self.config.timings.provision_timeout
         grp.desired = desired
 
     def delete_node(self, pool: str, provider_id: str) -> None:

@@ -110,3 +110,39 @@ class Faults:
                 f"<Code>{self.code}</Code><Message>Rate exceeded</Message></Error>"
                 "<RequestId>3b1d3b5a-0000-4000-8000-000000000000</RequestId></ErrorResponse>").encode()
         return AWSResponse(request.url, self.status, {"Content-Type": "text/xml"}, _Raw(body))
+
+
+class FailedLaunch:
+    """DescribeScalingActivities for `group` answers with one failed launch activity carrying AWS's own
+    status message (moto records no failed activities); other groups reach moto."""
+
+    def __init__(self, client: Any, group: str, message: str, zone: str, at: float) -> None:
+        self.group, self.message, self.zone, self.at = group, message, zone, at
+        client.meta.events.register("before-send.autoscaling.DescribeScalingActivities", self)
+
+    def __call__(self, request: Any, **_: Any) -> Any:
+        from urllib.parse import parse_qs
+        from xml.sax.saxutils import escape
+
+        from botocore.awsrequest import AWSResponse
+
+        body = parse_qs(request.body.decode() if isinstance(request.body, bytes) else request.body)
+        if body.get("AutoScalingGroupName") != [self.group]:
+            return None
+        when = datetime.fromtimestamp(self.at, UTC).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+        details = json.dumps({"Subnet ID": "subnet-0f77a91e1abb847ae", "Availability Zone": self.zone})
+        xml = (
+            '<DescribeScalingActivitiesResponse xmlns="http://autoscaling.amazonaws.com/doc/2011-01-01/">'
+            "<DescribeScalingActivitiesResult><Activities><member>"
+            "<ActivityId>5625d008-fbbd-d50b-581c-5b8c634ab00e</ActivityId>"
+            f"<AutoScalingGroupName>{escape(self.group)}</AutoScalingGroupName>"
+            f"<Description>Launching a new EC2 instance.  Status Reason: {escape(self.message)}</Description>"
+            "<Cause>At 2026-11-22T03:00:00Z an instance was started in response to a difference between desired "
+            "and actual capacity, increasing the capacity from 0 to 1.</Cause>"
+            f"<StartTime>{when}</StartTime><EndTime>{when}</EndTime><StatusCode>Failed</StatusCode>"
+            f"<StatusMessage>{escape(self.message)}</StatusMessage><Progress>100</Progress>"
+            f"<Details>{escape(details)}</Details>"
+            "</member></Activities></DescribeScalingActivitiesResult>"
+            "<ResponseMetadata><RequestId>6f2b4c8e-0000-4000-8000-000000000000</RequestId></ResponseMetadata>"
+            "</DescribeScalingActivitiesResponse>").encode()
+        return AWSResponse(request.url, 200, {"Content-Type": "text/xml"}, _Raw(xml))

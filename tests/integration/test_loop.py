@@ -11,7 +11,7 @@ import pytest
 
 from scaler.core import keys
 from scaler.core.config import ScalerConfig, parse_config
-from tests.fakes.aws import Faults, MotoAws
+from tests.fakes.aws import FailedLaunch, Faults, MotoAws
 from tests.fakes.kubeapi import FakeKube, pdb, pod
 from tests.fakes.world import World
 
@@ -43,12 +43,19 @@ def world(aws: MotoAws, kube: FakeKube, config: ScalerConfig, tmp_path: Path) ->
 
 def test_pending_gpu_pods_scale_up_spot_then_idle_nodes_go(world: World, kube: FakeKube) -> None:
     pods = world.gpu_pods("train", 3, pending=True)
+    kube.put("pods", pod("huge", gpus=16, pending=True))  # no pool has 16 GPUs a node
     plan = world.step()
     assert plan is not None
     assert [(u.pool, u.new_desired) for u in plan.scale_ups] == [("gpu-spot-a", 3)]
     assert world.desired("gpu-spot-a") == 3 and world.desired("gpu-od") == 0
     events = {(e["involvedObject"]["name"], e["reason"]) for e in kube.objects("events")}
     assert {(p, "TriggeredScaleUp") for p in pods} <= events
+    [up] = [e for e in kube.objects("events") if e["involvedObject"]["name"] == pods[0]]
+    assert up["message"] == "pod triggered scale-up: [{gpu-spot-a 0->3 (max: 20)}]"
+    [stuck] = [e for e in kube.objects("events") if e["involvedObject"]["name"] == "huge"]
+    assert stuck["reason"] == "NotTriggerScaleUp"
+    assert "gpu-od: Insufficient nvidia.com/gpu" in stuck["message"]
+    assert "gpu-spot-a: Insufficient nvidia.com/gpu" in stuck["message"]
     # Nothing more is asked while the nodes boot.
     assert world.step().scale_ups == []  # type: ignore[union-attr]
     nodes = world.register("gpu-spot-a")
@@ -57,7 +64,7 @@ def test_pending_gpu_pods_scale_up_spot_then_idle_nodes_go(world: World, kube: F
     world.step()
     assert world.desired("gpu-spot-a") == 3
     # The jobs finish: the nodes are idle, and after unneeded_time they are drained and removed.
-    for p in pods:
+    for p in [*pods, "huge"]:
         kube.delete("pods", f"default/{p}")
     for _ in range(10):
         world.step()
@@ -222,3 +229,19 @@ def test_fault_pdb_blocks_eviction(world: World, kube: FakeKube) -> None:
     assert all(t["key"] != keys.TAINT_DISRUPTING for t in node["spec"]["taints"])
     assert any(e["reason"] == "ScaleDownFailed" for e in kube.objects("events"))
     assert len(world.instance_ids("gpu-od")) == 2
+
+
+def test_launch_failure_marks_the_offering_unavailable(world: World, kube: FakeKube) -> None:
+    world.gpu_pods("train", 1, pending=True)
+    world.step()
+    assert world.desired("gpu-spot-a") == 1
+    FailedLaunch(world.provider.asg, world.groups["gpu-spot-a"],
+                 "There is no Spot capacity available that matches your request. Launching EC2 instance failed.",
+                 "us-east-1a", world.clock.t + 5)
+    world.step()
+    until = world.runtime.state.unavailable.get(("gpu-spot-a", "us-east-1a"))
+    assert until is not None and until > world.clock.t
+    metrics = world.runtime.metrics
+    assert metrics.unavailable.labels("gpu-spot-a", "us-east-1a")._value.get() == 1
+    status = kube.get("configmaps", "gpuburst-system/gpuburst-scaler-status")
+    assert status is not None and '"gpu-spot-a/us-east-1a"' in status["data"]["status.json"]
