@@ -58,7 +58,7 @@ class Bin:
 class Group:
     """Nodes the static predicates cannot tell apart."""
 
-    __slots__ = ("bins", "bound", "label_id", "node", "taint_id", "unsched")
+    __slots__ = ("bins", "bound", "label_id", "node", "start", "taint_id", "unsched")
 
     def __init__(self, label_id: int, taint_id: int, unsched: bool, node: Node) -> None:
         self.label_id = label_id
@@ -67,6 +67,7 @@ class Group:
         self.node = node  # a representative: its labels and taints are the group's
         self.bins: list[Bin] = []
         self.bound: list[int] | None = None  # elementwise max of free over bins, None = unknown
+        self.start = 0  # bins before this one are too full for any pod of the pass
 
 
 class PodClass:
@@ -159,6 +160,27 @@ class Packer:
         self._classes: dict[tuple[object, ...], PodClass] = {}
         self._journal: list[tuple[Bin, list[int] | None]] | None = None
         self.in_flight_groups: list[Group] = []  # booting nodes of multi-zone pools (zone unknown)
+        # (resource, amount) every pod of the pass requests at least: a bin with less is dead.
+        self.dead: tuple[tuple[int, int], ...] = ()
+
+    def set_min_request(self, pods: Iterable[Pod]) -> None:
+        """Declare every pod this pass will place (pending and evictable): bins that cannot take the
+        smallest of them on some resource they all request are skipped from then on."""
+        low: dict[str, int] | None = None
+        for pod in pods:
+            req = pod.requests
+            if low is None:
+                low = {r: v for r, v in req.items() if v > 0}
+                continue
+            for r in list(low):
+                v = req.get(r, 0)
+                if v <= 0:
+                    del low[r]
+                elif v < low[r]:
+                    low[r] = v
+            if not low:
+                break
+        self.dead = tuple((self.index[r], v) for r, v in (low or {}).items())
 
     # --- vectors ---------------------------------------------------------------------------
     def vec(self, res: Mapping[str, int]) -> list[int]:
@@ -273,11 +295,19 @@ class Packer:
         placed = 0
         nz = cls.nz
         journal = self._journal
+        dead = self.dead
         for group in groups:
             bound = group.bound
             if bound is not None and any(bound[i] < a for i, a in nz):
                 continue
-            for b in group.bins:
+            bins = group.bins
+            start = group.start
+            if dead:  # skip the leading bins too full for any pod of this pass (FFD fills them first)
+                while start < len(bins) and any(bins[start].free[i] < m for i, m in dead):
+                    start += 1
+                group.start = start
+            for j in range(start, len(bins)):
+                b = bins[j]
                 free = b.free
                 k = n - placed
                 for i, a in nz:  # _fit_count, inlined: this loop is the planner's hottest
@@ -297,7 +327,7 @@ class Packer:
                 if placed >= n:
                     return placed
             # The whole group was looked at and could not take the rest: tighten its bound.
-            live = [b.free for b in group.bins if not b.removed]
+            live = [b.free for b in bins[start:] if not b.removed]
             group.bound = [max(col) for col in zip(*live, strict=True)] if live else [0] * len(self.resources)
         return placed
 
@@ -318,6 +348,7 @@ class Packer:
             else:
                 b.free[:] = old
             b.group.bound = None
+            b.group.start = 0
 
     def open_bin(self, slot: Slot, name: str) -> Bin:
         node = slot.group.node
@@ -395,6 +426,7 @@ def build_packer(snapshot: Snapshot, config: ScalerConfig, adv: Advanced) -> tup
         _resource_names(snapshot, [t.allocatable for t in templates.values()]),
         referenced_keys([*snapshot.pending, *running]),
     )
+    packer.set_min_request([*snapshot.pending, *running])
     for node in snapshot.nodes:
         pname = node_pool(node)
         seen = snapshot.pools.get(pname) if pname else None
