@@ -1,0 +1,110 @@
+"""The loop on Azure: the real SDK clients against the fake ARM, the kube adapter against the fake API
+server. A pending pod grows an AKS agent pool; an evicted Spot instance of a scale set is drained,
+replaced in the fallback pool and deleted."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import responses
+
+from scaler.core.config import ScalerConfig, parse_config
+from scaler.core.resources import format_resources
+from scaler.kube.actions import KubeActions, Leader
+from scaler.kube.cache import ClusterCache
+from scaler.kube.client import api_client
+from scaler.loop import Runtime
+from scaler.providers.azure import AzureProvider
+from tests.fakes.arm import FakeArm, FakeCredential
+from tests.fakes.kubeapi import FakeKube, pod
+from tests.fakes.world import Clock
+
+pytestmark = pytest.mark.integration
+SUB, RG, CLUSTER = "00000000-0000-0000-0000-000000000002", "burst-rg", "burst"
+CONFIG = {
+    "cluster": CLUSTER, "cloud": "azure", "region": "eastus",
+    "pools": [
+        {"name": "gpu-vmss", "azure_kind": "vmss", "provider_ref": "gpu-vmss", "capacity_type": "spot",
+         "vm_size": "Standard_NC4as_T4_v3", "zones": ["1"], "max": 5, "fallback": "gpu-od"},
+        {"name": "gpu-od", "provider_ref": "gpuod", "vm_size": "Standard_NC4as_T4_v3", "zones": ["1"], "max": 3},
+    ],
+}
+
+
+@pytest.fixture
+def config() -> ScalerConfig:
+    return parse_config(CONFIG, "test")
+
+
+@pytest.fixture
+def arm() -> Iterator[FakeArm]:
+    with responses.RequestsMock(assert_all_requests_are_fired=False) as rsps:
+        fake = FakeArm(rsps, SUB, RG, CLUSTER)
+        fake.add_scale_set("gpu-vmss", 2, "Standard_NC4as_T4_v3", spot=True)
+        fake.add_agent_pool("gpuod", 0, "Standard_NC4as_T4_v3")
+        yield fake
+
+
+def add_node(kube: FakeKube, config: ScalerConfig, pool_name: str, name: str, provider_id: str) -> None:
+    pool = config.pool(pool_name)
+    tmpl = pool.template_node("1")
+    kube.put("nodes", {
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "labels": {**tmpl.labels, "kubernetes.io/hostname": name}},
+        "spec": {"providerID": provider_id,
+                 "taints": [{"key": t.key, "value": t.value, "effect": t.effect} for t in pool.node_taints()]},
+        "status": {"allocatable": format_resources(tmpl.allocatable),
+                   "conditions": [{"type": "Ready", "status": "True"}]}})
+
+
+def test_azure_scale_up_and_spot_eviction(arm: FakeArm, kube: FakeKube, config: ScalerConfig,
+                                          tmp_path: Path) -> None:
+    api = api_client(str(kube.kubeconfig(tmp_path / "kc")))
+    cache = ClusterCache(api, watch_timeout=5, backoff_initial=0.05, backoff_max=0.2)
+    cache.start()
+    try:
+        assert cache.wait_synced(5)
+        clock = Clock()
+        provider = AzureProvider(config, subscription_id=SUB, resource_group=RG, credential=FakeCredential(),
+                                 polling_interval=0, clock=clock)
+        runtime = Runtime(config, provider, cache, KubeActions(api, "gpuburst-system"),
+                          leader=Leader(api, "gpuburst-system", "r"), clock=clock)
+        spot_nodes = []
+        for i in ("0", "1"):  # the scale set's two Spot instances are nodes, each running a job
+            name = f"gpu-vmss00000{i}"
+            add_node(kube, config, "gpu-vmss", name, "azure://" + arm.vmss_vm_id("gpu-vmss", i, RG))
+            kube.put("pods", pod(f"job-{i}", node_name=name, gpus=1, cpu="1"))
+            spot_nodes.append(name)
+        kube.recreate_evicted = True
+
+        def step(seconds: float = 10) -> None:
+            clock.t += seconds
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline:  # let the watch deliver what the fake holds
+                cached = {o["metadata"]["resourceVersion"] for o in cache.pods.items() + cache.nodes.items()}
+                stored = {o["metadata"]["resourceVersion"] for o in kube.objects("pods") + kube.objects("nodes")}
+                if cached == stored:
+                    break
+                time.sleep(0.02)
+            runtime.run_once()
+
+        step()
+        assert arm.scale_sets["gpu-vmss"]["sku"]["capacity"] == 2
+        arm.evict("gpu-vmss", "0")  # Azure reclaims one Spot VM (eviction policy Deallocate)
+        step()
+        node = kube.get("nodes", f"/{spot_nodes[0]}")
+        assert node is not None and node["spec"]["unschedulable"] is True
+        assert ("default/job-0", 201) in kube.evictions
+        assert ("PUT agentPool", "gpuod count=1") in arm.calls  # the replacement, in the fallback pool
+        step()
+        assert ("POST vmss delete", "gpu-vmss ['0']") in arm.calls  # the evicted VM is deleted
+        assert arm.scale_sets["gpu-vmss"]["sku"]["capacity"] == 1
+        names = {p["metadata"]["name"] for p in kube.objects("pods")}
+        assert names == {"job-1", "job-0-r"}  # no pod lost: the evicted job waits for the replacement
+        step()
+        assert arm.agent_pools["gpuod"]["properties"]["count"] == 1  # not asked twice
+    finally:
+        cache.stop()
