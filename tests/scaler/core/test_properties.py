@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from core_builders import GPU_TOL, MIN_GPUS_TOL, POOLS, config, node_of, pod
@@ -21,7 +22,7 @@ from scaler.core.planner import plan
 from scaler.core.resources import fits, total
 from scaler.core.scaledown import blocker, plan_scale_down
 from scaler.core.scaleup import plan_scale_up
-from scaler.core.snapshot import LaunchFailure, PoolObservation, Snapshot, State
+from scaler.core.snapshot import Backoff, LaunchFailure, PoolObservation, Snapshot, State
 from scaler.core.state import advance
 
 SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -210,3 +211,14 @@ def test_in_flight_always_equals_desired_minus_registered(passes: list[tuple[int
             assert reset.desired >= registered and reset.desired < desired
         for b in state.backoff.values():
             assert b.until - now <= CFG.timings.backoff_max
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(clusters())
+def test_plan_is_pure_and_deterministic(snap: Snapshot) -> None:
+    state = State(unneeded_since={n.name: 0.0 for n in snap.nodes}, backoff={"gpu1-spot-a": Backoff(6000.0, 1)})
+    before_snap, before_state = copy.deepcopy(snap), copy.deepcopy(state)
+    first, next_state = plan(snap, state, CFG)
+    assert snap == before_snap and state == before_state  # nothing the caller passed in was changed
+    again, again_state = plan(snap, state, CFG)
+    assert first == again and next_state == again_state
