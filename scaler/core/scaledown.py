@@ -21,6 +21,7 @@ from scaler.core.snapshot import ScaleDown, Snapshot
 from scaler.core.state import Advanced, node_pool
 
 _EXISTING = frozenset({"existing"})
+NOTE_EXAMPLES = 5
 
 
 def is_mirror(pod: Pod) -> bool:
@@ -129,6 +130,7 @@ def plan_scale_down(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, up:
     allowed = [b.disruptions_allowed for b in snapshot.pdbs]
     attempts = max(4 * budget, 20)
     candidates.sort(key=lambda c: c[0])
+    kept: list[str] = []  # unneeded nodes that stay, and why
     for _, node, pool, util, since in candidates:
         if len(out.scale_downs) >= budget or attempts <= 0:
             break
@@ -137,7 +139,7 @@ def plan_scale_down(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, up:
             continue
         why = next((w for w in (blocker(p) for p in node.pods) if w), None)
         if why is not None:
-            out.notes.append(f"node {node.name} is unneeded but not removable: {why}")
+            kept.append(f"{node.name}: {why}")
             continue
         evict = to_evict(node.pods)
         need: dict[int, int] = {}
@@ -146,8 +148,8 @@ def plan_scale_down(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, up:
                 need[i] = need.get(i, 0) + 1
         short = [snapshot.pdbs[i] for i, n in need.items() if n > allowed[i]]
         if short:
-            out.notes.append(f"node {node.name}: PodDisruptionBudget {short[0].namespace}/{short[0].name} "
-                             "allows no more disruptions")
+            kept.append(f"{node.name}: PodDisruptionBudget {short[0].namespace}/{short[0].name} allows no more "
+                        "disruptions")
             continue
         if evict:
             assert b is not None  # only broken nodes have no bin, and they have nothing to evict
@@ -166,7 +168,7 @@ def plan_scale_down(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, up:
                 packer.rollback()
                 b.removed = False
                 b.group.bound = None  # it may have been tightened without this node
-                out.notes.append(f"node {node.name}: its pods do not fit on the other nodes")
+                kept.append(f"{node.name}: its pods do not fit on the other nodes")
                 continue
             packer.commit()
             pods_by_class = iter(p for cls in classes for p in cls.pods)  # fill placed them in this order
@@ -183,4 +185,7 @@ def plan_scale_down(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, up:
             f"utilization {util:.2f} under {sd.utilization_threshold:.2f}"
         out.scale_downs.append(ScaleDown(pool.name, node.name, node.provider_id, tuple(p.key for p in evict),
                                          f"{what} for {now - since:.0f}s"))
+    if kept:  # one note, not one per node: a big idle cluster would flood the log every pass
+        more = f"; and {len(kept) - NOTE_EXAMPLES} more" if len(kept) > NOTE_EXAMPLES else ""
+        out.notes.append(f"{len(kept)} unneeded node(s) kept: " + "; ".join(kept[:NOTE_EXAMPLES]) + more)
     return out
