@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import gc
+import os
 import random
 import resource
 import statistics
@@ -154,14 +155,18 @@ def run_one(n_pods: int, repeat: int, seed: int, workloads: int) -> str:
     # Every node has been under the threshold for long: the pass also runs the scale-down planner's
     # drain simulation (budget 10% of the nodes), not only the scale-up.
     state = State(unneeded_since={n.name: 0.0 for n in snap.nodes})
-    times = []
+    times, cpu = [], []
     for _ in range(repeat):
         gc.collect()  # start each pass from a clean heap (the snapshot's construction left garbage behind)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         result, _ = plan(snap, state, cfg)
         times.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
         assert len(result.verdicts) == len(snap.pending)
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # kilobytes on Linux
+    # On a shared machine the wall clock includes waiting for a core: say how busy it was (stderr).
+    print(f"pods={len(snap.pending)}: cpu_p50_s={statistics.median(cpu):.3f} "
+          f"loadavg_1m={os.getloadavg()[0]:.1f} cores={os.cpu_count()}", file=sys.stderr)
     return (f"plan_p50_s={statistics.median(times):.3f} plan_max_s={max(times):.3f} rss_mb={rss_mb:.0f} "
             f"pods={len(snap.pending)} nodes={len(snap.nodes)} pools={len(snap.pools)}")
 
@@ -180,6 +185,7 @@ def main() -> None:
         out = subprocess.run([sys.executable, __file__, "--one", str(size), "--repeat", str(args.repeat),
                               "--seed", str(args.seed), "--workloads", str(args.workloads)],
                              check=True, capture_output=True, text=True)
+        print(out.stderr.strip(), file=sys.stderr, flush=True)
         print(out.stdout.strip(), flush=True)
 
 
