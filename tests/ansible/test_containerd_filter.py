@@ -90,3 +90,21 @@ def test_missing_main_config_is_created_with_the_right_version() -> None:
 def test_broken_main_config_is_reported() -> None:
     with pytest.raises(AnsibleFilterError, match=r"config\.toml is not valid TOML"):
         containerd_nvidia_dropin(V1, (DATA / "debian12-containerd-1.6.20-default.toml").read_text(), "version = [")
+
+
+def test_runtimeclass_handler_names_the_runtime_the_dropin_adds() -> None:
+    """A RuntimeClass whose handler containerd does not know leaves pods in ContainerCreating."""
+    import jinja2
+    import yaml
+    from kubernetes.client import ApiClient
+
+    role = Path(__file__).resolve().parents[2] / "ansible_collections/gpuburst/cluster/roles/nvidia_container_toolkit"
+    defaults = yaml.safe_load((role / "defaults" / "main.yml").read_text())
+    text = jinja2.Template((role / "templates" / "runtimeclass.yml.j2").read_text()).render(**defaults)
+    runtimeclass = ApiClient()._ApiClient__deserialize(yaml.safe_load(text), "V1RuntimeClass")
+    dropin = tomllib.loads(containerd_nvidia_dropin(
+        V17, (DATA / "debian12-containerd-1.6.20-default.toml").read_text(), "",
+        runtime_name=defaults["nvidia_container_toolkit_runtime_name"]))
+    runtimes = dropin["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]["runtimes"]
+    assert runtimeclass.handler in runtimes
+    assert runtimeclass.metadata.name == runtimeclass.handler == "nvidia"
