@@ -46,8 +46,9 @@ def runs(traces: Path, pools: str, untainted: str | None) -> list[tuple[str, dic
                 {"trace": str(traces / "PHILLY-A.csv"), "pools": pools, "scheduler": "default", "outages": [OUTAGE]}))
     if untainted:
         for trace in ("PHILLY-A.csv", "ALIBABA-OPENB2023-A.csv"):
-            out.append((f"{trace} default, pools without min-gpus taints",
-                        {"trace": str(traces / trace), "pools": untainted, "scheduler": "default", "outages": []}))
+            for scheduler in ("default", "binpack"):
+                out.append((f"{trace} {scheduler}, pools without min-gpus taints",
+                            {"trace": str(traces / trace), "pools": untainted, "scheduler": scheduler, "outages": []}))
     return out
 
 
