@@ -173,6 +173,14 @@ class Binder:
             pod.node_name = None
         return out
 
+    def publish(self, name: str, resource: str, amount: int) -> None:
+        """A node's allocatable resource appears (a device plugin registered it)."""
+        node = self.nodes[name]
+        node.allocatable[resource] = node.allocatable.get(resource, 0) + amount
+        free = self.free[name]
+        free[resource] = free.get(resource, 0) + amount
+        self._refresh(node)
+
     def cordon(self, name: str) -> None:
         node = self.nodes[name]
         node.unschedulable = True

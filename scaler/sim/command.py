@@ -35,6 +35,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="placement: kube-scheduler's default profile or gpuburst's binpack profile")
     parser.add_argument("--interruption-rate", type=float, default=0.0,
                         help="spot reclaims per spot instance-hour (default 0)")
+    parser.add_argument("--device-plugin-delay", type=float, default=0.0, metavar="S",
+                        help="GPU nodes register Ready with 0 GPUs and publish them S seconds later (default 0)")
     parser.add_argument("--report", help="write the JSON report here")
     parser.add_argument("--plot", help="write the PNG timeline here")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random spot reclaims")
@@ -62,7 +64,7 @@ def parse_outages(specs: list[str], config: ScalerConfig) -> list[Outage]:
 def simulate(
     trace: str, pools: str, *, hours: float | None = None, outages: list[str] | None = None,
     scheduler: str = "default", interruption_rate: float = 0.0, seed: int = 0, quiet: bool = True,
-    planner: Planner = plan,
+    planner: Planner = plan, device_plugin_delay: float = 0.0,
 ) -> tuple[SimResult, dict[str, Any]]:
     """Run one simulation; returns the raw result and the report (raises on bad input)."""
     config = load_config(pools)
@@ -76,7 +78,7 @@ def simulate(
 
     started = time.monotonic()
     engine = Engine(config, jobs, provider, planner, profile=PROFILES[scheduler],
-                    progress=None if quiet else progress)
+                    progress=None if quiet else progress, device_plugin_delay=device_plugin_delay)
     result = engine.run()
     report = build_report(result, trace=trace, pools_file=pools, seed=seed, outages=specs,
                           wall_s=time.monotonic() - started)
@@ -87,6 +89,9 @@ def main(args: argparse.Namespace) -> int:
     if args.hours is not None and args.hours <= 0:
         print(f"--hours {args.hours}: must be > 0", file=sys.stderr)
         return 2
+    if args.device_plugin_delay < 0:
+        print(f"--device-plugin-delay {args.device_plugin_delay}: must be >= 0", file=sys.stderr)
+        return 2
     if args.interruption_rate < 0:
         print(f"--interruption-rate {args.interruption_rate}: must be >= 0", file=sys.stderr)
         return 2
@@ -94,6 +99,7 @@ def main(args: argparse.Namespace) -> int:
         result, report = simulate(
             args.trace, args.pools, hours=args.hours, outages=args.spot_outage, scheduler=args.scheduler,
             interruption_rate=args.interruption_rate, seed=args.seed, quiet=args.quiet,
+            device_plugin_delay=args.device_plugin_delay,
         )
     except (ConfigError, TraceError, InputError) as err:
         print(f"error: {err}", file=sys.stderr)

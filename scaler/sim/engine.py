@@ -98,7 +98,10 @@ class Engine:
         profile: ScoringProfile = DEFAULT,
         progress: Progress | None = None,
         max_time: float | None = None,
+        device_plugin_delay: float = 0.0,
     ) -> None:
+        """`device_plugin_delay`: a GPU node registers Ready with no allocatable GPU and publishes its
+        GPUs this many seconds later (the NVIDIA device plugin starting); 0 publishes them at once."""
         self.config = config
         self.provider = provider
         self.planner = planner
@@ -131,6 +134,8 @@ class Engine:
         self.interruptions = self.rescheduled = self.scale_ups = self.scale_downs = 0
         self.provider_errors: list[str] = []
         self.node_of_instance: dict[str, str] = {}
+        self.device_plugin_delay = device_plugin_delay
+        self._gpus_due: list[tuple[float, str, int]] = []  # (when, node name, GPUs to publish)
         for i, r in enumerate(self.runs):
             self._push(r.job.submit_s, "submit", i, 0)
 
@@ -144,7 +149,8 @@ class Engine:
         while True:
             t_heap = self.events[0][0] if self.events else math.inf
             t_cloud = self.provider.next_event()
-            now = min(t_heap, t_cloud)
+            t_gpus = self._gpus_due[0][0] if self._gpus_due else math.inf
+            now = min(t_heap, t_cloud, t_gpus)
             if now > t:
                 break
             happened = self.provider.advance(now)
@@ -153,6 +159,11 @@ class Engine:
             for inst in happened.interrupted:
                 self.interruptions += 1
                 self._drop_node(inst.provider_id, now)
+            while self._gpus_due and self._gpus_due[0][0] <= now:
+                _, name, gpus = heapq.heappop(self._gpus_due)
+                if name in self.binder.nodes:
+                    self.binder.publish(name, keys.RES_GPU, gpus)
+                    self.capacity_changed = True
             while self.events and self.events[0][0] <= now:
                 _, _, kind, index, version = heapq.heappop(self.events)
                 run = self.runs[index]
@@ -179,6 +190,10 @@ class Engine:
                     provider_id=inst.provider_id, pool=inst.pool, created_at=now,
                     pods=[Pod(name=f"daemonsets-{name}", namespace="kube-system", requests=dict(p.requests),
                               owner_kind="DaemonSet", phase="Running", node_name=name) for p in template.pods])
+        gpus = node.allocatable.get(keys.RES_GPU, 0)
+        if gpus and self.device_plugin_delay > 0:
+            node.allocatable[keys.RES_GPU] = 0
+            heapq.heappush(self._gpus_due, (now + self.device_plugin_delay, name, gpus))
         self.binder.add_node(node)
         self.node_of_instance[inst.provider_id] = name
         self.capacity_changed = True
@@ -350,7 +365,8 @@ class Engine:
                 timer_due = self._timers(tick)
             if self.finished() or tick >= self.max_time:
                 break
-            nxt = min(self.events[0][0] if self.events else math.inf, self.provider.next_event(), timer_due)
+            nxt = min(self.events[0][0] if self.events else math.inf, self.provider.next_event(), timer_due,
+                      self._gpus_due[0][0] if self._gpus_due else math.inf)
             if self.plan_nonempty or self.provider.has_unreported_failures():
                 nxt = tick + self.interval
             if nxt == math.inf:

@@ -42,6 +42,7 @@ def test_simulate_writes_report_and_plot(tmp_path: Path, pools_file: Path, capsy
         (["--spot-outage", "us-east-1a:100"], "ZONE:START_S:END_S"),
         (["--spot-outage", "eu-west-1a:0:100"], "zone 'eu-west-1a' is in no pool"),
         (["--hours", "0"], "--hours 0.0: must be > 0"),
+        (["--device-plugin-delay", "-5"], "--device-plugin-delay -5.0: must be >= 0"),
     ],
 )
 def test_simulate_bad_options(tmp_path: Path, pools_file: Path, capsys: pytest.CaptureFixture[str],

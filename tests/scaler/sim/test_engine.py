@@ -25,11 +25,11 @@ ROWS = [
 
 
 def _run(config: ScalerConfig, tmp_path: Path, profile: ScoringProfile = DEFAULT,
-         outages: list[Outage] | None = None) -> tuple[SimResult, dict[str, object]]:
+         outages: list[Outage] | None = None, device_plugin_delay: float = 0.0) -> tuple[SimResult, dict[str, object]]:
     rows = sorted(ROWS, key=lambda r: int(r.split(",")[1]))
     jobs = load_trace(write_trace(tmp_path / "t.csv", rows))
     provider = SimProvider(config, outages=outages or [])
-    result = Engine(config, jobs, provider, plan, profile=profile).run()
+    result = Engine(config, jobs, provider, plan, profile=profile, device_plugin_delay=device_plugin_delay).run()
     report = build_report(result, trace="t.csv", pools_file="small", seed=0,
                           outages=[f"{o.zone}:{o.start}:{o.end}" for o in outages or []], wall_s=0)
     return result, report
@@ -78,3 +78,13 @@ def test_spot_outage_falls_back_within_two_passes(small_config: ScalerConfig, tm
     fallback_pools = {e.fallback_pool for e in result.episodes if e.fallback_pool}
     assert fallback_pools <= {"gpu1-spot-b", "gpu1-od", "gpu8-od"}
     assert "gpu8-od" in fallback_pools  # the 8-GPU pool has no spot pool in zone b
+
+
+def test_gpus_published_late_are_waited_for_not_bought_twice(small_config: ScalerConfig, tmp_path: Path) -> None:
+    """A GPU node that is Ready but whose device plugin has not published its GPUs yet is coming
+    capacity: the planner must not buy another node for the pods waiting on it."""
+    plain, plain_report = _run(small_config, tmp_path)
+    late, late_report = _run(small_config, tmp_path, device_plugin_delay=60)
+    assert late_report["jobs_completed"] == late_report["jobs_total"]
+    assert len(late.provider.history) == len(plain.provider.history)
+    assert late_report["pending_max_s"] == plain_report["pending_max_s"] + 60  # type: ignore[operator]
