@@ -36,7 +36,6 @@ from dataclasses import dataclass, field
 from scaler.core import keys
 from scaler.core.model import Node, Pod
 from scaler.core.predicates import (
-    REASON_UNSCHEDULABLE,
     free_resources,
     static_reason,
     term_matches,
@@ -215,7 +214,10 @@ class Binder:
             if not per_node:
                 cached = self._static.get((shape, key))
                 if cached is None:
-                    cached = static_reason(pod, next(iter(group.nodes.values()))) in (None, REASON_UNSCHEDULABLE)
+                    sample = next(iter(group.nodes.values()))
+                    # Cordoning is per node (the open set); the probe checks selectors and taints only.
+                    probe = Node(sample.name, labels=sample.labels, taints=sample.taints)
+                    cached = static_reason(pod, probe) is None
                     self._static[(shape, key)] = cached
                 if not cached:
                     continue

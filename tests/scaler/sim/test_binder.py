@@ -123,3 +123,12 @@ def test_shipped_profile_is_a_kube_scheduler_configuration() -> None:
     assert strategy["type"] == "MostAllocated"
     assert {"name": "nvidia.com/gpu", "weight": 5} in strategy["resources"]
     assert prof["plugins"]["score"]["disabled"] == [{"name": "NodeResourcesBalancedAllocation"}]
+
+
+def test_a_cordoned_first_node_does_not_hide_the_pools_taints(small_config: ScalerConfig) -> None:
+    binder = Binder({DEFAULT.scheduler_name: DEFAULT})
+    binder.add_node(_node(small_config, "gpu1-od", "gpu-0"))
+    binder.cordon("gpu-0")
+    binder.add_node(_node(small_config, "gpu1-od", "gpu-1"))
+    assert binder.bind(_pod("cpu-only")) is None  # the GPU taint still applies on gpu-1
+    assert binder.bind(_pod("one", gpus=1)).name == "gpu-1"  # type: ignore[union-attr]
