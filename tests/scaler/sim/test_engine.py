@@ -88,3 +88,15 @@ def test_gpus_published_late_are_waited_for_not_bought_twice(small_config: Scale
     assert late_report["jobs_completed"] == late_report["jobs_total"]
     assert len(late.provider.history) == len(plain.provider.history)
     assert late_report["pending_max_s"] == plain_report["pending_max_s"] + 60  # type: ignore[operator]
+
+
+def test_spot_reclaims_send_pods_back_and_jobs_still_finish(small_config: ScalerConfig, tmp_path: Path) -> None:
+    rows = sorted(ROWS, key=lambda r: int(r.split(",")[1]))
+    jobs = load_trace(write_trace(tmp_path / "t.csv", rows))
+    provider = SimProvider(small_config, interruption_rate=2.0, seed=3)
+    result = Engine(small_config, jobs, provider, plan).run()
+    assert result.interruptions > 0 and result.rescheduled_pods > 0
+    assert all(r.completed_at is not None for r in result.jobs)
+    # A job resumes: the run time it accumulated is its duration, however often it was interrupted.
+    for run in result.jobs:
+        assert abs(run.done_s - run.job.duration_s) < 1e-6
