@@ -45,7 +45,8 @@ def test_list_then_watch_builds_the_snapshot_parts(kube: FakeKube, cache: Cluste
     kube.put("pods", pod("train-1", pending=True, gpus=1))
     kube.put("pods", pod("done", node_name="gpu-1") | {"status": {"phase": "Succeeded"}})
     assert cache.wait_synced(5)
-    assert eventually(lambda: len(cache.view(lambda _: None)[0]) == 1)
+    assert eventually(lambda: len(cache.view(lambda _: None)[0]) == 1 and len(cache.nodes.items()) == 1
+                      and len(cache.pods.items()) == 3)
     pending, nodes, _ = cache.view(lambda pid: "gpu1-od" if pid.endswith("i-0aa") else None)
     assert [p.name for p in pending] == ["train-1"]
     assert [(n.name, n.pool, [p.name for p in n.pods]) for n in nodes] == [("gpu-1", "gpu1-od", ["train-0"])]
