@@ -55,6 +55,9 @@ class FakeKube:
         self.down = False
         self.broken: set[str] = set()  # cluster-wide lists/watches answering 503 (e.g. {"pods"})
         self.requests: list[tuple[str, str]] = []
+        self.lists: list[tuple[str, int]] = []  # (resource, offset) of every list page served
+        self.pages: dict[str, list[JSON]] = {}
+        self.page_rv: dict[str, int] = {}
         self.evictions: list[tuple[str, int]] = []  # (ns/name, HTTP code)
         self.recreate_evicted = False  # act as the ReplicaSet controller: an evicted pod comes back pending
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -183,11 +186,22 @@ class FakeKube:
                     if q.get("watch") in ("true", "True", "1"):
                         self._watch(resource, int(q.get("resourceVersion") or 0), float(q.get("timeoutSeconds") or 60))
                     else:
+                        # Paginated as the API server does: `limit` items, then a `continue` token.
+                        start = int(q.get("continue") or 0)
                         with fake.cond:
-                            items = [copy.deepcopy(o) for o in fake.store[resource].values()]
-                            rv = fake.rv
-                        self._send(200, {"kind": LIST_KIND[resource], "apiVersion": "v1",
-                                         "metadata": {"resourceVersion": str(rv)}, "items": items})
+                            if start:
+                                items, rv = fake.pages[resource][start:], fake.page_rv[resource]
+                            else:
+                                items = [copy.deepcopy(o) for o in fake.store[resource].values()]
+                                rv = fake.rv
+                                fake.pages[resource], fake.page_rv[resource] = items, rv
+                        limit = int(q.get("limit") or 0) or len(items) or 1
+                        meta: JSON = {"resourceVersion": str(rv)}
+                        if len(items) > limit:
+                            meta["continue"] = str(start + limit)
+                        fake.lists.append((resource, start))
+                        self._send(200, {"kind": LIST_KIND[resource], "apiVersion": "v1", "metadata": meta,
+                                         "items": items[:limit]})
                     return
                 target = self._target(url.path)
                 if target is None:

@@ -130,3 +130,16 @@ def test_only_one_of_two_replicas_leads(kube: FakeKube, api) -> None:  # type: i
     assert lease["spec"]["holderIdentity"] == "replica-a" and lease["spec"]["leaseDurationSeconds"] == 15
     kube.set_down(True)
     assert a.try_lead() is False  # cannot renew: stop acting at once
+
+
+def test_large_lists_are_read_page_by_page(kube: FakeKube, api) -> None:  # type: ignore[no-untyped-def]
+    for i in range(7):
+        kube.put("pods", pod(f"p-{i}", pending=True))
+    cache = ClusterCache(api, watch_timeout=5, page_size=3)
+    cache.start()
+    try:
+        assert cache.wait_synced(5)
+        assert sorted(p.name for p in cache.view(lambda _: None)[0]) == [f"p-{i}" for i in range(7)]
+        assert [off for res, off in kube.lists if res == "pods"] == [0, 3, 6]
+    finally:
+        cache.stop()
