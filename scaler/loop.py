@@ -101,6 +101,7 @@ class Runtime:
         self.clock = clock
         self.state = State()
         self.drains: dict[str, Drain] = {}
+        self.removed: set[str] = set()  # nodes whose instance we terminated, until they leave the cluster
         self.last_plan: Plan | None = None
         self.stop = threading.Event()
 
@@ -258,6 +259,7 @@ class Runtime:
         assert self.actions is not None
         if self._cloud(f"delete {drain.node}", lambda: self.provider.delete_node(drain.pool, drain.provider_id)):
             self.metrics.scale_downs.labels(drain.pool).inc()
+            self.removed.add(drain.node)  # stays cordoned until the cloud controller deletes the Node
             self.actions.event(ObjectRef("Node", drain.node), "ScaleDown",
                                f"node removed from pool {drain.pool}: {drain.reason}")
             log.info("removed %s from pool %s", drain.node, drain.pool)
@@ -280,8 +282,10 @@ class Runtime:
     def _release_orphans(self, nodes: list[Node]) -> None:
         """A node with our taint that no drain of this process owns: a previous process's; give it back."""
         assert self.actions is not None
+        self.removed &= {n.name for n in nodes}
         for node in nodes:
-            if node.name in self.drains or not any(t.key == keys.TAINT_DISRUPTING for t in node.taints):
+            if node.name in self.drains or node.name in self.removed or \
+                    not any(t.key == keys.TAINT_DISRUPTING for t in node.taints):
                 continue
             raw = self.cluster.raw_node(node.name)
             if raw is not None and _has_our_taint(raw):

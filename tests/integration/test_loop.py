@@ -245,3 +245,22 @@ def test_launch_failure_marks_the_offering_unavailable(world: World, kube: FakeK
     assert metrics.unavailable.labels("gpu-spot-a", "us-east-1a")._value.get() == 1
     status = kube.get("configmaps", "gpuburst-system/gpuburst-scaler-status")
     assert status is not None and '"gpu-spot-a/us-east-1a"' in status["data"]["status.json"]
+
+
+def test_a_removed_node_stays_cordoned_until_it_leaves(world: World, kube: FakeKube) -> None:
+    """Between the instance's termination and the Node's deletion nothing may be scheduled onto it."""
+    node = idle_node_world(world, kube)
+    world.node_gc = False  # the cloud controller is slow to delete the Node
+    for _ in range(10):
+        world.step()
+        if not world.instance_ids("gpu-od"):
+            break
+    assert world.instance_ids("gpu-od") == set()
+    for _ in range(3):
+        world.step()
+        obj = kube.get("nodes", f"/{node}")
+        assert obj is not None and obj["spec"]["unschedulable"] is True
+        assert any(t["key"] == keys.TAINT_DISRUPTING for t in obj["spec"]["taints"])
+    world.node_gc = True
+    world.step()
+    assert kube.get("nodes", f"/{node}") is None and world.runtime.removed == set()
