@@ -182,12 +182,14 @@ class AzureStack:
         managedidentity.FederatedIdentityCredential(
             "scaler", resource_group_name=self.rg.name, resource_name_=self.scaler_identity.name,
             federated_identity_credential_resource_name=f"{self.name}-scaler",
-            issuer=self.cluster.oidc_issuer_profile.apply(lambda p: p.issuer_url if p else ""),  # type: ignore[union-attr]
+            issuer=self.cluster.oidc_issuer_profile.apply(lambda p: p.issuer_url if p else ""),
             subject=f"system:serviceaccount:{scaler.namespace}:{scaler.service_account}",
             audiences=[WORKLOAD_IDENTITY_AUDIENCE],
         )
         rg_scope = self.rg.id
-        node_rg_scope = self.subscription.apply(lambda sub: f"/subscriptions/{sub}/resourceGroups/{self.node_rg_name}")
+        # From the cluster's output: AKS creates the node resource group, so nothing here may come first.
+        node_rg_scope = pulumi.Output.all(self.subscription, self.cluster.node_resource_group).apply(
+            lambda a: f"/subscriptions/{a[0]}/resourceGroups/{a[1]}")
         guid = role_definition_guid(self.name, self.rg_name)
         role = authorization.RoleDefinition(
             "scaler",
@@ -227,7 +229,7 @@ class AzureStack:
             "nodeResourceGroup": self.node_rg_name,
             "poolGroups": {self.system.name: self.system.provider_ref,
                            **{p: a.name for p, a in self.agent_pools.items()}},
-            "oidcIssuerUrl": self.cluster.oidc_issuer_profile.apply(lambda p: p.issuer_url if p else ""),  # type: ignore[union-attr]
+            "oidcIssuerUrl": self.cluster.oidc_issuer_profile.apply(lambda p: p.issuer_url if p else ""),
             "scalerIdentityClientId": self.scaler_identity.client_id,
             "scalerNamespace": scaler.namespace,
             "scalerServiceAccount": scaler.service_account,
