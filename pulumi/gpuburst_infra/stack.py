@@ -375,7 +375,17 @@ def _placement_errors(settings: AwsStackConfig | AzureStackConfig, pools: list[P
     if not any(p.role == "system" for p in pools):
         errors.append(f"{key}: no pool has role system: the cluster's own pods (CoreDNS, the scaler) need one")
     refs: dict[str, str] = {}
+    by_name = {p.name: p for p in pools}
     for p in pools:
+        if p.capacity_type == "spot":
+            # Spot capacity can vanish: the fallback chain must reach on-demand / regular capacity.
+            chain, cur = [p.name], p
+            while cur.capacity_type == "spot" and cur.fallback in by_name and cur.fallback not in chain:
+                cur = by_name[cur.fallback]
+                chain.append(cur.name)
+            if cur.capacity_type == "spot":
+                errors.append(f"{key}[{p.name}].fallback: a spot pool needs a fallback chain that ends in an "
+                              f"on-demand pool (got {' -> '.join(chain)})")
         if p.provider_ref in refs:
             errors.append(f"{key}[{p.name}].provider_ref: {p.provider_ref!r} is also pool {refs[p.provider_ref]!r}'s")
         refs[str(p.provider_ref)] = p.name

@@ -49,6 +49,13 @@ CASES = [
      f"{F}: gpuburst:pools[gpu1-od].role: role gpu on m6i.large, which has no GPU"),
     ("spot pool without a fallback", _pool("gpu1-spot-b", fallback=None),
      f"{F}: gpuburst:pools[gpu1-spot-b].fallback: fallback is required for a spot GPU pool"),
+    ("spot CPU pool without a fallback", lambda c: c["gpuburst:pools"].append(
+        {"name": "cpu-spot", "role": "general", "capacity_type": "spot", "instance_types": ["m6i.large"],
+         "zones": ["us-east-1a"], "max": 4}),
+     f"{F}: gpuburst:pools[cpu-spot].fallback: a spot pool needs a fallback chain that ends in an on-demand pool"),
+    ("spot fallbacks that loop", lambda c: (_pool("gpu1-spot-a", fallback="gpu1-spot-b")(c),
+                                            _pool("gpu1-spot-b", fallback="gpu1-spot-a")(c)),
+     f"{F}: gpuburst:pools[gpu1-spot-a].fallback: fallback chain loops"),
     ("fallback to an undeclared pool", _pool("gpu1-spot-b", fallback="gpu9-od"),
      f"{F}: gpuburst:pools[gpu1-spot-b].fallback: fallback 'gpu9-od' is not a declared pool"),
     ("unknown region", _set("aws:region", "eu-west-9"),
