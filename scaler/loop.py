@@ -287,6 +287,8 @@ class Runtime:
             if node.name in self.drains or node.name in self.removed or \
                     not any(t.key == keys.TAINT_DISRUPTING for t in node.taints):
                 continue
+            if self.provider.pool_of(node.provider_id) is None:
+                continue  # its instance is gone or going: leave it cordoned
             raw = self.cluster.raw_node(node.name)
             if raw is not None and _has_our_taint(raw):
                 try:

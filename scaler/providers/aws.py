@@ -233,7 +233,7 @@ class AwsProvider:
             log.warning("no Auto Scaling group found for pools %s (tag %s=owned and %s=<pool> or provider_ref)",
                         missing, cluster_tag, keys.TAG_POOL)
         self._groups = groups
-        self._by_instance = {i["InstanceId"]: name for name, grp in groups.items() for i in grp.instances}
+        self._by_instance = {i["InstanceId"]: name for name, grp in groups.items() for i in grp.live}
         self._refreshed = True
 
     def _pool_for(self, group: dict[str, Any], tags: dict[str, str]) -> Pool | None:

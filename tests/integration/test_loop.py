@@ -264,3 +264,20 @@ def test_a_removed_node_stays_cordoned_until_it_leaves(world: World, kube: FakeK
     world.node_gc = True
     world.step()
     assert kube.get("nodes", f"/{node}") is None and world.runtime.removed == set()
+
+
+def test_restart_gives_back_a_node_an_earlier_process_left_cordoned(world: World, kube: FakeKube) -> None:
+    world.provider.observe(0)
+    world.provider.set_desired("gpu-od", 1)
+    [node] = world.register("gpu-od")
+    world.bind(world.gpu_pods("train", 1, pending=True)[0], node)  # busy: not a scale-down candidate
+    obj = kube.get("nodes", f"/{node}")
+    assert obj is not None
+    obj["spec"]["unschedulable"] = True  # the previous process died in the middle of its drain
+    obj["spec"]["taints"].append({"key": keys.TAINT_DISRUPTING, "value": "true", "effect": "NoSchedule"})
+    kube.put("nodes", obj)
+    world.runtime = world.new_runtime()
+    world.step()
+    obj = kube.get("nodes", f"/{node}")
+    assert obj is not None and not obj["spec"]["unschedulable"]
+    assert all(t["key"] != keys.TAINT_DISRUPTING for t in obj["spec"]["taints"])
