@@ -72,6 +72,7 @@ class Drain:
     deadline: float
     reason: str
     interrupted: bool = False
+    forced: bool = False  # the cloud takes the node at the deadline anyway (a spot interruption)
     blocked: set[str] = field(default_factory=set)
 
 
@@ -236,7 +237,7 @@ class Runtime:
                 continue
             drain.blocked = blocked
             if now >= drain.deadline:
-                if drain.interrupted:
+                if drain.forced:
                     self._finish(drain)  # the cloud takes the node now anyway
                 else:
                     self._abandon(drain, f"pods {sorted(blocked) or [p.key for p in left]} could not be evicted "
@@ -332,7 +333,8 @@ class Runtime:
                     self.metrics.kube_errors.labels("cordon").inc()
                     log.warning("cordon %s failed: %s", node.name, err)
             self.drains[node.name] = Drain(pool, node.name, node.provider_id, now, notice.deadline,
-                                           f"{notice.kind} of {notice.instance_id}", interrupted=True)
+                                           f"{notice.kind} of {notice.instance_id}", interrupted=True,
+                                           forced=notice.kind == "spot-interruption")
             self.actions.event(ObjectRef("Node", node.name), "SpotInterrupted",
                                f"{notice.kind}: draining and asking for a replacement before "
                                f"{time.strftime('%H:%M:%S', time.gmtime(notice.deadline))}Z", "Warning")
