@@ -11,6 +11,10 @@ if podman image exists "$IMAGE"; then
   echo "image $IMAGE exists"
   exit 0
 fi
+if [ "$(id -u)" != 0 ]; then
+  echo "build-image.sh: building $IMAGE needs root (debootstrap); run it once as root, or make test as root" >&2
+  exit 2
+fi
 root=$(mktemp -d /var/tmp/gpuburst-rootfs.XXXXXX)
 trap 'rm -rf "$root"' EXIT
 echo "debootstrap bookworm into $root (about 2 minutes)"

@@ -20,6 +20,9 @@ for tool in ansible-playbook ansible-lint ansible-galaxy molecule; do
   command -v "$tool" >/dev/null || { echo "run.sh: $tool not on PATH (run through 'make ansible-test')" >&2; exit 2; }
 done
 
+# The containerd drop-in is written as TOML on the controller (gpuburst.cluster's filter plugin).
+python3 -c 'import tomli_w' 2>/dev/null || { echo "run.sh: the controller needs tomli-w (pip install tomli-w)" >&2; exit 2; }
+
 step() { printf '\n== %s (%ss)\n' "$1" "$SECONDS"; }
 
 lint() {
