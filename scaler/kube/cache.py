@@ -15,7 +15,6 @@ import random
 import threading
 import time
 from collections.abc import Callable
-from datetime import datetime
 from typing import Any
 
 from kubernetes import client, watch
@@ -151,15 +150,6 @@ def _key(obj: JSON) -> str:
     return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
 
 
-def _timestamp(text: str | None) -> float:
-    if not text:
-        return 0.0
-    try:
-        return datetime.fromisoformat(text).timestamp()
-    except ValueError:
-        return 0.0
-
-
 class ClusterCache:
     """Pods, nodes and PDBs of the whole cluster, and the conversion to the core's model."""
 
@@ -213,7 +203,6 @@ class ClusterCache:
             except SnapshotError as err:
                 log.warning("skipping %s", err)
                 continue
-            node.created_at = _timestamp((obj.get("metadata") or {}).get("creationTimestamp"))
             if node.provider_id:
                 node.pool = pool_of(node.provider_id) or node.pool
             nodes[node.name] = node

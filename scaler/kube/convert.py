@@ -8,6 +8,7 @@ official client's parser in the tests).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 from scaler.core.model import (
@@ -91,6 +92,16 @@ def is_unschedulable(obj: JSON) -> bool:
     return False
 
 
+def timestamp(text: str | None) -> float:
+    """An RFC 3339 timestamp of the API ("2026-11-22T03:00:00Z") as epoch seconds; 0 when absent or bad."""
+    if not text:
+        return 0.0
+    try:
+        return datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        return 0.0
+
+
 def node_from_json(obj: JSON, pool_label: str | None = None) -> Node:
     meta = obj.get("metadata") or {}
     spec = obj.get("spec") or {}
@@ -107,6 +118,7 @@ def node_from_json(obj: JSON, pool_label: str | None = None) -> Node:
             ready=ready,
             provider_id=spec.get("providerID", ""),
             pool=labels.get(pool_label) if pool_label else None,
+            created_at=timestamp(meta.get("creationTimestamp")),
         )
     except (KeyError, TypeError, ValueError) as err:
         raise SnapshotError(f"node {meta.get('name', '?')}: {err.__class__.__name__}: {err}") from None
