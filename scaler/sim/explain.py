@@ -73,7 +73,6 @@ def load_snapshot(path: str | Path, config: ScalerConfig) -> tuple[Snapshot, lis
         try:
             if kind == "Node":
                 node = node_from_json(obj, keys.LABEL_POOL)
-                node.created_at = created
                 if node.pool is not None and node.pool not in pools:
                     notes.append(f"node {node.name}: pool {node.pool!r} is not in the pools file; not managed")
                     node.pool = None
