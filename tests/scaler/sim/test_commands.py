@@ -101,6 +101,11 @@ def test_explain_malformed_snapshot_names_the_object(tmp_path: Path, capsys: pyt
     broken.write_text('{"kind": "List", "items": [')
     assert main(["explain", "--snapshot", str(broken), "--pools", str(POOLS)]) == 2
     assert "broken.json:1:" in capsys.readouterr().err
+    data = json.loads(SNAPSHOT.read_text())
+    next(i for i in data["items"] if i["kind"] == "Node")["metadata"]["creationTimestamp"] = "yesterday"
+    bad.write_text(json.dumps(data))
+    assert main(["explain", "--snapshot", str(bad), "--pools", str(POOLS)]) == 2
+    assert "metadata.creationTimestamp: not an RFC 3339 time: 'yesterday'" in capsys.readouterr().err
     notalist = tmp_path / "pod.json"
     notalist.write_text('{"kind": "Pod"}')
     assert main(["explain", "--snapshot", str(notalist), "--pools", str(POOLS)]) == 2
