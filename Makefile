@@ -37,8 +37,10 @@ ansible-test: setup
 
 test: lint pytest ansible-test
 
+# Prints the figures the README quotes; the simulation table in README.md is rewritten from this run.
 bench: setup
-	@for b in bench/*.py; do echo "== $$b"; $(PY) $$b; done
+	$(PY) bench/plan_scale.py
+	$(PY) bench/simulate_traces.py --readme README.md
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis demo-report.json demo-timeline.png

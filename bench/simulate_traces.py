@@ -2,7 +2,10 @@
 two-hour spot outage of one zone. Prints the command line of each run and one line of figures; these
 are the figures docs/simulator.md and the README quote.
 
-    .venv/bin/python bench/simulate_traces.py [--traces DIR] [--pools FILE] [--out DIR] [--jobs N]
+    .venv/bin/python bench/simulate_traces.py [--traces DIR] [--pools FILE] [--out DIR] [--jobs N] [--readme FILE]
+
+With --readme, the table between the markers README_BEGIN and README_END in that file is replaced by
+the figures of this run, so the README never quotes a figure typed by hand.
 """
 
 from __future__ import annotations
@@ -60,6 +63,35 @@ def command_line(kw: dict[str, Any]) -> str:
             f"--scheduler {kw['scheduler']}{outages}")
 
 
+README_BEGIN = "<!-- bench/simulate_traces.py: begin -->"
+README_END = "<!-- bench/simulate_traces.py: end -->"
+
+
+def markdown(rows: list[tuple[str, dict[str, Any], dict[str, Any]]]) -> str:
+    lines = [
+        "| run | jobs done | demand GPU-h | paid GPU-h | paid / demand | cost $ | lower bound $ | spot share "
+        "| pending p50 / p95 / max s | fallbacks (max delay s) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for label, _, r in rows:
+        fallback = f"{r['fallback_events']} ({r['fallback_delay_max_s']})" if r["fallback_events"] else "-"
+        lines.append(
+            f"| {label} | {r['jobs_completed']}/{r['jobs_total']} | {r['demand_gpu_hours']:,.1f} "
+            f"| {r['paid_gpu_hours']:,.1f} | **{r['paid_over_demand']:.4f}** | {r['cost_usd']:,.0f} "
+            f"| {r['lower_bound_cost_usd']:,.0f} | {r['spot_share']} "
+            f"| {r['pending_p50_s']:.0f} / **{r['pending_p95_s']:.0f}** / {r['pending_max_s']:.0f} | {fallback} |"
+        )
+    return "\n".join(lines)
+
+
+def write_readme(path: Path, table: str) -> None:
+    text = path.read_text(encoding="utf-8")
+    start, end = text.find(README_BEGIN), text.find(README_END)
+    if start < 0 or end < start:
+        raise SystemExit(f"{path}: markers {README_BEGIN!r} ... {README_END!r} not found")
+    path.write_text(text[: start + len(README_BEGIN)] + "\n" + table + "\n" + text[end:], encoding="utf-8")
+
+
 def _one(kw: dict[str, Any]) -> dict[str, Any]:
     _, report = simulate(kw["trace"], kw["pools"], scheduler=kw["scheduler"], outages=kw["outages"])
     return report
@@ -71,6 +103,7 @@ def main() -> int:
     parser.add_argument("--pools", default="examples/pools-aws.yaml")
     parser.add_argument("--out", help="also write each run's JSON report into this directory")
     parser.add_argument("--jobs", type=int, default=2, help="runs in parallel (default 2)")
+    parser.add_argument("--readme", help="rewrite the results table between the markers in this file")
     parser.add_argument("--no-untainted", action="store_true",
                         help="skip the runs without the pools' min-gpus taints (what whole nodes save)")
     args = parser.parse_args()
@@ -91,6 +124,9 @@ def main() -> int:
             out.mkdir(parents=True, exist_ok=True)
             name = label.replace(" ", "_").replace(",", "").replace(":", "-").replace(".csv", "")
             (out / f"{name}.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    if args.readme:
+        rows = [(label, kw, r) for (label, kw), r in zip(todo, reports, strict=True)]
+        write_readme(Path(args.readme), markdown(rows))
     return 0
 
 
