@@ -30,7 +30,7 @@ from scaler.core import keys
 from scaler.core.config import ScalerConfig
 from scaler.core.pool import Pool
 from scaler.core.snapshot import FailureKind, LaunchFailure, PoolObservation
-from scaler.providers.base import ErrorKind, ProviderError
+from scaler.providers.base import ErrorKind, ProviderError, check_size
 
 log = logging.getLogger(__name__)
 
@@ -303,12 +303,7 @@ class AwsProvider:
 
     def set_desired(self, pool: str, desired: int) -> None:
         grp = self.group(pool)
-        if desired > grp.max_allowed:
-            raise ProviderError(f"aws: pool {pool!r}: desired {desired} is beyond its max {grp.max_allowed}",
-                                kind="invalid", retryable=False)
-        if desired < grp.min_size:
-            raise ProviderError(f"aws: pool {pool!r}: desired {desired} is below the group's min {grp.min_size}",
-                                kind="invalid", retryable=False)
+        check_size("aws", pool, desired, grp.min_size, grp.max_allowed)
         self._call("SetDesiredCapacity", self.asg.set_desired_capacity, AutoScalingGroupName=grp.name,
                    DesiredCapacity=desired, HonorCooldown=False)
         if desired > grp.desired:

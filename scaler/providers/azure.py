@@ -42,7 +42,7 @@ from azure.mgmt.containerservice import models as csm
 from scaler.core.config import ScalerConfig
 from scaler.core.pool import Pool
 from scaler.core.snapshot import FailureKind, LaunchFailure, PoolObservation
-from scaler.providers.base import ErrorKind, ProviderError
+from scaler.providers.base import ErrorKind, ProviderError, check_size
 
 log = logging.getLogger(__name__)
 
@@ -234,12 +234,7 @@ class AzureProvider:
 
     def set_desired(self, pool: str, desired: int) -> None:
         p = self.pool(pool)
-        if desired > p.max_size:
-            raise ProviderError(f"azure: pool {pool!r}: desired {desired} is beyond its max {p.max_size}",
-                                kind="invalid", retryable=False)
-        if desired < p.min_size:
-            raise ProviderError(f"azure: pool {pool!r}: desired {desired} is below its min {p.min_size}",
-                                kind="invalid", retryable=False)
+        check_size("azure", pool, desired, p.min_size, p.max_size)
         if p.azure_kind == "agentpool":
             name = aks_pool_name(p)
             ap = self._call("get agent pool", self.aks.agent_pools.get, self.resource_group, self.cluster_name, name)

@@ -19,6 +19,16 @@ class ProviderError(Exception):
         self.retryable = retryable
 
 
+def check_size(provider: str, pool: str, desired: int, min_size: int, max_size: int) -> None:
+    """The one guard every provider runs before it sets a size: never beyond max, never below min."""
+    if desired > max_size:
+        raise ProviderError(f"{provider}: pool {pool!r}: desired {desired} is beyond its max {max_size}",
+                            kind="invalid", retryable=False)
+    if desired < min_size:
+        raise ProviderError(f"{provider}: pool {pool!r}: desired {desired} is below its min {min_size}",
+                            kind="invalid", retryable=False)
+
+
 class PoolProvider(Protocol):
     """A cloud's node groups. Implementations: `aws`, `azure`, `sim`."""
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from scaler.core.config import ScalerConfig
 from scaler.core.pool import Pool
 from scaler.core.snapshot import LaunchFailure, PoolObservation
-from scaler.providers.base import ProviderError
+from scaler.providers.base import ProviderError, check_size
 
 CAPACITY_REASON = {"aws": "InsufficientInstanceCapacity", "azure": "ZonalAllocationFailed"}
 INTERRUPT_REASON = {"aws": "Spot Instance interruption", "azure": "Spot VM eviction"}
@@ -142,9 +142,7 @@ class SimProvider:
 
     def set_desired(self, pool: str, desired: int) -> None:
         group = self._group(pool)
-        if desired < 0 or desired > group.pool.max_size:
-            raise ProviderError(f"pool {pool}: desired {desired} is outside 0..{group.pool.max_size}",
-                                kind="invalid", retryable=False)
+        check_size("sim", pool, desired, 0, group.pool.max_size)
         group.desired = desired
         # A lower target terminates instances as a group does: those still booting first, newest first.
         excess = len(group.instances) - desired
