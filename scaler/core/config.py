@@ -47,6 +47,9 @@ class ScaleDown(BaseModel):
     enabled: bool = True
     utilization_threshold: float = Field(default=0.5, ge=0, le=1)
     budget_fraction: float = Field(default=0.1, gt=0, le=1)
+    # Remove an unneeded node whose pods fit nowhere else when new nodes of cheaper pools would hold
+    # them for less (the 2-GPU pod that keeps an 8-GPU node alive); its pods wait one node boot.
+    consolidate: bool = True
 
 
 class ScalerConfig(BaseModel):

@@ -16,6 +16,7 @@ from scaler.core import keys
 from scaler.core.config import ScalerConfig
 from scaler.core.model import Node, Pod, PodDisruptionBudget
 from scaler.core.pool import Pool
+from scaler.core.predicates import fits
 from scaler.core.scaleup import TERMINATED, Placement, ScaleUpResult
 from scaler.core.snapshot import ScaleDown, Snapshot
 from scaler.core.state import Advanced, node_pool
@@ -81,6 +82,44 @@ class ScaleDownResult:
     moves: dict[str, str] = field(default_factory=dict)  # evicted pod key -> the node it was re-placed on
 
 
+def cheaper_home(pods: list[Pod], pool: Pool, config: ScalerConfig, adv: Advanced, now: float) -> str | None:
+    """Why the pods may leave their node for new nodes of cheaper pools, or None.
+
+    Every pod must fit a template of a pool of smaller nodes (fewer GPUs; for CPU pools fewer vCPUs:
+    a move to the same shape would only shift the hole) that is cheaper per hour than the node's
+    pool, not in backoff and with an available zone; counting one new node per pod (an upper bound), the new
+    nodes must cost less than the node they replace. Gang members never move alone.
+    """
+    price = config.price(pool)
+    if any(config.gang_label in p.labels for p in pods):
+        return None
+    smaller = [o for o in config.pools
+               if (o.itype.gpus < pool.itype.gpus if pool.itype.gpus else o.itype.vcpu < pool.itype.vcpu)]
+    templates: dict[str, list[Node]] = {}
+    total, homes = 0.0, set()
+    for pod in pods:
+        best: tuple[float, str] | None = None
+        for other in smaller:
+            cost = config.price(other)
+            if cost >= price or (best is not None and cost >= best[0]):
+                continue
+            backoff = adv.state.backoff.get(other.name)
+            if backoff is not None and backoff.until > now:
+                continue
+            if other.name not in templates:
+                templates[other.name] = [other.template_node(z) for z in other.zones
+                                         if adv.state.unavailable.get((other.name, z), 0.0) <= now]
+            if any(fits(pod, t) for t in templates[other.name]):
+                best = (cost, other.name)
+        if best is None:
+            return None
+        total += best[0]
+        homes.add(best[1])
+    if total >= price:
+        return None
+    return f"consolidation: its pods fit {', '.join(sorted(homes))} for ${total:.2f}/h instead of ${price:.2f}/h"
+
+
 def plan_scale_down(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, up: ScaleUpResult) -> ScaleDownResult:
     """Update `adv.state.unneeded_since` and choose the nodes to remove this pass."""
     now = snapshot.now
@@ -142,6 +181,7 @@ def plan_scale_down(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, up:
             kept.append(f"{node.name}: {why}")
             continue
         evict = to_evict(node.pods)
+        consolidation: str | None = None
         need: dict[int, int] = {}
         for pod in evict:
             for i in _pdbs_of(pod, snapshot.pdbs):
@@ -166,16 +206,20 @@ def plan_scale_down(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, up:
                     break
             if not ok:
                 packer.rollback()
-                b.removed = False
                 b.group.bound = None  # it may have been tightened without this node
-                kept.append(f"{node.name}: its pods do not fit on the other nodes")
-                continue
-            packer.commit()
-            pods_by_class = iter(p for cls in classes for p in cls.pods)  # fill placed them in this order
-            for target, k in placement:
-                target.touched = True
-                for _ in range(k):
-                    out.moves[next(pods_by_class).key] = target.name
+                if sd.consolidate:
+                    consolidation = cheaper_home(evict, pool, config, adv, now)
+                if consolidation is None:
+                    b.removed = False
+                    kept.append(f"{node.name}: its pods do not fit on the other nodes")
+                    continue
+            else:
+                packer.commit()
+                pods_by_class = iter(p for cls in classes for p in cls.pods)  # fill placed them in this order
+                for target, k in placement:
+                    target.touched = True
+                    for _ in range(k):
+                        out.moves[next(pods_by_class).key] = target.name
         elif b is not None:
             b.removed = True
         for i, n in need.items():
@@ -183,6 +227,8 @@ def plan_scale_down(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, up:
         room[pool.name] -= 1
         what = "NotReady since created" if util < 0 else "empty (only DaemonSets)" if not evict else \
             f"utilization {util:.2f} under {sd.utilization_threshold:.2f}"
+        if evict and consolidation:
+            what = f"{what}; {consolidation}"
         out.scale_downs.append(ScaleDown(pool.name, node.name, node.provider_id, tuple(p.key for p in evict),
                                          f"{what} for {now - since:.0f}s"))
     if kept:  # one note, not one per node: a big idle cluster would flood the log every pass

@@ -168,3 +168,44 @@ def test_node_that_never_becomes_ready_is_removed_once_it_had_time_to_boot() -> 
     with_work = node_of(CFG, "gpu1-spot-a", "busy", [pod("w", gpu=1)], ready=False, created_at=T0)
     kept, _ = plan(snapshot(CFG, [], [with_work], now=T0 + 3600), State(), CFG)
     assert kept.scale_downs == []  # pods on it: not ours to lose
+
+
+# --- consolidation (keeping nodes whole) ----------------------------------------------------------
+GPU4 = {"name": "gpu4-od", "instance_types": ["g6.12xlarge"], "zones": ["us-east-1a", "us-east-1b"],
+        "min_pod_gpus": 2, "max": 10}
+
+
+def test_small_pod_pinning_a_big_node_moves_to_a_cheaper_pool() -> None:
+    # A 2-GPU pod alone on an 8-GPU g6.48xlarge ($13.35/h): a 4-GPU g6.12xlarge ($4.60/h) holds it.
+    cfg = config([*POOLS, GPU4])
+    idle = node_of(cfg, "gpu8-od", "gpu8", [pod("small8", cpu="1", gpu=2)])
+    result = two_passes(lambda now: snapshot(cfg, [], [idle], now=now), cfg)
+    assert removed(result) == ["gpu8"]
+    assert result.scale_downs[0].evict == ("default/small8",)
+    assert "consolidation" in result.scale_downs[0].reason and "gpu4-od" in result.scale_downs[0].reason
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        ({"consolidate": False}, "switched off"),
+        ({}, "do-not-disrupt"),
+        ({}, "gang"),
+    ],
+)
+def test_consolidation_keeps_the_node_when_it_may_not_move(change: dict[str, Any], why: str) -> None:
+    cfg = config([*POOLS, GPU4], scale_down=change) if change else config([*POOLS, GPU4])
+    annotations = {keys.ANNOTATION_SAFE_TO_EVICT: "false"} if why == "do-not-disrupt" else None
+    labels = {keys.LABEL_POD_GROUP: "job-1"} if why == "gang" else None
+    idle = node_of(cfg, "gpu8-od", "gpu8", [pod("small8", cpu="1", gpu=2, annotations=annotations, labels=labels)])
+    result = two_passes(lambda now: snapshot(cfg, [], [idle], now=now), cfg)
+    assert "gpu8" in result.unneeded and result.scale_downs == []
+
+
+def test_no_consolidation_onto_a_pool_whose_nodes_would_cost_more() -> None:
+    # Three 2-GPU pods on an 8-GPU node (75%, so lower the threshold to make it unneeded): three
+    # 4-GPU nodes would cost 3 x $4.60 > $13.35, so the node stays.
+    cfg = config([*POOLS, GPU4], scale_down={"utilization_threshold": 0.9})
+    busy = node_of(cfg, "gpu8-od", "gpu8", [pod(f"p{i}", cpu="1", gpu=2) for i in range(3)])
+    result = two_passes(lambda now: snapshot(cfg, [], [busy], now=now), cfg)
+    assert "gpu8" in result.unneeded and result.scale_downs == []
