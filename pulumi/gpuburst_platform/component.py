@@ -362,7 +362,7 @@ class Platform(pulumi.ComponentResource):
             "selector": {"matchLabels": labels},
             "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}},
             "template": {
-                "metadata": {"labels": pod_labels, "annotations": {"gpuburst.io/config-sha256": checksum}},
+                "metadata": {"labels": pod_labels, "annotations": {keys.ANNOTATION_CONFIG_HASH: checksum}},
                 "spec": {
                     "serviceAccountName": self.service_account_name,
                     "priorityClassName": "system-cluster-critical",

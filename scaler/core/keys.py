@@ -22,6 +22,9 @@ LABEL_POOL: Final = f"{DOMAIN}/pool"
 LABEL_CAPACITY_TYPE: Final = f"{DOMAIN}/capacity-type"
 LABEL_ROLE: Final = f"{DOMAIN}/role"
 
+# Pod-template annotation: a hash of the scaler's ConfigMap, so a config change rolls the Deployment.
+ANNOTATION_CONFIG_HASH: Final = f"{DOMAIN}/config-sha256"
+
 # --- GPU labels --------------------------------------------------------------------------------
 LABEL_GPU_PRESENT: Final = "nvidia.com/gpu.present"
 LABEL_GPU_PRODUCT: Final = "nvidia.com/gpu.product"

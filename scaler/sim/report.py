@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from scaler.core import keys
 from scaler.core.model import Pod
 from scaler.core.predicates import fits
 from scaler.sim.engine import JobRun, SimResult
@@ -37,7 +38,7 @@ def _cheapest_rate(result: SimResult, pod: Pod) -> tuple[float, str] | None:
     """(price per GPU-hour, or per vCPU-hour for a 0-GPU pod; pool) of the cheapest pool the pod fits."""
     config = result.config
     best: tuple[float, str] | None = None
-    gpus = pod.requests.get("nvidia.com/gpu", 0)
+    gpus = pod.requests.get(keys.RES_GPU, 0)
     for pool in config.pools:
         template = pool.template_node(pool.zones[0], config.region)
         if not fits(pod, template):
@@ -59,7 +60,7 @@ def lower_bound_cost(result: SimResult) -> float:
             rate = cache[shape]
             if rate is None:
                 continue
-            gpus = pod.requests.get("nvidia.com/gpu", 0)
+            gpus = pod.requests.get(keys.RES_GPU, 0)
             units = gpus if gpus else pod.requests.get("cpu", 0) / 1000
             total += rate[0] * units * run.job.duration_s / 3600
     return total
