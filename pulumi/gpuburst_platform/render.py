@@ -11,9 +11,9 @@ from typing import Any, Final
 import yaml
 
 from scaler.core import keys
+from scaler.core import scoring as profiles
 from scaler.core.config import ScalerConfig
 from scaler.core.model import Taint
-from scaler.sim import profiles
 
 SCALER_NAME: Final = "gpuburst-scaler"
 SCALER_CONFIG_DIR: Final = "/etc/gpuburst"
@@ -127,7 +127,7 @@ def keda_query(namespace: str, pod_prefix: str) -> str:
 
 # --- the bin-packing scheduler ------------------------------------------------------------------
 def scheduler_configuration() -> dict[str, Any]:
-    """Exactly the profile the simulator models (`scaler.sim.profiles.BINPACK`)."""
+    """Exactly the profile the simulator models (`scaler.core.scoring.BINPACK`)."""
     return profiles.kube_scheduler_configuration(profiles.BINPACK)
 
 

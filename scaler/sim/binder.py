@@ -3,20 +3,8 @@
 Filter: NodeUnschedulable, NodeAffinity (nodeSelector, required terms), TaintToleration and
 NodeResourcesFit, through `scaler.core.predicates` (the planner's own filters).
 
-Score (see profiles.py for the weights), with kube-scheduler's integer arithmetic:
-
-- NodeResourcesFit: per resource, LeastAllocated ``(allocatable - requested) * 100 // allocatable``
-  or MostAllocated ``requested * 100 // allocatable``, where requested includes the pod; averaged
-  with the resource weights (integer division). A resource the node does not have is skipped, and an
-  extended resource (nvidia.com/gpu) the pod does not request is skipped, as the scheduler does.
-- NodeResourcesBalancedAllocation: ``(1 - std) * 100`` of the cpu and memory fractions after
-  placement (for two resources std = |f1 - f2| / 2).
-- TaintToleration: PreferNoSchedule taints the pod does not tolerate, counted, then normalised in
-  reverse over the feasible nodes (fewest -> 100).
-- NodeAffinity: sum of the weights of the matching preferred terms, normalised to 0..100.
-
-Total = sum of plugin weight x plugin score. The real scheduler picks at random among nodes with the
-best total; the binder picks the first by node name, so that runs are reproducible. Every feasible
+Score with `scaler.core.scoring`, the planner's own implementation of the profiles (weights,
+integer arithmetic and the documented tie-break to the first node name are there). Every feasible
 node is scored (percentageOfNodesToScore's sampling in clusters over 100 nodes is not modelled).
 
 Pods are bound in queue order (priority, then arrival, as PrioritySort), each on its own: the
@@ -29,101 +17,14 @@ and only nodes with room are looked at.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from scaler.core import keys
 from scaler.core.model import Node, Pod
-from scaler.core.predicates import (
-    free_resources,
-    static_reason,
-    term_matches,
-    toleration_matches,
-)
+from scaler.core.predicates import free_resources, static_reason
 from scaler.core.resources import Resources, fits
-from scaler.sim.profiles import AFFINITY, BALANCED, FIT, TAINTS, ScoringProfile
-
-MAX_NODE_SCORE = 100
-_NATIVE = {keys.RES_CPU, keys.RES_MEMORY, keys.RES_EPHEMERAL, keys.RES_PODS}
-
-
-def fit_score(request: Resources, node: Node, free: Resources, profile: ScoringProfile) -> int:
-    total = weights = 0
-    for resource, weight in profile.fit_resources:
-        alloc = node.allocatable.get(resource, 0)
-        want = request.get(resource, 0)
-        if alloc <= 0 or (resource not in _NATIVE and want == 0):
-            continue
-        requested = alloc - free.get(resource, 0) + want
-        if profile.fit_strategy == "LeastAllocated":
-            score = (alloc - requested) * MAX_NODE_SCORE // alloc if requested <= alloc else 0
-        else:
-            score = min(requested, alloc) * MAX_NODE_SCORE // alloc
-        total += score * weight
-        weights += weight
-    return total // weights if weights else 0
-
-
-def balanced_score(request: Resources, node: Node, free: Resources, profile: ScoringProfile) -> int:
-    fractions = []
-    for resource in profile.balanced_resources:
-        alloc = node.allocatable.get(resource, 0)
-        if alloc <= 0:
-            continue
-        requested = alloc - free.get(resource, 0) + request.get(resource, 0)
-        fractions.append(min(requested / alloc, 1.0))
-    if len(fractions) < 2:
-        return MAX_NODE_SCORE
-    if len(fractions) == 2:
-        std = abs(fractions[0] - fractions[1]) / 2
-    else:
-        mean = sum(fractions) / len(fractions)
-        std = math.sqrt(sum((f - mean) ** 2 for f in fractions) / len(fractions))
-    return int((1 - std) * MAX_NODE_SCORE)
-
-
-def intolerable_prefer_no_schedule(pod: Pod, node: Node) -> int:
-    tols = [t for t in pod.tolerations if t.effect in ("", "PreferNoSchedule")]
-    return sum(1 for taint in node.taints
-               if taint.effect == "PreferNoSchedule" and not any(toleration_matches(t, taint) for t in tols))
-
-
-def preferred_affinity_sum(pod: Pod, node: Node) -> int:
-    return sum(p.weight for p in pod.preferred_affinity if term_matches(p.term, node.labels))
-
-
-def score_nodes(pod: Pod, candidates: list[tuple[Node, Resources]], profile: ScoringProfile) -> list[int]:
-    """Total scores of feasible nodes (each with its free resources), in the order given."""
-    w_fit, w_bal = profile.weight(FIT), profile.weight(BALANCED)
-    w_taint, w_aff = profile.weight(TAINTS), profile.weight(AFFINITY)
-    taint_counts = [intolerable_prefer_no_schedule(pod, n) for n, _ in candidates] if w_taint else []
-    affinity = [preferred_affinity_sum(pod, n) for n, _ in candidates] if w_aff and pod.preferred_affinity else []
-    max_taint = max(taint_counts, default=0)
-    max_aff = max(affinity, default=0)
-    out = []
-    for i, (node, free) in enumerate(candidates):
-        total = 0
-        if w_fit:
-            total += w_fit * fit_score(pod.requests, node, free, profile)
-        if w_bal:
-            total += w_bal * balanced_score(pod.requests, node, free, profile)
-        if w_taint:
-            count = taint_counts[i]
-            total += w_taint * (MAX_NODE_SCORE - (count * MAX_NODE_SCORE // max_taint if max_taint else 0))
-        if affinity and max_aff:
-            total += w_aff * (affinity[i] * MAX_NODE_SCORE // max_aff)
-        out.append(total)
-    return out
-
-
-def select_node(pod: Pod, candidates: list[tuple[Node, Resources]], profile: ScoringProfile) -> Node | None:
-    """The node kube-scheduler would bind to among feasible candidates; ties go to the first name."""
-    if not candidates:
-        return None
-    scores = score_nodes(pod, candidates, profile)
-    top = max(scores)
-    return min((c[0] for c, s in zip(candidates, scores, strict=True) if s == top), key=lambda n: n.name)
+from scaler.core.scoring import ScoringProfile, select_node
 
 
 def _mentions_hostname(pod: Pod) -> bool:

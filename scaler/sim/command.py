@@ -17,9 +17,9 @@ from typing import Any
 from scaler.configfile import load_config
 from scaler.core.config import ConfigError, ScalerConfig
 from scaler.core.planner import plan
+from scaler.core.scoring import PROFILES
 from scaler.providers.sim import Outage, SimProvider
 from scaler.sim.engine import Engine, Planner, SimResult
-from scaler.sim.profiles import PROFILES
 from scaler.sim.report import build_report, summary
 from scaler.sim.trace import TraceError, load_trace
 

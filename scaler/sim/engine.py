@@ -27,11 +27,11 @@ from dataclasses import dataclass, field
 from scaler.core import keys
 from scaler.core.config import ScalerConfig
 from scaler.core.model import Node, Pod
+from scaler.core.scoring import DEFAULT, ScoringProfile
 from scaler.core.snapshot import Plan, Snapshot, State
 from scaler.providers.base import ProviderError
 from scaler.providers.sim import Instance, SimProvider
 from scaler.sim.binder import Binder
-from scaler.sim.profiles import DEFAULT, ScoringProfile
 from scaler.sim.trace import Job, job_pods
 
 Planner = Callable[[Snapshot, State, ScalerConfig], tuple[Plan, State]]

@@ -11,10 +11,10 @@ from platform_helpers import CLIENT_ID, IRSA_ARN, Recorder, scaler_config
 
 from scaler import permissions
 from scaler.core import keys
+from scaler.core import scoring as profiles
 from scaler.core.config import parse_config
 from scaler.core.predicates import fits
 from scaler.kube.convert import pod_from_json
-from scaler.sim import profiles
 
 CA_PEM = "-----BEGIN CERTIFICATE-----\nMIIBfake\n-----END CERTIFICATE-----\n"
 PATHS = ["prometheus-adapter", "keda"]

@@ -7,8 +7,8 @@ from scaler.core import keys
 from scaler.core.config import ScalerConfig
 from scaler.core.model import Node, Pod, PreferredTerm, SelectorRequirement, Taint, Toleration
 from scaler.core.predicates import effective_request
-from scaler.sim.binder import Binder, balanced_score, fit_score
-from scaler.sim.profiles import BINPACK, DEFAULT, kube_scheduler_configuration
+from scaler.core.scoring import BINPACK, DEFAULT, balanced_score, fit_score, kube_scheduler_configuration
+from scaler.sim.binder import Binder
 
 GPU_TOL = Toleration(keys.TAINT_GPU, "Exists", "", "NoSchedule")
 
@@ -81,19 +81,19 @@ def test_gpu_is_not_scored_by_default_and_is_by_binpack() -> None:
     free = {keys.RES_CPU: 10000, keys.RES_MEMORY: 100, keys.RES_GPU: 8}
     pod = _pod("p", gpus=8, cpu=5000, mem=50)
     # LeastAllocated over cpu and memory only: (50 + 50) / 2.
-    assert fit_score(pod.requests, node, free, DEFAULT) == 50
+    assert fit_score(pod.requests, node.allocatable, free, DEFAULT) == 50
     # MostAllocated: gpu 100 x 5, cpu 50, memory 50 -> 600 // 7.
-    assert fit_score(pod.requests, node, free, BINPACK) == 600 // 7
+    assert fit_score(pod.requests, node.allocatable, free, BINPACK) == 600 // 7
     # An extended resource the pod does not ask for is skipped, not scored as 0.
     cpu_pod = _pod("c", cpu=5000, mem=50)
-    assert fit_score(cpu_pod.requests, node, free, BINPACK) == 50
+    assert fit_score(cpu_pod.requests, node.allocatable, free, BINPACK) == 50
 
 
 def test_balanced_allocation() -> None:
     node = Node("n", allocatable={keys.RES_CPU: 1000, keys.RES_MEMORY: 1000})
     free = dict(node.allocatable)
-    assert balanced_score({keys.RES_CPU: 500, keys.RES_MEMORY: 500}, node, free, DEFAULT) == 100
-    assert balanced_score({keys.RES_CPU: 1000, keys.RES_MEMORY: 0}, node, free, DEFAULT) == 50
+    assert balanced_score({keys.RES_CPU: 500, keys.RES_MEMORY: 500}, node.allocatable, free, DEFAULT) == 100
+    assert balanced_score({keys.RES_CPU: 1000, keys.RES_MEMORY: 0}, node.allocatable, free, DEFAULT) == 50
 
 
 def test_prefer_no_schedule_and_preferred_affinity_steer_placement() -> None:

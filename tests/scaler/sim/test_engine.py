@@ -8,9 +8,9 @@ from sim_helpers import write_trace
 
 from scaler.core.config import ScalerConfig
 from scaler.core.planner import plan
+from scaler.core.scoring import BINPACK, DEFAULT, ScoringProfile
 from scaler.providers.sim import Outage, SimProvider
 from scaler.sim.engine import Engine, SimResult
-from scaler.sim.profiles import BINPACK, DEFAULT, ScoringProfile
 from scaler.sim.report import build_report
 from scaler.sim.trace import load_trace
 
