@@ -69,6 +69,7 @@ class Pod:
     priority: int = 0
     scheduler_name: str = "default-scheduler"
     phase: str = "Pending"
+    created_at: float = 0.0  # seconds since the epoch; with priority, the scheduler's queue order
 
     @property
     def key(self) -> str:

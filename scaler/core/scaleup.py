@@ -1,5 +1,9 @@
 """Scale-up planner: place pending pods on existing, coming and in-flight capacity, then on new nodes.
 
+On existing and coming nodes the pods go as kube-scheduler will bind them: in its queue order, each
+where the scoring profile its `schedulerName` names would put it (`_Chooser`). What is left is packed
+first-fit decreasing onto booting and new nodes.
+
 Pure. The hot path works on equivalence classes, never on pods x nodes:
 
 - a *pod class* is the pods with the same requests, selector / affinity, tolerations, priority,
@@ -16,11 +20,12 @@ The same Packer re-places evicted pods for the scale-down planner.
 from __future__ import annotations
 
 import contextlib
+import heapq
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from scaler.core import keys, predicates
+from scaler.core import keys, predicates, scoring
 from scaler.core.config import ScalerConfig
 from scaler.core.model import Node, Pod, SelectorTerm, Taint, Toleration
 from scaler.core.pool import Pool
@@ -40,11 +45,13 @@ _UNSCHED_TAINT = Taint(keys.TAINT_UNSCHEDULABLE, "", "NoSchedule")
 class Bin:
     """A node's free capacity as a resource vector: a real node, a booting one, or a template."""
 
-    __slots__ = ("free", "group", "kind", "name", "node", "pool", "removed", "touched", "zone")
+    __slots__ = ("alloc", "free", "group", "kind", "name", "node", "pool", "removed", "touched", "version", "zone")
 
     def __init__(self, free: list[int], kind: BinKind, name: str, pool: str | None, zone: str | None,
-                 group: Group, node: Node) -> None:
+                 group: Group, node: Node, alloc: list[int] | None = None) -> None:
         self.free = free
+        self.alloc = alloc  # allocatable of an existing / coming node (what the scheduler scores)
+        self.version = 0  # bumped whenever `free` changes: a score computed earlier is stale
         self.kind = kind
         self.name = name
         self.pool = pool
@@ -159,6 +166,7 @@ class Packer:
         self._eligible: dict[int, list[Group]] = {}
         self._classes: dict[tuple[object, ...], PodClass] = {}
         self._journal: list[tuple[Bin, list[int] | None]] | None = None
+        self.changed: list[Bin] = []  # existing / coming bins whose free changed, in order (for _Chooser)
         self.in_flight_groups: list[Group] = []  # booting nodes of multi-zone pools (zone unknown)
         # (resource, amount) every pod of the pass requests at least: a bin with less is dead.
         self.dead: tuple[tuple[int, int], ...] = ()
@@ -211,8 +219,8 @@ class Packer:
         return group
 
     def add_bin(self, node: Node, free: list[int], kind: BinKind, group: Group, pool: str | None,
-                zone: str | None) -> Bin:
-        b = Bin(free, kind, node.name, pool, zone, group, node)
+                zone: str | None, alloc: list[int] | None = None) -> Bin:
+        b = Bin(free, kind, node.name, pool, zone, group, node, alloc)
         group.bins.append(b)
         if group.bound is not None:
             group.bound = list(map(max, group.bound, free))
@@ -322,6 +330,9 @@ class Packer:
                     journal.append((b, list(free)))
                 for i, a in nz:
                     free[i] -= a * k
+                if b.alloc is not None:
+                    b.version += 1
+                    self.changed.append(b)
                 out.append((b, k))
                 placed += k
                 if placed >= n:
@@ -347,6 +358,9 @@ class Packer:
                 self.bins.remove(b)
             else:
                 b.free[:] = old
+                if b.alloc is not None:
+                    b.version += 1
+                    self.changed.append(b)
             b.group.bound = None
             b.group.start = 0
 
@@ -357,6 +371,111 @@ class Packer:
         if self._journal is not None:
             self._journal.append((b, None))
         return b
+
+
+class _Chooser:
+    """Where the scheduler profile a class's pods name (`schedulerName`, see `scaler.core.scoring`)
+    would bind them among the existing and coming nodes, one pod at a time, as kube-scheduler does:
+    the best total score, ties to the first node name.
+
+    A heap of (score, name) over the nodes with room. Placing a pod changes only that node's score for
+    the class, so it is re-scored and pushed back; nodes other classes filled since are re-scored from
+    the packer's change log, and entries of an older version are dropped when they surface.
+    TaintToleration and NodeAffinity are normalised over the nodes that had room when the class was
+    first placed (the scheduler normalises over the nodes that pass its filters at each pod)."""
+
+    def __init__(self, packer: Packer, cls: PodClass, kinds: frozenset[str]) -> None:
+        self.packer = packer
+        self.cls = cls
+        self.kinds = kinds
+        self.profile = scoring.for_scheduler(cls.rep.scheduler_name)
+        self.request = cls.rep.requests
+        wanted = {r for r, _ in self.profile.fit_resources} | set(self.profile.balanced_resources)
+        self.score_idx = [(r, packer.index[r]) for r in sorted(wanted) if r in packer.index]
+        self.groups = {id(g) for g in packer.eligible_real(cls.static_id)}
+        self.heap: list[tuple[int, str, int, int, Bin]] = []
+        self.seq = 0
+        self.dead = False
+        found: list[Bin] = []
+        nz = cls.nz
+        for g in packer.eligible_real(cls.static_id):
+            bound = g.bound
+            if bound is not None and any(bound[i] < a for i, a in nz):
+                continue
+            before = len(found)
+            for b in g.bins[g.start:]:  # _open, inlined: this loop runs once per class and node
+                if b.removed or b.alloc is None or b.kind not in kinds:
+                    continue
+                free = b.free
+                for i, a in nz:
+                    if free[i] < a:
+                        break
+                else:
+                    found.append(b)
+            if len(found) == before:  # no node of the group takes the class: tighten its bound
+                live = [b.free for b in g.bins[g.start:] if not b.removed]
+                g.bound = [max(col) for col in zip(*live, strict=True)] if live else [0] * len(packer.resources)
+        seen: dict[int, Group] = {id(b.group): b.group for b in found}
+        self.norm_nodes = [g.node for g in seen.values()]
+        values = scoring.static_scores(cls.rep, self.norm_nodes, self.profile)
+        self.static = {gid: v for gid, v in zip(seen, values, strict=True)}
+        for b in found:
+            self._push(b)
+        self.synced = len(packer.changed)
+
+    def _open(self, b: Bin) -> bool:
+        if b.removed or b.alloc is None or b.kind not in self.kinds:
+            return False
+        free = b.free
+        return all(free[i] >= a for i, a in self.cls.nz)
+
+    def _push(self, b: Bin) -> None:
+        gid = id(b.group)
+        static = self.static.get(gid)
+        if static is None:  # a group that had no room when the class was first placed
+            static = scoring.static_scores(self.cls.rep, [*self.norm_nodes, b.group.node], self.profile)[-1]
+            self.static[gid] = static
+        assert b.alloc is not None
+        alloc = {r: b.alloc[i] for r, i in self.score_idx}
+        free = {r: b.free[i] for r, i in self.score_idx}
+        score = static + scoring.resource_score(self.request, alloc, free, self.profile)
+        self.seq += 1
+        heapq.heappush(self.heap, (-score, b.name, self.seq, b.version, b))
+
+    def take(self, n: int, out: Placement) -> int:
+        """Place up to n pods of the class; returns how many found a node."""
+        packer = self.packer
+        changed = packer.changed
+        for b in changed[self.synced:]:
+            if id(b.group) in self.groups and self._open(b):
+                self._push(b)
+        heap = self.heap
+        nz = self.cls.nz
+        journal = packer._journal
+        placed = 0
+        while placed < n and heap:
+            b = heap[0][4]
+            if heap[0][3] != b.version or not self._open(b):
+                heapq.heappop(heap)
+                continue
+            heapq.heappop(heap)
+            if journal is not None:
+                journal.append((b, list(b.free)))
+            for i, a in nz:
+                b.free[i] -= a
+            b.version += 1
+            changed.append(b)
+            if out and out[-1][0] is b:
+                out[-1] = (b, out[-1][1] + 1)
+            else:
+                out.append((b, 1))
+            placed += 1
+            if self._open(b):
+                self._push(b)
+        self.synced = len(changed)
+        if placed < n:
+            self.dead = True  # nothing frees capacity while a pass places pods (bar a rolled-back gang)
+        return placed
 
 
 # --- the planner ---------------------------------------------------------------------------------
@@ -398,6 +517,9 @@ def referenced_keys(pods: Iterable[Pod]) -> set[str]:
         if pod.required_affinity and id(pod.required_affinity) not in seen:
             seen.add(id(pod.required_affinity))
             out.update(_affinity_keys(pod.required_affinity))
+        if pod.preferred_affinity and id(pod.preferred_affinity) not in seen:  # scored, so grouped by
+            seen.add(id(pod.preferred_affinity))
+            out.update(_affinity_keys(tuple(p.term for p in pod.preferred_affinity)))
     return out
 
 
@@ -444,12 +566,13 @@ def build_packer(snapshot: Snapshot, config: ScalerConfig, adv: Advanced) -> tup
         else:
             continue  # NotReady for long: no capacity, not ours to guess about
         free = packer.vec(alloc)
+        vec_alloc = list(free)
         for pod in node.pods:
             if pod.phase not in TERMINATED:
                 for r, v in pod.requests.items():
                     free[packer.index[r]] -= v
         group = packer.group_for(node, taints)
-        packer.add_bin(node, free, kind, group, pname, node.labels.get(keys.LABEL_ZONE))
+        packer.add_bin(node, free, kind, group, pname, node.labels.get(keys.LABEL_ZONE), vec_alloc)
     slots: list[Slot] = []
     shapes: dict[tuple[int, ...], int] = {}
     for name, obs in snapshot.pools.items():
@@ -689,11 +812,42 @@ class _Planner:
         nxt = self.by_pool.get(name)
         return self._fallback(cls, cands, nxt[0].pool, n, excluded, reasons, seen) if nxt else None
 
-    def place(self, cls: PodClass, cands: list[Candidate], reasons: dict[str, str]) -> Placement:
-        """Existing and coming nodes, then booting ones and nodes opened this pass, then new nodes."""
+    def place_in_queue_order(self, classes: Sequence[PodClass]) -> dict[int, Placement]:
+        """Existing and coming nodes, as the scheduler will fill them: pods in its queue order
+        (priority, then creation time), each where the profile it names would bind it. Returns the
+        placement per class (by id); each class's pods are put in queue order first."""
+        runs: list[tuple[int, float, int]] = []
+        for ci, c in enumerate(classes):
+            c.pods.sort(key=lambda p: p.created_at)
+            runs.extend((-c.priority, p.created_at, ci) for p in c.pods)
+        runs.sort()
+        out: dict[int, Placement] = {id(c): [] for c in classes}
+        choosers: dict[int, _Chooser] = {}
+        i = 0
+        while i < len(runs):
+            ci = runs[i][2]
+            j = i + 1
+            while j < len(runs) and runs[j][2] == ci:
+                j += 1
+            chooser = choosers.get(ci)
+            if chooser is None:
+                chooser = choosers[ci] = _Chooser(self.packer, classes[ci], self.existing_kinds)
+            if not chooser.dead:
+                chooser.take(j - i, out[id(classes[ci])])
+            i = j
+        return out
+
+    def place(self, cls: PodClass, cands: list[Candidate], reasons: dict[str, str],
+              existing: Placement | None = None) -> Placement:
+        """Existing and coming nodes (`existing` when already placed in queue order), then booting
+        ones and nodes opened this pass, then new nodes."""
         n = len(cls.pods)
         out: Placement = []
-        placed = self.packer.fill(cls, self.packer.eligible_real(cls.static_id), n, self.existing_kinds, out)
+        if existing is None:
+            placed = _Chooser(self.packer, cls, self.existing_kinds).take(n, out)
+        else:
+            out.extend(existing)
+            placed = sum(k for _, k in existing)
         if placed < n:
             groups = [c.slot.group for c in cands] + [
                 g for g in self.in_flight_groups if self.packer.static_reason(cls.static_id, g) is None]
@@ -843,10 +997,11 @@ def plan_scale_up(snapshot: Snapshot, config: ScalerConfig, adv: Advanced) -> Sc
             outcome: Outcome = "unschedulable" if no_home else "waiting"
             msg = f"gang {gid}: room for {got} of {pending_n} pending members; all or none"
             _verdicts(c, [], info[id(c)][1], outcome, msg, verdicts, new_pods, placed_on)
+    on_existing = planner.place_in_queue_order(singles)
     singles.sort(key=planner.sort_key)
     for c in singles:
         cands, reasons = info[id(c)]
-        placement = planner.place(c, cands, reasons)
+        placement = planner.place(c, cands, reasons, on_existing[id(c)])
         rest: Outcome = "waiting" if cands else "unschedulable"
         rest_reason = None if cands else "fits no pool's template"
         _verdicts(c, placement, reasons, rest, rest_reason, verdicts, new_pods, placed_on)

@@ -79,6 +79,7 @@ def pod_from_json(obj: JSON) -> Pod:
             priority=int(spec.get("priority") or 0),
             scheduler_name=spec.get("schedulerName") or "default-scheduler",
             phase=(obj.get("status") or {}).get("phase", "Pending"),
+            created_at=timestamp(meta.get("creationTimestamp")),
         )
     except (KeyError, TypeError, ValueError) as err:
         raise SnapshotError(f"pod {name}: {err.__class__.__name__}: {err}") from None

@@ -170,14 +170,17 @@ class Engine:
                 if kind == "submit":
                     self.demand_gpus += run.job.gpus
                     for pod in run.pods:
-                        self._enqueue(pod)
+                        self._enqueue(pod, now)
                 elif kind == "complete" and version == run.version and run.completed_at is None:
                     self._complete(run, now)
             self._bind(now)
             self.dirty = True
             self._sample(now)
 
-    def _enqueue(self, pod: Pod) -> None:
+    def _enqueue(self, pod: Pod, now: float) -> None:
+        """Into the scheduler's queue. A stopped pod comes back as its controller's new pod would:
+        created now, so it queues behind the pods already waiting (the planner reads that order)."""
+        pod.created_at = now
         self.pending[pod.key] = pod
         self.new_pending.append(pod)
 
@@ -205,7 +208,7 @@ class Engine:
         for pod in self.binder.remove_node(name):
             self._stop(pod, now)
             self.rescheduled += 1
-            self._enqueue(pod)
+            self._enqueue(pod, now)
         self.state.unneeded_since.pop(name, None)
 
     def _stop(self, pod: Pod, now: float) -> None:
@@ -319,7 +322,7 @@ class Engine:
                 self.binder.unbind(pod)
                 self._stop(pod, now)
                 self.rescheduled += 1
-                self._enqueue(pod)
+                self._enqueue(pod, now)
             try:
                 self.provider.delete_node(down.pool, down.provider_id)
             except ProviderError as err:

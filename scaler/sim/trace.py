@@ -177,7 +177,7 @@ def job_pods(job: Job, config: ScalerConfig, scheduler_name: str = "default-sche
         Pod(
             name=f"job-{job.job_id}-{i}", namespace=SIM_NAMESPACE, uid=f"{job.job_id}-{i}",
             requests=effective_request([container]), labels=dict(labels), annotations=dict(annotations),
-            tolerations=tolerations, owner_kind="Job", scheduler_name=scheduler_name,
+            tolerations=tolerations, owner_kind="Job", scheduler_name=scheduler_name, created_at=job.submit_s,
         )
         for i in range(count)
     ]

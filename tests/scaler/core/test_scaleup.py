@@ -259,3 +259,17 @@ def test_several_failures_in_one_pass_are_one_backoff_step() -> None:
     result, state = plan(snapshot(CFG, [], now=T0, failures={"gpu1-spot-a": fails}), State(), CFG)
     assert state.backoff["gpu1-spot-a"] == Backoff(until=T0 + 300, failures=1)
     assert any("backoff until" in n for n in result.notes)
+
+
+def test_new_capacity_for_small_pods_is_small_nodes_even_without_the_min_gpus_taint() -> None:
+    # Eight 1-GPU pods and pools that would all take them (no min-gpus taint): the price per placed
+    # pod picks eight 1-GPU nodes, not one 8-GPU node that the longest of them would keep alive
+    # after the others finish (the hole the taint exists to prevent).
+    pools = [{"name": "gpu1", "instance_types": ["g6.xlarge"], "zones": ["us-east-1a"], "max": 20},
+             {"name": "gpu8", "instance_types": ["g6.48xlarge"], "zones": ["us-east-1a"], "max": 20}]
+    cfg = config(pools)
+    result, _ = plan(snapshot(cfg, [pod(f"g{i}", gpu=1) for i in range(8)]), State(), cfg)
+    assert ups(result) == {"gpu1": 8}
+    # An 8-GPU pod still gets its 8-GPU node.
+    result, _ = plan(snapshot(cfg, [pod("big", cpu="8", gpu=8)]), State(), cfg)
+    assert ups(result) == {"gpu8": 1}
