@@ -125,9 +125,12 @@ def render(result: Plan, snapshot: Snapshot, notes: list[str], verbose: bool = F
         lines.append(f"  remove node {down.node} of {down.pool}: {down.reason}{evict}")
     if result.verdicts:
         lines.append("pending pods:")
+    scheduler = {p.key: p.scheduler_name for p in snapshot.pending}
     for key in sorted(result.verdicts):
         v = result.verdicts[key]
         where = f" on node {v.node}" if v.node else f" in pool {v.pool}" if v.pool else ""
+        if v.outcome == "fits-existing" and key in scheduler:
+            where += f" (where {scheduler[key]} will bind it)"
         lines.append(f"  {key}: {v.outcome}{where}")
         if v.outcome not in ("unschedulable", "waiting") and not verbose:
             continue

@@ -117,3 +117,48 @@ def test_module_entry_point_exit_codes(tmp_path: Path) -> None:
                            "--pools", str(POOLS)], capture_output=True, text=True, check=False)
     assert done.returncode == 2
     assert "nope.json: cannot read" in done.stderr
+
+
+def _gpu4_node(name: str) -> dict[str, object]:
+    alloc = {"cpu": "47810m", "memory": "187000Mi", "pods": "110", "nvidia.com/gpu": "4"}
+    return {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "creationTimestamp": "2026-11-20T09:00:00Z",
+                         "labels": {"gpuburst.io/pool": "gpu4-spot-a", "topology.kubernetes.io/zone": "us-east-1a",
+                                    "node.kubernetes.io/instance-type": "g6.12xlarge",
+                                    "kubernetes.io/hostname": name}},
+            "spec": {"providerID": f"aws:///us-east-1a/{name}",
+                     "taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"},
+                                {"key": "gpuburst.io/min-gpus", "value": "2", "effect": "NoSchedule"}]},
+            "status": {"allocatable": alloc, "capacity": alloc,
+                       "conditions": [{"type": "Ready", "status": "True"}]}}
+
+
+def _gpu_pod(name: str, gpus: int, scheduler: str, node: str | None = None) -> dict[str, object]:
+    status: dict[str, object] = {"phase": "Running"} if node else {
+        "phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "ml", "uid": f"uid-{name}",
+                         "creationTimestamp": "2026-11-20T10:00:00Z",
+                         "ownerReferences": [{"kind": "Job", "name": name, "uid": "u", "controller": True}]},
+            "spec": {"schedulerName": scheduler, **({"nodeName": node} if node else {}),
+                     "containers": [{"name": "main", "resources": {"requests": {
+                         "cpu": "4", "memory": "16Gi"}, "limits": {"nvidia.com/gpu": str(gpus)}}}],
+                     "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+                                     {"key": "gpuburst.io/min-gpus", "operator": "Exists",
+                                      "effect": "NoSchedule"}]},
+            "status": status}
+
+
+@pytest.mark.parametrize(("scheduler", "node"), [("default-scheduler", "idle"), ("gpuburst-binpack", "busy")])
+def test_explain_says_where_the_pods_scheduler_will_bind_it(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                            scheduler: str, node: str) -> None:
+    # Two 4-GPU nodes, one with a 2-GPU job running: kube-scheduler's default profile spreads the
+    # pending 2-GPU pod to the idle node, gpuburst's binpack profile packs it next to the job.
+    items = [_gpu4_node("busy"), _gpu4_node("idle"), _gpu_pod("running", 2, scheduler, node="busy"),
+             _gpu_pod("pending", 2, scheduler)]
+    snap = tmp_path / "snap.json"
+    snap.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+    assert main(["explain", "--snapshot", str(snap), "--pools", str(POOLS)]) == 0
+    out = capsys.readouterr().out
+    assert f"ml/pending: fits-existing on node {node} (where {scheduler} will bind it)" in out
+    assert "scale up" not in out
