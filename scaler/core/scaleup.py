@@ -167,6 +167,9 @@ class Packer:
         self._classes: dict[tuple[object, ...], PodClass] = {}
         self._journal: list[tuple[Bin, list[int] | None]] | None = None
         self.changed: list[Bin] = []  # existing / coming bins whose free changed, in order (for _Chooser)
+        # (profile, request) -> bin -> (version, resource score): classes that differ only in their
+        # statics share the per-node part of their scores.
+        self.scores: dict[tuple[str, tuple[tuple[int, int], ...]], dict[int, tuple[int, int]]] = {}
         self.in_flight_groups: list[Group] = []  # booting nodes of multi-zone pools (zone unknown)
         # (resource, amount) every pod of the pass requests at least: a bin with less is dead.
         self.dead: tuple[tuple[int, int], ...] = ()
@@ -394,6 +397,7 @@ class _Chooser:
         self.score_idx = [(r, packer.index[r]) for r in sorted(wanted) if r in packer.index]
         self.groups = {id(g) for g in packer.eligible_real(cls.static_id)}
         self.heap: list[tuple[int, str, int, int, Bin]] = []
+        self.cache = packer.scores.setdefault((self.profile.name, cls.nz), {})
         self.seq = 0
         self.dead = False
         found: list[Bin] = []
@@ -435,10 +439,16 @@ class _Chooser:
         if static is None:  # a group that had no room when the class was first placed
             static = scoring.static_scores(self.cls.rep, [*self.norm_nodes, b.group.node], self.profile)[-1]
             self.static[gid] = static
-        assert b.alloc is not None
-        alloc = {r: b.alloc[i] for r, i in self.score_idx}
-        free = {r: b.free[i] for r, i in self.score_idx}
-        score = static + scoring.resource_score(self.request, alloc, free, self.profile)
+        cached = self.cache.get(id(b))
+        if cached is not None and cached[0] == b.version:
+            score = static + cached[1]
+        else:
+            assert b.alloc is not None
+            alloc = {r: b.alloc[i] for r, i in self.score_idx}
+            free = {r: b.free[i] for r, i in self.score_idx}
+            part = scoring.resource_score(self.request, alloc, free, self.profile)
+            self.cache[id(b)] = (b.version, part)
+            score = static + part
         self.seq += 1
         heapq.heappush(self.heap, (-score, b.name, self.seq, b.version, b))
 

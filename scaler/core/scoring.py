@@ -47,7 +47,10 @@ class ScoringProfile:
     balanced_resources: tuple[str, ...] = (keys.RES_CPU, keys.RES_MEMORY)
 
     def weight(self, plugin: str) -> int:
-        return dict(self.plugin_weights).get(plugin, 0)
+        for name, w in self.plugin_weights:
+            if name == plugin:
+                return w
+        return 0
 
 
 FIT = "NodeResourcesFit"
