@@ -15,6 +15,7 @@ process is uncordoned. On stale cluster data (the cache could not sync) nothing 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import logging
 import os
@@ -33,6 +34,7 @@ from scaler.core import keys
 from scaler.core.config import ConfigError, ScalerConfig
 from scaler.core.model import Node, Pod
 from scaler.core.planner import plan as core_plan
+from scaler.core.scaledown import blocker
 from scaler.core.snapshot import Plan, PoolObservation, ScaleDown, SetSize, Snapshot, State
 from scaler.kube.actions import KubeActions, KubeError, Leader, ObjectRef
 from scaler.kube.cache import ClusterCache
@@ -74,6 +76,11 @@ class Drain:
     interrupted: bool = False
     forced: bool = False  # the cloud takes the node at the deadline anyway (a spot interruption)
     blocked: set[str] = field(default_factory=set)
+    planned: frozenset[str] | None = None  # the pods the plan found evictable (None: an interruption's drain)
+
+
+class LostLease(Exception):
+    """The lease ran out during a pass: another replica may be acting now, so this one stops."""
 
 
 def _evictable(pod: Pod) -> bool:
@@ -113,10 +120,26 @@ class Runtime:
         now = self.clock()
         if self.leader is not None and not self.leader.try_lead():
             self.metrics.leader.set(0)
+            self._stand_down()
             self.health.succeeded(self.cluster.fresh)
             log.info("not the leader: observing only")
             return None
         self.metrics.leader.set(1)
+        try:
+            plan, snapshot = self._pass(now)
+        except LostLease as err:
+            self.metrics.leader.set(0)
+            self._stand_down()
+            log.warning("%s: stopped acting for this pass", err)
+            return None
+        self._observe_metrics(plan, snapshot)
+        self.metrics.pass_duration.observe(time.monotonic() - started)
+        self.metrics.last_pass.set(time.time())
+        self.metrics.fresh.set(1 if snapshot.fresh else 0)
+        self.health.succeeded(snapshot.fresh)
+        return plan
+
+    def _pass(self, now: float) -> tuple[Plan, Snapshot]:
         fresh = self.cluster.fresh
         observations = self.provider.observe(now)
         pending, nodes, pdbs = self.cluster.view(self.provider.pool_of)
@@ -124,9 +147,8 @@ class Runtime:
         if not self.dry_run:
             self._interruptions(now, nodes, observations)
         plan, self.state = self.planner(snapshot, self.state, self.config)
-        if not fresh and plan.scale_downs:
-            plan.notes.append(f"cluster state is stale: {len(plan.scale_downs)} scale-down(s) held back")
-            plan.scale_downs = []
+        if not fresh:
+            self._hold_back(plan, snapshot)
         self.last_plan = plan
         self._log_plan(plan, snapshot)
         if not self.dry_run:
@@ -136,12 +158,33 @@ class Runtime:
                 self._release_orphans(nodes)
             self._events(plan, snapshot)
             self._status(plan, snapshot)
-        self._observe_metrics(plan, snapshot)
-        self.metrics.pass_duration.observe(time.monotonic() - started)
-        self.metrics.last_pass.set(time.time())
-        self.metrics.fresh.set(1 if fresh else 0)
-        self.health.succeeded(fresh)
-        return plan
+        return plan, snapshot
+
+    @staticmethod
+    def _hold_back(plan: Plan, snapshot: Snapshot) -> None:
+        """On stale cluster data nothing that removes capacity is acted on: no scale-down, and no size
+        reset below the instances that exist (those would be terminated as "never registered" on the
+        word of a Node list that may just be old)."""
+        if plan.scale_downs:
+            plan.notes.append(f"cluster state is stale: {len(plan.scale_downs)} scale-down(s) held back")
+            plan.scale_downs = []
+        held = [r for r in plan.resets if r.pool in snapshot.pools and r.desired < snapshot.pools[r.pool].instances]
+        if held:
+            plan.notes.append("cluster state is stale: size reset(s) below the existing instances held back: "
+                              + ", ".join(f"{r.pool} -> {r.desired}" for r in held))
+            plan.resets = [r for r in plan.resets if r not in held]
+
+    def _guard(self) -> None:
+        """Before every change to the cloud or the cluster: this replica still holds the lease."""
+        if self.leader is not None and not self.leader.holds():
+            raise LostLease("the leader lease expired during the pass")
+
+    def _stand_down(self) -> None:
+        """Not the leader (any more): forget the drains; the new leader gives their nodes back."""
+        if self.drains or self.removed:
+            log.warning("lost the lease: leaving %d drain(s) to the new leader", len(self.drains))
+        self.drains.clear()
+        self.removed.clear()
 
     def _log_plan(self, plan: Plan, snapshot: Snapshot) -> None:
         ups = [f"{s.pool}/{s.zone} +{s.count} -> {s.new_desired}" for s in plan.scale_ups]
@@ -162,6 +205,7 @@ class Runtime:
 
     # --- acting ----------------------------------------------------------------------------------
     def _cloud(self, what: str, fn: Callable[[], None]) -> bool:
+        self._guard()
         try:
             fn()
             return True
@@ -208,13 +252,15 @@ class Runtime:
             log.warning("not removing %s: provider id %r is not an instance of pool %s", down.node, provider_id,
                         down.pool)
             return
+        self._guard()
         try:
             self.actions.cordon(raw)
         except KubeError as err:
             self.metrics.kube_errors.labels("cordon").inc()
             log.warning("cordon %s failed: %s", down.node, err)
             return
-        self.drains[down.node] = Drain(down.pool, down.node, provider_id, now, now + DRAIN_TIMEOUT, down.reason)
+        self.drains[down.node] = Drain(down.pool, down.node, provider_id, now, now + DRAIN_TIMEOUT, down.reason,
+                                       planned=frozenset(down.evict))
         self.actions.event(ObjectRef("Node", down.node, uid=(raw.get("metadata") or {}).get("uid", "")),
                            "ScaleDown", f"draining node for removal: {down.reason}")
         log.info("draining %s of pool %s: %s", down.node, down.pool, down.reason)
@@ -226,7 +272,18 @@ class Runtime:
             if node is None:  # gone from the cluster (terminated by us earlier, or by the cloud)
                 del self.drains[name]
                 continue
+            if drain.started >= now:
+                continue  # this pass's pod list was read before the cordon: act on the next one
             left = [p for p in node.pods if _evictable(p)]
+            if not drain.forced:
+                # A pod bound between the plan and the cordon, or one that became unevictable since
+                # (annotation added, controller gone), was never proven safe to move: give the node back.
+                strays = [p.key for p in left
+                          if blocker(p) or (drain.planned is not None and p.key not in drain.planned)]
+                if strays:
+                    self._abandon(drain, f"pod(s) {', '.join(sorted(strays)[:5])} arrived or became unevictable "
+                                         "after the scale-down was planned")
+                    continue
             blocked = set()
             for pod in left:
                 result = self._evict(pod)
@@ -245,6 +302,7 @@ class Runtime:
 
     def _evict(self, pod: Pod) -> str:
         assert self.actions is not None
+        self._guard()
         try:
             result = self.actions.evict(pod.namespace, pod.name)
         except KubeError as err:
@@ -268,6 +326,7 @@ class Runtime:
 
     def _abandon(self, drain: Drain, why: str) -> None:
         assert self.actions is not None
+        self._guard()
         del self.drains[drain.node]
         raw = self.cluster.raw_node(drain.node)
         try:
@@ -292,6 +351,7 @@ class Runtime:
                 continue  # its instance is gone or going: leave it cordoned
             raw = self.cluster.raw_node(node.name)
             if raw is not None and _has_our_taint(raw):
+                self._guard()
                 try:
                     self.actions.uncordon(raw)
                     log.info("uncordoned %s: cordoned by an earlier scaler process that did not finish", node.name)
@@ -318,15 +378,27 @@ class Runtime:
         desired = {name: obs.desired for name, obs in observations.items()}
         for notice in notices:
             node = by_instance.get(notice.instance_id.lower()) or by_instance.get(notice.instance_id)
-            if node is None or node.pool is None or (node.name in self.drains and self.drains[node.name].interrupted):
-                continue
+            if node is None or node.pool is None or node.name in self.removed or \
+                    (node.name in self.drains and self.drains[node.name].interrupted):
+                continue  # unknown, or already handled (a VM being deleted is reported again on Azure)
             pool = node.pool
             self.metrics.interruptions.labels(pool, notice.kind).inc()
             log.warning("%s for %s (node %s, pool %s)", notice.kind, notice.instance_id, node.name, pool)
             if notice.kind == "state-change":
                 continue  # already stopping: the group replaces it, the pods reschedule
+            forced = notice.kind == "spot-interruption"
+            if not forced:
+                # A recommendation, not a reclaim: the node may live on. Only a node whose pods may all be
+                # evicted is drained; otherwise it is left as it is and the reclaim, if it comes, handled then.
+                why = next((b for b in map(blocker, node.pods) if b), None)
+                if why is not None:
+                    log.warning("%s for node %s: not draining it: %s", notice.kind, node.name, why)
+                    self.actions.event(ObjectRef("Node", node.name), "SpotRebalanceIgnored",
+                                       f"{notice.kind}: not draining: {why}", "Warning")
+                    continue
             raw = self.cluster.raw_node(node.name)
             if raw is not None:
+                self._guard()
                 try:
                     self.actions.cordon(raw)
                 except KubeError as err:
@@ -334,7 +406,7 @@ class Runtime:
                     log.warning("cordon %s failed: %s", node.name, err)
             self.drains[node.name] = Drain(pool, node.name, node.provider_id, now, notice.deadline,
                                            f"{notice.kind} of {notice.instance_id}", interrupted=True,
-                                           forced=notice.kind == "spot-interruption")
+                                           forced=forced)
             self.actions.event(ObjectRef("Node", node.name), "SpotInterrupted",
                                f"{notice.kind}: draining and asking for a replacement before "
                                f"{time.strftime('%H:%M:%S', time.gmtime(notice.deadline))}Z", "Warning")
@@ -357,6 +429,8 @@ class Runtime:
             if want <= obs.pool.max_size and self._cloud(
                     f"replacement in {target}", functools.partial(self.provider.set_desired, target, want)):
                 desired[target] = want
+                # The planner must see the replacement as in flight, or its absolute size would undo it.
+                observations[target] = dataclasses.replace(obs, desired=want)
                 self.metrics.scale_ups.labels(target).inc()
                 log.info("replacement for %s requested in pool %s (desired %d)", node.name, target, want)
         # Evict right away: the two minutes are short.
@@ -446,6 +520,7 @@ class Runtime:
                 self.metrics.passes.labels("ok").inc()
             if once:
                 return 0 if failures == 0 else 1
+            self.health.waiting(delay)  # a backoff longer than the liveness window is not a hang
             self.stop.wait(delay)
         return 0
 

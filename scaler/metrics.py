@@ -57,18 +57,26 @@ class Health:
         self.interval = interval
         self._clock = clock
         self.last_attempt = clock()
+        self.next_attempt = self.last_attempt  # when the loop plans its next pass (after a backoff)
         self.last_success: float | None = None
         self.synced = False
 
     def attempted(self) -> None:
         self.last_attempt = self._clock()
 
+    def waiting(self, seconds: float) -> None:
+        self.next_attempt = self._clock() + seconds
+
     def succeeded(self, synced: bool) -> None:
         self.last_success = self._clock()
         self.synced = synced
 
     def alive(self) -> bool:
-        return self._clock() - self.last_attempt < max(60.0, 6 * self.interval)
+        """A pass started recently, or the loop is sleeping out a backoff it chose (a long backoff after
+        cloud errors is not a hang; restarting would lose the backoff and hit the cloud again)."""
+        grace = max(60.0, 6 * self.interval)
+        now = self._clock()
+        return now - self.last_attempt < grace or now < self.next_attempt + grace
 
     def ready(self) -> bool:
         return self.synced and self.last_success is not None and \

@@ -17,6 +17,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from kubernetes.leaderelection import electionconfig, leaderelection
 from kubernetes.leaderelection.resourcelock.leaselock import LeaseLock
+from urllib3.exceptions import HTTPError as TransportError
 
 from scaler.core import keys
 from scaler.permissions import LEASE_NAME, STATUS_CONFIGMAP
@@ -24,6 +25,8 @@ from scaler.permissions import LEASE_NAME, STATUS_CONFIGMAP
 log = logging.getLogger(__name__)
 COMPONENT = "gpuburst-scaler"
 EvictResult = Literal["evicted", "blocked", "gone"]
+# (connect, read) seconds for every call: a hung API server must not hold a pass past the lease.
+TIMEOUT = (5.0, 20.0)
 
 
 class KubeError(Exception):
@@ -70,22 +73,26 @@ class KubeActions:
 
     def _patch_node(self, name: str, body: dict[str, Any]) -> None:
         try:
-            self.core.patch_node(name, body)
+            self.core.patch_node(name, body, _request_timeout=TIMEOUT)
         except ApiException as err:
             raise KubeError(f"patch node {name}: HTTP {err.status} {err.reason}") from None
+        except TransportError as err:
+            raise KubeError(f"patch node {name}: {err}") from None
 
     # --- eviction -----------------------------------------------------------------------------
     def evict(self, namespace: str, name: str) -> EvictResult:
         """policy/v1 Eviction: 429 means a PodDisruptionBudget forbids it now (retry later)."""
         body = client.V1Eviction(metadata=client.V1ObjectMeta(name=name, namespace=namespace))
         try:
-            self.core.create_namespaced_pod_eviction(name, namespace, body)
+            self.core.create_namespaced_pod_eviction(name, namespace, body, _request_timeout=TIMEOUT)
         except ApiException as err:
             if err.status == 429:
                 return "blocked"
             if err.status == 404:
                 return "gone"
             raise KubeError(f"evict {namespace}/{name}: HTTP {err.status} {err.reason}") from None
+        except TransportError as err:
+            raise KubeError(f"evict {namespace}/{name}: {err}") from None
         return "evicted"
 
     # --- events ------------------------------------------------------------------------------
@@ -101,7 +108,8 @@ class KubeActions:
                 name, count, at = seen
                 if now - at < self._event_interval:
                     return
-                self.core.patch_namespaced_event(name, ns, {"count": count + 1, "lastTimestamp": stamp.isoformat()})
+                self.core.patch_namespaced_event(name, ns, {"count": count + 1, "lastTimestamp": stamp.isoformat()},
+                                                 _request_timeout=TIMEOUT)
                 self._events[key] = (name, count + 1, now)
                 return
             ev = client.CoreV1Event(
@@ -114,10 +122,12 @@ class KubeActions:
                 source=client.V1EventSource(component=COMPONENT), reporting_component=COMPONENT,
                 reporting_instance=socket.gethostname(),
             )
-            created = self.core.create_namespaced_event(ns, ev)
+            created = self.core.create_namespaced_event(ns, ev, _request_timeout=TIMEOUT)
             self._events[key] = (str(created.metadata.name), 1, now)
         except ApiException as err:
             log.warning("event %s on %s %s/%s not recorded: HTTP %s", reason, ref.kind, ns, ref.name, err.status)
+        except TransportError as err:
+            log.warning("event %s on %s %s/%s not recorded: %s", reason, ref.kind, ns, ref.name, err)
 
     # --- status ConfigMap -----------------------------------------------------------------
     def write_status(self, status: dict[str, Any]) -> None:
@@ -126,13 +136,16 @@ class KubeActions:
                                   data=data)
         try:
             try:
-                self.core.replace_namespaced_config_map(STATUS_CONFIGMAP, self.namespace, body)
+                self.core.replace_namespaced_config_map(STATUS_CONFIGMAP, self.namespace, body,
+                                                        _request_timeout=TIMEOUT)
             except ApiException as err:
                 if err.status != 404:
                     raise
-                self.core.create_namespaced_config_map(self.namespace, body)
+                self.core.create_namespaced_config_map(self.namespace, body, _request_timeout=TIMEOUT)
         except ApiException as err:
             log.warning("status ConfigMap not written: HTTP %s %s", err.status, err.reason)
+        except TransportError as err:
+            log.warning("status ConfigMap not written: %s", err)
 
 
 class Leader:
@@ -147,15 +160,25 @@ class Leader:
         self._election = leaderelection.LeaderElection(cfg)  # type: ignore[no-untyped-call]
         self.identity = identity
         self.is_leader = False
+        # A renewal is good for the renew deadline (2/3 of the lease): stop acting before another
+        # replica may take the lease over, whatever the clocks of the two do.
+        self._valid_for = float(renew)
+        self._valid_until = 0.0
 
     @staticmethod
     def _noop() -> None:
         return None
 
     def try_lead(self) -> bool:
+        asked = time.monotonic()
         try:
             self.is_leader = bool(self._election.try_acquire_or_renew())  # type: ignore[no-untyped-call]
         except Exception as err:
             log.warning("lease: %s", err)
             self.is_leader = False
+        self._valid_until = asked + self._valid_for if self.is_leader else 0.0
         return self.is_leader
+
+    def holds(self) -> bool:
+        """Still safe to act: the last renewal is younger than the renew deadline."""
+        return self.is_leader and time.monotonic() < self._valid_until

@@ -278,8 +278,11 @@ class AwsProvider:
             # Launch failures matter while a launch is owed or was asked for recently.
             watching = grp.desired > len(grp.live) or self._clock() < self._watch_until.get(name, 0.0)
             failures = self._failures(grp) if watching else []
-            out[name] = PoolObservation(pool=grp.pool, desired=grp.desired, instances=len(grp.live),
-                                        failures=failures)
+            pool = grp.pool
+            if grp.max_allowed < pool.max_size:  # the group's own MaxSize is lower: plan within it
+                pool = pool.model_copy(update={"max_size": grp.max_allowed,
+                                               "min_size": min(pool.min_size, grp.max_allowed)})
+            out[name] = PoolObservation(pool=pool, desired=grp.desired, instances=len(grp.live), failures=failures)
         return out
 
     def _failures(self, grp: Group) -> list[LaunchFailure]:

@@ -118,3 +118,12 @@ def test_server_errors_are_reported_as_server(aws: MotoAws, config: ScalerConfig
         p.set_desired("gpu-od", 2)
     assert err.value.kind == "server"
     assert aws.desired(names["gpu-od"]) == 0
+
+
+def test_a_group_max_below_the_config_max_is_what_the_planner_plans_with(aws: MotoAws, config: ScalerConfig) -> None:
+    # Someone set the group's MaxSize to 2 (config max 4): scale-ups are planned within 2, not refused.
+    names = aws.make_groups(config)
+    aws.asg.update_auto_scaling_group(AutoScalingGroupName=names["gpu-spot-a"], MaxSize=2)
+    obs = provider(aws, config).observe(0)
+    assert obs["gpu-spot-a"].pool.max_size == 2
+    assert obs["gpu-od"].pool.max_size == 3

@@ -7,9 +7,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from kubernetes import client
 
 from scaler.core import keys
-from scaler.kube.actions import KubeActions, Leader, ObjectRef
+from scaler.kube.actions import KubeActions, KubeError, Leader, ObjectRef
 from scaler.kube.cache import ClusterCache
 from scaler.kube.client import api_client
 from tests.fakes.kubeapi import FakeKube, node, pdb, pod
@@ -143,3 +144,18 @@ def test_large_lists_are_read_page_by_page(kube: FakeKube, api) -> None:  # type
         assert [off for res, off in kube.lists if res == "pods"] == [0, 3, 6]
     finally:
         cache.stop()
+
+
+def test_an_unreachable_api_server_is_a_kube_error_not_a_crash() -> None:
+    # Connection refused (an API server restarting) surfaces as urllib3's MaxRetryError inside the
+    # client; the actions turn it into KubeError, which the loop handles per node.
+    conf = client.Configuration()
+    conf.host = "http://127.0.0.1:9"  # discard port: nothing listens
+    conf.retries = 0
+    actions = KubeActions(client.ApiClient(conf), "gpuburst-system")
+    with pytest.raises(KubeError, match="evict default/p"):
+        actions.evict("default", "p")
+    with pytest.raises(KubeError, match="patch node n1"):
+        actions.cordon({"metadata": {"name": "n1"}, "spec": {}})
+    actions.event(ObjectRef("Node", "n1"), "ScaleDown", "x")  # logged, not raised
+    actions.write_status({"x": 1})

@@ -66,7 +66,9 @@ def test_pending_gpu_pods_scale_up_spot_then_idle_nodes_go(world: World, kube: F
     # The jobs finish: the nodes are idle, and after unneeded_time they are drained and removed.
     for p in [*pods, "huge"]:
         kube.delete("pods", f"default/{p}")
-    for _ in range(10):
+    # unneeded_time is 6 passes; then one node per pass (the budget) is cordoned, and terminated the
+    # pass after, on a pod list read after the cordon.
+    for _ in range(14):
         world.step()
     assert world.desired("gpu-spot-a") == 0
     assert world.instance_ids("gpu-spot-a") == set()
@@ -281,3 +283,73 @@ def test_restart_gives_back_a_node_an_earlier_process_left_cordoned(world: World
     obj = kube.get("nodes", f"/{node}")
     assert obj is not None and not obj["spec"]["unschedulable"]
     assert all(t["key"] != keys.TAINT_DISRUPTING for t in obj["spec"]["taints"])
+
+
+def test_stale_node_list_never_terminates_instances_as_unregistered(world: World, kube: FakeKube) -> None:
+    """Two instances run; the Node list cannot be read (a 403 or an overloaded API server), so the
+    cache never sees their Nodes. Past provision_timeout the planner wants to give the size back, but
+    on stale data nothing that removes capacity is acted on."""
+    world.provider.observe(0)
+    world.provider.set_desired("gpu-od", 2)
+    kube.broken = {"nodes"}
+    deadline = time.monotonic() + 5
+    while world.cache.fresh and time.monotonic() < deadline:
+        time.sleep(0.02)
+    notes: list[str] = []
+    for _ in range(40):  # 400 s, beyond the 300 s provision timeout
+        plan = world.step(settle=False)
+        notes += plan.notes if plan else []
+    assert len(world.instance_ids("gpu-od")) == 2 and world.desired("gpu-od") == 2
+    assert any("size reset(s) below the existing instances held back" in n for n in notes)
+
+
+def test_a_pod_bound_between_plan_and_cordon_stops_the_scale_down(world: World, kube: FakeKube) -> None:
+    node = idle_node_world(world, kube)
+    for _ in range(12):  # until the idle node is cordoned for its removal
+        world.step()
+        obj = kube.get("nodes", f"/{node}")
+        if obj is not None and obj["spec"].get("unschedulable"):
+            break
+    else:
+        pytest.fail("the idle node was never cordoned")
+    # The scheduler had bound a bare pod (no controller: nothing would recreate it) just before the cordon.
+    kube.put("pods", pod("notebook", node_name=node, gpus=1, owner=None))
+    world.step()
+    assert kube.get("pods", "default/notebook") is not None
+    assert not any(key == "default/notebook" for key, _ in kube.evictions)
+    assert len(world.instance_ids("gpu-od")) == 1
+    obj = kube.get("nodes", f"/{node}")
+    assert obj is not None and not obj["spec"]["unschedulable"]
+    failed = [e for e in kube.objects("events") if e["reason"] == "ScaleDownFailed"]
+    assert failed and "default/notebook" in failed[0]["message"]
+
+
+def test_rebalance_recommendation_does_not_evict_pods_that_may_not_move(world: World, kube: FakeKube) -> None:
+    world.provider.observe(0)
+    world.provider.set_desired("gpu-spot-a", 1)
+    [node] = world.register("gpu-spot-a")
+    kube.put("pods", pod("notebook", node_name=node, gpus=1, owner=None))
+    world.step()
+    iid = next(iter(world.instance_ids("gpu-spot-a")))
+    world.aws.send_event(world.queue, "EC2 Instance Rebalance Recommendation", iid,  # type: ignore[arg-type]
+                         at=world.clock.t + 1)
+    for _ in range(3):
+        world.step()
+    assert kube.evictions == [] and kube.get("pods", "default/notebook") is not None
+    obj = kube.get("nodes", f"/{node}")
+    assert obj is not None and not obj["spec"].get("unschedulable")
+    assert world.instance_ids("gpu-spot-a") == {iid} and world.desired("gpu-od") == 0
+    assert any(e["reason"] == "SpotRebalanceIgnored" for e in kube.objects("events"))
+
+
+def test_a_lease_lost_during_the_pass_stops_every_change(world: World, kube: FakeKube) -> None:
+    world.gpu_pods("train", 2, pending=True)
+    leader = world.runtime.leader
+    assert leader is not None
+    leader.holds = lambda: False  # type: ignore[method-assign]  # the renewal is older than the renew deadline
+    assert world.step() is None
+    assert world.desired("gpu-spot-a") == 0 and world.desired("gpu-od") == 0
+    assert world.runtime.metrics.leader._value.get() == 0
+    del leader.holds  # renewed again: the next pass acts
+    world.step()
+    assert world.desired("gpu-spot-a") == 2

@@ -58,3 +58,18 @@ def test_json_log_lines() -> None:
     out = json.loads(JsonFormatter().format(record))
     assert out["message"] == "pass failed (throttled)" and out["level"] == "warning"
     assert out["error_kind"] == "throttled" and out["time"].endswith("Z")
+
+
+def test_a_long_backoff_is_not_a_hang() -> None:
+    # After cloud errors the loop sleeps out a backoff longer than the liveness window: the kubelet
+    # must not restart it (a restart forgets the backoff and the unavailable offerings).
+    now = [0.0]
+    health = Health(interval=10, clock=lambda: now[0])
+    health.attempted()
+    health.waiting(450)
+    now[0] = 400.0
+    assert health.alive()
+    now[0] = 450 + 61.0  # the pass it planned never started: hung
+    assert not health.alive()
+    health.attempted()
+    assert health.alive()
