@@ -37,6 +37,10 @@ CLUSTER_ADMIN_ACCESS_POLICY = f"{ARN}:eks::aws:cluster-access-policy/AmazonEKSCl
 NODE_POLICIES = ("AmazonEKSWorkerNodePolicy", "AmazonEKS_CNI_Policy", "AmazonEC2ContainerRegistryReadOnly",
                  "AmazonSSMManagedInstanceCore")
 CORE_ADDONS = ("vpc-cni", "kube-proxy", "coredns")
+# The VPC CNI gives each pod an address of the node's ENIs: without prefixes an m6i.large takes 29 pods
+# and a g6.xlarge 58, far below the maxPods (110) the pools and the planner's templates promise. /28
+# prefixes per ENI slot lift the limit above maxPods on every Nitro type (all of the catalogue's).
+VPC_CNI_CONFIGURATION = {"env": {"ENABLE_PREFIX_DELEGATION": "true", "WARM_PREFIX_TARGET": "1"}}
 ROOT_DEVICE = "/dev/xvda"  # AL2023's root device
 # EventBridge patterns of what the scaler reacts to before AWS takes a node away.
 INTERRUPTION_EVENTS = {
@@ -183,7 +187,9 @@ class AwsStack:
                       "description": "node to node"}],
             egress=[{"protocol": "-1", "from_port": 0, "to_port": 0, "cidr_blocks": ["0.0.0.0/0"],
                      "description": "image pulls, AWS APIs"}],
-            tags={**self.tags, TAG_K8S_CLUSTER_PREFIX + self.name: "owned", TAG_NAME: f"{self.name}-nodes"},
+            # Not tagged kubernetes.io/cluster/<name>: the cluster security group EKS made carries that tag,
+            # and the cloud provider and the load balancer controller want exactly one tagged group a node.
+            tags={**self.tags, TAG_NAME: f"{self.name}-nodes"},
         )
         # Nodes also carry the cluster security group EKS made: it admits the control plane both ways.
         self.cluster_sg = self.cluster.vpc_config.apply(lambda v: v.cluster_security_group_id)
@@ -257,6 +263,7 @@ class AwsStack:
         self.addons = [
             aws.eks.Addon(name, cluster_name=self.cluster.name, addon_name=name,
                           resolve_conflicts_on_create="OVERWRITE", resolve_conflicts_on_update="PRESERVE",
+                          configuration_values=json.dumps(VPC_CNI_CONFIGURATION) if name == "vpc-cni" else None,
                           tags=self.tags,
                           opts=pulumi.ResourceOptions(depends_on=system if name == "coredns" else []))
             for name in CORE_ADDONS

@@ -13,6 +13,7 @@ import ipaddress
 import uuid
 from typing import Any
 
+import yaml
 from pulumi_azure_native import authorization, containerservice, managedidentity, network, resources
 
 import pulumi
@@ -27,6 +28,9 @@ from scaler.permissions import AZURE_SCALER_ACTIONS
 AKS_LABEL_DOMAIN = keys.LABEL_AZURE_SCALESET_PRIORITY.partition("/")[0] + "/"
 AKS_SPOT_TAINT = Taint(keys.TAINT_AZURE_SPOT, keys.TAINT_AZURE_SPOT_VALUE, "NoSchedule")
 NETWORK_CONTRIBUTOR = "4d97b98b-1d4f-4787-a291-c67834d212e7"  # built-in role: join the nodes' subnet
+# Built-in "Azure Kubernetes Service RBAC Cluster Admin": what the deploying identity needs in the
+# cluster (namespaces, CRDs, cluster roles of the platform charts) when Azure RBAC authorizes it.
+AKS_RBAC_CLUSTER_ADMIN = "b1ff04bb-8a4e-4dc4-8eb5-8693973ce19b"
 WORKLOAD_IDENTITY_AUDIENCE = "api://AzureADTokenExchange"
 OS_SKU = "Ubuntu"  # the Ansible roles and the NVIDIA driver packages target Ubuntu
 
@@ -55,6 +59,24 @@ def role_definition_guid(cluster: str, resource_group: str) -> str:
     return str(uuid.uuid5(uuid.NAMESPACE_URL, f"gpuburst:{resource_group}/{cluster}/scaler"))
 
 
+
+def azurecli_login(kubeconfig: str) -> str:
+    """AKS's Entra ID kubeconfig logs in with kubelogin's device code, which waits for a human. Rewrite
+    every kubelogin user to `--login azurecli`: the token of whoever is logged in with `az` (CI's
+    `azure/login` by OIDC, or you), so the Kubernetes provider, Ansible and kubectl all work unattended."""
+    doc = yaml.safe_load(kubeconfig)
+    for user in doc.get("users") or ():
+        exec_ = (user.get("user") or {}).get("exec")
+        if not exec_ or exec_.get("command") != "kubelogin":
+            continue
+        args = list(exec_.get("args") or ())
+        keep = ["get-token", "--login", "azurecli"]
+        for flag in ("--server-id", "--environment"):
+            if flag in args and args.index(flag) + 1 < len(args):
+                keep += [flag, args[args.index(flag) + 1]]
+        exec_["args"] = keep
+    return str(yaml.safe_dump(doc, sort_keys=False))
+
 class AzureStack:
     """Declares the stack's resources; `outputs` is what `__main__` exports."""
 
@@ -67,12 +89,15 @@ class AzureStack:
         self.tags = {keys.azure_tag_key(keys.TAG_CLUSTER): self.name, **self.settings.tags}
         self.rg_name = self.settings.resource_group or f"{self.name}-rg"
         self.node_rg_name = f"{self.rg_name}-nodes"
-        self.subscription = authorization.get_client_config_output().subscription_id
+        client = authorization.get_client_config_output()
+        self.subscription = client.subscription_id
+        self.deployer = client.object_id
         self.rg = resources.ResourceGroup("rg", resource_group_name=self.rg_name, location=self.location,
                                           tags=self.tags)
         self.subnet_id = self._network()
         self._cluster()
         self.agent_pools = {p.name: self._agent_pool(p) for p in stack.pools if p.role != "system"}
+        self.access = self._deployer_access()
         self._scaler_identity()
 
     # --- network ---------------------------------------------------------------------------------
@@ -208,16 +233,31 @@ class AzureStack:
                 name, scope=scope, principal_id=self.scaler_identity.principal_id, principal_type="ServicePrincipal",
                 role_definition_id=role.id, description=f"gpuburst scaler of {self.name}")
 
+    def _deployer_access(self) -> list[pulumi.Resource]:
+        """With Azure RBAC the Owner of the subscription has no right inside the cluster: the identity
+        that runs `pulumi up` (CI's deploy identity, or you) gets cluster admin on this cluster only."""
+        if self.settings.rbac.mode != "azure":
+            return []
+        return [authorization.RoleAssignment(
+            "deployer-cluster-admin", scope=self.cluster.id, principal_id=self.deployer,
+            principal_type=self.settings.rbac.deployer_type,
+            role_definition_id=self.subscription.apply(
+                lambda sub: f"/subscriptions/{sub}/providers/Microsoft.Authorization/roleDefinitions/"
+                            f"{AKS_RBAC_CLUSTER_ADMIN}"),
+            description=f"the identity that deploys {self.name} installs its platform")]
+
     def ready(self) -> list[pulumi.Resource]:
-        """What in-cluster deployments wait for: the cluster (its system pool is part of it)."""
-        return [self.cluster]
+        """What in-cluster deployments wait for: the cluster (its system pool is part of it) and, with
+        Azure RBAC, the deploying identity's access to it."""
+        return [self.cluster, *self.access]
 
     # --- outputs -----------------------------------------------------------------------------------
     def kubeconfig(self) -> pulumi.Output[str]:
+        entra = self.settings.rbac.mode == "azure" or bool(self.settings.rbac.admin_group_object_ids)
         creds = containerservice.list_managed_cluster_user_credentials_output(
-            resource_group_name=self.rg.name, resource_name=self.cluster.name,
-            format="exec" if self.settings.rbac.mode == "azure" else None)
-        return pulumi.Output.secret(creds.kubeconfigs.apply(lambda k: base64.b64decode(k[0].value).decode()))
+            resource_group_name=self.rg.name, resource_name=self.cluster.name, format="exec" if entra else None)
+        text = creds.kubeconfigs.apply(lambda k: base64.b64decode(k[0].value).decode())
+        return pulumi.Output.secret(text.apply(azurecli_login) if entra else text)
 
     def outputs(self) -> dict[str, Any]:
         scaler = self.settings.scaler

@@ -145,6 +145,10 @@ def _digest(text: str, n: int = 17) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:n]
 
 
+AKS_AAD_SERVER = "6dae42f8-4368-4678-94ff-3960e28e3630"  # the AKS Entra ID server application (public)
+AKS_AAD_CLIENT = "80faf920-1908-4b52-b5ef-a8e7bedfc67a"  # the AKS Entra ID client app (kubelogin default)
+
+
 class CloudMocks(pulumi.runtime.Mocks):
     """What the providers would answer, deterministically: ids, ARNs and the few computed outputs read."""
 
@@ -163,9 +167,16 @@ class CloudMocks(pulumi.runtime.Mocks):
             return {"subscriptionId": SUBSCRIPTION, "tenantId": TENANT, "clientId": TENANT, "objectId": TENANT}
         if args.token == "azure-native:containerservice:listManagedClusterUserCredentials":  # noqa: S105
             cluster = args.args["resourceName"]
-            kubeconfig = yaml.safe_dump({"apiVersion": "v1", "kind": "Config", "current-context": cluster,
-                                         "clusters": [{"name": cluster, "cluster": {
-                                             "server": f"https://{cluster}.hcp.{self.region}.azmk8s.io:443"}}]})
+            doc: dict[str, Any] = {"apiVersion": "v1", "kind": "Config", "current-context": cluster,
+                                   "clusters": [{"name": cluster, "cluster": {
+                                       "server": f"https://{cluster}.hcp.{self.region}.azmk8s.io:443"}}]}
+            if args.args.get("format") == "exec":  # what AKS returns for Entra ID: kubelogin, device code
+                doc["users"] = [{"name": f"clusterUser_{cluster}", "user": {"exec": {
+                    "apiVersion": "client.authentication.k8s.io/v1beta1", "command": "kubelogin",
+                    "args": ["get-token", "--environment", "AzurePublicCloud", "--server-id", AKS_AAD_SERVER,
+                             "--client-id", AKS_AAD_CLIENT, "--tenant-id", TENANT, "--login", "devicecode"],
+                    "interactiveMode": "IfAvailable"}}}]
+            kubeconfig = yaml.safe_dump(doc)
             return {"kubeconfigs": [{"name": "clusterUser", "value": base64.b64encode(kubeconfig.encode()).decode()}]}
         raise NotImplementedError(f"offline render: no mock for the invoke {args.token}")
 

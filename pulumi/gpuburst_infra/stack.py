@@ -221,6 +221,9 @@ class AzureRbac(_Strict):
     mode: Literal["azure", "kubernetes"] = "azure"
     admin_group_object_ids: list[str] = Field(default_factory=list)
     disable_local_accounts: bool = True
+    # Who runs `pulumi up` (with mode azure it gets cluster admin on this cluster): CI's deploy identity
+    # is a service principal; set User when a person deploys from a laptop.
+    deployer_type: Literal["ServicePrincipal", "User"] = "ServicePrincipal"
 
     @field_validator("admin_group_object_ids")
     @classmethod

@@ -245,6 +245,20 @@ def test_cluster_uses_access_entries_encryption_and_core_addons(stack: str) -> N
     assert [a.inputs["principalArn"] for a in admins] == s.settings.admins
 
 
+@pytest.mark.parametrize("stack", STACKS)
+def test_nodes_get_addresses_for_the_pods_they_promise(stack: str) -> None:
+    # maxPods is 110 on every pool (and in the planner's templates); the VPC CNI hands out /28 prefixes
+    # so that a g6.xlarge is not limited to the 58 addresses of its ENIs.
+    r, s = rendered(stack), _stack(stack)
+    cni = r.one("aws:eks/addon:Addon", "vpc-cni").inputs
+    assert json.loads(cni["configurationValues"])["env"]["ENABLE_PREFIX_DELEGATION"] == "true"
+    assert {p.max_pods for p in s.pools} == {110}
+    # One security group a node carries the cluster tag (EKS's cluster group); the node group must not,
+    # or LoadBalancer Services fail with "multiple tagged security groups".
+    sg = r.one("aws:ec2/securityGroup:SecurityGroup", "nodes").inputs
+    assert not any(k.startswith("kubernetes.io/cluster/") for k in sg["tags"])
+
+
 def test_prod_network_has_a_nat_gateway_per_zone_and_dev_one() -> None:
     prod, dev = rendered("aws-prod"), rendered("aws-dev")
     assert len(prod.of_type("aws:ec2/natGateway:NatGateway")) == 3

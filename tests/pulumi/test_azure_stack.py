@@ -234,3 +234,25 @@ def test_bad_azure_config_fails_naming_stack_and_key(case: str, edit: Any, messa
     with pytest.raises(StackConfigError) as err:
         render(write_stack(ROOT / F, tmp_path, apply))
     assert message in str(err.value), case
+
+
+def test_entra_id_kubeconfig_logs_in_unattended_and_the_deployer_may_install_the_platform() -> None:
+    # azure-prod: Entra ID with Azure RBAC, local accounts off. AKS's kubeconfig would ask a human for a
+    # device code; the output uses the `az` login instead (CI's OIDC login, or yours).
+    from gpuburst_infra.azure import AKS_RBAC_CLUSTER_ADMIN
+    from gpuburst_infra.offline import AKS_AAD_SERVER, TENANT
+
+    r = rendered("azure-prod")
+    (user,) = yaml.safe_load(r.outputs["kubeconfig"])["users"]
+    assert user["user"]["exec"]["command"] == "kubelogin"
+    assert user["user"]["exec"]["args"] == ["get-token", "--login", "azurecli", "--server-id", AKS_AAD_SERVER,
+                                            "--environment", "AzurePublicCloud"]
+    (admin,) = [a for a in r.of_type("azure-native:authorization:RoleAssignment")
+                if a.name == "deployer-cluster-admin"]
+    assert admin.inputs["scope"] == r.one(CLUSTER, "cluster").id  # this cluster only
+    assert admin.inputs["principalId"] == TENANT  # the mocked caller's object id
+    assert admin.inputs["principalType"] == "ServicePrincipal"  # CI deploys
+    assert admin.inputs["roleDefinitionId"].endswith(f"/roleDefinitions/{AKS_RBAC_CLUSTER_ADMIN}")
+    # Kubernetes RBAC (azure-dev): no Azure role inside the cluster, a plain kubeconfig.
+    dev = rendered("azure-dev")
+    assert not [a for a in dev.of_type("azure-native:authorization:RoleAssignment") if a.name.startswith("deployer")]
