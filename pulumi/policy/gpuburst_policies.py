@@ -13,7 +13,13 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from pulumi_policy import EnforcementLevel, ResourceValidationArgs, ResourceValidationPolicy
+from pulumi_policy import (
+    EnforcementLevel,
+    PolicyCustomTimeouts,
+    PolicyResourceOptions,
+    ResourceValidationArgs,
+    ResourceValidationPolicy,
+)
 
 try:
     from scaler.core import keys
@@ -84,19 +90,30 @@ def _owned_by_a_cluster(tags: Mapping[str, str], prefix: str, enabled: str, temp
                for k, v in tags.items())
 
 
+def _ignored(args: ResourceValidationArgs, prop: str) -> bool:
+    opts = args.opts
+    return opts is not None and prop in (opts.ignore_changes or ())
+
+
 def gpu_groups_scale_from_zero(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
-    """GPU Auto Scaling groups start at min 0 / desired 0; GPU agent pools at count 0, AKS autoscaler off."""
+    """GPU Auto Scaling groups have min 0, GPU agent pools minCount 0 and AKS's autoscaler off, and the
+    size belongs to the scaler: it is in ignoreChanges (or every `pulumi up` would set it back and
+    terminate the scaler's nodes) and created at 0. With ignoreChanges the engine passes the size the
+    state holds, which after a refresh is the live one: any value is fine then."""
     props = args.props
     if args.resource_type == ASG and is_gpu_asg(props):
         if props.get("minSize") not in (0, None):
             report_violation(f"{args.name}: GPU group has minSize {props.get('minSize')}; it must scale from 0", None)
-        if props.get("desiredCapacity") not in (0, None):
-            report_violation(f"{args.name}: GPU group is created with desiredCapacity "
-                             f"{props.get('desiredCapacity')}; create it at 0 (the scaler owns it)", None)
+        desired = props.get("desiredCapacity")
+        if desired is not None and not _ignored(args, "desiredCapacity"):
+            report_violation(f"{args.name}: GPU group declares desiredCapacity {desired} without ignoreChanges; "
+                             "create it at 0 and ignore changes (the scaler owns it)", None)
     elif args.resource_type == AGENT_POOL and is_gpu_agent_pool(props):
-        if props.get("count") != 0:
-            report_violation(f"{args.name}: GPU agent pool is created with count {props.get('count')}; "
-                             "create it at 0 (the scaler owns it)", None)
+        if not _ignored(args, "count"):
+            report_violation(f"{args.name}: GPU agent pool's count {props.get('count')} is not in ignoreChanges; "
+                             "create it at 0 and ignore changes (the scaler owns it)", None)
+        elif props.get("count") is None:
+            report_violation(f"{args.name}: GPU agent pool has no count; create it at 0", None)
         if props.get("enableAutoScaling"):
             report_violation(f"{args.name}: GPU agent pool has AKS's autoscaler on; the scaler owns the count", None)
         if props.get("minCount") not in (0, None):
@@ -226,7 +243,8 @@ def apiservice_verifies_tls(args: ResourceValidationArgs, report_violation: Repo
 
 
 RULES: dict[str, tuple[str, Rule]] = {
-    "gpu-groups-scale-from-zero": ("GPU groups and agent pools are created at size 0", gpu_groups_scale_from_zero),
+    "gpu-groups-scale-from-zero": ("GPU groups and agent pools start at 0 and the scaler owns their size",
+                                   gpu_groups_scale_from_zero),
     "gpu-groups-carry-autoscaler-tags-and-taints": (
         "GPU groups carry cluster-autoscaler's tags and the GPU taint", gpu_groups_carry_autoscaler_tags_and_taints),
     "aws-groups-protected-from-scale-in": (
@@ -243,11 +261,15 @@ def policies() -> list[ResourceValidationPolicy]:
             for name, (desc, fn) in RULES.items()]
 
 
-def check(resource_type: str, name: str, props: Mapping[str, Any], rule: Rule) -> list[str]:
-    """Run one rule on one resource's inputs; the violation messages (empty when it passes)."""
+def check(resource_type: str, name: str, props: Mapping[str, Any], rule: Rule,
+          ignore_changes: Iterable[str] = ()) -> list[str]:
+    """Run one rule on one resource's inputs (and its ignoreChanges option); the violation messages."""
     out: list[str] = []
+    opts = PolicyResourceOptions(protect=False, ignore_changes=list(ignore_changes), delete_before_replace=None,
+                                 aliases=[], custom_timeouts=PolicyCustomTimeouts(0, 0, 0),
+                                 additional_secret_outputs=[])
     args = ResourceValidationArgs(resource_type=resource_type, props=props, urn=f"urn:pulumi:test::gpuburst::"
-                                  f"{resource_type}::{name}", name=name, opts=None, provider=None)  # type: ignore[arg-type]
+                                  f"{resource_type}::{name}", name=name, opts=opts, provider=None)  # type: ignore[arg-type]
 
     def report(message: str, urn: str | None = None) -> None:
         out.append(message)
@@ -256,7 +278,8 @@ def check(resource_type: str, name: str, props: Mapping[str, Any], rule: Rule) -
     return out
 
 
-def check_all(resources: Iterable[tuple[str, str, Mapping[str, Any]]]) -> list[str]:
-    """Every rule on every (type, name, inputs): what `pulumi preview --policy-pack` would refuse."""
-    return [f"[{rule_name}] {msg}" for typ, name, props in resources
-            for rule_name, (_, fn) in RULES.items() for msg in check(typ, name, props, fn)]
+def check_all(resources: Iterable[tuple[str, str, Mapping[str, Any], Iterable[str]]]) -> list[str]:
+    """Every rule on every (type, name, inputs, ignoreChanges): what `pulumi preview --policy-pack`
+    would refuse."""
+    return [f"[{rule_name}] {msg}" for typ, name, props, ignore in resources
+            for rule_name, (_, fn) in RULES.items() for msg in check(typ, name, props, fn, ignore)]

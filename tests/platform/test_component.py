@@ -324,7 +324,7 @@ def test_every_declared_resource_passes_the_policy_pack(build: Any, cloud: str, 
     import gpuburst_policies as gp
 
     res = build(cloud, metrics, metrics_ca_bundle=CA_PEM)
-    violations = gp.check_all([(r.typ, r.name, r.inputs) for r in res.resources])
+    violations = gp.check_all([(r.typ, r.name, r.inputs, ()) for r in res.resources])
     assert violations == []
 
 

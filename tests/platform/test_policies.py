@@ -17,8 +17,8 @@ POOL = gp.AGENT_POOL
 DEPLOYMENT = "kubernetes:apps/v1:Deployment"
 
 
-def violations(rule: gp.Rule, typ: str, props: dict[str, Any]) -> list[str]:
-    return gp.check(typ, "res", props, rule)
+def violations(rule: gp.Rule, typ: str, props: dict[str, Any], ignore: tuple[str, ...] = ()) -> list[str]:
+    return gp.check(typ, "res", props, rule, ignore)
 
 
 def aws_gpu_group() -> dict[str, Any]:
@@ -59,20 +59,27 @@ def without_tag(props: dict[str, Any], key: str) -> dict[str, Any]:
 # --- scale from zero ----------------------------------------------------------------------------
 def test_gpu_groups_scale_from_zero() -> None:
     rule = gp.gpu_groups_scale_from_zero
-    assert violations(rule, ASG, aws_gpu_group()) == []
-    assert violations(rule, ASG, {**aws_gpu_group(), "minSize": 1}) == \
+    owned = ("desiredCapacity",)
+    assert violations(rule, ASG, aws_gpu_group(), owned) == []
+    assert violations(rule, ASG, {**aws_gpu_group(), "minSize": 1}, owned) == \
         ["res: GPU group has minSize 1; it must scale from 0"]
-    assert "desiredCapacity 2" in violations(rule, ASG, {**aws_gpu_group(), "desiredCapacity": 2})[0]
+    # A size Pulumi manages would be set back at every `pulumi up`, terminating the scaler's nodes.
+    assert "desiredCapacity 0 without ignoreChanges" in violations(rule, ASG, aws_gpu_group())[0]
+    # Ignored, the engine passes the state's size, the live one after a refresh: nodes may run.
+    assert violations(rule, ASG, {**aws_gpu_group(), "desiredCapacity": 7}, owned) == []
     # A system group (no GPU tags) may keep nodes.
     cpu = {**without_tag(aws_gpu_group(), keys.TAG_CA_TEMPLATE_RESOURCES + keys.RES_GPU), "minSize": 2}
     cpu["tags"] = [t for t in cpu["tags"] if t["key"] != keys.TAG_ROLE]
     assert violations(rule, ASG, cpu) == []
 
-    assert violations(rule, POOL, azure_gpu_pool()) == []
-    assert "count 1" in violations(rule, POOL, {**azure_gpu_pool(), "count": 1})[0]
-    assert "count None" in violations(rule, POOL, {k: v for k, v in azure_gpu_pool().items() if k != "count"})[0]
-    assert "AKS's autoscaler on" in violations(rule, POOL, {**azure_gpu_pool(), "enableAutoScaling": True})[0]
-    assert "minCount 1" in violations(rule, POOL, {**azure_gpu_pool(), "minCount": 1})[0]
+    assert violations(rule, POOL, azure_gpu_pool(), ("count",)) == []
+    assert violations(rule, POOL, {**azure_gpu_pool(), "count": 3}, ("count",)) == []
+    assert "count 0 is not in ignoreChanges" in violations(rule, POOL, azure_gpu_pool())[0]
+    no_count = {k: v for k, v in azure_gpu_pool().items() if k != "count"}
+    assert "has no count" in violations(rule, POOL, no_count, ("count",))[0]
+    assert "AKS's autoscaler on" in violations(rule, POOL, {**azure_gpu_pool(), "enableAutoScaling": True},
+                                               ("count",))[0]
+    assert "minCount 1" in violations(rule, POOL, {**azure_gpu_pool(), "minCount": 1}, ("count",))[0]
 
 
 # --- autoscaler tags and taints -----------------------------------------------------------------

@@ -39,7 +39,7 @@ def test_policy_pack_passes_on_the_stacks_cloud_resources(path: Path) -> None:
     from gpuburst_infra.offline import render
 
     rendered = render(path)
-    resources = [(r.type, r.name, r.inputs) for r in rendered.resources]
+    resources = [(r.type, r.name, r.inputs, r.ignore_changes) for r in rendered.resources]
     assert gp.check_all(resources) == []
     gpu_groups = [r for r in resources if r[0] == gp.ASG and gp.is_gpu_asg(r[2])] + \
         [r for r in resources if r[0] == gp.AGENT_POOL and gp.is_gpu_agent_pool(r[2])]
@@ -69,4 +69,4 @@ def test_platform_on_the_stack_carries_the_pools_that_made_the_cloud_groups(path
     assert parse_config(ours, path.name) == stack.scaler
     sa = res.one("core/v1:ServiceAccount", stack.settings.scaler.service_account)
     assert sa.metadata["namespace"] == stack.settings.scaler.namespace  # what the IRSA / federated trust names
-    assert gp.check_all([(r.typ, r.name, r.inputs) for r in res.resources]) == []
+    assert gp.check_all([(r.typ, r.name, r.inputs, ()) for r in res.resources]) == []
