@@ -62,6 +62,16 @@ def test_nvidia_runtime_copies_runc_cgroup_driver_and_can_be_default() -> None:
     assert options["BinaryName"] == "/usr/bin/nvidia-container-runtime"
 
 
+def test_containerd_2_with_an_unmigrated_version_2_config_is_refused_with_the_fix() -> None:
+    # A host upgraded from 1.7 that kept its version 2 config.toml: containerd 2 would refuse a version
+    # 3 drop-in ("higher than root config version"), and runc's options live in the 1.x table there.
+    default = (DATA / "containerd-2.0-default-excerpt.toml").read_text()
+    main = (DATA / "debian12-config.toml").read_text()
+    assert tomllib.loads(main)["version"] == 2
+    with pytest.raises(AnsibleFilterError, match=r"version 2 file but containerd is 2\.x: migrate it first"):
+        containerd_nvidia_dropin(V2, default, main)
+
+
 def test_same_inputs_give_the_same_text() -> None:
     default = (DATA / "debian12-containerd-1.6.20-default.toml").read_text()
     main = (DATA / "debian12-config.toml").read_text()

@@ -109,3 +109,20 @@ def test_unreadable_output_fails_the_module(tmp_path: Path) -> None:
     result = _run_module({"_tmp": str(tmp_path), "nvidia_smi": str(smi)})
     assert result["failed"] is True
     assert "line 1" in str(result["msg"])
+
+
+def test_gpus_on_the_pci_bus_are_counted_with_or_without_a_driver(tmp_path: Path) -> None:
+    # An 8-GPU host whose driver did not load: nvidia-smi says rc 9, the PCI bus still shows the GPUs
+    # (and their audio functions, which are not GPUs), so the role's verify step can fail loudly.
+    pci = tmp_path / "pci"
+    devices = {"0000:00:1e.0": ("0x10de", "0x030200"), "0000:00:1f.0": ("0x10de", "0x030000"),
+               "0000:00:1e.1": ("0x10de", "0x040300"), "0000:00:03.0": ("0x1d0f", "0x020000")}
+    for name, (vendor, klass) in devices.items():
+        (pci / name).mkdir(parents=True)
+        (pci / name / "vendor").write_text(vendor + "\n")
+        (pci / name / "class").write_text(klass + "\n")
+    smi = _fake_smi(tmp_path, (SMI / "no-driver.txt").read_text(), rc=9)
+    result = _run_module({"_tmp": str(tmp_path), "nvidia_smi": str(smi), "pci_devices": str(pci)})
+    gpu = result["ansible_facts"]["nvidia_gpu"]  # type: ignore[index]
+    assert (gpu["present"], gpu["pci_gpus"]) == (False, 2)
+    assert mod.count_pci_gpus(str(tmp_path / "absent")) == 0

@@ -66,7 +66,14 @@ def containerd_nvidia_dropin(version_output: str, default_config: str, main_conf
                              set_default: bool = False) -> str:
     major = containerd_major(version_output)
     plugin = CRI_V3 if major >= 2 else CRI_V2
-    effective = _merge(_load(default_config, "containerd config default"), _load(main_config, "config.toml"))
+    main = _load(main_config, "config.toml")
+    if major >= 2 and main.get("version", 3) < 3:
+        # containerd 2 refuses a drop-in of a higher version than the main file, and reads runc's
+        # options from the version 3 table: the main file has to be migrated first.
+        raise AnsibleFilterError(
+            f"config.toml is a version {main.get('version')} file but containerd is {major}.x: migrate it first "
+            "(containerd config migrate > config.toml.new && mv config.toml.new config.toml), then run again")
+    effective = _merge(_load(default_config, "containerd config default"), main)
     cri = effective.get("plugins", {}).get(plugin)
     if cri is None or "runc" not in cri.get("containerd", {}).get("runtimes", {}):
         raise AnsibleFilterError(f"containerd {major}.x defines no runc runtime under plugins.{plugin!r}")

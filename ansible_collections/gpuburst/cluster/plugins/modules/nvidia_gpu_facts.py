@@ -15,11 +15,17 @@ description:
   - Never fails because the host has no GPU, no driver or no C(nvidia-smi) (an image-baking builder
     usually has none of them); C(nvidia_gpu.present) is then false and C(nvidia_gpu.reason) says why.
   - Fails only when C(nvidia-smi) prints something this module cannot read, naming the line.
+  - Also counts the NVIDIA GPUs on the PCI bus (C(nvidia_gpu.pci_gpus)), with or without a driver, so
+    that a GPU host whose driver did not load can be told from a host without GPUs.
 options:
   nvidia_smi:
     description: Path or name of the nvidia-smi executable.
     type: str
     default: nvidia-smi
+  pci_devices:
+    description: Where the kernel lists the PCI devices.
+    type: path
+    default: /sys/bus/pci/devices
 author:
   - gpuburst maintainers
 """
@@ -69,6 +75,9 @@ ansible_facts:
         mig_enabled:
           description: At least one GPU has MIG mode enabled.
           type: bool
+        pci_gpus:
+          description: NVIDIA display / 3D controllers on the PCI bus (vendor 0x10de, class 0x03), driver or not.
+          type: int
         gpus:
           description: One entry per GPU with index, name, uuid, pci_bus_id, memory_mib and mig_mode
             (C(Enabled), C(Disabled) or C(N/A) for GPUs without MIG).
@@ -76,6 +85,7 @@ ansible_facts:
           elements: dict
 """
 
+import os  # noqa: E402
 import re  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
@@ -86,6 +96,30 @@ NO_DEVICES_RC = 6
 NO_DRIVER_RC = 9
 _CUDA = re.compile(r"^\s*CUDA Version\s*:\s*(\S+)", re.MULTILINE)
 _NOT_AVAILABLE = {"[N/A]", "N/A", "[Not Supported]", "[Unknown Error]"}
+
+
+NVIDIA_VENDOR = "0x10de"
+DISPLAY_CLASS = "0x03"  # display controllers: VGA 0x0300, 3D 0x0302 (GPUs); not their audio / USB functions
+
+
+def count_pci_gpus(root):
+    """NVIDIA GPUs the kernel sees on the PCI bus, whether a driver is bound or not."""
+    count = 0
+    try:
+        devices = os.listdir(root)
+    except OSError:
+        return 0
+    for dev in devices:
+        try:
+            with open(os.path.join(root, dev, "vendor"), encoding="ascii") as f:
+                vendor = f.read().strip().lower()
+            with open(os.path.join(root, dev, "class"), encoding="ascii") as f:
+                klass = f.read().strip().lower()
+        except OSError:
+            continue
+        if vendor == NVIDIA_VENDOR and klass.startswith(DISPLAY_CLASS):
+            count += 1
+    return count
 
 
 class NvidiaSmiParseError(ValueError):
@@ -176,13 +210,15 @@ def gather(module, nvidia_smi):
 
 def main():
     module = AnsibleModule(
-        argument_spec={"nvidia_smi": {"type": "str", "default": "nvidia-smi"}},
+        argument_spec={"nvidia_smi": {"type": "str", "default": "nvidia-smi"},
+                       "pci_devices": {"type": "path", "default": "/sys/bus/pci/devices"}},
         supports_check_mode=True,
     )
     try:
         facts = gather(module, module.params["nvidia_smi"])
     except NvidiaSmiParseError as err:
         module.fail_json(msg=str(err))
+    facts["pci_gpus"] = count_pci_gpus(module.params["pci_devices"])
     module.exit_json(changed=False, ansible_facts={"nvidia_gpu": facts})
 
 
