@@ -290,7 +290,10 @@ class Runtime:
                 if result == "blocked":
                     blocked.add(pod.key)
             if not left:
-                self._finish(drain)
+                if not self._finish(drain) and now >= drain.deadline and not drain.forced:
+                    # The cloud keeps refusing to remove it (e.g. the group's MinSize is above the
+                    # config's min): give the empty node back rather than keep it cordoned for good.
+                    self._abandon(drain, f"the instance could not be removed within {DRAIN_TIMEOUT:.0f}s")
                 continue
             drain.blocked = blocked
             if now >= drain.deadline:
@@ -314,15 +317,17 @@ class Runtime:
             log.info("eviction of %s blocked by a PodDisruptionBudget; retrying next pass", pod.key)
         return result
 
-    def _finish(self, drain: Drain) -> None:
+    def _finish(self, drain: Drain) -> bool:
         assert self.actions is not None
-        if self._cloud(f"delete {drain.node}", lambda: self.provider.delete_node(drain.pool, drain.provider_id)):
-            self.metrics.scale_downs.labels(drain.pool).inc()
-            self.removed.add(drain.node)  # stays cordoned until the cloud controller deletes the Node
-            self.actions.event(ObjectRef("Node", drain.node), "ScaleDown",
-                               f"node removed from pool {drain.pool}: {drain.reason}")
-            log.info("removed %s from pool %s", drain.node, drain.pool)
-            del self.drains[drain.node]
+        if not self._cloud(f"delete {drain.node}", lambda: self.provider.delete_node(drain.pool, drain.provider_id)):
+            return False
+        self.metrics.scale_downs.labels(drain.pool).inc()
+        self.removed.add(drain.node)  # stays cordoned until the cloud controller deletes the Node
+        self.actions.event(ObjectRef("Node", drain.node), "ScaleDown",
+                           f"node removed from pool {drain.pool}: {drain.reason}")
+        log.info("removed %s from pool %s", drain.node, drain.pool)
+        del self.drains[drain.node]
+        return True
 
     def _abandon(self, drain: Drain, why: str) -> None:
         assert self.actions is not None

@@ -27,6 +27,9 @@ COMPONENT = "gpuburst-scaler"
 EvictResult = Literal["evicted", "blocked", "gone"]
 # (connect, read) seconds for every call: a hung API server must not hold a pass past the lease.
 TIMEOUT = (5.0, 20.0)
+# The client's default PATCH type is JSON Patch (a list of operations), which the API server refuses
+# for an object body: every patch here is a JSON merge patch (lists such as spec.taints replaced).
+MERGE_PATCH = "application/merge-patch+json"
 
 
 class KubeError(Exception):
@@ -55,25 +58,30 @@ class KubeActions:
     # --- cordon / uncordon -------------------------------------------------------------------
     def cordon(self, node: dict[str, Any]) -> None:
         """spec.unschedulable plus our NoSchedule taint (which also tells others who cordoned it)."""
-        name = node["metadata"]["name"]
         taints = list((node.get("spec") or {}).get("taints") or [])
         if not any(t.get("key") == keys.TAINT_DISRUPTING for t in taints):
             taints.append({"key": keys.TAINT_DISRUPTING, "value": "true", "effect": "NoSchedule"})
-        self._patch_node(name, {"spec": {"unschedulable": True, "taints": taints}})
+        self._patch_node(node, {"spec": {"unschedulable": True, "taints": taints}})
 
     def uncordon(self, node: dict[str, Any]) -> bool:
         """Undo our cordon only: a node someone else cordoned (no taint of ours) stays cordoned."""
-        name = node["metadata"]["name"]
         taints = list((node.get("spec") or {}).get("taints") or [])
         kept = [t for t in taints if t.get("key") != keys.TAINT_DISRUPTING]
         if len(kept) == len(taints):
             return False
-        self._patch_node(name, {"spec": {"unschedulable": False, "taints": kept}})
+        self._patch_node(node, {"spec": {"unschedulable": False, "taints": kept}})
         return True
 
-    def _patch_node(self, name: str, body: dict[str, Any]) -> None:
+    def _patch_node(self, node: dict[str, Any], body: dict[str, Any]) -> None:
+        """The taint list is written whole, computed from the node as the cache saw it: the patch
+        carries that resourceVersion, so a taint someone added since (the node lifecycle controller's
+        NoExecute, a CNI's startup taint) makes it fail with 409 instead of being wiped out."""
+        name = node["metadata"]["name"]
+        version = node["metadata"].get("resourceVersion")
+        if version:
+            body = {**body, "metadata": {"resourceVersion": version}}
         try:
-            self.core.patch_node(name, body, _request_timeout=TIMEOUT)
+            self.core.patch_node(name, body, _request_timeout=TIMEOUT, _content_type=MERGE_PATCH)
         except ApiException as err:
             raise KubeError(f"patch node {name}: HTTP {err.status} {err.reason}") from None
         except TransportError as err:
@@ -109,7 +117,7 @@ class KubeActions:
                 if now - at < self._event_interval:
                     return
                 self.core.patch_namespaced_event(name, ns, {"count": count + 1, "lastTimestamp": stamp.isoformat()},
-                                                 _request_timeout=TIMEOUT)
+                                                 _request_timeout=TIMEOUT, _content_type=MERGE_PATCH)
                 self._events[key] = (name, count + 1, now)
                 return
             ev = client.CoreV1Event(

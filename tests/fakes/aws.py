@@ -94,12 +94,16 @@ class Faults:
     run on a real AWS error document (the Query protocol's ErrorResponse XML).
     """
 
-    def __init__(self, client: Any, operation: str, code: str, status: int, count: int) -> None:
+    def __init__(self, client: Any, operation: str, code: str, status: int, count: int,
+                 message: str = "Rate exceeded") -> None:
         self.operation, self.code, self.status, self.left = operation, code, status, count
+        self.message = message
         self.seen = 0
         client.meta.events.register(f"before-send.{client.meta.service_model.endpoint_prefix}.{operation}", self)
 
     def __call__(self, request: Any, **_: Any) -> Any:
+        from xml.sax.saxutils import escape
+
         from botocore.awsrequest import AWSResponse
 
         self.seen += 1
@@ -107,7 +111,7 @@ class Faults:
             return None
         self.left -= 1
         body = (f'<ErrorResponse xmlns="https://autoscaling.amazonaws.com/doc/2011-01-01/"><Error><Type>Sender</Type>'
-                f"<Code>{self.code}</Code><Message>Rate exceeded</Message></Error>"
+                f"<Code>{self.code}</Code><Message>{escape(self.message)}</Message></Error>"
                 "<RequestId>3b1d3b5a-0000-4000-8000-000000000000</RequestId></ErrorResponse>").encode()
         return AWSResponse(request.url, self.status, {"Content-Type": "text/xml"}, _Raw(body))
 

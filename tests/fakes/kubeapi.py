@@ -360,10 +360,25 @@ class FakeKube:
                     self._send(404, _status(404, "NotFound", "no route"))
                     return
                 resource, key, _ = target
+                kind = (self.headers.get("Content-Type") or "").split(";")[0].strip()
+                if kind == "application/json-patch+json" and not isinstance(patch, list):
+                    # What the API server answers a JSON Patch that is not a list of operations.
+                    self._send(400, _status(400, "BadRequest", "json: cannot unmarshal object into Go value of "
+                                                               "type jsonpatch.Patch"))
+                    return
+                if kind != "application/merge-patch+json":
+                    self._send(415, _status(415, "UnsupportedMediaType", f"the fake serves merge patches only: {kind}"))
+                    return
                 with fake.cond:
                     current = fake.get(resource, key)
                     if current is None:
                         self._send(404, _status(404, "NotFound", f'{resource} "{key}" not found'))
+                        return
+                    want = (patch.get("metadata") or {}).get("resourceVersion")
+                    if want and want != current["metadata"].get("resourceVersion"):
+                        self._send(409, _status(
+                            409, "Conflict", f'Operation cannot be fulfilled on {resource} "{key}": the object has '
+                            "been modified; please apply your changes to the latest version and try again"))
                         return
                     self._send(200, fake.put(resource, _merge(current, patch)))
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -159,3 +160,27 @@ def test_an_unreachable_api_server_is_a_kube_error_not_a_crash() -> None:
         actions.cordon({"metadata": {"name": "n1"}, "spec": {}})
     actions.event(ObjectRef("Node", "n1"), "ScaleDown", "x")  # logged, not raised
     actions.write_status({"x": 1})
+
+
+def test_cordon_on_a_stale_copy_fails_instead_of_wiping_a_new_taint(kube: FakeKube, api) -> None:  # type: ignore[no-untyped-def]
+    # The cache's copy predates a NoExecute taint the node lifecycle controller just added: writing the
+    # whole taint list from that copy would remove it. The patch carries the copy's resourceVersion.
+    actions = KubeActions(api, "gpuburst-system")
+    kube.put("nodes", node("n3"))
+    stale = kube.get("nodes", "/n3")
+    assert stale is not None
+    stale = json.loads(json.dumps(stale))
+    fresh = kube.get("nodes", "/n3")
+    assert fresh is not None
+    fresh["spec"]["taints"] = [*fresh["spec"].get("taints", []),
+                               {"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"}]
+    kube.put("nodes", fresh)
+    with pytest.raises(KubeError, match="HTTP 409"):
+        actions.cordon(stale)
+    now = kube.get("nodes", "/n3")
+    assert now is not None and not now["spec"].get("unschedulable")
+    assert any(t["key"] == "node.kubernetes.io/unreachable" for t in now["spec"]["taints"])
+    actions.cordon(now)  # on the current copy it goes through, keeping the controller's taint
+    now = kube.get("nodes", "/n3")
+    assert now is not None and now["spec"]["unschedulable"] is True
+    assert {t["key"] for t in now["spec"]["taints"]} >= {"node.kubernetes.io/unreachable", keys.TAINT_DISRUPTING}

@@ -353,3 +353,23 @@ def test_a_lease_lost_during_the_pass_stops_every_change(world: World, kube: Fak
     del leader.holds  # renewed again: the next pass acts
     world.step()
     assert world.desired("gpu-spot-a") == 2
+
+
+def test_an_instance_the_cloud_will_not_remove_is_given_back_after_the_deadline(world: World, kube: FakeKube) -> None:
+    """The group's MinSize (set outside gpuburst) is above the config's min: AWS refuses to terminate
+    with a decrement. The drained, empty node must not stay cordoned for good."""
+    node = idle_node_world(world, kube)
+    Faults(world.provider.asg, "TerminateInstanceInAutoScalingGroup", "ValidationError", 400, count=1000,
+           message="Currently, desiredSize equals minSize (1). Terminating instance without replacement will "
+                   "violate group's min size constraint. Either set shouldDecrementDesiredCapacity flag to "
+                   "false or lower group's min size.")
+    for _ in range(12):  # unneeded_time, then the cordon
+        world.step()
+    obj = kube.get("nodes", f"/{node}")
+    assert obj is not None and obj["spec"]["unschedulable"] is True
+    world.step(600)  # past the drain deadline
+    obj = kube.get("nodes", f"/{node}")
+    assert obj is not None and not obj["spec"]["unschedulable"]
+    assert len(world.instance_ids("gpu-od")) == 1
+    failed = [e for e in kube.objects("events") if e["reason"] == "ScaleDownFailed"]
+    assert failed and "could not be removed" in failed[0]["message"]
