@@ -110,6 +110,9 @@ class Runtime:
         self.state = State()
         self.drains: dict[str, Drain] = {}
         self.removed: set[str] = set()  # nodes whose instance we terminated, until they leave the cluster
+        # Interruption notices read (and so deleted from the queue) but not handled yet: a pass that
+        # fails half-way through them handles the rest in the next pass.
+        self.notices: list[InterruptionLike] = []
         self.last_plan: Plan | None = None
         self.stop = threading.Event()
 
@@ -370,18 +373,19 @@ class Runtime:
         if fetch is None or self.actions is None:
             return
         try:
-            notices: list[InterruptionLike] = list(fetch())
+            self.notices.extend(fetch())
         except ProviderError as err:
             self.metrics.cloud_errors.labels(err.kind).inc()
             log.warning("reading interruptions failed: %s", err)
-            return
+        notices, self.notices = self.notices, []
         by_instance: dict[str, Node] = {}
         for n in nodes:
             if n.provider_id:  # AWS notices name the instance id, Azure ones the whole providerID
                 by_instance[n.provider_id.rsplit("/", 1)[-1]] = n
                 by_instance[n.provider_id.lower()] = n
         desired = {name: obs.desired for name, obs in observations.items()}
-        for notice in notices:
+        for i, notice in enumerate(notices):
+            self.notices = notices[i:]  # kept for the next pass if handling this one fails
             node = by_instance.get(notice.instance_id.lower()) or by_instance.get(notice.instance_id)
             if node is None or node.pool is None or node.name in self.removed or \
                     (node.name in self.drains and self.drains[node.name].interrupted):
@@ -438,6 +442,7 @@ class Runtime:
                 observations[target] = dataclasses.replace(obs, desired=want)
                 self.metrics.scale_ups.labels(target).inc()
                 log.info("replacement for %s requested in pool %s (desired %d)", node.name, target, want)
+        self.notices = []
         # Evict right away: the two minutes are short.
         by_name = {n.name: n for n in nodes}
         for drain in [d for d in self.drains.values() if d.interrupted]:

@@ -11,6 +11,7 @@ import pytest
 
 from scaler.core import keys
 from scaler.core.config import ScalerConfig, parse_config
+from scaler.loop import LostLease
 from tests.fakes.aws import FailedLaunch, Faults, MotoAws
 from tests.fakes.kubeapi import FakeKube, pdb, pod
 from tests.fakes.world import World
@@ -373,3 +374,33 @@ def test_an_instance_the_cloud_will_not_remove_is_given_back_after_the_deadline(
     assert len(world.instance_ids("gpu-od")) == 1
     failed = [e for e in kube.objects("events") if e["reason"] == "ScaleDownFailed"]
     assert failed and "could not be removed" in failed[0]["message"]
+
+
+def test_an_interruption_read_in_a_pass_that_stopped_is_handled_in_the_next(world: World, kube: FakeKube) -> None:
+    """Reading a notice deletes it from the queue: a pass that stops before handling it (here the lease
+    ran out) must not lose the two-minute warning."""
+    world.provider.observe(0)
+    world.provider.set_desired("gpu-spot-a", 1)
+    [node] = world.register("gpu-spot-a")
+    world.bind(world.gpu_pods("train", 1, pending=True)[0], node)
+    world.step()
+    iid = next(iter(world.instance_ids("gpu-spot-a")))
+    world.aws.send_event(world.queue, "EC2 Spot Instance Interruption Warning", iid,  # type: ignore[arg-type]
+                         at=world.clock.t + 1)
+    leader = world.runtime.leader
+    assert leader is not None
+    real_guard = world.runtime._guard
+    calls = iter([None])
+
+    def guard_once() -> None:  # the lease runs out at the first change this pass tries
+        if next(calls, "gone") is None:
+            raise LostLease("the leader lease expired during the pass")
+        real_guard()
+
+    world.runtime._guard = guard_once  # type: ignore[method-assign]
+    assert world.step() is None
+    assert world.desired("gpu-od") == 0  # nothing done in the stopped pass
+    world.step()
+    obj = kube.get("nodes", f"/{node}")
+    assert obj is not None and obj["spec"]["unschedulable"] is True
+    assert world.desired("gpu-od") == 1  # the replacement, one pass late but not lost
