@@ -443,6 +443,9 @@ class Runtime:
                 self.metrics.scale_ups.labels(target).inc()
                 log.info("replacement for %s requested in pool %s (desired %d)", node.name, target, want)
         self.notices = []
+        acknowledge = getattr(self.provider, "acknowledge", None)
+        if acknowledge is not None and notices:
+            acknowledge(notices)  # handled: delete them from the queue
         # Evict right away: the two minutes are short.
         by_name = {n.name: n for n in nodes}
         for drain in [d for d in self.drains.values() if d.interrupted]:

@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import re
@@ -37,6 +38,9 @@ log = logging.getLogger(__name__)
 _PROVIDER_ID = re.compile(r"^aws:///(?P<zone>[a-z0-9-]+)/(?P<id>i-[0-9a-f]+)$")
 _ZONE_IN_TEXT = re.compile(r"\(([a-z]{2}(?:-gov)?-[a-z]+-\d[a-z])\)")
 LIVE_STATES = ("Pending", "Pending:Wait", "Pending:Proceed", "InService")
+# Seconds a notice read from the queue stays invisible to other readers before it is handed out
+# again, unless acknowledged: a scaler that died after reading it gets it back (a restart takes ~30 s).
+NOTICE_VISIBILITY = 45
 
 # (needle in the activity's status message, kind, the EC2 error code it stands for). First match wins;
 # the messages are EC2's own texts (the ASG activity carries no code), the codes name them in metrics.
@@ -108,6 +112,7 @@ class Interruption:
     at: float
     deadline: float  # when the instance is gone (spot: the warning's time + 2 minutes)
     state: str = ""
+    receipt: str = field(default="", compare=False)  # the SQS message's, for acknowledge()
 
 
 def parse_event(body: str, received: float) -> Interruption | None:
@@ -184,6 +189,7 @@ class AwsProvider:
                  clock: Callable[[], float] = time.time) -> None:
         self.config = config
         self.queue_url = queue_url
+        self.notice_visibility = NOTICE_VISIBILITY
         self._clock = clock
         session = session or boto3.session.Session(region_name=config.region or None)
         bc = BotoConfig(retries={"mode": "standard", "max_attempts": 3}, connect_timeout=5, read_timeout=20)
@@ -339,23 +345,38 @@ class AwsProvider:
 
     # --- spot interruptions ---------------------------------------------------------------------
     def interruptions(self, max_batches: int = 10) -> list[Interruption]:
-        """Drain the interruption queue (10 messages a call); messages are deleted once parsed."""
+        """Read the interruption queue (10 messages a call). A notice stays in the queue, invisible for
+        `NOTICE_VISIBILITY` seconds, until the loop has handled it and calls acknowledge(): a scaler that
+        dies in between gets it again. Other events are deleted at once."""
         if self.sqs is None or self.queue_url is None:
             return []
         out: list[Interruption] = []
         for _ in range(max_batches):
             resp = self._call("ReceiveMessage", self.sqs.receive_message, QueueUrl=self.queue_url,
-                              MaxNumberOfMessages=10, WaitTimeSeconds=0)
+                              MaxNumberOfMessages=10, WaitTimeSeconds=0, VisibilityTimeout=self.notice_visibility)
             messages = resp.get("Messages") or []
             for msg in messages:
                 parsed = parse_event(msg.get("Body", ""), self._clock())
                 if parsed is not None:
-                    out.append(parsed)
-                self._call("DeleteMessage", self.sqs.delete_message, QueueUrl=self.queue_url,
-                           ReceiptHandle=msg["ReceiptHandle"])
+                    out.append(dataclasses.replace(parsed, receipt=msg["ReceiptHandle"]))
+                else:
+                    self._delete_message(msg["ReceiptHandle"])
             if len(messages) < 10:
                 break
         return out
+
+    def acknowledge(self, notices: Iterable[Interruption]) -> None:
+        """Delete handled notices from the queue (best effort: a notice seen twice is handled once)."""
+        for notice in notices:
+            if notice.receipt:
+                try:
+                    self._delete_message(notice.receipt)
+                except ProviderError as err:
+                    log.warning("interruption notice for %s not deleted: %s", notice.instance_id, err)
+
+    def _delete_message(self, receipt: str) -> None:
+        assert self.sqs is not None
+        self._call("DeleteMessage", self.sqs.delete_message, QueueUrl=self.queue_url, ReceiptHandle=receipt)
 
     def zone_of(self, iid: str) -> str | None:
         for grp in self._groups.values():

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from scaler.core.config import ScalerConfig, parse_config
@@ -91,10 +93,18 @@ def test_interruption_queue(aws: MotoAws, config: ScalerConfig) -> None:
     aws.send_event(queue, "EC2 Spot Instance Interruption Warning", inst[0]["InstanceId"])
     aws.send_event(queue, "EC2 Instance Rebalance Recommendation", inst[1]["InstanceId"])
     aws.sqs.send_message(QueueUrl=queue, MessageBody='{"source": "aws.health", "detail-type": "AWS Health Event"}')
+    p.notice_visibility = 1  # seconds (45 in production)
     got = p.interruptions()
-    assert sorted((i.kind, i.instance_id) for i in got) == sorted(
-        [("spot-interruption", inst[0]["InstanceId"]), ("rebalance", inst[1]["InstanceId"])])
-    assert p.interruptions() == []  # consumed: deleted from the queue
+    expected = sorted([("spot-interruption", inst[0]["InstanceId"]), ("rebalance", inst[1]["InstanceId"])])
+    assert sorted((i.kind, i.instance_id) for i in got) == expected
+    assert p.interruptions() == []  # invisible to other readers while being handled
+    time.sleep(1.5)
+    # Not acknowledged (the scaler died after reading them): handed out again. The other event is gone.
+    again = p.interruptions()
+    assert sorted((i.kind, i.instance_id) for i in again) == expected
+    p.acknowledge(again)
+    time.sleep(1.5)
+    assert p.interruptions() == []  # handled: deleted from the queue
 
 
 def test_throttling_is_retried_then_reported_as_throttled(aws: MotoAws, config: ScalerConfig) -> None:
