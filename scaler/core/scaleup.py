@@ -340,10 +340,13 @@ class Packer:
                 placed += k
                 if placed >= n:
                     return placed
-            # The whole group was looked at and could not take the rest: tighten its bound.
-            live = [b.free for b in bins[start:] if not b.removed]
-            group.bound = [max(col) for col in zip(*live, strict=True)] if live else [0] * len(self.resources)
+            self.tighten(group)  # the whole group was looked at and could not take the rest
         return placed
+
+    def tighten(self, group: Group) -> None:
+        """Recompute the group's bound from its live bins (after finding it cannot take a class)."""
+        live = [b.free for b in group.bins[group.start:] if not b.removed]
+        group.bound = [max(col) for col in zip(*live, strict=True)] if live else [0] * len(self.resources)
 
     def begin(self) -> None:
         self._journal = []
@@ -387,10 +390,9 @@ class _Chooser:
     TaintToleration and NodeAffinity are normalised over the nodes that had room when the class was
     first placed (the scheduler normalises over the nodes that pass its filters at each pod)."""
 
-    def __init__(self, packer: Packer, cls: PodClass, kinds: frozenset[str]) -> None:
+    def __init__(self, packer: Packer, cls: PodClass) -> None:
         self.packer = packer
         self.cls = cls
-        self.kinds = kinds
         self.profile = scoring.for_scheduler(cls.rep.scheduler_name)
         self.request = cls.rep.requests
         wanted = {r for r, _ in self.profile.fit_resources} | set(self.profile.balanced_resources)
@@ -408,7 +410,7 @@ class _Chooser:
                 continue
             before = len(found)
             for b in g.bins[g.start:]:  # _open, inlined: this loop runs once per class and node
-                if b.removed or b.alloc is None or b.kind not in kinds:
+                if b.removed or b.alloc is None:
                     continue
                 free = b.free
                 for i, a in nz:
@@ -416,9 +418,8 @@ class _Chooser:
                         break
                 else:
                     found.append(b)
-            if len(found) == before:  # no node of the group takes the class: tighten its bound
-                live = [b.free for b in g.bins[g.start:] if not b.removed]
-                g.bound = [max(col) for col in zip(*live, strict=True)] if live else [0] * len(packer.resources)
+            if len(found) == before:  # no node of the group takes the class
+                packer.tighten(g)
         seen: dict[int, Group] = {id(b.group): b.group for b in found}
         self.norm_nodes = [g.node for g in seen.values()]
         values = scoring.static_scores(cls.rep, self.norm_nodes, self.profile)
@@ -428,7 +429,8 @@ class _Chooser:
         self.synced = len(packer.changed)
 
     def _open(self, b: Bin) -> bool:
-        if b.removed or b.alloc is None or b.kind not in self.kinds:
+        """A real (existing or coming) node, not being removed, with room for one more pod."""
+        if b.removed or b.alloc is None:
             return False
         free = b.free
         return all(free[i] >= a for i, a in self.cls.nz)
@@ -718,7 +720,6 @@ class _Planner:
         self.slot_groups = [s.group for s in self.slots]
         self.opened: dict[tuple[str, str], int] = {}
         self.scale = [max((s.empty[i] for s in self.slots), default=0) for i in range(len(self.packer.resources))]
-        self.existing_kinds = frozenset({"existing", "coming"})
         self.template_kinds = frozenset({"in-flight", "new"})
         self._static_cache: dict[int, tuple[dict[str, str], list[tuple[str, list[Slot]]]]] = {}
         self._cand_cache: dict[tuple[int, tuple[tuple[int, int], ...]], tuple[list[Candidate], dict[str, str]]] = {}
@@ -841,7 +842,7 @@ class _Planner:
                 j += 1
             chooser = choosers.get(ci)
             if chooser is None:
-                chooser = choosers[ci] = _Chooser(self.packer, classes[ci], self.existing_kinds)
+                chooser = choosers[ci] = _Chooser(self.packer, classes[ci])
             if not chooser.dead:
                 chooser.take(j - i, out[id(classes[ci])])
             i = j
@@ -854,7 +855,7 @@ class _Planner:
         n = len(cls.pods)
         out: Placement = []
         if existing is None:
-            placed = _Chooser(self.packer, cls, self.existing_kinds).take(n, out)
+            placed = _Chooser(self.packer, cls).take(n, out)
         else:
             out.extend(existing)
             placed = sum(k for _, k in existing)
