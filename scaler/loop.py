@@ -100,6 +100,8 @@ class Runtime:
         self.provider = provider
         self.cluster = cluster
         self.actions = None if dry_run else actions
+        if self.actions is not None:
+            self.actions.before_change = self._guard  # every cordon, uncordon and eviction checks the lease
         self.leader = None if dry_run else leader
         self.metrics = metrics or Metrics()
         self.interval = interval or config.timings.scan_interval
@@ -178,7 +180,8 @@ class Runtime:
             plan.resets = [r for r in plan.resets if r not in held]
 
     def _guard(self) -> None:
-        """Before every change to the cloud or the cluster: this replica still holds the lease."""
+        """Before every change to the cloud (`_cloud`) or the cluster (KubeActions.before_change): this
+        replica still holds the lease."""
         if self.leader is not None and not self.leader.holds():
             raise LostLease("the leader lease expired during the pass")
 
@@ -255,7 +258,6 @@ class Runtime:
             log.warning("not removing %s: provider id %r is not an instance of pool %s", down.node, provider_id,
                         down.pool)
             return
-        self._guard()
         try:
             self.actions.cordon(raw)
         except KubeError as err:
@@ -308,7 +310,6 @@ class Runtime:
 
     def _evict(self, pod: Pod) -> str:
         assert self.actions is not None
-        self._guard()
         try:
             result = self.actions.evict(pod.namespace, pod.name)
         except KubeError as err:
@@ -334,7 +335,6 @@ class Runtime:
 
     def _abandon(self, drain: Drain, why: str) -> None:
         assert self.actions is not None
-        self._guard()
         del self.drains[drain.node]
         raw = self.cluster.raw_node(drain.node)
         try:
@@ -359,7 +359,6 @@ class Runtime:
                 continue  # its instance is gone or going: leave it cordoned
             raw = self.cluster.raw_node(node.name)
             if raw is not None and _has_our_taint(raw):
-                self._guard()
                 try:
                     self.actions.uncordon(raw)
                     log.info("uncordoned %s: cordoned by an earlier scaler process that did not finish", node.name)
@@ -407,7 +406,6 @@ class Runtime:
                     continue
             raw = self.cluster.raw_node(node.name)
             if raw is not None:
-                self._guard()
                 try:
                     self.actions.cordon(raw)
                 except KubeError as err:

@@ -9,6 +9,7 @@ import json
 import logging
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -54,6 +55,9 @@ class KubeActions:
         self.namespace = namespace
         self._event_interval = event_interval
         self._events: dict[tuple[str, str, str, str], tuple[str, int, float]] = {}
+        # Called before every change to a node or a pod (cordon, uncordon, eviction); it raises to stop
+        # it. The loop sets its leader-lease check here.
+        self.before_change: Callable[[], None] = lambda: None
 
     # --- cordon / uncordon -------------------------------------------------------------------
     def cordon(self, node: dict[str, Any]) -> None:
@@ -80,6 +84,7 @@ class KubeActions:
         version = node["metadata"].get("resourceVersion")
         if version:
             body = {**body, "metadata": {"resourceVersion": version}}
+        self.before_change()
         try:
             self.core.patch_node(name, body, _request_timeout=TIMEOUT, _content_type=MERGE_PATCH)
         except ApiException as err:
@@ -91,6 +96,7 @@ class KubeActions:
     def evict(self, namespace: str, name: str) -> EvictResult:
         """policy/v1 Eviction: 429 means a PodDisruptionBudget forbids it now (retry later)."""
         body = client.V1Eviction(metadata=client.V1ObjectMeta(name=name, namespace=namespace))
+        self.before_change()
         try:
             self.core.create_namespaced_pod_eviction(name, namespace, body, _request_timeout=TIMEOUT)
         except ApiException as err:

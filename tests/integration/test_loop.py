@@ -398,6 +398,8 @@ def test_an_interruption_read_in_a_pass_that_stopped_is_handled_in_the_next(worl
         real_guard()
 
     world.runtime._guard = guard_once  # type: ignore[method-assign]
+    assert world.runtime.actions is not None
+    world.runtime.actions.before_change = guard_once
     assert world.step() is None
     assert world.desired("gpu-od") == 0  # nothing done in the stopped pass
     world.step()
