@@ -1,32 +1,82 @@
 """One pass of decisions: Snapshot + State + config -> Plan + next State. Pure.
 
-Implemented in state.py (what outlives a pass), scaleup.py and scaledown.py; this module is the
-entry point the loop and the simulator call, so its signature is the contract between them.
+Implemented in state.py (what outlives a pass), interruptions.py (notices and drains in progress),
+scaleup.py and scaledown.py; this module is the entry point the loop and the simulator call, so its
+signature is the contract between them. The core decides everything the actuator does: sizes,
+replacements ahead of interruptions, give-backs of instances that never registered, drains.
 See docs/planner.md.
 """
 
 from __future__ import annotations
 
+import dataclasses
+
 from scaler.core.config import ScalerConfig
+from scaler.core.interruptions import read_notices
 from scaler.core.scaledown import plan_scale_down
 from scaler.core.scaleup import plan_scale_up
-from scaler.core.snapshot import Plan, Snapshot, State
-from scaler.core.state import advance, record_scale_ups
+from scaler.core.snapshot import GiveBack, Plan, Snapshot, State
+from scaler.core.state import Advanced, advance, fmt_time, mark_unavailable, record_scale_ups
 
 
 def plan(snapshot: Snapshot, state: State, config: ScalerConfig) -> tuple[Plan, State]:
-    """Decide scale-ups, size resets and scale-downs for one pass. The input state is not changed."""
+    """Decide scale-ups, size resets, give-backs and drains for one pass. The input state is not changed."""
     adv = advance(snapshot, state, config)
-    up = plan_scale_up(snapshot, config, adv)
+    leaving = read_notices(snapshot)
+    until = snapshot.now + config.timings.unavailable_ttl
+    for pool, zone in leaving.unavailable:
+        mark_unavailable(adv.state, pool, zone, until)
+        adv.notes.append(f"pool {pool}: spot reclaimed in {zone}: unavailable until {fmt_time(until)}")
+    adv.leaving = leaving.nodes
+    view = dataclasses.replace(snapshot, pending=[*snapshot.pending, *leaving.displaced]) \
+        if leaving.displaced else snapshot
+    up = plan_scale_up(view, config, adv)
     record_scale_ups(adv.state, up.scale_ups, snapshot.now, config)
-    down = plan_scale_down(snapshot, config, adv, up)
+    down = plan_scale_down(view, config, adv, up)
     result = Plan(
         now=snapshot.now,
         scale_ups=up.scale_ups,
         resets=adv.resets,
-        scale_downs=down.scale_downs,
+        give_backs=give_backs(snapshot, adv),
+        scale_downs=[*leaving.drains, *down.scale_downs],
         verdicts=up.verdicts,
         unneeded=down.unneeded,
-        notes=[*adv.notes, *up.notes, *down.notes],
+        handled=leaving.handled,
+        events=leaving.events,
+        in_flight={name: adv.in_flight(name) for name in snapshot.pools},
+        notes=[*adv.notes, *leaving.notes, *up.notes, *down.notes],
     )
+    if not snapshot.fresh:
+        hold_back(result, snapshot)
     return result, adv.state
+
+
+def give_backs(snapshot: Snapshot, adv: Advanced) -> list[GiveBack]:
+    """For a size given back below the instances that exist: the instances that never registered, oldest
+    first. Lowering the size alone would leave them running (the groups are protected from scale-in)."""
+    registered = {n.provider_id for n in snapshot.nodes if n.provider_id}
+    out: list[GiveBack] = []
+    for reset in adv.resets:
+        obs = snapshot.pools.get(reset.pool)
+        if obs is None or obs.instances <= reset.desired:
+            continue
+        strays = sorted((m for m in obs.members if m.provider_id not in registered), key=lambda m: m.launched_at)
+        out.extend(GiveBack(reset.pool, m.provider_id, f"never registered as a node: {reset.reason}")
+                   for m in strays[:obs.instances - reset.desired])
+    return out
+
+
+def hold_back(plan: Plan, snapshot: Snapshot) -> None:
+    """On stale cluster data nothing that removes capacity is acted on: no scale-down (interruption drains
+    aside: the cloud takes those nodes anyway), no give-back, and no size reset below the instances that
+    exist (those would be terminated as "never registered" on the word of a Node list that may be old)."""
+    planned = [d for d in plan.scale_downs if not d.forced]
+    if planned:
+        plan.notes.append(f"cluster state is stale: {len(planned)} scale-down(s) held back")
+        plan.scale_downs = [d for d in plan.scale_downs if d.forced]
+    plan.give_backs = []
+    held = [r for r in plan.resets if r.pool in snapshot.pools and r.desired < snapshot.pools[r.pool].instances]
+    if held:
+        plan.notes.append("cluster state is stale: size reset(s) below the existing instances held back: "
+                          + ", ".join(f"{r.pool} -> {r.desired}" for r in held))
+        plan.resets = [r for r in plan.resets if r not in held]

@@ -266,7 +266,8 @@ def test_a_removed_node_stays_cordoned_until_it_leaves(world: World, kube: FakeK
         assert any(t["key"] == keys.TAINT_DISRUPTING for t in obj["spec"]["taints"])
     world.node_gc = True
     world.step()
-    assert kube.get("nodes", f"/{node}") is None and world.runtime.removed == set()
+    assert kube.get("nodes", f"/{node}") is None
+    assert world.runtime.actuator is not None and world.runtime.actuator.removed == set()
 
 
 def test_restart_gives_back_a_node_an_earlier_process_left_cordoned(world: World, kube: FakeKube) -> None:
@@ -397,9 +398,9 @@ def test_an_interruption_read_in_a_pass_that_stopped_is_handled_in_the_next(worl
             raise LostLease("the leader lease expired during the pass")
         real_guard()
 
-    world.runtime._guard = guard_once  # type: ignore[method-assign]
-    assert world.runtime.actions is not None
-    world.runtime.actions.before_change = guard_once
+    assert world.runtime.actions is not None and world.runtime.actuator is not None
+    world.runtime.actuator.guard = guard_once  # every cloud change the actuator makes
+    world.runtime.actions.before_change = guard_once  # every cordon and eviction
     assert world.step() is None
     assert world.desired("gpu-od") == 0  # nothing done in the stopped pass
     world.step()
