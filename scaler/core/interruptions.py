@@ -1,9 +1,11 @@
 """Interruption notices and drains in progress: which nodes are leaving, and which pods need a new home.
 
-Pure. A spot interruption drains its node (forced: the cloud takes it at the deadline anyway) and marks
-the node's (pool, zone) unavailable, so the replacement goes where a scale-up would go: the pods of the
-node are planned as pending by the same scale-up planner (expander, fallback chain, caps, backoff,
-unavailable offerings), on capacity that is not leaving. A rebalance recommendation drains only a node
+Pure. A spot interruption drains its node (forced: the cloud takes it at the deadline anyway), and the
+replacement goes where a scale-up would go: the pods of the node are planned as pending by the same
+scale-up planner (expander, fallback chain, caps, backoff, unavailable offerings), on capacity that is
+not leaving. One reclaim does not mark its offering unavailable: the cloud reclaims single instances
+at random; a shortage shows as launch failures, which do (for `timings.unavailable_ttl`), and the
+fallback takes over from there. A rebalance recommendation drains only a node
 whose pods may all be moved; a node that is already stopping ("terminating") is left to the cloud.
 While such a drain is in progress its node's capacity does not count and its pods keep their home.
 """
@@ -13,7 +15,6 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from scaler.core import keys
 from scaler.core.model import Node, Pod
 from scaler.core.scaledown import blocker, to_evict
 from scaler.core.snapshot import Interruption, NodeEvent, ScaleDown, Snapshot
@@ -27,7 +28,6 @@ class Leaving:
     drains: list[ScaleDown] = field(default_factory=list)
     handled: list[Interruption] = field(default_factory=list)
     events: list[NodeEvent] = field(default_factory=list)
-    unavailable: list[tuple[str, str]] = field(default_factory=list)  # (pool, zone) reclaimed
     notes: list[str] = field(default_factory=list)
 
 
@@ -76,9 +76,6 @@ def read_notices(snapshot: Snapshot) -> Leaving:
                                             warning=True))
                 out.notes.append(f"{notice.kind} for node {node.name}: not draining it: {why}")
                 continue
-        if forced:
-            zone = node.labels.get(keys.LABEL_ZONE)
-            out.unavailable.extend((pool, z) for z in ([zone] if zone else snapshot.pools[pool].pool.zones))
         if node.name not in out.nodes:
             _displace(node, out)
         out.drains.append(ScaleDown(pool, node.name, node.provider_id, tuple(p.key for p in to_evict(node.pods)),

@@ -16,17 +16,13 @@ from scaler.core.interruptions import read_notices
 from scaler.core.scaledown import plan_scale_down
 from scaler.core.scaleup import plan_scale_up
 from scaler.core.snapshot import GiveBack, Plan, Snapshot, State
-from scaler.core.state import Advanced, advance, fmt_time, mark_unavailable, record_scale_ups
+from scaler.core.state import Advanced, advance, record_scale_ups
 
 
 def plan(snapshot: Snapshot, state: State, config: ScalerConfig) -> tuple[Plan, State]:
     """Decide scale-ups, size resets, give-backs and drains for one pass. The input state is not changed."""
     adv = advance(snapshot, state, config)
     leaving = read_notices(snapshot)
-    until = snapshot.now + config.timings.unavailable_ttl
-    for pool, zone in leaving.unavailable:
-        mark_unavailable(adv.state, pool, zone, until)
-        adv.notes.append(f"pool {pool}: spot reclaimed in {zone}: unavailable until {fmt_time(until)}")
     adv.leaving = leaving.nodes
     view = dataclasses.replace(snapshot, pending=[*snapshot.pending, *leaving.displaced]) \
         if leaving.displaced else snapshot

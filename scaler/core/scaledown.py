@@ -169,9 +169,8 @@ def plan_scale_down(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, up:
     budget = max(1, int(sd.budget_fraction * len(snapshot.nodes)))
     room = {n: min(adv.desired.get(n, o.desired), adv.registered.get(n, 0)) - o.pool.min_size
             for n, o in snapshot.pools.items()}
-    for drain in snapshot.draining.values():  # drains in progress count against the budget and the min
+    for drain in snapshot.draining.values():  # a drain in progress counts against the pool's min
         if not drain.notice:
-            budget -= 1
             room[drain.pool] = room.get(drain.pool, 0) - 1
     allowed = [b.disruptions_allowed for b in snapshot.pdbs]
     attempts = max(4 * budget, 20)
