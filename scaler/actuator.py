@@ -5,7 +5,7 @@ it, so the simulator's figures come from the code production runs. It decides no
 replacement, give-back and drain is the core's (`scaler.core.planner.plan`).
 
 Order within a pass:
-1. give back the instances that never registered (exactly those instances), then size resets;
+1. size resets, terminating first exactly the instances that never registered;
 2. scale-ups, as one target size per pool; replacements for interrupted nodes are scale-ups, so they
    are asked for ahead of the interruptions' drains;
 3. drains: cordon, then evict through the Eviction API from the next pass on (a pod list read after
@@ -99,11 +99,10 @@ class Actuator:
 
     # --- one pass ------------------------------------------------------------------------------------
     def act(self, plan: Plan, snapshot: Snapshot) -> None:
-        for give in plan.give_backs:
-            if self._cloud(f"give back {give.provider_id}",
-                           functools.partial(self.provider.delete_node, give.pool, give.provider_id)):
-                log.warning("terminated %s of pool %s: %s", give.provider_id, give.pool, give.reason)
         for reset in plan.resets:
+            for stray in reset.strays:
+                if self._cloud(f"terminate {stray}", functools.partial(self.provider.delete_node, reset.pool, stray)):
+                    log.warning("terminated %s of pool %s: it never registered as a node", stray, reset.pool)
             self._cloud(f"reset {reset.pool}", functools.partial(self.provider.set_desired, reset.pool, reset.desired))
         targets: dict[str, int] = {}
         added: dict[str, int] = {}

@@ -3,7 +3,7 @@
 Implemented in state.py (what outlives a pass), interruptions.py (notices and drains in progress),
 scaleup.py and scaledown.py; this module is the entry point the loop and the simulator call, so its
 signature is the contract between them. The core decides everything the actuator does: sizes,
-replacements ahead of interruptions, give-backs of instances that never registered, drains.
+replacements ahead of interruptions, the instances that never registered to terminate, drains.
 See docs/planner.md.
 """
 
@@ -15,12 +15,12 @@ from scaler.core.config import ScalerConfig
 from scaler.core.interruptions import read_notices
 from scaler.core.scaledown import plan_scale_down
 from scaler.core.scaleup import plan_scale_up
-from scaler.core.snapshot import GiveBack, Plan, Snapshot, State
-from scaler.core.state import Advanced, advance, record_scale_ups
+from scaler.core.snapshot import Plan, SetSize, Snapshot, State
+from scaler.core.state import advance, record_scale_ups
 
 
 def plan(snapshot: Snapshot, state: State, config: ScalerConfig) -> tuple[Plan, State]:
-    """Decide scale-ups, size resets, give-backs and drains for one pass. The input state is not changed."""
+    """Decide scale-ups, size resets and drains for one pass. The input state is not changed."""
     adv = advance(snapshot, state, config)
     leaving = read_notices(snapshot)
     adv.leaving = leaving.nodes
@@ -32,8 +32,7 @@ def plan(snapshot: Snapshot, state: State, config: ScalerConfig) -> tuple[Plan, 
     result = Plan(
         now=snapshot.now,
         scale_ups=up.scale_ups,
-        resets=adv.resets,
-        give_backs=give_backs(snapshot, adv),
+        resets=[with_strays(r, snapshot) for r in adv.resets],
         scale_downs=[*leaving.drains, *down.scale_downs],
         verdicts=up.verdicts,
         unneeded=down.unneeded,
@@ -47,30 +46,25 @@ def plan(snapshot: Snapshot, state: State, config: ScalerConfig) -> tuple[Plan, 
     return result, adv.state
 
 
-def give_backs(snapshot: Snapshot, adv: Advanced) -> list[GiveBack]:
-    """For a size given back below the instances that exist: the instances that never registered, oldest
-    first. Lowering the size alone would leave them running (the groups are protected from scale-in)."""
+def with_strays(reset: SetSize, snapshot: Snapshot) -> SetSize:
+    """A size given back below the instances that exist names the instances that never registered to
+    terminate, oldest first."""
+    obs = snapshot.pools.get(reset.pool)
+    if obs is None or obs.instances <= reset.desired:
+        return reset
     registered = {n.provider_id for n in snapshot.nodes if n.provider_id}
-    out: list[GiveBack] = []
-    for reset in adv.resets:
-        obs = snapshot.pools.get(reset.pool)
-        if obs is None or obs.instances <= reset.desired:
-            continue
-        strays = sorted((m for m in obs.members if m.provider_id not in registered), key=lambda m: m.launched_at)
-        out.extend(GiveBack(reset.pool, m.provider_id, f"never registered as a node: {reset.reason}")
-                   for m in strays[:obs.instances - reset.desired])
-    return out
+    strays = sorted((m for m in obs.members if m.provider_id not in registered), key=lambda m: m.launched_at)
+    return dataclasses.replace(reset, strays=tuple(m.provider_id for m in strays[:obs.instances - reset.desired]))
 
 
 def hold_back(plan: Plan, snapshot: Snapshot) -> None:
     """On stale cluster data nothing that removes capacity is acted on: no scale-down (interruption drains
-    aside: the cloud takes those nodes anyway), no give-back, and no size reset below the instances that
+    aside: the cloud takes those nodes anyway), and no size reset below the instances that
     exist (those would be terminated as "never registered" on the word of a Node list that may be old)."""
     planned = [d for d in plan.scale_downs if not d.forced]
     if planned:
         plan.notes.append(f"cluster state is stale: {len(planned)} scale-down(s) held back")
         plan.scale_downs = [d for d in plan.scale_downs if d.forced]
-    plan.give_backs = []
     held = [r for r in plan.resets if r.pool in snapshot.pools and r.desired < snapshot.pools[r.pool].instances]
     if held:
         plan.notes.append("cluster state is stale: size reset(s) below the existing instances held back: "

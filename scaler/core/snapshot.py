@@ -139,11 +139,14 @@ class ScaleUp:
 
 @dataclass(frozen=True, slots=True)
 class SetSize:
-    """Give the cloud a target back (after a failed or timed-out launch)."""
+    """Give the cloud a target back (after a failed or timed-out launch). `strays`: instances that never
+    registered as nodes, terminated by id first (the size drops by one each); lowering the size alone
+    would leave them running in a group protected from scale-in."""
 
     pool: str
     desired: int
     reason: str
+    strays: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,15 +160,6 @@ class ScaleDown:
     reason: str
     deadline: float | None = None  # give up (or, forced, remove anyway) then; None: the drain timeout
     forced: bool = False  # a spot interruption: the cloud takes the node at the deadline anyway
-
-
-@dataclass(frozen=True, slots=True)
-class GiveBack:
-    """Terminate exactly this instance, which never registered as a node (the size drops by one)."""
-
-    pool: str
-    provider_id: str
-    reason: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,7 +177,6 @@ class Plan:
     now: float
     scale_ups: list[ScaleUp] = field(default_factory=list)  # replacements for interrupted nodes included
     resets: list[SetSize] = field(default_factory=list)
-    give_backs: list[GiveBack] = field(default_factory=list)
     scale_downs: list[ScaleDown] = field(default_factory=list)  # drains for interruptions first
     verdicts: dict[str, PodVerdict] = field(default_factory=dict)
     unneeded: dict[str, float] = field(default_factory=dict)
@@ -194,7 +187,7 @@ class Plan:
 
     @property
     def empty(self) -> bool:
-        return not (self.scale_ups or self.resets or self.give_backs or self.scale_downs)
+        return not (self.scale_ups or self.resets or self.scale_downs)
 
     def to_dict(self, *, pods: bool = True) -> dict[str, Any]:
         """The decisions as plain data (the status ConfigMap, `explain --json`); `pods`: with the pods each
@@ -202,8 +195,8 @@ class Plan:
         out: dict[str, Any] = {
             "scale_ups": [{"pool": u.pool, "zone": u.zone, "count": u.count, "new_desired": u.new_desired,
                            **({"pods": list(u.pods)} if pods else {})} for u in self.scale_ups],
-            "resets": [{"pool": r.pool, "desired": r.desired, "reason": r.reason} for r in self.resets],
-            "give_backs": [{"pool": g.pool, "instance": g.provider_id, "reason": g.reason} for g in self.give_backs],
+            "resets": [{"pool": r.pool, "desired": r.desired, "reason": r.reason, "terminate": list(r.strays)}
+                       for r in self.resets],
             "scale_downs": [{"pool": d.pool, "node": d.node, "evict": list(d.evict), "reason": d.reason,
                              "forced": d.forced} for d in self.scale_downs],
             "in_flight": dict(self.in_flight),

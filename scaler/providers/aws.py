@@ -32,17 +32,8 @@ from scaler.core import keys
 from scaler.core.config import ScalerConfig
 from scaler.core.pool import Pool
 from scaler.core.snapshot import CloudInstance, FailureKind, Interruption, LaunchFailure, PoolObservation
-from scaler.providers.base import (
-    InvalidRequest,
-    NetworkError,
-    NotAuthorized,
-    NotFound,
-    ProviderError,
-    QuotaExceeded,
-    ServerError,
-    Throttled,
-    check_size,
-)
+from scaler.providers import base
+from scaler.providers.base import ProviderError, check_size
 
 log = logging.getLogger(__name__)
 
@@ -157,20 +148,20 @@ def provider_error(what: str, err: Exception) -> ProviderError:
         code = err.response.get("Error", {}).get("Code", "")
         status = int(err.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
         if code in THROTTLED_CODES:
-            return Throttled(message)
+            return base.Throttled(message)
         if status >= 500 or code in ("InternalFailure", "ServiceUnavailable", "InternalError"):
-            return ServerError(message)
+            return base.ServerError(message)
         if code in AUTH_CODES:
-            return NotAuthorized(message)
+            return base.NotAuthorized(message)
         if code in ("LimitExceeded", "VcpuLimitExceeded", "InstanceLimitExceeded"):
-            return QuotaExceeded(message)
+            return base.QuotaExceeded(message)
         if code in BUSY_CODES:
             return ProviderError(message, kind="invalid", retryable=True)
         if code in ("ValidationError", "InvalidParameterValue"):
-            return InvalidRequest(message)
+            return base.InvalidRequest(message)
         return ProviderError(message)
     if isinstance(err, EndpointConnectionError | ConnectTimeoutError):
-        return NetworkError(message)
+        return base.NetworkError(message)
     return ProviderError(message)
 
 
@@ -278,7 +269,7 @@ class AwsProvider:
         try:
             return self._groups[pool]
         except KeyError:
-            raise NotFound(f"aws: no Auto Scaling group for pool {pool!r}") from None
+            raise base.NotFound(f"aws: no Auto Scaling group for pool {pool!r}") from None
 
     # --- the PoolProvider interface -----------------------------------------------------------
     def pools(self) -> list[Pool]:
@@ -335,7 +326,7 @@ class AwsProvider:
         iid = instance_id(provider_id)
         grp = self.group(pool)
         if iid is None or iid not in {i["InstanceId"] for i in grp.instances}:
-            raise NotFound(f"aws: {provider_id!r} is not an instance of pool {pool!r} ({grp.name})")
+            raise base.NotFound(f"aws: {provider_id!r} is not an instance of pool {pool!r} ({grp.name})")
         self._call("TerminateInstanceInAutoScalingGroup", self.asg.terminate_instance_in_auto_scaling_group,
                    InstanceId=iid, ShouldDecrementDesiredCapacity=True)
         grp.desired = max(grp.min_size, grp.desired - 1)

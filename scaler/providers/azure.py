@@ -41,18 +41,8 @@ from azure.mgmt.containerservice import models as csm
 from scaler.core.config import ScalerConfig
 from scaler.core.pool import Pool
 from scaler.core.snapshot import CloudInstance, FailureKind, Interruption, LaunchFailure, PoolObservation
-from scaler.providers.base import (
-    CapacityUnavailable,
-    InvalidRequest,
-    NetworkError,
-    NotAuthorized,
-    NotFound,
-    ProviderError,
-    QuotaExceeded,
-    ServerError,
-    Throttled,
-    check_size,
-)
+from scaler.providers import base
+from scaler.providers.base import ProviderError, check_size
 
 log = logging.getLogger(__name__)
 
@@ -98,28 +88,28 @@ def provider_error(what: str, err: Exception) -> ProviderError:
     """An azure-core error as the typed ProviderError the loop understands."""
     message = f"azure {what}: {err}"
     if isinstance(err, ClientAuthenticationError):
-        return NotAuthorized(message)
+        return base.NotAuthorized(message)
     if isinstance(err, ResourceNotFoundError):
-        return NotFound(message)
+        return base.NotFound(message)
     if isinstance(err, HttpResponseError):
         status = err.status_code or 0
         code = (err.error.code if err.error else None) or ""
         if status == 429:
-            return Throttled(message)
+            return base.Throttled(message)
         if status >= 500:
-            return ServerError(message)
+            return base.ServerError(message)
         if status in (401, 403):
-            return NotAuthorized(message)
+            return base.NotAuthorized(message)
         kind = failure_kind(code, str(err))
         if kind == "quota":
-            return QuotaExceeded(message)
+            return base.QuotaExceeded(message)
         if kind == "capacity":
-            return CapacityUnavailable(message)
+            return base.CapacityUnavailable(message)
         if status == 400:
-            return InvalidRequest(message)
+            return base.InvalidRequest(message)
         return ProviderError(message)
     if isinstance(err, ServiceRequestError):
-        return NetworkError(message)
+        return base.NetworkError(message)
     return ProviderError(message)
 
 
@@ -167,7 +157,7 @@ class AzureProvider:
         try:
             return self._pools[name]
         except KeyError:
-            raise NotFound(f"azure: no pool {name!r}") from None
+            raise base.NotFound(f"azure: no pool {name!r}") from None
 
     def observe(self, now: float) -> dict[str, PoolObservation]:
         out: dict[str, PoolObservation] = {}
@@ -269,11 +259,11 @@ class AzureProvider:
         rid = vm_resource_id(provider_id)
         m = _VMSS_VM.match(rid)
         if m is None or self._instances.get(rid) != pool:
-            raise NotFound(f"azure: {provider_id!r} is not an instance of pool {pool!r}")
+            raise base.NotFound(f"azure: {provider_id!r} is not an instance of pool {pool!r}")
         if p.azure_kind == "agentpool":
             machine = self._machines.get(rid)
             if machine is None:
-                raise NotFound(f"azure: no machine of pool {pool!r} for {provider_id!r}")
+                raise base.NotFound(f"azure: no machine of pool {pool!r} for {provider_id!r}")
             poller = self._call("delete machine", self.aks.agent_pools.begin_delete_machines, self.resource_group,
                                 self.cluster_name, aks_pool_name(p),
                                 csm.AgentPoolDeleteMachinesParameter(machine_names=[machine]))

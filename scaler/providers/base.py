@@ -9,7 +9,7 @@ not retried on the ordinary backoff).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import ClassVar, Literal, Protocol
+from typing import Literal, Protocol
 
 from scaler.core.pool import Pool
 from scaler.core.snapshot import Interruption, PoolObservation
@@ -18,51 +18,54 @@ ErrorKind = Literal["throttled", "capacity", "quota", "auth", "not-found", "inva
 
 
 class ProviderError(Exception):
-    """A cloud call that failed. Subclasses fix `kind` and the default `retryable`."""
+    """A cloud call that failed. A subclass names the kind: `class NotFound(ProviderError, kind="not-found",
+    retryable=False)`; a plain ProviderError is "other" and retryable unless told."""
 
-    default_kind: ClassVar[ErrorKind] = "other"
-    default_retryable: ClassVar[bool] = True
+    kind: ErrorKind = "other"
+    retryable: bool = True
+
+    def __init_subclass__(cls, kind: ErrorKind = "other", retryable: bool = True) -> None:
+        super().__init_subclass__()
+        cls.kind, cls.retryable = kind, retryable
 
     def __init__(self, message: str, *, kind: ErrorKind | None = None, retryable: bool | None = None) -> None:
         super().__init__(message)
-        self.kind: ErrorKind = kind or self.default_kind
-        self.retryable = self.default_retryable if retryable is None else retryable
+        if kind is not None:
+            self.kind = kind
+        if retryable is not None:
+            self.retryable = retryable
 
 
-class Throttled(ProviderError):
-    default_kind = "throttled"
+class Throttled(ProviderError, kind="throttled"):
+    """The API's rate limit: asking again later works."""
 
 
-class ServerError(ProviderError):
-    default_kind = "server"
+class ServerError(ProviderError, kind="server"):
+    """The cloud failed (5xx)."""
 
 
-class NetworkError(ProviderError):
-    default_kind = "network"
+class NetworkError(ProviderError, kind="network"):
+    """The cloud could not be reached."""
 
 
-class CapacityUnavailable(ProviderError):
-    default_kind = "capacity"
+class CapacityUnavailable(ProviderError, kind="capacity"):
+    """No capacity for the request right now."""
 
 
-class QuotaExceeded(ProviderError):
-    default_kind = "quota"
-    default_retryable = False
+class QuotaExceeded(ProviderError, kind="quota", retryable=False):
+    """An account limit: someone must raise it."""
 
 
-class NotAuthorized(ProviderError):
-    default_kind = "auth"
-    default_retryable = False
+class NotAuthorized(ProviderError, kind="auth", retryable=False):
+    """Credentials expired or a permission is missing: someone must fix them."""
 
 
-class NotFound(ProviderError):
-    default_kind = "not-found"
-    default_retryable = False
+class NotFound(ProviderError, kind="not-found", retryable=False):
+    """No such group or instance."""
 
 
-class InvalidRequest(ProviderError):
-    default_kind = "invalid"
-    default_retryable = False
+class InvalidRequest(ProviderError, kind="invalid", retryable=False):
+    """The request cannot succeed as it is (a size beyond the max)."""
 
 
 def check_size(provider: str, pool: str, desired: int, min_size: int, max_size: int) -> None:
