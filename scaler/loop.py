@@ -232,8 +232,11 @@ class Runtime:
                 self.metrics.cloud_errors.labels(err.kind).inc()
                 self.metrics.passes.labels("error").inc()
                 failures += 1
-                delay = self._backoff(failures)
-                log.warning("pass failed (%s): %s; next pass in %.1fs", err.kind, err, delay)
+                # An error asking again cannot fix (expired credentials, a refused permission) waits the
+                # long backoff: retrying every few seconds only floods the cloud's audit log.
+                delay = self._backoff(failures) if err.retryable else self.config.timings.backoff_max
+                log.warning("pass failed (%s%s): %s; next pass in %.1fs", err.kind,
+                            "" if err.retryable else ", not retryable", err, delay)
             except Exception:
                 self.metrics.passes.labels("error").inc()
                 failures += 1
