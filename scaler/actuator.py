@@ -58,6 +58,10 @@ class Kube(Protocol):
 
     def event(self, ref: ObjectRef, reason: str, message: str, type_: str = "Normal") -> None: ...
 
+    def delete_node(self, name: str) -> None:
+        """Delete a Node object (one whose instance is long gone)."""
+        ...
+
 
 @dataclass(slots=True)
 class Drain:
@@ -85,10 +89,20 @@ class Actuator:
         self.drains: dict[str, Drain] = {}
         self.removed: set[str] = set()  # nodes whose instance was removed, until they leave the cluster
         self.errors: list[str] = []  # failed cloud calls, newest last
+        # What the next Snapshot tells the planner: drains given up because evictions were refused
+        # (node -> the refused pods), and pools whose cloud refused what retrying cannot fix.
+        self.abandoned: dict[str, tuple[str, ...]] = {}
+        self.refused: dict[str, str] = {}
 
     # --- what the next Snapshot says --------------------------------------------------------------
     def draining(self) -> dict[str, DrainState]:
         return {n: DrainState(n, d.pool, d.started, d.deadline, d.forced, d.notice) for n, d in self.drains.items()}
+
+    def report(self) -> tuple[dict[str, tuple[str, ...]], dict[str, str]]:
+        """What the planner should know from the last pass (abandoned drains, refusals); told once."""
+        out = (self.abandoned, self.refused)
+        self.abandoned, self.refused = {}, {}
+        return out
 
     def forget(self) -> None:
         """Not the leader any more: the new leader gives the drained nodes back."""
@@ -101,16 +115,19 @@ class Actuator:
     def act(self, plan: Plan, snapshot: Snapshot) -> None:
         for reset in plan.resets:
             for stray in reset.strays:
-                if self._cloud(f"terminate {stray}", functools.partial(self.provider.delete_node, reset.pool, stray)):
+                if self._cloud(f"terminate {stray}", functools.partial(self.provider.delete_node, reset.pool, stray),
+                               pool=reset.pool):
                     log.warning("terminated %s of pool %s: it never registered as a node", stray, reset.pool)
-            self._cloud(f"reset {reset.pool}", functools.partial(self.provider.set_desired, reset.pool, reset.desired))
+            self._cloud(f"reset {reset.pool}", functools.partial(self.provider.set_desired, reset.pool, reset.desired),
+                        pool=reset.pool, sizing=True)
         targets: dict[str, int] = {}
         added: dict[str, int] = {}
         for up in plan.scale_ups:
             targets[up.pool] = max(targets.get(up.pool, 0), up.new_desired)
             added[up.pool] = added.get(up.pool, 0) + up.count
         for pool, desired in targets.items():
-            if self._cloud(f"scale-up {pool}", functools.partial(self.provider.set_desired, pool, desired)):
+            if self._cloud(f"scale-up {pool}", functools.partial(self.provider.set_desired, pool, desired), pool=pool,
+                           sizing=True):
                 self.metrics.scale_ups.labels(pool).inc(added[pool])
         nodes = {n.name: n for n in snapshot.nodes}
         for down in plan.scale_downs:
@@ -120,11 +137,16 @@ class Actuator:
         self._progress(snapshot)
         if snapshot.fresh:
             self._release_orphans(snapshot.nodes)
+            for name in plan.delete_nodes:
+                self._delete_node(name)
         if plan.handled:
             self._cloud("acknowledge notices", lambda: self.provider.acknowledge(plan.handled), guarded=False)
 
     # --- the cloud ------------------------------------------------------------------------------------
-    def _cloud(self, what: str, fn: Callable[[], None], *, guarded: bool = True) -> bool:
+    def _cloud(self, what: str, fn: Callable[[], None], *, guarded: bool = True, pool: str | None = None,
+               sizing: bool = False) -> bool:
+        """One call to the cloud. A refusal that asking again cannot fix (credentials, permissions, quota;
+        for a size, a group that is gone) is reported for the pool: the planner stops its actions."""
         if guarded:
             self.guard()
         try:
@@ -134,6 +156,9 @@ class Actuator:
             self.metrics.cloud_errors.labels(err.kind).inc()
             self.errors.append(f"{what}: {err}")
             log.warning("%s failed: %s", what, err, extra={"error_kind": err.kind, "retryable": err.retryable})
+            if pool is not None and not err.retryable and err.kind in ("auth", "quota", *(("not-found",) if sizing
+                                                                                         else ())):
+                self.refused[pool] = f"{err.kind}: {err}"
             return False
 
     # --- drains -----------------------------------------------------------------------------------------
@@ -212,7 +237,8 @@ class Actuator:
         return result
 
     def _finish(self, drain: Drain) -> bool:
-        if not self._cloud(f"delete {drain.node}", lambda: self.provider.delete_node(drain.pool, drain.provider_id)):
+        if not self._cloud(f"delete {drain.node}", lambda: self.provider.delete_node(drain.pool, drain.provider_id),
+                           pool=drain.pool):
             return False
         self.metrics.scale_downs.labels(drain.pool).inc()
         self.removed.add(drain.node)  # stays cordoned until the cloud controller deletes the Node
@@ -224,6 +250,8 @@ class Actuator:
 
     def _abandon(self, drain: Drain, why: str) -> None:
         del self.drains[drain.node]
+        if drain.blocked:
+            self.abandoned[drain.node] = tuple(sorted(drain.blocked))
         try:
             self.kube.uncordon_node(drain.node)
         except KubeError as err:
@@ -231,6 +259,18 @@ class Actuator:
             log.warning("uncordon %s failed: %s", drain.node, err)
         self.kube.event(ObjectRef("Node", drain.node), "ScaleDownFailed", f"scale-down abandoned: {why}", "Warning")
         log.warning("scale-down of %s abandoned: %s", drain.node, why)
+
+    def _delete_node(self, name: str) -> None:
+        """A Node whose instance has been gone for long: the cloud controller manager normally deletes
+        it; where none runs, it would be picked for removal every pass and hold its pods' place."""
+        try:
+            self.kube.delete_node(name)
+        except KubeError as err:
+            self.metrics.kube_errors.labels("delete").inc()
+            log.warning("%s", err)
+            return
+        self.kube.event(ObjectRef("Node", name), "NodeDeleted", "its instance no longer exists", "Warning")
+        log.warning("deleted Node %s: its instance no longer exists", name)
 
     def _release_orphans(self, nodes: list[Node]) -> None:
         """A node with our taint that no drain of this process owns: a previous process's; give it back."""

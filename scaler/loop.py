@@ -32,10 +32,12 @@ from scaler.core.config import ConfigError, ScalerConfig
 from scaler.core.model import Node, Pod
 from scaler.core.planner import plan as core_plan
 from scaler.core.snapshot import Interruption, Plan, Snapshot, State
+from scaler.core.state import fmt_time
 from scaler.kube.actions import KubeActions, Leader, ObjectRef
 from scaler.kube.cache import ClusterCache
 from scaler.kube.client import api_client
 from scaler.metrics import Health, Metrics, serve, setup_logging
+from scaler.permissions import LEASE_NAME
 from scaler.providers.base import PoolProvider, ProviderError
 
 log = logging.getLogger("scaler.loop")
@@ -46,7 +48,16 @@ class Cluster(Protocol):
     """What the loop needs from the kube side (ClusterCache)."""
 
     @property
-    def fresh(self) -> bool: ...
+    def fresh(self) -> bool:
+        """Pods and nodes are synced."""
+        ...
+
+    @property
+    def pdbs_fresh(self) -> bool: ...
+
+    def stale(self) -> list[str]:
+        """The watches that are not synced."""
+        ...
 
     def view(self, pool_of: Callable[[str], str | None]) -> tuple[list[Pod], list[Node], list[Any]]: ...
 
@@ -117,9 +128,11 @@ class Runtime:
         pending, nodes, pdbs = self.cluster.view(self.provider.pool_of)
         if self.actuator is not None:
             self._read_notices()
+        abandoned, refused = self.actuator.report() if self.actuator is not None else ({}, {})
         snapshot = Snapshot(now=now, pending=pending, nodes=nodes, pools=observations, pdbs=pdbs, fresh=fresh,
-                            interruptions=list(self.notices),
-                            draining=self.actuator.draining() if self.actuator is not None else {})
+                            pdbs_fresh=self.cluster.pdbs_fresh, interruptions=list(self.notices),
+                            draining=self.actuator.draining() if self.actuator is not None else {},
+                            abandoned=abandoned, refused=refused)
         plan, self.state = self.planner(snapshot, self.state, self.config)
         self.last_plan = plan
         self._log_plan(plan, snapshot)
@@ -127,6 +140,7 @@ class Runtime:
             self.actuator.act(plan, snapshot)
             self.notices = [n for n in self.notices if n not in plan.handled]
             self._events(plan, snapshot)
+            self._warnings(plan)
             self._status(plan, snapshot)
         return plan, snapshot
 
@@ -151,7 +165,7 @@ class Runtime:
             self.actuator.forget()
 
     def _log_plan(self, plan: Plan, snapshot: Snapshot) -> None:
-        ups = [f"{s.pool}/{s.zone} +{s.count} -> {s.new_desired}" for s in plan.scale_ups]
+        ups = [f"{s.pool}/{s.zone or 'any zone'} +{s.count} -> {s.new_desired}" for s in plan.scale_ups]
         downs = [f"{d.pool}/{d.node} ({d.reason})" for d in plan.scale_downs]
         resets = [f"{r.pool} -> {r.desired} ({r.reason})" for r in plan.resets]
         log.info("plan%s: %d pending, %d nodes; scale-ups %s; resets %s; scale-downs %s%s",
@@ -188,6 +202,19 @@ class Runtime:
                 reasons = "; ".join(f"{p}: {r}" for p, r in sorted(verdict.reasons.items())) or "no pool fits"
                 self.actions.event(ref, "NotTriggerScaleUp", f"pod didn't trigger scale-up: {reasons}")
 
+    def _warnings(self, plan: Plan) -> None:
+        """What stops part of the work, on the scaler's Lease: a watch that fails, a pool the cloud refuses."""
+        assert self.actions is not None
+        lease = ObjectRef("Lease", LEASE_NAME, self.actions.namespace)
+        for kind in self.cluster.stale():
+            stops = "drains" if kind == "poddisruptionbudgets" else "scale-downs and size resets below the instances"
+            self.actions.event(lease, "WatchFailing", f"the {kind} watch is not synced: {stops} wait for it",
+                               "Warning")
+        for pool, message in plan.refused.items():
+            until = self.state.refused.get(pool, (plan.now, ""))[0]
+            self.actions.event(lease, "CloudRefused", f"pool {pool}: {message}; its actions stop until "
+                               f"{fmt_time(until)} (fix the credentials, permissions or quota)", "Warning")
+
     def _status(self, plan: Plan, snapshot: Snapshot) -> None:
         assert self.actions is not None
         assert self.actuator is not None
@@ -198,7 +225,11 @@ class Runtime:
             "pending": len(snapshot.pending),
             "pools": {n: {"desired": o.desired, "instances": o.instances} for n, o in snapshot.pools.items()},
             "draining": sorted(self.actuator.drains),
-            "unavailable": {f"{p}/{z}": until for (p, z), until in self.state.unavailable.items()},
+            "unavailable": {f"{p}/{z}": fmt_time(until) for (p, z), until in self.state.unavailable.items()},
+            "backoff": {p: fmt_time(b.until) for p, b in self.state.backoff.items()},
+            "refused": {p: {"until": fmt_time(until), "error": message}
+                        for p, (until, message) in self.state.refused.items()},
+            "stale_watches": self.cluster.stale(),
         })
 
     def _observe_metrics(self, plan: Plan, snapshot: Snapshot) -> None:
@@ -219,6 +250,9 @@ class Runtime:
         m.replace(m.nodes, states)
         m.replace(m.unavailable, {(p, z): 1 for (p, z), until in self.state.unavailable.items()
                                   if until > snapshot.now})
+        stale = set(self.cluster.stale())
+        m.replace(m.watch_synced, {(k,): 0 if k in stale else 1 for k in ("pods", "nodes", "poddisruptionbudgets")})
+        m.replace(m.pool_refused, {(p,): 1 for p in self.state.refused})
 
     # --- the loop ------------------------------------------------------------------------------------
     def run(self, once: bool = False) -> int:
@@ -329,4 +363,6 @@ def main(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         return 0
     finally:
+        if not args.dry_run and not args.once:
+            leader.release()  # the other replica takes over now, not a lease duration later
         cache.stop()

@@ -38,7 +38,11 @@ class Metrics:
                                      ["pool", "kind"], registry=r)
         self.evictions = Counter("gpuburst_evictions_total", "Eviction attempts by result", ["result"], registry=r)
         self.leader = Gauge("gpuburst_leader", "1 while this replica holds the Lease", registry=r)
-        self.fresh = Gauge("gpuburst_cluster_state_fresh", "1 while the pod/node/PDB cache is synced", registry=r)
+        self.fresh = Gauge("gpuburst_cluster_state_fresh", "1 while the pod and node cache is synced", registry=r)
+        self.watch_synced = Gauge("gpuburst_watch_synced", "1 while the watch of this resource is synced",
+                                  ["resource"], registry=r)
+        self.pool_refused = Gauge("gpuburst_pool_refused", "1 while a pool's actions are stopped by a cloud "
+                                  "refusal that retrying cannot fix", ["pool"], registry=r)
         self.last_pass = Gauge("gpuburst_last_pass_timestamp_seconds", "End of the last successful pass",
                                registry=r)
 

@@ -25,6 +25,7 @@ STATUS_CONFIGMAP: Final = "gpuburst-scaler-status"
 AWS_READ_ACTIONS: Final = (
     "autoscaling:DescribeAutoScalingGroups",
     "autoscaling:DescribeScalingActivities",
+    "ec2:DescribeInstances",  # launch times: a node that never registers is due after its launch
 )
 AWS_MUTATING_ACTIONS: Final = (
     "autoscaling:SetDesiredCapacity",
@@ -77,10 +78,12 @@ AZURE_SCALER_ACTIONS: Final = (
 # ClusterRole: cluster-wide reads of what a pass observes, cordon, eviction, Events.
 KUBERNETES_RBAC_RULES: Final[list[dict[str, list[str]]]] = [
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]},
-    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["list", "watch", "patch"]},
+    # delete: a Node whose instance is long gone, where no cloud controller manager deletes it
+    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["list", "watch", "patch", "delete"]},
     {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["list", "watch"]},
     {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
-    {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
+    # list: an Event written before a restart is updated, not created again
+    {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch", "list"]},
 ]
 
 # Role in the scaler's own namespace: its Lease and its status ConfigMap. `create` cannot be

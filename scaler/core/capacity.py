@@ -65,20 +65,31 @@ def is_coming(node: Node, pool: Pool | None, now: float, config: ScalerConfig) -
     return pool.gpus > 0 and node.allocatable.get(keys.RES_GPU, 0) <= 0
 
 
+def _template(pool: Pool, region: str) -> Node:
+    """The node a scale-up of the pool gets. A pool in one zone promises that zone; a pool across zones
+    does not (the Auto Scaling group or scale set picks it), so its template has no zone label and a pod
+    that needs a zone is not planned there."""
+    tmpl = pool.template_node(pool.zones[0], region)
+    if len(pool.zones) == 1:
+        return tmpl
+    labels = {k: v for k, v in tmpl.labels.items() if k not in (keys.LABEL_ZONE, keys.LABEL_HOSTNAME)}
+    return Node(f"template-{pool.name}", labels, tmpl.taints, tmpl.allocatable, pool=pool.name, pods=tmpl.pods,
+                is_template=True)
+
+
 def build_packer(snapshot: Snapshot, config: ScalerConfig, adv: Advanced) -> tuple[Packer, list[Slot]]:
-    """Bins for existing, coming and in-flight nodes, and one template slot per (pool, zone)."""
+    """Bins for existing, coming and in-flight nodes, and one template slot per pool."""
     now = snapshot.now
-    templates: dict[tuple[str, str], Node] = {}
-    for name, obs in snapshot.pools.items():
-        for zone in obs.pool.zones:
-            templates[(name, zone)] = obs.pool.template_node(zone, config.region)
+    templates = {name: _template(obs.pool, config.region) for name, obs in snapshot.pools.items()}
     running = [p for n in snapshot.nodes for p in n.pods if p.owner_kind != "DaemonSet"]
     packer = Packer(
         _resource_names(snapshot, [t.allocatable for t in templates.values()]),
         referenced_keys([*snapshot.pending, *running]),
     )
     packer.set_min_request([*snapshot.pending, *running])
+    registered: set[str] = set()
     for node in snapshot.nodes:
+        registered.add(node.provider_id)
         if node.name in adv.leaving:
             continue  # interrupted: its capacity is going, its pods are planned as pending
         pname = node_pool(node)
@@ -108,53 +119,41 @@ def build_packer(snapshot: Snapshot, config: ScalerConfig, adv: Advanced) -> tup
     shapes: dict[tuple[int, ...], int] = {}
     for name, obs in snapshot.pools.items():
         pool = obs.pool
-        price = config.price(pool)
-        for zone in pool.zones:
-            tmpl = templates[(name, zone)]
-            group = packer.group_for(tmpl, tmpl.taints, own=("slot", name, zone))
-            empty = packer.vec(predicates.free_resources(tmpl))
-            shape = shapes.setdefault(tuple(empty), len(shapes))
-            slots.append(Slot(pool, zone, group, empty, price, pool.capacity_type == "spot", shape))
+        tmpl = templates[name]
+        zone = pool.zones[0] if len(pool.zones) == 1 else ""
+        empty = packer.vec(predicates.free_resources(tmpl))
+        slot = Slot(pool, zone, packer.group_for(tmpl, tmpl.taints, own=("slot", name)), empty, config.price(pool),
+                    pool.capacity_type == "spot", shapes.setdefault(tuple(empty), len(shapes)))
+        slots.append(slot)
         count = min(adv.in_flight(name), MAX_IN_FLIGHT_BINS)
         if not count:
             continue
-        pool_slots = {s.zone: s for s in slots if s.pool.name == name}
-        # Booting nodes go in the zone they were asked in; those of unknown zone (a multi-zone pool
-        # after a restart) get a template without a zone label: a pod that needs a zone does not
-        # count on them.
-        single = pool.zones[0] if len(pool.zones) == 1 else None
-        by_zone: list[tuple[str | None, int]] = []
-        for rec in adv.state.in_flight.get(name, []):
-            by_zone.append((rec.zone if rec.zone in pool_slots else single, rec.count))
-        known = sum(n for _, n in by_zone)
-        if known < count:
-            by_zone.append((single, count - known))
+        # A booting instance counts in the zone the cloud put it in (read from the cloud each pass, so a
+        # restart keeps it); one not launched yet where the slot promises (its zone, or none).
+        booting: dict[str, int] = {}
+        if not zone:
+            for m in obs.members:
+                if m.provider_id not in registered and m.zone in pool.zones:
+                    booting[m.zone] = booting.get(m.zone, 0) + 1
         i = 0
-        for where, asked in by_zone:
-            n = min(asked, count - i)
-            if n <= 0:
-                break
-            if where is not None:
-                group, empty = pool_slots[where].group, pool_slots[where].empty
-            else:
-                group = _zoneless_group(packer, name, templates[(name, pool.zones[0])])
-                empty = packer.vec(predicates.free_resources(group.node))
-            for _ in range(n):
-                b = packer.add_bin(group.node, list(empty), "in-flight", group, name, where)
+        for where, n in [*booting.items(), ("", count)]:
+            group = _zonal_group(packer, pool, where, config.region) if where else slot.group
+            free = packer.vec(predicates.free_resources(group.node)) if where else slot.empty
+            for _ in range(min(n, count - i)):
+                b = packer.add_bin(group.node, list(free), "in-flight", group, name, where or zone)
                 b.name = f"in-flight-{name}-{i}"
                 i += 1
     return packer, slots
 
 
-def _zoneless_group(packer: Packer, pool: str, tmpl: Node) -> Group:
-    key = ("in-flight", pool)
+def _zonal_group(packer: Packer, pool: Pool, zone: str, region: str) -> Group:
+    """The group of a multi-zone pool's booting instances in one zone (their zone is known)."""
+    name = f"in-flight-{pool.name}-{zone}"
     for g in packer.in_flight_groups:
-        if g.node.name == f"in-flight-{pool}":
+        if g.node.name == name:
             return g
-    labels = {k: v for k, v in tmpl.labels.items() if k != keys.LABEL_ZONE}
-    node = Node(f"in-flight-{pool}", labels, tmpl.taints, tmpl.allocatable, pool=pool, pods=tmpl.pods,
-                is_template=True)
-    group = packer.group_for(node, node.taints, own=key)
+    tmpl = pool.template_node(zone, region)
+    node = Node(name, tmpl.labels, tmpl.taints, tmpl.allocatable, pool=pool.name, pods=tmpl.pods, is_template=True)
+    group = packer.group_for(node, node.taints, own=("in-flight", pool.name, zone))
     packer.in_flight_groups.append(group)
     return group
-

@@ -51,15 +51,20 @@ class _Caps:
         self.added, self.nodes, self.gpus, self.cost, self.this_pass = dict(saved[0]), *saved[1:]
 
     def availability(self, slot: Slot) -> str | None:
-        """Why the pool / zone cannot launch now (the fallback takes over), or None."""
+        """Why the pool cannot launch now (the fallback takes over), or None. A pool across zones can
+        while one of its zones can: the cloud launches where it has capacity."""
         name = slot.pool.name
         b = self.state.backoff.get(name)
         if b is not None and b.until > self.now:
             return f"backoff until {fmt_time(b.until)}"
-        until = self.state.unavailable.get((name, slot.zone))
-        if until is not None and until > self.now:
+        refused = self.state.refused.get(name)
+        if refused is not None:
+            return f"the cloud refused ({refused[1]}); not asked again before {fmt_time(refused[0])}"
+        zones = (slot.zone,) if slot.zone else slot.pool.zones
+        until = min(self.state.unavailable.get((name, z), 0.0) for z in zones)
+        if until > self.now:
             what = "spot" if slot.spot else "capacity"
-            return f"{what} unavailable in {slot.zone} until {fmt_time(until)}"
+            return f"{what} unavailable in {', '.join(zones)} until {fmt_time(until)}"
         return None
 
     def limit(self, slot: Slot) -> str | None:
@@ -111,27 +116,25 @@ class Expander:
 
     # --- per class: which pools could ever take it, and why the others cannot ----------------
     def _static_pools(self, static_id: int) -> tuple[dict[str, str], list[tuple[str, list[Slot]]]]:
-        """Why the statics rule out whole pools (the reason of the zone that got furthest), and the
-        zones of the other pools they allow."""
+        """Why the statics rule out whole pools, and the slots of the other pools they allow."""
         cached = self._static_cache.get(static_id)
         if cached is None:
             reasons: dict[str, str] = {}
             allowed: list[tuple[str, list[Slot]]] = []
             for name, slots in self.by_pool.items():
-                ok: list[Slot] = []
-                best: tuple[int, str] | None = None
-                for slot in slots:
-                    why = self.packer.static_reason(static_id, slot.group)
-                    if why is None:
-                        ok.append(slot)
-                        continue
-                    stage = 1 if why.startswith("node(s) had untolerated taint") else 0
-                    if best is None or stage > best[0]:
-                        best = (stage, why)
+                ok = [s for s in slots if self.packer.static_reason(static_id, s.group) is None]
                 if ok:
                     allowed.append((name, ok))
-                elif best is not None:
-                    reasons[name] = best[1]
+                    continue
+                slot = slots[0]
+                why = self.packer.static_reason(static_id, slot.group) or ""
+                if why == predicates.REASON_SELECTOR and not slot.zone and any(
+                        self.packer.matches_labels(static_id, {**slot.group.node.labels, keys.LABEL_ZONE: z})
+                        for z in slot.pool.zones):
+                    why = self.packer.taint_reason(static_id, slot.group) or (
+                        f"the pod needs a zone and the pool spans {', '.join(slot.pool.zones)}: the cloud picks the "
+                        "zone of a new node, so it cannot promise one")
+                reasons[name] = why
             cached = self._static_cache[static_id] = (reasons, allowed)
         return cached
 

@@ -51,12 +51,13 @@ def _displace(node: Node, out: Leaving) -> None:
     out.displaced.extend(dataclasses.replace(p, node_name=None) for p in to_evict(node.pods))
 
 
-def read_notices(snapshot: Snapshot) -> Leaving:
-    """Decide on every notice of the snapshot; collect the nodes already draining for one."""
+def read_notices(snapshot: Snapshot, gone: set[str]) -> Leaving:
+    """Decide on every notice of the snapshot; collect the nodes already draining for one and the nodes
+    whose instance is gone (their pods are lost with them)."""
     out = Leaving()
     by_name = {n.name: n for n in snapshot.nodes}
-    for name, drain in snapshot.draining.items():
-        if drain.notice and name in by_name:
+    for name in {*gone, *(n for n, d in snapshot.draining.items() if d.notice)}:
+        if name in by_name:
             _displace(by_name[name], out)
     index = _index(snapshot.nodes) if snapshot.interruptions else {}
     for notice in snapshot.interruptions:

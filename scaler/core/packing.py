@@ -253,6 +253,11 @@ class Packer:
             match = self._sel_cache[sk] = predicates.matches_node_affinity(self._sel_reps[sel_id], group.node.labels)
         if not match:
             return predicates.REASON_SELECTOR
+        return self.taint_reason(static_id, group)
+
+    def taint_reason(self, static_id: int, group: Group) -> str | None:
+        """The TaintToleration part of static_reason, cached."""
+        tol_id = self._statics[static_id][1]
         tk = (tol_id, group.taint_id)
         if tk in self._taint_cache:
             return self._taint_cache[tk]
@@ -260,6 +265,10 @@ class Packer:
         reason = None if taint is None else predicates.taint_reason(taint)
         self._taint_cache[tk] = reason
         return reason
+
+    def matches_labels(self, static_id: int, labels: Mapping[str, str]) -> bool:
+        """Whether the statics' node selector and required node affinity accept these labels."""
+        return predicates.matches_node_affinity(self._sel_reps[self._statics[static_id][0]], labels)
 
     def eligible_real(self, static_id: int) -> list[Group]:
         groups = self._eligible.get(static_id)

@@ -16,13 +16,13 @@ from scaler.core.interruptions import read_notices
 from scaler.core.scaledown import plan_scale_down
 from scaler.core.scaleup import plan_scale_up
 from scaler.core.snapshot import Plan, SetSize, Snapshot, State
-from scaler.core.state import advance, record_scale_ups
+from scaler.core.state import NODE_GONE_GRACE, advance, record_scale_ups
 
 
 def plan(snapshot: Snapshot, state: State, config: ScalerConfig) -> tuple[Plan, State]:
     """Decide scale-ups, size resets and drains for one pass. The input state is not changed."""
     adv = advance(snapshot, state, config)
-    leaving = read_notices(snapshot)
+    leaving = read_notices(snapshot, adv.gone)
     adv.leaving = leaving.nodes
     view = dataclasses.replace(snapshot, pending=[*snapshot.pending, *leaving.displaced]) \
         if leaving.displaced else snapshot
@@ -38,12 +38,30 @@ def plan(snapshot: Snapshot, state: State, config: ScalerConfig) -> tuple[Plan, 
         unneeded=down.unneeded,
         handled=leaving.handled,
         events=leaving.events,
+        delete_nodes=sorted(n for n, since in adv.state.gone_since.items() if snapshot.now - since >= NODE_GONE_GRACE),
+        refused={p: m for p, m in snapshot.refused.items() if p in snapshot.pools},
         in_flight={name: adv.in_flight(name) for name in snapshot.pools},
         notes=[*adv.notes, *leaving.notes, *up.notes, *down.notes],
     )
+    stop_refused(result, adv.state)
     if not snapshot.fresh:
         hold_back(result, snapshot)
+    elif not snapshot.pdbs_fresh:
+        planned = [d for d in result.scale_downs if not d.forced]
+        if planned:
+            result.notes.append(f"the PodDisruptionBudget watch is failing: {len(planned)} scale-down(s) held back")
+            result.scale_downs = [d for d in result.scale_downs if d.forced]
     return result, adv.state
+
+
+def stop_refused(plan: Plan, state: State) -> None:
+    """No action on a pool whose cloud refused in a way asking again cannot fix, until its long backoff
+    ends (the expander already plans its pods elsewhere)."""
+    if not state.refused:
+        return
+    stopped = {p for p in state.refused}
+    plan.resets = [r for r in plan.resets if r.pool not in stopped]
+    plan.scale_downs = [d for d in plan.scale_downs if d.pool not in stopped or d.forced]
 
 
 def with_strays(reset: SetSize, snapshot: Snapshot) -> SetSize:

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from scaler.core import keys
 from scaler.core.model import Node, Pod, SelectorRequirement, SelectorTerm, Taint, Toleration
-from scaler.core.resources import Resources
+from scaler.core.resources import Resources, insufficient
 
 REASON_SELECTOR = "node(s) didn't match Pod's node affinity/selector"
 REASON_UNSCHEDULABLE = "node(s) were unschedulable"
@@ -128,7 +128,7 @@ def taint_reason(taint: Taint) -> str:
 
 
 def resource_reason(request: Mapping[str, int], free: Mapping[str, int]) -> str | None:
-    short = [name for name, value in request.items() if value > 0 and value > free.get(name, 0)]
+    short = insufficient(request, free)
     if not short:
         return None
     return ", ".join("Too many pods" if n == keys.RES_PODS else f"Insufficient {n}" for n in sorted(short))

@@ -18,20 +18,6 @@ def format_resources(res: Mapping[str, int]) -> dict[str, str]:
     return {name: format_units(name, value) for name, value in sorted(res.items()) if value}
 
 
-def add(a: Mapping[str, int], b: Mapping[str, int]) -> Resources:
-    out = dict(a)
-    for name, value in b.items():
-        out[name] = out.get(name, 0) + value
-    return out
-
-
-def subtract(a: Mapping[str, int], b: Mapping[str, int]) -> Resources:
-    out = dict(a)
-    for name, value in b.items():
-        out[name] = out.get(name, 0) - value
-    return out
-
-
 def total(items: Iterable[Mapping[str, int]]) -> Resources:
     out: Resources = {}
     for res in items:

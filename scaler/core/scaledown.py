@@ -19,7 +19,7 @@ from scaler.core.packing import Placement
 from scaler.core.pool import Pool
 from scaler.core.predicates import TERMINATED_PHASES, fits
 from scaler.core.scaleup import ScaleUpResult
-from scaler.core.snapshot import ScaleDown, Snapshot
+from scaler.core.snapshot import Held, ScaleDown, Snapshot
 from scaler.core.state import Advanced, may_still_boot, node_pool
 
 _EXISTING = frozenset({"existing"})
@@ -121,6 +121,27 @@ def cheaper_home(pods: list[Pod], pool: Pool, config: ScalerConfig, adv: Advance
     return f"consolidation: its pods fit {', '.join(sorted(homes))} for ${total:.2f}/h instead of ${price:.2f}/h"
 
 
+def _hold(snapshot: Snapshot, config: ScalerConfig, adv: Advanced) -> set[str]:
+    """Nodes not to drain again yet: their last drain was given up because PodDisruptionBudgets refused
+    its evictions. They stay schedulable until the long backoff ends, or one of those budgets allows
+    more disruptions than it did then (so a budget that never frees does not make the node flap)."""
+    now = snapshot.now
+    state = adv.state
+    allowed = {f"{b.namespace}/{b.name}": b.disruptions_allowed for b in snapshot.pdbs}
+    by_name = {n.name: n for n in snapshot.nodes}
+    for name, refused in snapshot.abandoned.items():
+        node = by_name.get(name)
+        if node is None:
+            continue
+        budgets = {f"{snapshot.pdbs[i].namespace}/{snapshot.pdbs[i].name}"
+                   for p in node.pods if p.key in refused for i in _pdbs_of(p, snapshot.pdbs)}
+        state.held[name] = Held(now + config.timings.backoff_max, tuple(sorted((k, allowed[k]) for k in budgets)))
+    for name, h in list(state.held.items()):
+        if h.until <= now or name not in by_name or any(allowed.get(k, 0) > a for k, a in h.allowed):
+            del state.held[name]
+    return set(state.held)
+
+
 def plan_scale_down(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, up: ScaleUpResult) -> ScaleDownResult:
     """Update `adv.state.unneeded_since` and choose the nodes to remove this pass."""
     now = snapshot.now
@@ -131,14 +152,15 @@ def plan_scale_down(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, up:
         adv.state.unneeded_since = {}
         return out
     since_before = adv.state.unneeded_since
+    held = _hold(snapshot, config, adv)
     candidates: list[tuple[tuple[int, int, float, str], Node, Pool, float, float]] = []
     for node in snapshot.nodes:
         name = node_pool(node)
         obs = snapshot.pools.get(name) if name else None
         if obs is None:
             continue  # not a pool of ours
-        if node.name in snapshot.draining:
-            continue  # being drained already (the actuator carries it on)
+        if node.name in snapshot.draining or node.name in adv.gone or node.name in held:
+            continue  # being drained already, its instance is gone, or its budgets refused a drain
         b = packer.by_node.get(node.name)
         if b is None and _broken(node, now, config) and not to_evict(node.pods):
             # Registered, never (or no longer) ready for longer than a node takes to boot, and

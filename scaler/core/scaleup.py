@@ -9,11 +9,12 @@ all or nothing. Pure.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 from dataclasses import dataclass, field
 
 from scaler.core.config import ScalerConfig
-from scaler.core.expander import Expander
+from scaler.core.expander import Candidate, Expander
 from scaler.core.model import Node, Pod
 from scaler.core.packing import Packer, Placement, PodClass
 from scaler.core.predicates import TERMINATED_PHASES
@@ -106,6 +107,30 @@ def _verdicts(cls: PodClass, placement: Placement, reasons: dict[str, str], rest
         verdicts[pod.key] = PodVerdict(pod.key, rest, None, None, why)
 
 
+def _queue_key(members: list[PodClass]) -> tuple[float, float]:
+    """Where a gang stands in the scheduler's queue: its highest priority, then its first member's creation."""
+    return (-max(c.priority for c in members), min(p.created_at for c in members for p in c.pods))
+
+
+def _segments(singles: list[PodClass], gang_keys: list[tuple[float, float]],
+              info: dict[int, tuple[list[Candidate], dict[str, str]]]) -> list[list[PodClass]]:
+    """The single pods queued before the first gang, between it and the second, ..., after the last: a
+    class whose pods fall into several runs is split (the parts share its candidates and reasons)."""
+    out: list[list[PodClass]] = [[] for _ in range(len(gang_keys) + 1)]
+    for c in singles:
+        parts: dict[int, list[Pod]] = {}
+        for p in c.pods:
+            parts.setdefault(bisect.bisect_right(gang_keys, (-c.priority, p.created_at)), []).append(p)
+        for i, pods in parts.items():
+            part = c
+            if len(parts) > 1:
+                part = PodClass(c.rep, c.nz, c.static_id, None)
+                part.pods, part.gpus = pods, c.gpus
+                info[id(part)] = info[id(c)]
+            out[i].append(part)
+    return out
+
+
 def plan_scale_up(snapshot: Snapshot, config: ScalerConfig, adv: Advanced) -> ScaleUpResult:
     planner = Expander(snapshot, config, adv)
     packer = planner.packer
@@ -129,11 +154,22 @@ def plan_scale_up(snapshot: Snapshot, config: ScalerConfig, adv: Advanced) -> Sc
             singles.append(c)
         else:
             gangs.setdefault(c.gang, []).append(c)
-
-    def order(gang: list[PodClass]) -> tuple[float, ...]:
-        return (-max(c.priority for c in gang), -sum(c.gpus * len(c.pods) for c in gang))
-
-    for gid, members in sorted(gangs.items(), key=lambda kv: order(kv[1])):
+    # Gangs and single pods in kube-scheduler's queue order (priority, then creation time): the single
+    # pods queued before a gang are placed before it, so it does not take the node coming for them.
+    ordered = sorted(gangs.items(), key=lambda kv: _queue_key(kv[1]))
+    segments = _segments(singles, [_queue_key(m) for _, m in ordered], info)
+    for i, run in enumerate(segments):
+        on_existing = place_in_queue_order(packer, run)
+        run.sort(key=planner.sort_key)
+        for c in run:
+            cands, reasons = info[id(c)]
+            placement = planner.place(c, cands, reasons, on_existing[id(c)])
+            rest: Outcome = "waiting" if cands else "unschedulable"
+            rest_reason = None if cands else "fits no pool's template"
+            _verdicts(c, placement, reasons, rest, rest_reason, verdicts, new_pods, placed_on)
+        if i == len(ordered):
+            break
+        gid, members = ordered[i]
         pending_n = sum(len(c.pods) for c in members)
         need = minimum.get(gid, pending_n + running.get(gid, 0))
         if pending_n + running.get(gid, 0) < need:
@@ -161,14 +197,6 @@ def plan_scale_up(snapshot: Snapshot, config: ScalerConfig, adv: Advanced) -> Sc
             outcome: Outcome = "unschedulable" if no_home else "waiting"
             msg = f"gang {gid}: room for {got} of {pending_n} pending members; all or none"
             _verdicts(c, [], info[id(c)][1], outcome, msg, verdicts, new_pods, placed_on)
-    on_existing = place_in_queue_order(packer, singles)
-    singles.sort(key=planner.sort_key)
-    for c in singles:
-        cands, reasons = info[id(c)]
-        placement = planner.place(c, cands, reasons, on_existing[id(c)])
-        rest: Outcome = "waiting" if cands else "unschedulable"
-        rest_reason = None if cands else "fits no pool's template"
-        _verdicts(c, placement, reasons, rest, rest_reason, verdicts, new_pods, placed_on)
     # The nodes asked for, per (pool, zone), with the pods packed on each.
     new_nodes: list[NewNode] = []
     counts: dict[tuple[str, str], list[str]] = {}

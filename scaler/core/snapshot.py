@@ -84,9 +84,14 @@ class Snapshot:
     nodes: list[Node]  # with the pods bound to them
     pools: dict[str, PoolObservation]
     pdbs: list[PodDisruptionBudget] = field(default_factory=list)
-    fresh: bool = True  # False when the kube cache could not be refreshed: no scale-down then
+    fresh: bool = True  # False when pods or nodes could not be refreshed: nothing removed then
+    pdbs_fresh: bool = True  # False when the PodDisruptionBudget watch fails: no drain then
     interruptions: list[Interruption] = field(default_factory=list)  # notices not handled yet
     draining: dict[str, DrainState] = field(default_factory=dict)  # node name -> drain in progress
+    # What the actuator met in the last pass: drains given up because evictions were refused (node ->
+    # the refused pods), and cloud refusals that cannot succeed on retry (pool -> the error).
+    abandoned: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    refused: dict[str, str] = field(default_factory=dict)
 
 
 # --- state that outlives one pass -----------------------------------------------------------
@@ -105,6 +110,15 @@ class Backoff:
     failures: int
 
 
+@dataclass(frozen=True, slots=True)
+class Held:
+    """A node whose drain was given up because PodDisruptionBudgets refused it: not drained again
+    before `until`, unless one of those budgets allows more disruptions than it did then."""
+
+    until: float
+    allowed: tuple[tuple[str, int], ...]  # (namespace/name of a budget, its disruptionsAllowed then)
+
+
 @dataclass(slots=True)
 class State:
     """Re-derivable from the cloud after a restart; the loop keeps it in memory only."""
@@ -113,6 +127,9 @@ class State:
     backoff: dict[str, Backoff] = field(default_factory=dict)
     unavailable: dict[tuple[str, str], float] = field(default_factory=dict)  # (pool, zone) -> until
     unneeded_since: dict[str, float] = field(default_factory=dict)  # node name -> first seen unneeded
+    gone_since: dict[str, float] = field(default_factory=dict)  # node -> first seen without its instance
+    held: dict[str, Held] = field(default_factory=dict)
+    refused: dict[str, tuple[float, str]] = field(default_factory=dict)  # pool -> (until, the cloud's error)
 
 
 # --- the plan ------------------------------------------------------------------------------------
@@ -182,6 +199,8 @@ class Plan:
     unneeded: dict[str, float] = field(default_factory=dict)
     handled: list[Interruption] = field(default_factory=list)  # notices decided on: acknowledge once acted
     events: list[NodeEvent] = field(default_factory=list)
+    delete_nodes: list[str] = field(default_factory=list)  # Node objects whose instance is long gone
+    refused: dict[str, str] = field(default_factory=dict)  # pools newly stopped by a cloud refusal
     in_flight: dict[str, int] = field(default_factory=dict)  # pool -> nodes asked for, not registered yet
     notes: list[str] = field(default_factory=list)
 
@@ -200,6 +219,7 @@ class Plan:
             "scale_downs": [{"pool": d.pool, "node": d.node, "evict": list(d.evict), "reason": d.reason,
                              "forced": d.forced} for d in self.scale_downs],
             "in_flight": dict(self.in_flight),
+            "delete_nodes": list(self.delete_nodes),
             "notes": list(self.notes),
         }
         if pods:

@@ -1,8 +1,9 @@
 """The state that outlives one pass: in-flight requests, backoff, unavailable offerings.
 
 Everything here is re-derivable: what is in flight is `desired - registered nodes` of each pool,
-recomputed every pass, so a restart loses at most the age of a request (its deadline restarts).
-`advance` folds a Snapshot's observations into the State and says which sizes to give back.
+recomputed every pass, and an instance that has not registered is due `provision_timeout` after its
+launch as the cloud reports it, so a restart neither asks twice nor extends a deadline. `advance`
+folds a Snapshot's observations into the State and says which sizes to give back.
 """
 
 from __future__ import annotations
@@ -18,6 +19,9 @@ from scaler.core.snapshot import Backoff, InFlight, ScaleUp, SetSize, Snapshot, 
 
 # Launch failures that mean "this offering has no capacity now": mark (pool, zone) unavailable.
 CAPACITY_KINDS = frozenset({"capacity", "price", "quota"})
+# A Node whose instance is gone is normally deleted by the cloud controller manager within a minute;
+# after this long the scaler deletes it (some clusters run none).
+NODE_GONE_GRACE = 300.0
 
 
 def fmt_time(t: float) -> str:
@@ -42,6 +46,9 @@ def copy_state(state: State) -> State:
         backoff=dict(state.backoff),
         unavailable=dict(state.unavailable),
         unneeded_since=dict(state.unneeded_since),
+        gone_since=dict(state.gone_since),
+        held=dict(state.held),
+        refused=dict(state.refused),
     )
 
 
@@ -55,6 +62,7 @@ class Advanced:
     resets: list[SetSize] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     leaving: set[str] = field(default_factory=set)  # nodes whose capacity is going (interruptions)
+    gone: set[str] = field(default_factory=set)  # nodes whose instance no longer exists
 
     def in_flight(self, pool: str) -> int:
         return max(0, self.desired.get(pool, 0) - self.registered.get(pool, 0))
@@ -80,12 +88,19 @@ def advance(snapshot: Snapshot, state: State, config: ScalerConfig) -> Advanced:
     t = config.timings
     new = copy_state(state)
     new.unavailable = {k: until for k, until in new.unavailable.items() if until > now}
+    new.refused = {p: r for p, r in new.refused.items() if r[0] > now}
+    gone = gone_nodes(snapshot)
+    new.gone_since = {n: new.gone_since.get(n, now) for n in gone}
     registered: dict[str, int] = {}
     for node in snapshot.nodes:
         name = node_pool(node)
-        if name is not None:
+        if name is not None and node.name not in gone:
             registered[name] = registered.get(name, 0) + 1
-    out = Advanced(state=new, desired={}, registered=registered)
+    out = Advanced(state=new, desired={}, registered=registered, gone=gone)
+    for name, message in snapshot.refused.items():
+        new.refused[name] = (now + t.backoff_max, message)
+        out.notes.append(f"pool {name}: the cloud refused ({message}); its actions stop until "
+                         f"{fmt_time(now + t.backoff_max)}")
     for name, obs in snapshot.pools.items():
         pool = obs.pool
         desired = obs.desired
@@ -126,7 +141,15 @@ def advance(snapshot: Snapshot, state: State, config: ScalerConfig) -> Advanced:
             if b is not None and b.until <= now and not obs.failures:
                 del new.backoff[name]  # a node registered after the backoff: the pool works again
         elif recorded < outstanding:
-            records.append(InFlight(name, outstanding - recorded, now, now + t.provision_timeout))
+            # Not asked for by this process (it restarted): due after the instances' launch, as the
+            # cloud reports it, oldest first; what has not launched yet from now.
+            missing = outstanding - recorded
+            ids = {n.provider_id for n in snapshot.nodes}
+            launched = sorted(m.launched_at for m in obs.members if m.launched_at > 0 and m.provider_id not in ids)
+            records.extend(InFlight(name, 1, at, at + t.provision_timeout) for at in launched[:missing])
+            if missing > len(launched):
+                records.append(InFlight(name, missing - len(launched), now, now + t.provision_timeout))
+            records.sort(key=lambda r: r.requested_at)
         late = sum(r.count for r in records if r.deadline <= now)
         if late:
             records = [r for r in records if r.deadline > now]
@@ -151,6 +174,22 @@ def advance(snapshot: Snapshot, state: State, config: ScalerConfig) -> Advanced:
     for name in list(new.in_flight):
         if name not in snapshot.pools:
             del new.in_flight[name]
+    return out
+
+
+def gone_nodes(snapshot: Snapshot) -> set[str]:
+    """Nodes of a pool whose instance the cloud no longer lists (terminated, or taken back)."""
+    out: set[str] = set()
+    members: dict[str, set[str]] = {}
+    for node in snapshot.nodes:
+        name = node_pool(node)
+        obs = snapshot.pools.get(name) if name else None
+        if name is None or obs is None or not node.provider_id or len(obs.members) != obs.instances:
+            continue  # not ours, or the cloud's listing is not complete enough to tell
+        if name not in members:
+            members[name] = {m.provider_id.lower() for m in obs.members}
+        if node.provider_id.lower() not in members[name]:
+            out.add(node.name)
     return out
 
 

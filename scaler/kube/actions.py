@@ -39,7 +39,7 @@ class KubeError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class ObjectRef:
-    kind: Literal["Pod", "Node"]
+    kind: Literal["Pod", "Node", "Lease"]
     name: str
     namespace: str = ""
     uid: str = ""
@@ -110,6 +110,17 @@ class KubeActions:
         except TransportError as err:
             raise KubeError(f"patch node {name}: {err}") from None
 
+    def delete_node(self, name: str) -> None:
+        """Delete a Node object (its instance is gone); one already deleted is fine."""
+        self.before_change()
+        try:
+            self.core.delete_node(name, _request_timeout=TIMEOUT)
+        except ApiException as err:
+            if err.status != 404:
+                raise KubeError(f"delete node {name}: HTTP {err.status} {err.reason}") from None
+        except TransportError as err:
+            raise KubeError(f"delete node {name}: {err}") from None
+
     # --- eviction -----------------------------------------------------------------------------
     def evict(self, namespace: str, name: str) -> EvictResult:
         """policy/v1 Eviction: 429 means a PodDisruptionBudget forbids it now (retry later)."""
@@ -129,13 +140,17 @@ class KubeActions:
 
     # --- events ------------------------------------------------------------------------------
     def event(self, ref: ObjectRef, reason: str, message: str, type_: str = "Normal") -> None:
-        """A core/v1 Event; the same one again within `event_interval` only bumps its count."""
+        """A core/v1 Event; the same one again within `event_interval` only bumps its count. An Event of
+        ours for the same object, reason and message already in the API (written before a restart) is
+        updated rather than created again."""
         ns = ref.namespace or "default"
         key = (ref.kind, f"{ns}/{ref.name}", reason, message)
         now = time.monotonic()
         seen = self._events.get(key)
         stamp = _now()
         try:
+            if seen is None:
+                seen = self._existing_event(ref, ns, reason, message)
             if seen is not None:
                 name, count, at = seen
                 if now - at < self._event_interval:
@@ -148,7 +163,7 @@ class KubeActions:
                 metadata=client.V1ObjectMeta(generate_name=f"{ref.name}.", namespace=ns),
                 involved_object=client.V1ObjectReference(
                     kind=ref.kind, name=ref.name, namespace=ref.namespace or None, uid=ref.uid or None,
-                    api_version="v1"),
+                    api_version="coordination.k8s.io/v1" if ref.kind == "Lease" else "v1"),
                 reason=reason, message=message[:1024], type=type_, count=1,
                 first_timestamp=stamp, last_timestamp=stamp,
                 source=client.V1EventSource(component=COMPONENT), reporting_component=COMPONENT,
@@ -160,6 +175,15 @@ class KubeActions:
             log.warning("event %s on %s %s/%s not recorded: HTTP %s", reason, ref.kind, ns, ref.name, err.status)
         except TransportError as err:
             log.warning("event %s on %s %s/%s not recorded: %s", reason, ref.kind, ns, ref.name, err)
+
+    def _existing_event(self, ref: ObjectRef, ns: str, reason: str, message: str) -> tuple[str, int, float] | None:
+        found = self.core.list_namespaced_event(
+            ns, field_selector=f"involvedObject.kind={ref.kind},involvedObject.name={ref.name},reason={reason}",
+            _request_timeout=TIMEOUT)
+        for ev in found.items or ():
+            if ev.message == message[:1024] and ev.source is not None and ev.source.component == COMPONENT:
+                return str(ev.metadata.name), int(ev.count or 1), float("-inf")  # due for its count bump
+        return None
 
     # --- status ConfigMap -----------------------------------------------------------------
     def write_status(self, status: dict[str, Any]) -> None:
@@ -185,7 +209,8 @@ class Leader:
 
     def __init__(self, api: client.ApiClient, namespace: str, identity: str, lease_seconds: int = 30) -> None:
         lock = LeaseLock(LEASE_NAME, namespace, identity)  # type: ignore[no-untyped-call]
-        lock.api_instance = client.CoordinationV1Api(api)
+        self._coordination = lock.api_instance = client.CoordinationV1Api(api)
+        self._namespace = namespace
         renew = max(1, lease_seconds * 2 // 3)
         cfg = electionconfig.Config(  # type: ignore[no-untyped-call]
             lock, lease_seconds, renew, max(1, renew // 3), self._noop, self._noop)
@@ -210,6 +235,24 @@ class Leader:
             self.is_leader = False
         self._valid_until = asked + self._valid_for if self.is_leader else 0.0
         return self.is_leader
+
+    def release(self) -> None:
+        """Give the Lease up (on SIGTERM), so the other replica takes over at once instead of after a
+        whole lease duration: holder cleared and a one-second duration, as client-go's ReleaseOnCancel."""
+        if not self.is_leader:
+            return
+        self.is_leader = False
+        self._valid_until = 0.0
+        try:
+            lease = self._coordination.read_namespaced_lease(LEASE_NAME, self._namespace, _request_timeout=TIMEOUT)
+            if lease.spec is None or lease.spec.holder_identity != self.identity:
+                return
+            lease.spec.holder_identity = None
+            lease.spec.lease_duration_seconds = 1
+            self._coordination.replace_namespaced_lease(LEASE_NAME, self._namespace, lease, _request_timeout=TIMEOUT)
+            log.info("lease %s released", LEASE_NAME)
+        except (ApiException, TransportError) as err:
+            log.warning("lease %s not released: %s", LEASE_NAME, err)
 
     def holds(self) -> bool:
         """Still safe to act: the last renewal is younger than the renew deadline."""

@@ -3,8 +3,9 @@
 One thread per resource: list (paginated) to get a resourceVersion, then watch from it; a watch
 that ends is resumed from the last resourceVersion seen, a 410 Gone (or an ERROR event) relists,
 and a failed connection marks the resource unsynced and retries with bounded, jittered backoff.
-`Snapshot.fresh` is True only while every resource is synced: the loop never scales down on data
-it could not refresh.
+`Snapshot.fresh` is True while pods and nodes are synced, `Snapshot.pdbs_fresh` while the PDBs are:
+the planner never removes capacity on data it could not refresh, and a failing PDB watch stops
+drains only.
 """
 
 from __future__ import annotations
@@ -179,13 +180,16 @@ class ClusterCache:
 
     @property
     def fresh(self) -> bool:
-        return all(inf.synced.is_set() for inf in self.informers)
+        """Pods and nodes are synced: what every decision reads. The PodDisruptionBudgets matter to drains
+        only, so a failing PDB watch (no policy/v1, an RBAC 403) stops drains and nothing else."""
+        return self.pods.synced.is_set() and self.nodes.synced.is_set()
 
-    def raw_pod(self, key: str) -> JSON | None:
-        for obj in self.pods.items():
-            if _key(obj) == key:
-                return obj
-        return None
+    @property
+    def pdbs_fresh(self) -> bool:
+        return self.pdbs.synced.is_set()
+
+    def stale(self) -> list[str]:
+        return [inf.kind for inf in self.informers if not inf.synced.is_set()]
 
     def raw_node(self, name: str) -> JSON | None:
         for obj in self.nodes.items():

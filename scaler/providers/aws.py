@@ -197,6 +197,7 @@ class AwsProvider:
         bc = BotoConfig(retries={"mode": "standard", "max_attempts": 3}, connect_timeout=5, read_timeout=20)
         extra = {"endpoint_url": endpoint_url} if endpoint_url else {}
         self.asg = session.client("autoscaling", config=bc, **extra)
+        self.ec2 = session.client("ec2", config=bc, **extra)
         self.sqs = session.client("sqs", config=bc, **extra) if queue_url else None
         self._configured = {p.name: p for p in config.pools}
         self._groups: dict[str, Group] = {}
@@ -205,6 +206,7 @@ class AwsProvider:
         self._watch_until: dict[str, float] = {}  # pool -> read its scaling activities until then
         self._started = clock()
         self._refreshed = False
+        self._launched: dict[str, float] = {}  # instance id -> launch time (it never changes)
 
     # --- calls --------------------------------------------------------------------------------
     def _call(self, what: str, fn: Callable[..., Any], **kwargs: Any) -> Any:
@@ -279,6 +281,7 @@ class AwsProvider:
 
     def observe(self, now: float) -> dict[str, PoolObservation]:
         self.refresh()
+        self._launch_times()
         out: dict[str, PoolObservation] = {}
         for name, grp in self._groups.items():
             # Launch failures matter while a launch is owed or was asked for recently.
@@ -289,10 +292,25 @@ class AwsProvider:
                 pool = pool.model_copy(update={"max_size": grp.max_allowed,
                                                "min_size": min(pool.min_size, grp.max_allowed)})
             members = [CloudInstance(provider_id(str(i["AvailabilityZone"]), str(i["InstanceId"])),
-                                     str(i["AvailabilityZone"])) for i in grp.live]
+                                     str(i["AvailabilityZone"]), self._launched.get(i["InstanceId"], 0.0))
+                       for i in grp.live]
             out[name] = PoolObservation(pool=pool, desired=grp.desired, instances=len(grp.live), failures=failures,
                                         members=members)
         return out
+
+    def _launch_times(self) -> None:
+        """Launch times of instances not seen before (DescribeInstances; the group listing has none): a
+        node that never registers is due `provision_timeout` after its launch, whatever restarts between."""
+        live = {i["InstanceId"] for grp in self._groups.values() for i in grp.live}
+        self._launched = {k: v for k, v in self._launched.items() if k in live}
+        new = sorted(live - set(self._launched))
+        for start in range(0, len(new), 200):
+            page = self._call("DescribeInstances", self.ec2.describe_instances, InstanceIds=new[start:start + 200])
+            for reservation in page.get("Reservations") or ():
+                for inst in reservation.get("Instances") or ():
+                    at = inst.get("LaunchTime")
+                    if isinstance(at, datetime):
+                        self._launched[inst["InstanceId"]] = at.timestamp()
 
     def _failures(self, grp: Group) -> list[LaunchFailure]:
         page = self._call("DescribeScalingActivities", self.asg.describe_scaling_activities,

@@ -17,7 +17,6 @@ and only nodes with room are looked at.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from scaler.core import keys
@@ -162,7 +161,3 @@ class Binder:
         pod.node_name = None
         pod.phase = "Pending"
         self._refresh(node)
-
-    def bind_all(self, pods: Iterable[Pod]) -> list[Pod]:
-        """Bind in order; returns those that stayed pending."""
-        return [p for p in pods if self.bind(p) is None]

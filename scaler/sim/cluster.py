@@ -28,6 +28,7 @@ class SimKube:
     pdbs: Callable[[], list[PodDisruptionBudget]]  # the budgets with their current disruptionsAllowed
     pod: Callable[[str], Pod | None]  # a bound pod by namespace/name
     deleted: Callable[[Pod], None]  # an evicted pod: its controller recreates it
+    node_deleted: Callable[[str], None]  # a Node object deleted: its pods are lost with it
     refused: int = 0  # evictions answered 429
     events: dict[str, int] = field(default_factory=dict)  # reason -> count
 
@@ -59,6 +60,10 @@ class SimKube:
                 return "blocked"
         self.deleted(pod)
         return "evicted"
+
+    def delete_node(self, name: str) -> None:
+        if name in self.binder.nodes:
+            self.node_deleted(name)
 
     def event(self, ref: ObjectRef, reason: str, message: str, type_: str = "Normal") -> None:
         self.events[reason] = self.events.get(reason, 0) + 1

@@ -140,7 +140,7 @@ class Engine:
         self.node_of_instance: dict[str, str] = {}
         self.running_gangs: dict[int, JobRun] = {}  # gang jobs with a pod bound: their PDBs
         self.now = 0.0
-        self.kube = SimKube(self.binder, self._pdbs, self._bound_pod, self._evicted)
+        self.kube = SimKube(self.binder, self._pdbs, self._bound_pod, self._evicted, self._node_deleted)
         self.actuator = Actuator(provider, self.kube)
         self.device_plugin_delay = device_plugin_delay
         self._gpus_due: list[tuple[float, str, int]] = []  # (when, node name, GPUs to publish)
@@ -304,6 +304,11 @@ class Engine:
         self._enqueue(pod, self.now)
         self.capacity_changed = True
 
+    def _node_deleted(self, name: str) -> None:
+        pid = next((p for p, n in self.node_of_instance.items() if n == name), None)
+        if pid is not None:
+            self._drop_node(pid, self.now)
+
     def _pass(self, now: float) -> None:
         self.passes_planned += 1
         self.now = now
@@ -311,9 +316,10 @@ class Engine:
         for name, obs in pools.items():
             for failure in obs.failures:
                 self._failure(name, failure.at)
+        abandoned, refused = self.actuator.report()
         snapshot = Snapshot(now=now, pending=list(self.pending.values()), nodes=list(self.binder.nodes.values()),
                             pools=pools, pdbs=self._pdbs(), interruptions=self.provider.interruptions(),
-                            draining=self.actuator.draining())
+                            draining=self.actuator.draining(), abandoned=abandoned, refused=refused)
         started = time.perf_counter()
         plan, self.state = self.planner(snapshot, self.state, self.config)
         self.plan_seconds.append(time.perf_counter() - started)

@@ -97,7 +97,8 @@ def render(result: Plan, snapshot: Snapshot, notes: list[str], verbose: bool = F
     if result.empty:
         lines.append("  nothing to do")
     for up in result.scale_ups:
-        lines.append(f"  scale up {up.pool} in {up.zone} by {up.count} (desired -> {up.new_desired}) "
+        where = up.zone or "the zone the cloud picks"
+        lines.append(f"  scale up {up.pool} in {where} by {up.count} (desired -> {up.new_desired}) "
                      f"for {', '.join(up.pods)}")
     for reset in result.resets:
         lines.append(f"  set {reset.pool} desired to {reset.desired}: {reset.reason}")

@@ -95,17 +95,24 @@ class Faults:
     """
 
     def __init__(self, client: Any, operation: str, code: str, status: int, count: int,
-                 message: str = "Rate exceeded") -> None:
+                 message: str = "Rate exceeded", group: str | None = None) -> None:
+        """`group`: only calls about this Auto Scaling group fail (and are counted in `seen`)."""
         self.operation, self.code, self.status, self.left = operation, code, status, count
         self.message = message
+        self.group = group
         self.seen = 0
         client.meta.events.register(f"before-send.{client.meta.service_model.endpoint_prefix}.{operation}", self)
 
     def __call__(self, request: Any, **_: Any) -> Any:
+        from urllib.parse import parse_qs
         from xml.sax.saxutils import escape
 
         from botocore.awsrequest import AWSResponse
 
+        if self.group is not None:
+            body = parse_qs(request.body.decode() if isinstance(request.body, bytes) else request.body or "")
+            if body.get("AutoScalingGroupName") != [self.group]:
+                return None
         self.seen += 1
         if self.left <= 0:
             return None

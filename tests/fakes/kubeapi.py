@@ -208,6 +208,13 @@ class FakeKube:
                     self._send(404, _status(404, "NotFound", f"no route {url.path}"))
                     return
                 resource, key, _ = target
+                if key.endswith("/"):  # a namespaced collection, with the field selectors the API server knows
+                    want = [f.split("=", 1) for f in q.get("fieldSelector", "").split(",") if f]
+                    items = [o for o in fake.objects(resource) if o["metadata"].get("namespace") == key[:-1]
+                             and all(_field(o, path) == value for path, value in want)]
+                    self._send(200, {"kind": LIST_KIND[resource], "apiVersion": "v1",
+                                     "metadata": {"resourceVersion": str(fake.rv)}, "items": items})
+                    return
                 obj = fake.get(resource, key)
                 if obj is None:
                     self._send(404, _status(404, "NotFound", f'{resource} "{key}" not found'))
@@ -351,6 +358,16 @@ class FakeKube:
                 body["metadata"]["uid"] = current["metadata"]["uid"]
                 self._send(200, fake.put(resource, body))
 
+            def do_DELETE(self) -> None:
+                if not self._guard():
+                    return
+                target = self._target(urlparse(self.path).path)
+                obj = fake.delete(target[0], target[1]) if target else None
+                if obj is None:
+                    self._send(404, _status(404, "NotFound", "not found"))
+                else:
+                    self._send(200, obj)
+
             def do_PATCH(self) -> None:
                 if not self._guard():
                     return
@@ -383,6 +400,14 @@ class FakeKube:
                     self._send(200, fake.put(resource, _merge(current, patch)))
 
         return Handler
+
+
+def _field(obj: JSON, path: str) -> str:
+    """A field selector's value of an object (`involvedObject.name`, `reason`, ...)."""
+    value: Any = obj
+    for part in path.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return "" if value is None else str(value)
 
 
 def _merge(obj: JSON, patch: JSON) -> JSON:

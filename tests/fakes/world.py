@@ -23,12 +23,13 @@ from scaler.providers.aws import AwsProvider, provider_id
 from tests.fakes.aws import MotoAws
 from tests.fakes.kubeapi import FakeKube, pod
 
-T0 = 1_795_300_000.0
-
 
 class Clock:
-    def __init__(self, t: float = T0) -> None:
-        self.t = t
+    """Starts at the real time (the clouds' fakes stamp launches and the API server creations with it),
+    then moves only when the test says."""
+
+    def __init__(self, t: float | None = None) -> None:
+        self.t = float(int(time.time())) if t is None else t
 
     def __call__(self) -> float:
         return self.t

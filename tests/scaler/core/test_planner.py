@@ -47,10 +47,19 @@ def test_reasons_name_untolerated_taints_and_selector_mismatch() -> None:
     cpu_pod = pod("c", cpu="1", selector={keys.LABEL_ZONE: "us-east-1b"})
     result, _ = plan(snapshot(CFG, [cpu_pod]), State(), CFG)
     v = result.verdicts["default/c"]
-    assert v.outcome == "scale-up"
     assert v.reasons["gpu1-od"] == "node(s) had untolerated taint {nvidia.com/gpu: present}"
     assert v.reasons["gpu1-spot-a"] == "node(s) didn't match Pod's node affinity/selector"
-    assert result.scale_ups[0].zone == "us-east-1b"
+    # The CPU pools span both zones: the Auto Scaling group picks the zone of a new node, so they
+    # cannot promise us-east-1b, and asking them would buy nodes the pod cannot use.
+    assert v.outcome == "unschedulable" and result.scale_ups == []
+    assert "cannot promise" in v.reasons["cpu-spot"] and "us-east-1a, us-east-1b" in v.reasons["cpu-spot"]
+
+
+def test_a_zone_pinned_pod_scales_the_pool_of_its_zone() -> None:
+    cpu_pod = pod("g", gpu=1, selector={keys.LABEL_ZONE: "us-east-1b"})
+    result, _ = plan(snapshot(CFG, [cpu_pod]), State(), CFG)
+    [up] = result.scale_ups
+    assert (up.pool, up.zone) == ("gpu1-spot-b", "us-east-1b")
 
 
 def test_one_gpu_pod_never_goes_to_an_eight_gpu_pool() -> None:

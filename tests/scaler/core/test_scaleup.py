@@ -10,7 +10,7 @@ from core_builders import POOLS, config, example_config, node_of, pod, snapshot
 from scaler.core import keys
 from scaler.core.model import Taint
 from scaler.core.planner import plan
-from scaler.core.snapshot import Backoff, LaunchFailure, Plan, State
+from scaler.core.snapshot import Backoff, CloudInstance, LaunchFailure, Plan, State
 
 CFG = example_config()
 T0 = 1000.0
@@ -238,17 +238,21 @@ def test_a_gang_larger_than_the_per_pass_cap_is_not_starved() -> None:
     assert result.verdicts["default/later"].outcome == "waiting"
 
 
-def test_booting_nodes_of_a_multi_zone_pool_keep_their_zone_no_repeated_scale_up() -> None:
-    # gpu1-od spans two zones; a pod that needs us-east-1b: asked once, then counted as in flight.
+def test_a_zone_bound_pod_counts_on_a_booting_instance_in_its_zone_also_after_a_restart() -> None:
+    # gpu1-od spans two zones: the Auto Scaling group picks the zone, so a pod that needs us-east-1b
+    # never makes it grow (it would get nodes in us-east-1a, again and again).
     only_b = pod("g", gpu=1, selector={keys.LABEL_POOL: "gpu1-od", keys.LABEL_ZONE: "us-east-1b"})
-    first, state = plan(snapshot(CFG, [only_b], now=T0), State(), CFG)
-    assert [(u.pool, u.zone, u.count) for u in first.scale_ups] == [("gpu1-od", "us-east-1b", 1)]
-    second, state = plan(snapshot(CFG, [only_b], now=T0 + 10, desired={"gpu1-od": 1}), state, CFG)
-    assert second.scale_ups == []
-    assert second.verdicts["default/g"].outcome == "fits-in-flight"
-    # After a restart the zone of the booting node is unknown: a zone-bound pod does not count on it.
-    restarted, _ = plan(snapshot(CFG, [only_b], now=T0 + 10, desired={"gpu1-od": 1}), State(), CFG)
-    assert restarted.verdicts["default/g"].outcome == "scale-up"
+    first, _ = plan(snapshot(CFG, [only_b], now=T0), State(), CFG)
+    assert first.scale_ups == [] and first.verdicts["default/g"].outcome == "unschedulable"
+    # An instance the group launched in us-east-1b (the cloud says where) counts for it, in a fresh
+    # process too: its zone is read from the cloud, not remembered.
+    snap = snapshot(CFG, [only_b], now=T0 + 10, desired={"gpu1-od": 1})
+    snap.pools["gpu1-od"].members = [CloudInstance("aws:///us-east-1b/i-0b", "us-east-1b", T0)]
+    restarted, _ = plan(snap, State(), CFG)
+    assert restarted.scale_ups == [] and restarted.verdicts["default/g"].outcome == "fits-in-flight"
+    snap.pools["gpu1-od"].members = [CloudInstance("aws:///us-east-1a/i-0a", "us-east-1a", T0)]
+    elsewhere, _ = plan(snap, State(), CFG)
+    assert elsewhere.verdicts["default/g"].outcome == "unschedulable"  # in the other zone: no use to it
     free_pod = pod("h", gpu=1, selector={keys.LABEL_POOL: "gpu1-od"})
     restarted, _ = plan(snapshot(CFG, [free_pod], now=T0 + 10, desired={"gpu1-od": 1}), State(), CFG)
     assert restarted.verdicts["default/h"].outcome == "fits-in-flight"
@@ -273,3 +277,17 @@ def test_new_capacity_for_small_pods_is_small_nodes_even_without_the_min_gpus_ta
     # An 8-GPU pod still gets its 8-GPU node.
     result, _ = plan(snapshot(cfg, [pod("big", cpu="8", gpu=8)]), State(), cfg)
     assert ups(result) == {"gpu8": 1}
+
+
+def test_a_gang_does_not_take_the_node_coming_for_a_pod_queued_before_it() -> None:
+    """kube-scheduler's queue takes the older single pod first: it keeps the node already asked for it,
+    the gang gets nodes of its own."""
+    single = pod("single", gpu=1)
+    single.created_at = T0
+    members = gang("late", 2)
+    for m in members:
+        m.created_at = T0 + 60
+    snap = snapshot(CFG, [single, *members], now=T0 + 60, desired={"gpu1-spot-a": 1})  # one node booting
+    result, _ = plan(snap, State(), CFG)
+    assert result.verdicts["default/single"].outcome == "fits-in-flight"
+    assert {result.verdicts[m.key].outcome for m in members} == {"scale-up"}

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sim_helpers import write_trace
+from sim_helpers import SMALL_POOLS, write_trace
 
-from scaler.core.config import ScalerConfig
+from scaler.core import keys
+from scaler.core.config import ScalerConfig, parse_config
 from scaler.core.planner import plan
 from scaler.core.scoring import BINPACK, DEFAULT, ScoringProfile
+from scaler.core.snapshot import Plan, Snapshot, State
 from scaler.providers.sim import Outage, SimProvider
 from scaler.sim.engine import Engine, SimResult
 from scaler.sim.report import build_report
@@ -117,3 +119,49 @@ def test_reclaims_go_through_notices_drains_and_the_gangs_budgets(small_config: 
     # Every drained node was removed (or taken by the cloud) and none is left cordoned.
     assert engine.actuator.drains == {}
     assert not any(n.unschedulable for n in engine.binder.nodes.values())
+
+
+ZONAL_POOLS = {
+    **SMALL_POOLS,
+    "pools": [
+        {"name": f"gpu1-spot-{z}", "capacity_type": "spot", "instance_types": ["g6.xlarge"], "zones": [f"us-east-1{z}"],
+         "max": 20, "fallback": f"gpu1-od-{z}"} for z in "ab"
+    ] + [
+        {"name": f"gpu1-od-{z}", "instance_types": ["g6.xlarge"], "zones": [f"us-east-1{z}"], "max": 20} for z in "ab"
+    ] + [
+        {"name": "gpu1-od", "instance_types": ["g6.xlarge"], "zones": ["us-east-1a", "us-east-1b"], "max": 20},
+    ],
+}
+
+
+def test_a_spot_outage_with_zone_pinned_pods_completes_without_extra_nodes(tmp_path: Path) -> None:
+    """Two hours without spot in us-east-1a; half the jobs need us-east-1a (a zonal volume): they fall
+    back to the on-demand pool of their zone, never to the multi-zone one (its group would pick the zone),
+    and no zone ever has more nodes booting than pods waiting for one there."""
+    config = parse_config(ZONAL_POOLS, "zonal-pools.yaml")
+    rows = [f"z{i},{i * 120},1,{1800 + 60 * i},1" for i in range(40)]
+    jobs = load_trace(write_trace(tmp_path / "t.csv", rows))
+    seen: list[tuple[str, int, int]] = []
+
+    def watched(snapshot: Snapshot, state: State, cfg: ScalerConfig) -> tuple[Plan, State]:
+        result, new = plan(snapshot, state, cfg)
+        registered = {n.provider_id for n in snapshot.nodes}
+        for zone in ("us-east-1a", "us-east-1b"):
+            waiting = sum(1 for p in snapshot.pending if p.node_selector.get(keys.LABEL_ZONE) == zone)
+            booting = sum(1 for o in snapshot.pools.values() for m in o.members
+                          if m.zone == zone and m.provider_id not in registered)
+            asked = sum(u.count for u in result.scale_ups if u.zone == zone)
+            if asked:  # a scale-up never asks for more than the waiting pods the booting nodes leave out
+                seen.append((zone, booting + asked, waiting))
+        return result, new
+
+    provider = SimProvider(config, outages=[Outage("us-east-1a", 0, 7200)])
+    engine = Engine(config, jobs, provider, watched)
+    for i, run in enumerate(engine.runs):
+        for p in run.pods:
+            p.node_selector = {keys.LABEL_ZONE: "us-east-1a" if i % 2 == 0 else "us-east-1b"}
+    result = engine.run()
+    assert all(r.completed_at is not None for r in result.jobs)
+    assert seen and all(booting <= waiting for _, booting, waiting in seen)
+    assert not [i for i in provider.history if i.pool == "gpu1-od"]  # the multi-zone pool never grew
+    assert [i for i in provider.history if i.pool == "gpu1-od-a"]  # the zone's own fallback did
