@@ -31,6 +31,7 @@ from scaler.configfile import load_config
 from scaler.core.config import ConfigError, ScalerConfig
 from scaler.core.model import Node, Pod
 from scaler.core.planner import plan as core_plan
+from scaler.core.pool import zone_hints
 from scaler.core.snapshot import Interruption, Plan, Snapshot, State
 from scaler.core.state import fmt_time
 from scaler.kube.actions import KubeActions, Leader, ObjectRef
@@ -358,6 +359,8 @@ def main(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, lambda *_: runtime.stop.set())  # finish the pass, then exit
     log.info("gpuburst scaler running: cluster %s, %d configured pools, every %.0fs%s", config.cluster,
              len(config.pools), interval, " (dry run)" if args.dry_run else "")
+    for hint in zone_hints(config.pools):
+        log.warning("%s: %s", args.config, hint)
     try:
         return runtime.run(once=args.once)
     except KeyboardInterrupt:

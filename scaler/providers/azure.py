@@ -74,6 +74,13 @@ def failure_kind(code: str, message: str) -> FailureKind:
     return "other"
 
 
+def pool_zone(pool: Pool, zone: str | None) -> str | None:
+    """Azure names a zone "1"; a pool (and the node's topology label) "eastus-1": the pool's form."""
+    if zone is None:
+        return None
+    return next((z for z in pool.zones if z == zone or z.endswith(f"-{zone}")), zone)
+
+
 def aks_pool_name(pool: Pool) -> str:
     """AKS agent pool names are 1-12 lower-case letters and digits: the pool's name without the rest."""
     return pool.provider_ref or re.sub(r"[^a-z0-9]", "", pool.name)[:12]
@@ -186,7 +193,7 @@ class AzureProvider:
             if rid:
                 instances[rid] = pool.name
                 self._machines[rid] = str(m.name)
-                members.append(CloudInstance(f"azure://{rid}", m.zones[0] if m.zones else None))
+                members.append(CloudInstance(f"azure://{rid}", pool_zone(pool, m.zones[0] if m.zones else None)))
         return PoolObservation(pool=pool, desired=int(ap.count or 0), instances=len(machines), members=members)
 
     def _observe_vmss(self, pool: Pool, instances: dict[str, str], now: float) -> PoolObservation:
@@ -201,7 +208,7 @@ class AzureProvider:
             rid = str(vm.id).lower()
             instances[rid] = pool.name
             statuses = [s.code or "" for s in (vm.instance_view.statuses if vm.instance_view else None) or ()]
-            zone = vm.zones[0] if vm.zones else None
+            zone = pool_zone(pool, vm.zones[0] if vm.zones else None)
             failed = [c for c in statuses if c.startswith("ProvisioningState/failed/")]
             if failed:
                 if rid not in self._failed_instances:

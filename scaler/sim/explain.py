@@ -20,6 +20,7 @@ from scaler.configfile import load_config
 from scaler.core import keys
 from scaler.core.config import ConfigError, ScalerConfig
 from scaler.core.planner import plan
+from scaler.core.pool import zone_hints
 from scaler.core.snapshot import Plan, PoolObservation, Snapshot, State
 from scaler.kube.convert import SnapshotError, cluster_view
 
@@ -131,6 +132,7 @@ def main(args: argparse.Namespace) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     result, _ = plan(snapshot, State(), config)
+    notes = [*notes, *zone_hints(config.pools)]
     if args.json:
         print(json.dumps({**result.to_dict(), "snapshot_notes": notes}, indent=2))
     else:

@@ -71,7 +71,7 @@ def test_explain_example_snapshot(capsys: pytest.CaptureFixture[str]) -> None:
     assert "scale up gpu4-spot-a" in out and "ml/train-llama-0" in out
     # The 16-GPU single pod is bigger than every pool: unschedulable with a reason per pool, no scale-up.
     assert "ml/giant-0: unschedulable" in out
-    assert "gpu8-od: Insufficient nvidia.com/gpu" in out
+    assert "gpu8-od-a: Insufficient nvidia.com/gpu" in out
     # A 1-GPU pod without the GPU toleration: unschedulable, the taint named.
     assert "ml/notebook-0: unschedulable" in out
     assert "untolerated taint {nvidia.com/gpu: present}" in out
