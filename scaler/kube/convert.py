@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from scaler.core.errors import FieldError, render_path
 from scaler.core.model import (
     Node,
     Pod,
@@ -38,10 +39,14 @@ def _term(raw: JSON) -> SelectorTerm:
     )
 
 
-def _requests(container: JSON) -> Resources:
+def _requests(container: JSON, where: str) -> Resources:
     res = container.get("resources") or {}
+    for part in ("limits", "requests"):  # a limit without a request defaults the request to the limit
+        try:
+            parse_resources(res.get(part))
+        except FieldError as err:
+            raise FieldError(f"{where}.resources.{render_path((part, *err.path))}", err.message) from None
     requests = dict(res.get("requests") or {})
-    # A limit without a request defaults the request to the limit (API server defaulting).
     for name, value in (res.get("limits") or {}).items():
         requests.setdefault(name, value)
     return parse_resources(requests)
@@ -52,10 +57,15 @@ def pod_from_json(obj: JSON) -> Pod:
     spec = obj.get("spec") or {}
     name = f"{meta.get('namespace', 'default')}/{meta.get('name', '?')}"
     try:
-        containers = [_requests(c) for c in spec.get("containers") or ()]
-        sidecars = [_requests(c) for c in spec.get("initContainers") or () if c.get("restartPolicy") == "Always"]
-        inits = [_requests(c) for c in spec.get("initContainers") or () if c.get("restartPolicy") != "Always"]
-        overhead = parse_resources(spec.get("overhead"))
+        containers = [_requests(c, f"spec.containers[{i}]") for i, c in enumerate(spec.get("containers") or ())]
+        init_list = list(enumerate(spec.get("initContainers") or ()))
+        sidecars = [_requests(c, f"spec.initContainers[{i}]") for i, c in init_list
+                    if c.get("restartPolicy") == "Always"]
+        inits = [_requests(c, f"spec.initContainers[{i}]") for i, c in init_list if c.get("restartPolicy") != "Always"]
+        try:
+            overhead = parse_resources(spec.get("overhead"))
+        except FieldError as err:
+            raise FieldError(render_path(("spec", "overhead", *err.path)), err.message) from None
         affinity = (spec.get("affinity") or {}).get("nodeAffinity") or {}
         required = (affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms")
         preferred = affinity.get("preferredDuringSchedulingIgnoredDuringExecution") or ()
@@ -81,6 +91,8 @@ def pod_from_json(obj: JSON) -> Pod:
             phase=(obj.get("status") or {}).get("phase", "Pending"),
             created_at=timestamp(meta.get("creationTimestamp")),
         )
+    except FieldError as err:
+        raise SnapshotError(f"pod {name}: {render_path(err.path)}: {err.message}") from None
     except (KeyError, TypeError, ValueError) as err:
         raise SnapshotError(f"pod {name}: {err.__class__.__name__}: {err}") from None
 
@@ -114,15 +126,24 @@ def node_from_json(obj: JSON, pool_label: str | None = None) -> Node:
             name=meta["name"],
             labels=labels,
             taints=tuple(Taint(t["key"], t.get("value", ""), t["effect"]) for t in spec.get("taints") or ()),
-            allocatable=parse_resources(status.get("allocatable")),
+            allocatable=_allocatable(status.get("allocatable")),
             unschedulable=bool(spec.get("unschedulable")),
             ready=ready,
             provider_id=spec.get("providerID", ""),
             pool=labels.get(pool_label) if pool_label else None,
             created_at=timestamp(meta.get("creationTimestamp")),
         )
+    except FieldError as err:
+        raise SnapshotError(f"node {meta.get('name', '?')}: {render_path(err.path)}: {err.message}") from None
     except (KeyError, TypeError, ValueError) as err:
         raise SnapshotError(f"node {meta.get('name', '?')}: {err.__class__.__name__}: {err}") from None
+
+
+def _allocatable(raw: Any) -> Resources:
+    try:
+        return parse_resources(raw)
+    except FieldError as err:
+        raise FieldError(("status", "allocatable", *err.path), err.message) from None
 
 
 def pdb_from_json(obj: JSON) -> PodDisruptionBudget:
