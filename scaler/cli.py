@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -32,4 +33,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     module.add_arguments(parser)
     ns = parser.parse_args(args[1:])
     ns.command = args[0]
-    return int(module.main(ns))
+    try:
+        return int(module.main(ns))
+    except BrokenPipeError:
+        # `... | head`: the reader has what it wanted. Point stdout at /dev/null so the flush at exit
+        # does not fail again, and end quietly.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0

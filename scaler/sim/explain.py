@@ -141,6 +141,14 @@ def render(result: Plan, snapshot: Snapshot, notes: list[str], verbose: bool = F
     return "\n".join(lines)
 
 
+def reasons_by_text(reasons: dict[str, str]) -> list[tuple[list[str], str]]:
+    """A pod's per-pool reasons with the pools that share a reason together, most pools first."""
+    pools: dict[str, list[str]] = {}
+    for pool, text in sorted(reasons.items()):
+        pools.setdefault(text, []).append(pool)
+    return sorted(((names, text) for text, names in pools.items()), key=lambda x: (-len(x[0]), x[1]))
+
+
 def as_json(result: Plan) -> dict[str, Any]:
     return {
         "scale_ups": [{"pool": u.pool, "zone": u.zone, "count": u.count, "new_desired": u.new_desired,

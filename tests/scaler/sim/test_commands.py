@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -23,7 +24,8 @@ def test_simulate_writes_report_and_plot(tmp_path: Path, pools_file: Path, capsy
                  "--report", str(report_path), "--plot", str(plot_path), "--spot-outage", "us-east-1b:0:60"])
     assert code == 0
     out, err = capsys.readouterr()
-    assert "jobs_completed        3" in out
+    assert re.search(r"^  jobs_completed +3$", out, re.M)
+    assert re.search(r"^  jobs_never_started +0$", out, re.M) and "warning" not in out
     assert "t=" in err  # progress on stderr
     report = json.loads(report_path.read_text())
     for key in ("paid_gpu_hours", "demand_gpu_hours", "cost_usd", "lower_bound_cost_usd", "spot_share",
@@ -41,8 +43,8 @@ def test_simulate_writes_report_and_plot(tmp_path: Path, pools_file: Path, capsy
     [
         (["--spot-outage", "us-east-1a:100"], "ZONE:START_S:END_S"),
         (["--spot-outage", "eu-west-1a:0:100"], "zone 'eu-west-1a' is in no pool"),
-        (["--hours", "0"], "--hours 0.0: must be > 0"),
-        (["--device-plugin-delay", "-5"], "--device-plugin-delay -5.0: must be >= 0"),
+        (["--hours", "0"], "--hours 0.0: must be a finite number > 0"),
+        (["--device-plugin-delay", "-5"], "--device-plugin-delay -5.0: must be a finite number >= 0"),
     ],
 )
 def test_simulate_bad_options(tmp_path: Path, pools_file: Path, capsys: pytest.CaptureFixture[str],
