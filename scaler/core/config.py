@@ -262,14 +262,15 @@ def _cap_errors(config: ScalerConfig) -> list[tuple[KeyPath, str]]:
     """Caps under which a pool could never add a node, or the pools' minimums already break."""
     out: list[tuple[KeyPath, str]] = []
     lim = config.limits
-    for pool in config.pools:
-        price = config.price(pool)
-        if lim.max_gpus is not None and pool.gpus > lim.max_gpus:
-            out.append((("limits", "max_gpus"), f"{lim.max_gpus} is below one node of pool {pool.name!r} "
-                        f"({pool.gpus} GPUs): the pool could never scale up"))
-        if lim.max_cost_per_hour is not None and price > lim.max_cost_per_hour:
-            out.append((("limits", "max_cost_per_hour"), f"{lim.max_cost_per_hour:g} is below one node of pool "
-                        f"{pool.name!r} ({price:g}/h): the pool could never scale up"))
+    gpus = [f"{p.name!r} ({p.gpus} GPUs)" for p in config.pools if lim.max_gpus is not None and p.gpus > lim.max_gpus]
+    if gpus:
+        out.append((("limits", "max_gpus"), f"{lim.max_gpus} is below one node of pool {', '.join(gpus)}: "
+                    "it could never scale up"))
+    cost = lim.max_cost_per_hour
+    dear = [f"{p.name!r} ({config.price(p):g}/h)" for p in config.pools if cost is not None and config.price(p) > cost]
+    if dear:
+        out.append((("limits", "max_cost_per_hour"), f"{cost:g} is below one node of pool {', '.join(dear)}: "
+                    "it could never scale up"))
     if lim.max_nodes is not None and lim.max_nodes < sum(p.min_size for p in config.pools):
         out.append((("limits", "max_nodes"), f"{lim.max_nodes} is below the pools' minimums "
                     f"({sum(p.min_size for p in config.pools)} nodes)"))

@@ -93,7 +93,7 @@ def pod_from_json(obj: JSON) -> Pod:
         )
     except FieldError as err:
         raise SnapshotError(f"pod {name}: {render_path(err.path)}: {err.message}") from None
-    except (KeyError, TypeError, ValueError) as err:
+    except (AttributeError, KeyError, TypeError, ValueError) as err:
         raise SnapshotError(f"pod {name}: {err.__class__.__name__}: {err}") from None
 
 
@@ -135,7 +135,7 @@ def node_from_json(obj: JSON, pool_label: str | None = None) -> Node:
         )
     except FieldError as err:
         raise SnapshotError(f"node {meta.get('name', '?')}: {render_path(err.path)}: {err.message}") from None
-    except (KeyError, TypeError, ValueError) as err:
+    except (AttributeError, KeyError, TypeError, ValueError) as err:
         raise SnapshotError(f"node {meta.get('name', '?')}: {err.__class__.__name__}: {err}") from None
 
 

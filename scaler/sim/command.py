@@ -59,8 +59,9 @@ def parse_outages(specs: list[str], config: ScalerConfig) -> list[Outage]:
     for spec in specs:
         try:
             outage = Outage.parse(spec)
-        except ValueError as err:
-            raise InputError(f"--{err}") from None
+        except ValueError:
+            raise InputError(f"--spot-outage {spec}: expected ZONE:START_S:END_S, seconds with 0 <= START < END") \
+                from None
         if outage.zone not in zones:
             raise InputError(f"--spot-outage {spec}: zone {outage.zone!r} is in no pool (zones: {sorted(zones)})")
         out.append(outage)

@@ -16,7 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from scaler.configfile import load_config
+from scaler.configfile import load_config, read_text
 from scaler.core import keys
 from scaler.core.config import ConfigError, ScalerConfig
 from scaler.core.model import Node, Pod
@@ -48,9 +48,9 @@ def load_snapshot(path: str | Path, config: ScalerConfig) -> tuple[Snapshot, lis
     """Read a kubectl JSON List into a Snapshot; returns it and notes (ignored objects, unknown pools)."""
     p = Path(path)
     try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except OSError as err:
-        raise SnapshotError(f"{p}: cannot read: {err.strerror}") from None
+        data = json.loads(read_text(p))
+    except ConfigError as err:
+        raise SnapshotError(str(err)) from None
     except json.JSONDecodeError as err:
         raise SnapshotError(f"{p}:{err.lineno}:{err.colno}: not valid JSON: {err.msg}") from None
     if not isinstance(data, dict) or not isinstance(data.get("items"), list):
