@@ -164,3 +164,36 @@ def test_explain_says_where_the_pods_scheduler_will_bind_it(tmp_path: Path, caps
     out = capsys.readouterr().out
     assert f"ml/pending: fits-existing on node {node} (where {scheduler} will bind it)" in out
     assert "scale up" not in out
+
+
+ALIBABA = "job_id,submit_s,gpus,duration_s,gpu_milli,cpu,mem_mib,qos,status"
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_simulate_names_the_jobs_that_never_ran_and_why(tmp_path: Path, pools_file: Path,
+                                                        capsys: pytest.CaptureFixture[str], strict: bool) -> None:
+    """A 1000-GPU gang (the 8-GPU pools hold 160) and a 1-GPU job asking 500 cpus (no node has them) never run;
+    the two small jobs do. The run says which, why per pool, and the overhead on the work actually done."""
+    trace = write_trace(tmp_path / "t.csv", ["j1,0,1,600,1000,2,8192,LS,Done", "j2,10,1000,600,1000,2,8192,LS,Done",
+                                             "j3,20,1,600,1000,500,8192,LS,Done", "j4,30,1,600,1000,2,8192,LS,Done"],
+                        header=ALIBABA)
+    report_path = tmp_path / "r.json"
+    code = main(["simulate", "--trace", str(trace), "--pools", str(pools_file), "--quiet", "--report",
+                 str(report_path), *(["--strict"] if strict else [])])
+    assert code == (1 if strict else 0)
+    out = capsys.readouterr().out
+    assert "warning: 2 of 4 jobs never started: j2, j3" in out
+    report = json.loads(report_path.read_text())
+    assert (report["jobs_completed"], report["jobs_never_started"]) == (2, 2)
+    never = report["never_started"]
+    assert never["first_job_ids"] == ["j2", "j3"]
+    by_job_count = {(g["pods"], g["outcome"]): g["per_pool"] for g in never["reasons"]}
+    cpu = [g for g in never["reasons"] if g["pods"] == 1 and g["outcome"] == "unschedulable"]
+    assert len(cpu) == 1 and cpu[0]["per_pool"]["gpu1-od"] == "Insufficient cpu"
+    assert "gpu1-od, gpu1-spot-a, gpu1-spot-b: Insufficient cpu" in out  # explain's wording, pools alike together
+    gang = [p for (pods, _), p in by_job_count.items() if pods > 1 and "*" in p and "gang" in p["*"]]
+    assert gang and "all or none" in gang[0]["*"]
+    assert sum(g["pods"] for g in never["reasons"]) == 125 + 1
+    # demand counts the 1000-GPU job that never ran; the work done is the two small ones
+    assert report["paid_over_demand"] < 1 < report["paid_over_demand_done"]
+    assert report["demand_done_gpu_hours"] == pytest.approx(2 * 600 / 3600, abs=0.1)
