@@ -247,8 +247,21 @@ def _pool_errors(pool: Pool, config: ScalerConfig) -> list[tuple[KeyPath, str]]:
     return out
 
 
+_AWS_ZONE = re.compile(r"^([a-z]{2}(?:-[a-z]+)+-\d+)[a-z]$")
+
+
+def _region(config: ScalerConfig) -> str:
+    """The config's region; without one, on AWS, the region of the first pool's first zone (one cluster, one
+    region: a zone of another region would never get a node)."""
+    if config.region or config.cloud != "aws":
+        return config.region
+    zones = [z for p in config.pools for z in p.zones]
+    match = _AWS_ZONE.match(zones[0]) if zones else None
+    return match.group(1) if match else ""
+
+
 def _zone_errors(pool: Pool, config: ScalerConfig) -> list[tuple[KeyPath, str]]:
-    region = config.region
+    region = _region(config)
     if not region:
         return []
     if config.cloud == "aws":

@@ -103,6 +103,8 @@ POOLS_CASES: list[tuple[str, bytes | Edit | None, str]] = [
     ("max_pods leaves no memory", pool("gpu1-od", max_pods=100000), "pools[gpu1-od].max_pods"),
     ("zone of another region", pool("gpu1-od", zones=["eu-west-1a"]),
      "pools[gpu1-od].zones: ['eu-west-1a'] are not zones of us-east-1"),
+    ("zones of two regions, no region given", lambda c: (c.pop("region"), pool("gpu8-od", zones=["us-west-2a"])(c)),
+     "pools[gpu8-od].zones: ['us-west-2a'] are not zones of us-east-1"),
     ("provision timeout below the GPU boot", top(timings={"provision_timeout": 200}),
      "timings.provision_timeout: 200 s is shorter than a GPU node's boot"),
     ("backoff bounds reversed", top(timings={"backoff_initial": 2000, "backoff_max": 600}),
