@@ -292,6 +292,29 @@ def test_bad_simulate_flags(tmp_path: Path, capsys: pytest.CaptureFixture[str], 
              field.replace("{tmp}", str(tmp_path)))
 
 
+ARGPARSE_CASES: list[tuple[str, list[str], str]] = [
+    ("no command", [], "python -m scaler: the following arguments are required: command"),
+    ("unknown command", ["simulte"], "python -m scaler: argument command: invalid choice: 'simulte'"),
+    ("missing --trace", ["simulate", "--pools", "p.yaml"], "the following arguments are required: --trace"),
+    ("hours not a number", ["simulate", "--trace", "t", "--pools", "p", "--hours", "two"],
+     "argument --hours: invalid float value: 'two'"),
+    ("unknown scheduler", ["simulate", "--trace", "t", "--pools", "p", "--scheduler", "fastest"],
+     "argument --scheduler: invalid choice: 'fastest'"),
+    ("seed not an integer", ["simulate", "--trace", "t", "--pools", "p", "--seed", "1.5"], "argument --seed"),
+    ("plan without --snapshot", ["plan", "--pools", "p"], "the following arguments are required: --snapshot"),
+    ("run without --config", ["run"], "the following arguments are required: --config"),
+    ("run metrics port not a number", ["run", "--config", "c", "--metrics-port", "http"], "argument --metrics-port"),
+]
+
+
+@pytest.mark.parametrize(("args", "field"), [c[1:] for c in ARGPARSE_CASES], ids=[c[0] for c in ARGPARSE_CASES])
+def test_bad_command_line(capsys: pytest.CaptureFixture[str], args: list[str], field: str) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(args)
+    assert isinstance(exited.value.code, int)
+    one_line(capsys, exited.value.code, field)
+
+
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
 def test_report_into_a_read_only_folder_is_refused_before_the_run(tmp_path: Path,
                                                                   capsys: pytest.CaptureFixture[str]) -> None:
