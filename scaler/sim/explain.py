@@ -67,6 +67,8 @@ def load_snapshot(path: str | Path, config: ScalerConfig) -> tuple[Snapshot, lis
         meta = obj.get("metadata")
         if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
             raise SnapshotError(f"{p}: items[{i}] ({kind}): metadata.name is missing")
+        if not isinstance(meta.get("namespace", ""), str):
+            raise SnapshotError(f"{p}: items[{i}] ({kind}): metadata.namespace is not a string")
         where = f"{p}: {kind} {meta.get('namespace', '') + '/' if kind == 'Pod' else ''}{meta['name']}"
         created = _timestamp(meta.get("creationTimestamp"), f"{where}: metadata.creationTimestamp")
         latest = max(latest, created)
