@@ -286,12 +286,12 @@ def load_stack(config: Mapping[str, Any], file: str) -> Stack:
     errors: list[str] = []
     ours = {k.partition(":")[2]: v for k, v in config.items() if k.startswith(NAMESPACE + ":")}
     cloud = ours.get("cloud")
-    if cloud not in REGION_KEY:
+    if not isinstance(cloud, str) or cloud not in REGION_KEY:
         raise StackConfigError(f"{file}: {NAMESPACE}:cloud: must be one of {', '.join(REGION_KEY)} (got {cloud!r})")
     model: type[AwsStackConfig | AzureStackConfig] = AwsStackConfig if cloud == "aws" else AzureStackConfig
     region_key = REGION_KEY[cloud]
     region = config.get(region_key)
-    if region not in SUPPORTED_REGIONS[cloud]:
+    if not isinstance(region, str) or region not in SUPPORTED_REGIONS[cloud]:
         errors.append(f"{file}: {region_key}: {region!r} is not a supported region "
                       f"(supported: {', '.join(SUPPORTED_REGIONS[cloud])})")
     try:

@@ -41,6 +41,8 @@ def _scaler(**knobs: Any) -> Edit:
 # (id, change to Pulumi.aws-dev.yaml's config, the key the line must name after the file)
 CASES: list[tuple[str, Edit, str]] = [
     ("cloud unknown", _set("gpuburst:cloud", "gcp"), "gpuburst:cloud: must be one of aws, azure"),
+    ("cloud a list", _set("gpuburst:cloud", ["aws"]), "gpuburst:cloud: must be one of aws, azure"),
+    ("region a mapping", _set("aws:region", {"name": "us-east-1"}), "aws:region: {'name': 'us-east-1'} is not"),
     ("region unsupported", _set("aws:region", "mars-north-1"), "aws:region: 'mars-north-1' is not a supported"),
     ("Kubernetes too old", _set("gpuburst:kubernetes_version", "1.20"), "gpuburst:kubernetes_version: '1.20'"),
     ("cluster name a JSON-looking string", _set("gpuburst:cluster", "[abc"), "gpuburst:cluster: String should match"),
