@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from scaler.core import keys
 from scaler.core.catalogue import AWS_ACCELERATOR, CATALOGUE, Cloud, InstanceType
@@ -70,6 +70,20 @@ class InstanceTypeSpec(_Strict):
     arch: Literal["amd64", "arm64"] = "amd64"
 
 
+def _taint_spec(taint: Any, index: int) -> Any:
+    """A taint written `key=value:Effect` as its spec; a mapping is left to the model."""
+    if not isinstance(taint, str):
+        return taint
+    try:
+        return TaintSpec.parse(taint)
+    except ValidationError as err:
+        first = err.errors()[0]
+        raise FieldError(("taints", f"[{index}]", *(str(p) for p in first["loc"])),
+                         f"{taint!r}: {first['msg'].removeprefix('Value error, ')}") from None
+    except ValueError as err:
+        raise FieldError(("taints", f"[{index}]"), str(err)) from None
+
+
 class Pool(_Strict):
     """One group of identical nodes the scaler can grow and shrink."""
 
@@ -108,12 +122,12 @@ class Pool(_Strict):
             for single in ("instance_type", "vm_size"):
                 if single in data:
                     if "instance_types" in data:
-                        raise ValueError(f"give either {single} or instance_types, not both")
+                        raise FieldError(single, f"give either {single} or instance_types, not both")
                     data["instance_types"] = [data.pop(single)]
             if "zone" in data:
                 data["zones"] = [data.pop("zone")]
             if isinstance(data.get("taints"), list):
-                data["taints"] = [TaintSpec.parse(t) if isinstance(t, str) else t for t in data["taints"]]
+                data["taints"] = [_taint_spec(t, i) for i, t in enumerate(data["taints"])]
         return data
 
     @field_validator("name")

@@ -79,6 +79,12 @@ POOLS_CASES: list[tuple[str, bytes | Edit | None, str]] = [
     ("timing of a year", top(timings={"backoff_max": 3.2e7}), "timings.backoff_max"),
     ("catalogue memory infinite", top(catalogue={"x1": {"vcpu": 4, "memory_gib": float("inf"),
                                                         "price_per_hour": 1}}), "catalogue.x1.memory_gib"),
+    ("taint without effect", pool("gpu1-od", taints=["a=b"]), "pools[gpu1-od].taints[0]: taint 'a=b' must look like"),
+    ("taint effect unknown", pool("gpu1-od", taints=["a=b:Never"]), "pools[gpu1-od].taints[0].effect"),
+    ("taint key invalid", pool("gpu1-od", taints=["bad key=b:NoSchedule"]), "pools[gpu1-od].taints[0].key"),
+    ("label value a number", pool("gpu1-od", labels={"team": 7}), "pools[gpu1-od].labels.team"),
+    ("instance_type and instance_types", pool("gpu1-od", instance_type="g6.xlarge"),
+     "pools[gpu1-od].instance_type: give either instance_type or instance_types"),
     # references
     ("unknown instance type", pool("gpu1-od", instance_types=["g9.huge"]), "pools[gpu1-od].instance_types"),
     ("fallback undeclared", pool("gpu1-spot", fallback="nope"), "pools[gpu1-spot].fallback: 'nope'"),
