@@ -89,6 +89,8 @@ class SimResult:
     scale_downs: int
     provider_errors: list[str]
     notes: list[str] = field(default_factory=list)
+    nodes: list[Node] = field(default_factory=list)  # the cluster and the planner's state when the run ended
+    state: State = field(default_factory=State)
     evictions_refused: int = 0  # evictions a PodDisruptionBudget refused (429)
 
 
@@ -399,7 +401,8 @@ class Engine:
             passes_planned=self.passes_planned, episodes=self.episodes, interruptions=self.interruptions,
             rescheduled_pods=self.rescheduled, scale_ups=self.scale_ups,
             scale_downs=sum(1 for i in self.provider.history if i.end_reason == "deleted"),
-            provider_errors=self.actuator.errors, evictions_refused=self.kube.refused,
+            provider_errors=self.actuator.errors, nodes=list(self.binder.nodes.values()), state=self.state,
+            evictions_refused=self.kube.refused,
         )
 
     def _status(self, tick: float) -> str:
