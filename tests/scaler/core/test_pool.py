@@ -6,12 +6,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from core_builders import POOLS, config, shipped_example
 
 from scaler.configfile import load_config
 from scaler.core import keys
 from scaler.core.catalogue import CATALOGUE
 from scaler.core.config import ConfigError, parse_config
-from scaler.core.pool import Pool
+from scaler.core.pool import Pool, zone_hints
 from scaler.core.predicates import fits
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -169,3 +170,9 @@ def test_from_tags_reads_an_eksctl_group() -> None:
     with pytest.raises(ValueError, match="not tagged for cluster-autoscaler"):
         Pool.from_tags({}, cloud="aws", cluster="prod", provider_ref="x", instance_types=["g4dn.xlarge"],
                        zones=["a"], min_size=0, max_size=1)
+
+
+def test_a_single_zone_pool_falling_back_across_zones_gets_a_hint() -> None:
+    hints = zone_hints(config(POOLS).pools)  # the planner tests' pools: gpu1-spot-a -> gpu1-od (a and b)
+    assert any(h.startswith("pools[gpu1-spot-a].fallback: gpu1-od spans us-east-1a, us-east-1b") for h in hints)
+    assert zone_hints(shipped_example().pools) == []  # the examples give every fallback one zone

@@ -285,7 +285,7 @@ def test_a_gang_does_not_take_the_node_coming_for_a_pod_queued_before_it() -> No
     the gang gets nodes of its own."""
     single = pod("single", gpu=1)
     single.created_at = T0
-    members = gang("late", 2)
+    members = [pod(f"late-{i}", gpu=1, labels={keys.LABEL_POD_GROUP: "late"}) for i in range(2)]
     for m in members:
         m.created_at = T0 + 60
     snap = snapshot(CFG, [single, *members], now=T0 + 60, desired={"gpu1-spot-a": 1})  # one node booting
