@@ -63,7 +63,7 @@ class Group:
 class PodClass:
     """Interchangeable pods."""
 
-    __slots__ = ("gang", "gpus", "nz", "pods", "priority", "rep", "sort_key", "static_id")
+    __slots__ = ("gang", "gpus", "nz", "origin", "pods", "priority", "rep", "sort_key", "static_id")
 
     def __init__(self, rep: Pod, nz: tuple[tuple[int, int], ...], static_id: int, gang: str | None) -> None:
         self.rep = rep
@@ -74,6 +74,7 @@ class PodClass:
         self.gpus = 0
         self.priority = rep.priority
         self.sort_key: tuple[float, ...] = ()
+        self.origin: PodClass | None = None  # the class this one is a part of (split by queue position)
 
 
 @dataclass(slots=True)

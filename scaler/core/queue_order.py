@@ -122,26 +122,29 @@ class Chooser:
 
 
 
-def place_in_queue_order(packer: Packer, classes: Sequence[PodClass]) -> dict[int, Placement]:
+def place_in_queue_order(packer: Packer, classes: Sequence[PodClass],
+                         choosers: dict[int, Chooser] | None = None) -> dict[int, Placement]:
     """Existing and coming nodes, as the scheduler will fill them: pods in its queue order (priority,
     then creation time), each where the profile it names would bind it. Returns the placement per
-    class (by id); each class's pods are put in queue order first."""
+    class (by id); each class's pods are put in queue order first. `choosers` (by `PodClass.origin`)
+    carries the choosers of classes split into runs over from one run to the next."""
     runs: list[tuple[int, float, int]] = []
     for ci, c in enumerate(classes):
         c.pods.sort(key=lambda p: p.created_at)
         runs.extend((-c.priority, p.created_at, ci) for p in c.pods)
     runs.sort()
     out: dict[int, Placement] = {id(c): [] for c in classes}
-    choosers: dict[int, Chooser] = {}
+    choosers = {} if choosers is None else choosers
     i = 0
     while i < len(runs):
         ci = runs[i][2]
         j = i + 1
         while j < len(runs) and runs[j][2] == ci:
             j += 1
-        chooser = choosers.get(ci)
+        cls = classes[ci]
+        chooser = choosers.get(id(cls.origin or cls))
         if chooser is None:
-            chooser = choosers[ci] = Chooser(packer, classes[ci])
+            chooser = choosers[id(cls.origin or cls)] = Chooser(packer, cls.origin or cls)
         if not chooser.dead:
             chooser.take(j - i, out[id(classes[ci])])
         i = j

@@ -18,7 +18,7 @@ from scaler.core.expander import Candidate, Expander
 from scaler.core.model import Node, Pod
 from scaler.core.packing import Packer, Placement, PodClass
 from scaler.core.predicates import TERMINATED_PHASES
-from scaler.core.queue_order import place_in_queue_order
+from scaler.core.queue_order import Chooser, place_in_queue_order
 from scaler.core.snapshot import Outcome, PodVerdict, ScaleUp, Snapshot
 from scaler.core.state import Advanced
 
@@ -125,7 +125,7 @@ def _segments(singles: list[PodClass], gang_keys: list[tuple[float, float]],
             part = c
             if len(parts) > 1:
                 part = PodClass(c.rep, c.nz, c.static_id, None)
-                part.pods, part.gpus = pods, c.gpus
+                part.pods, part.gpus, part.origin = pods, c.gpus, c
                 info[id(part)] = info[id(c)]
             out[i].append(part)
     return out
@@ -158,8 +158,9 @@ def plan_scale_up(snapshot: Snapshot, config: ScalerConfig, adv: Advanced) -> Sc
     # pods queued before a gang are placed before it, so it does not take the node coming for them.
     ordered = sorted(gangs.items(), key=lambda kv: _queue_key(kv[1]))
     segments = _segments(singles, [_queue_key(m) for _, m in ordered], info)
+    choosers: dict[int, Chooser] = {}
     for i, run in enumerate(segments):
-        on_existing = place_in_queue_order(packer, run)
+        on_existing = place_in_queue_order(packer, run, choosers)
         run.sort(key=planner.sort_key)
         for c in run:
             cands, reasons = info[id(c)]
