@@ -28,10 +28,10 @@ from typing import Any, Protocol
 
 from scaler.actuator import Actuator
 from scaler.configfile import load_config
+from scaler.core.capacity import zone_hints
 from scaler.core.config import ConfigError, ScalerConfig
 from scaler.core.model import Node, Pod
 from scaler.core.planner import plan as core_plan
-from scaler.core.pool import zone_hints
 from scaler.core.snapshot import Interruption, Plan, Snapshot, State
 from scaler.core.state import fmt_time
 from scaler.kube.actions import KubeActions, Leader, ObjectRef

@@ -3,7 +3,7 @@ in-flight ones (asked for, not registered) and one template slot per (pool, zone
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 from scaler.core import keys, predicates
 from scaler.core.config import ScalerConfig
@@ -157,3 +157,18 @@ def _zonal_group(packer: Packer, pool: Pool, zone: str, region: str) -> Group:
     group = packer.group_for(node, node.taints, own=("in-flight", pool.name, zone))
     packer.in_flight_groups.append(group)
     return group
+
+
+def zone_hints(pools: Sequence[Pool]) -> list[str]:
+    """Where a stack mixes zonal and multi-zone pools on a fallback chain: a pool in one zone that falls
+    back to a pool across zones. A pod that needs that zone cannot fall back (the group of a pool across
+    zones picks the zone of a new node), so its fallback should be the on-demand pool of its zone."""
+    by_name = {p.name: p for p in pools}
+    out = []
+    for pool in pools:
+        fallback = by_name.get(pool.fallback or "")
+        if fallback is not None and len(pool.zones) == 1 and len(fallback.zones) > 1:
+            out.append(f"pools[{pool.name}].fallback: {fallback.name} spans {', '.join(fallback.zones)}, so a pod "
+                       f"that needs {pool.zones[0]} cannot fall back there (its group picks the zone); give the "
+                       "fallback one zone per pool")
+    return out

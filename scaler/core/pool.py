@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -387,17 +387,3 @@ def _pool_name(provider_ref: str) -> str:
     cleaned = re.sub(r"[^a-z0-9-]+", "-", provider_ref.lower()).strip("-")
     return cleaned[:40].strip("-") or "pool"
 
-
-def zone_hints(pools: Sequence[Pool]) -> list[str]:
-    """Where a stack mixes zonal and multi-zone pools on a fallback chain: a pool in one zone that falls
-    back to a pool across zones. A pod that needs that zone cannot fall back (the group of a pool across
-    zones picks the zone of a new node), so its fallback should be the on-demand pool of its zone."""
-    by_name = {p.name: p for p in pools}
-    out = []
-    for pool in pools:
-        fallback = by_name.get(pool.fallback or "")
-        if fallback is not None and len(pool.zones) == 1 and len(fallback.zones) > 1:
-            out.append(f"pools[{pool.name}].fallback: {fallback.name} spans {', '.join(fallback.zones)}, so a pod "
-                       f"that needs {pool.zones[0]} cannot fall back there (its group picks the zone); give the "
-                       "fallback one zone per pool")
-    return out

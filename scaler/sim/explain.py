@@ -18,9 +18,9 @@ from typing import Any
 
 from scaler.configfile import load_config, read_text
 from scaler.core import keys
+from scaler.core.capacity import zone_hints
 from scaler.core.config import ConfigError, ScalerConfig
 from scaler.core.planner import plan
-from scaler.core.pool import zone_hints
 from scaler.core.snapshot import Plan, PoolObservation, Snapshot, State
 from scaler.kube.convert import SnapshotError, cluster_view
 

@@ -10,9 +10,10 @@ from core_builders import POOLS, config, shipped_example
 
 from scaler.configfile import load_config
 from scaler.core import keys
+from scaler.core.capacity import zone_hints
 from scaler.core.catalogue import CATALOGUE
 from scaler.core.config import ConfigError, parse_config
-from scaler.core.pool import Pool, zone_hints
+from scaler.core.pool import Pool
 from scaler.core.predicates import fits
 
 ROOT = Path(__file__).resolve().parents[3]
