@@ -211,7 +211,9 @@ def test_fault_restart_in_the_middle_of_a_scale_up(world: World, kube: FakeKube)
     assert world.desired("gpu-spot-a") == 4 and world.desired("gpu-od") == 0
 
 
-def test_fault_pdb_blocks_eviction(world: World, kube: FakeKube) -> None:
+def pdb_blocked_drain(world: World, kube: FakeKube) -> str:
+    """An idle gpu-od node running a web pod whose budget the API server enforces at 0 while the cache
+    still says 1; nine passes later its drain is cordoned and refused (429). Returns the node."""
     world.provider.observe(0)
     world.provider.set_desired("gpu-od", 2)
     idle, busy = world.register("gpu-od")
@@ -227,6 +229,11 @@ def test_fault_pdb_blocks_eviction(world: World, kube: FakeKube) -> None:
     kube.put("poddisruptionbudgets", blocked, quiet=True)
     for _ in range(9):
         world.step()
+    return idle
+
+
+def test_fault_pdb_blocks_eviction(world: World, kube: FakeKube) -> None:
+    idle = pdb_blocked_drain(world, kube)
     assert ("default/web-0", 429) in kube.evictions
     node = kube.get("nodes", f"/{idle}")
     assert node is not None and node["spec"]["unschedulable"] is True  # cordoned, waiting
@@ -515,19 +522,7 @@ def test_a_node_whose_instance_is_gone_is_no_candidate_and_is_deleted(world: Wor
 def test_a_drain_a_pdb_blocks_does_not_flap(world: World, kube: FakeKube) -> None:
     """Issue 5: after a drain was abandoned the next pass cordoned the node again, for ever, while the
     budget never freed. It stays schedulable until the budget frees or a long backoff ends."""
-    world.provider.observe(0)
-    world.provider.set_desired("gpu-od", 2)
-    idle, busy = world.register("gpu-od")
-    kube.put("pods", pod("web-0", node_name=idle, labels={"app": "web"}))
-    kube.put("pods", pod("train-0", node_name=busy, gpus=1, labels={"app": "train"}))
-    kube.put("poddisruptionbudgets", pdb("web", {"app": "web"}, allowed=1))
-    world.step()
-    blocked = kube.get("poddisruptionbudgets", "default/web")
-    assert blocked is not None
-    blocked["status"]["disruptionsAllowed"] = 0
-    kube.put("poddisruptionbudgets", blocked, quiet=True)  # the cache keeps saying 1
-    for _ in range(9):
-        world.step()
+    idle = pdb_blocked_drain(world, kube)
     world.step(600)  # abandoned: uncordoned
     for _ in range(20):
         world.step()
