@@ -178,10 +178,14 @@ def advance(snapshot: Snapshot, state: State, config: ScalerConfig) -> Advanced:
 
 
 def gone_nodes(snapshot: Snapshot) -> set[str]:
-    """Nodes of a pool whose instance the cloud no longer lists (terminated, or taken back)."""
+    """Nodes of a pool whose instance the cloud no longer lists (terminated, or taken back) and whose
+    kubelet stopped reporting (NotReady): an instance taken out of the group but still running (put in
+    standby, detached) keeps its Ready node and is left alone."""
     out: set[str] = set()
     members: dict[str, set[str]] = {}
     for node in snapshot.nodes:
+        if node.ready:
+            continue
         name = node_pool(node)
         obs = snapshot.pools.get(name) if name else None
         if name is None or obs is None or not node.provider_id or len(obs.members) != obs.instances:

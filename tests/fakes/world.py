@@ -120,10 +120,24 @@ class World:
                     if p["spec"].get("nodeName") == node["metadata"]["name"]:
                         self.kube.delete("pods", f"{p['metadata']['namespace']}/{p['metadata']['name']}")
 
+    def node_lifecycle(self) -> None:
+        """kube-controller-manager's node lifecycle controller: a Node whose kubelet is gone (its instance
+        terminated) turns NotReady. It runs whether or not a cloud controller manager does."""
+        alive = {provider_id(i["AvailabilityZone"], i["InstanceId"])
+                 for g in self.groups.values() for i in self.aws.instances(g)}
+        for node in self.kube.objects("nodes"):
+            conditions = node["status"].get("conditions") or []
+            if node["spec"].get("providerID") not in alive and any(
+                    c["type"] == "Ready" and c["status"] == "True" for c in conditions):
+                node["status"]["conditions"] = [{"type": "Ready", "status": "False", "reason": "NodeStatusUnknown"}]
+                self.kube.put("nodes", node)
+
     def step(self, seconds: float = 10.0, *, settle: bool = True) -> Plan | None:
         self.clock.t += seconds
         if self.node_gc:
             self.cloud_controller()
+        else:
+            self.node_lifecycle()
         if settle:
             deadline = time.monotonic() + 5
             while not (self.cache.fresh and self.caught_up()) and time.monotonic() < deadline:
