@@ -596,3 +596,23 @@ def test_sigterm_releases_the_lease(world: World, kube: FakeKube) -> None:
     assert lease is not None and not lease["spec"].get("holderIdentity")
     other = Leader(world.api, "gpuburst-system", "other-replica")
     assert other.try_lead()
+
+
+def test_a_gang_does_not_take_the_node_coming_for_a_pod_that_waited_before_it(world: World, kube: FakeKube) -> None:
+    """Issue 8: gangs were placed before single pods already waiting, so a gang took the node coming for
+    such a pod and it waited for another. The scheduler's queue takes the older pod first."""
+    world.provider.observe(0)
+    single = pod("single", gpus=1, pending=True)
+    single["metadata"]["creationTimestamp"] = "2026-11-22T03:00:00Z"
+    kube.put("pods", single)
+    world.step()
+    assert world.desired("gpu-spot-a") == 1  # the node for the single pod is booting
+    for i in range(2):
+        member = pod(f"gang-{i}", gpus=1, pending=True, labels={keys.LABEL_POD_GROUP: "pair"})
+        member["metadata"]["creationTimestamp"] = "2026-11-22T03:05:00Z"
+        kube.put("pods", member)
+    plan = world.step()
+    assert plan is not None
+    assert plan.verdicts["default/single"].outcome == "fits-in-flight"
+    assert {plan.verdicts[f"default/gang-{i}"].outcome for i in range(2)} == {"scale-up"}
+    assert world.desired("gpu-spot-a") == 3
