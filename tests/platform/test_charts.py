@@ -351,7 +351,7 @@ def test_our_chart_examples_are_scaler_configs(our_chart_examples: dict[str, Ren
 
 def test_our_chart_pins_the_image_by_digest() -> None:
     digest = "sha256:" + "ab" * 32
-    base = {"config": {"cluster": "c", "region": "us-east-1"}, "aws": {"roleArn": "arn:aws:iam::1:role/x"}}
+    base = {"config": {"cluster": "c", "region": "us-east-1"}, "aws": {"roleArn": ROLE}}
     image = lambda extra: render(OUR_CHART, {**base, "image": extra}, "s", "ns").one("Deployment").body[  # noqa: E731
         "spec"]["template"]["spec"]["containers"][0]["image"]
     assert image({"repository": "registry.example/scaler", "digest": digest}) == f"registry.example/scaler@{digest}"
@@ -360,12 +360,21 @@ def test_our_chart_pins_the_image_by_digest() -> None:
     assert image({}) == f"ghcr.io/gpuburst/scaler:{app_version}"
 
 
+ROLE = "arn:aws:iam::123456789012:role/gpuburst-scaler"
+
+
 @pytest.mark.parametrize(("values", "message"), [
-    ({"aws": {"roleArn": "arn:aws:iam::1:role/x"}}, "config.cluster: set the cluster's name"),
+    ({"aws": {"roleArn": ROLE}}, "config.cluster: set the cluster's name"),
     ({"config": {"cluster": "c"}}, "aws.roleArn: the IAM role (IRSA)"),
     ({"config": {"cluster": "c", "cloud": "azure"}}, "azure.clientId"),
-    ({"config": {"cluster": "c", "discover": False}, "aws": {"roleArn": "a"}}, "config: give pools, or discover"),
-    ({"config": {"cluster": "c"}, "aws": {"roleArn": "a"}, "image": {"digest": "sha256:12"}}, "image.digest"),
+    ({"config": {"cluster": "c", "discover": False}, "aws": {"roleArn": ROLE}}, "config: give pools, or discover"),
+    ({"config": {"cluster": "c"}, "aws": {"roleArn": ROLE}, "image": {"digest": "sha256:12"}},
+     "at '/image/digest': 'sha256:12' does not match pattern"),
+    # values.schema.json: a misspelt value is refused, not ignored.
+    ({"config": {"cluster": "c"}, "aws": {"roleArn": ROLE}, "replica": 3},
+     "additional properties 'replica' not allowed"),
+    ({"config": {"cluster": "c"}, "aws": {"rolearn": ROLE}}, "at '/aws': additional properties 'rolearn' not allowed"),
+    ({"config": {"cluster": "c", "cloud": "gcp"}, "aws": {"roleArn": ROLE}}, "at '/config/cloud'"),
 ])
 def test_our_chart_refuses_bad_values_with_one_clear_line(values: dict[str, Any], message: str) -> None:
     import helm_python as helm
