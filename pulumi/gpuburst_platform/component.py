@@ -6,8 +6,10 @@ client id) and `PlatformSettings`. Declares, through pulumi-kubernetes:
 
 - the scaler: Namespace, ServiceAccount (identity annotation), ClusterRole/Role with exactly
   `scaler.permissions`' rules, ConfigMap rendered from the pools, Deployment (leader election,
-  non-root, read-only root, probes, pinned to the system pool), PodDisruptionBudget, Service,
-  ServiceMonitor; PriorityClasses for GPU training and inference;
+  non-root, read-only root, probes, pinned to the system pool, the image by digest when given),
+  PodDisruptionBudget, Service, ServiceMonitor, NetworkPolicy (only Prometheus reaches the metrics
+  port); or, with `scaler_chart`, the same through charts/gpuburst-scaler as one Helm release;
+  PriorityClasses for GPU training and inference;
 - the GPU metrics chain: kube-prometheus-stack, dcgm-exporter (tolerating the GPU pools' taints,
   honorLabels for pod attribution), then either prometheus-adapter (TLS from the Ansible
   metrics_certs role's Secret, APIService verified with its CA) or KEDA;
