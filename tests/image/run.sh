@@ -112,5 +112,19 @@ plan = json.loads(sys.argv[1])
 assert isinstance(plan, dict) and plan, plan
 PY
 
+# The release builds linux/arm64 too (under QEMU, on GitHub): the same lock must have a wheel for every
+# package there, or that build would fail. pip resolves it for aarch64 without installing anything.
+pip=${VENV_PIP:-$repo/.venv/bin/pip}
+if [ -x "$pip" ]; then
+  step "the lock resolves to wheels on linux/arm64 too"
+  platforms=()
+  for tag in manylinux2014_aarch64 manylinux_2_17_aarch64 manylinux_2_28_aarch64 manylinux_2_34_aarch64; do
+    platforms+=(--platform "$tag")
+  done
+  out=$("$pip" install --dry-run --ignore-installed --only-binary=:all: "${platforms[@]}" --python-version 3.11 \
+    --implementation cp --target "$work/arm64" --require-hashes --no-deps -r "$repo/scaler/requirements.lock" 2>&1) \
+    || fail "scaler/requirements.lock does not install on linux/arm64" "$out"
+fi
+
 size=$(podman image inspect --format '{{.Size}}' "$IMAGE")
 step "passed: $IMAGE ($((size / 1000000)) MB) runs read-only as uid $UID_EXPECTED: --help, simulate, plan"
