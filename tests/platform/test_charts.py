@@ -421,3 +421,15 @@ def test_validation_would_catch_a_bad_object(platforms: list[Platform]) -> None:
     bad_sm = json.loads(json.dumps(sm.body))
     bad_sm["spec"]["endpoints"][0]["intervall"] = "30s"
     assert "intervall" in (validator.validate(Obj("test", bad_sm), VERSIONS[0]) or "")
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_our_chart_passes_helm_lint_strict(version: str) -> None:
+    import helm_python as helm
+
+    for example in sorted((OUR_CHART / "ci").glob("*.yaml")):
+        report = helm.lint(str(OUR_CHART), yaml.safe_load(example.read_text()), strict=True,
+                           namespace="gpuburst-system", kube_version=f"v{version}.0")
+        assert not report["errors"], (example.name, report["errors"])
+        # 1 = info ("icon is recommended"); warnings (2) and errors (3) fail.
+        assert not [m for m in report["messages"] if m["severity"] >= 2], (example.name, report["messages"])
