@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from core_builders import example_config, node_of, pod, snapshot
+from core_builders import POOLS, config, example_config, node_of, pod, snapshot
 
 from scaler.core.config import ScalerConfig
 from scaler.core.planner import plan
@@ -10,11 +10,12 @@ from scaler.core.snapshot import Backoff, DrainState, Interruption, Snapshot, St
 
 
 def _interrupted(kind: str = "spot-interruption", **limits: float) -> tuple[ScalerConfig, Snapshot]:
-    cfg = example_config(limits=limits) if limits else example_config()
+    # with limits, without the 8-GPU pools: a cap below one of their nodes is refused when the config loads
+    cfg = config([p for p in POOLS if not p["name"].startswith("gpu8")], limits=limits) if limits \
+        else example_config()
     busy = node_of(cfg, "gpu1-spot-a", "a1", [pod("train-0", gpu=1)], zone="us-east-1a")
     other = node_of(cfg, "gpu1-spot-a", "a2", [pod("train-1", gpu=1)], zone="us-east-1a")
-    big = node_of(cfg, "gpu8-spot-a", "b1", [pod("train-8", cpu="8", gpu=8)], zone="us-east-1a")
-    snap = snapshot(cfg, [], [busy, other, big])
+    snap = snapshot(cfg, [], [busy, other])
     snap.interruptions = [Interruption(kind, "a1", 1000.0, 1120.0)]  # AWS names the instance id
     return cfg, snap
 
@@ -32,13 +33,13 @@ def test_a_spot_interruption_drains_the_node_and_plans_its_replacement_ahead() -
 
 
 def test_a_replacement_obeys_the_cluster_limits_like_any_scale_up() -> None:
-    cfg, snap = _interrupted(max_gpus=10)  # 1 + 1 + 8 GPUs run: no room for another
+    cfg, snap = _interrupted(max_gpus=2)  # two 1-GPU nodes run: no room for a third GPU
     result, _ = plan(snap, State(), cfg)
     assert [d.node for d in result.scale_downs] == ["a1"]
     assert result.scale_ups == []
     verdict = result.verdicts["default/train-0"]
     assert verdict.outcome == "waiting"
-    assert "cluster limit max_gpus reached (10)" in verdict.reasons.values()
+    assert "cluster limit max_gpus reached (2)" in verdict.reasons.values()
 
 
 def test_a_replacement_follows_the_fallback_of_a_pool_in_backoff() -> None:
