@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from scaler.core import keys
 from scaler.core.catalogue import CATALOGUE, Cloud, InstanceType
 from scaler.core.pool import InstanceTypeSpec, Pool
+from scaler.core.sharing import SharingError
 
 
 class ConfigError(ValueError):
@@ -156,6 +157,8 @@ def parse_config(data: Any, source: str) -> ScalerConfig:
     for pool in config.pools:
         try:
             resolved.append(pool.resolve(catalogue))
+        except SharingError as err:
+            raise ConfigError(f"{source}: pools[{pool.name}].{err.field}: {err}") from None
         except ValueError as err:
             field = "instance_types" if "instance type" in str(err) or "GPU counts" in str(err) else \
                 "gpus_per_node" if "gpus_per_node" in str(err) else \
