@@ -180,6 +180,10 @@ class Pool(_Strict):
             if len({(e.gpu_model, e.gpu_memory_gib) for e in entries}) > 1:
                 raise SharingError("gpu_sharing", "instance_types mix GPU models: a shared pool's GPUs must be alike")
             sharing = plan_sharing(self.gpu_sharing, smallest, self.max_pods)
+            if self.cloud == "azure" and sharing.mig_strategy == "mixed":
+                # AKS cuts GPUs only through an agent pool's gpuInstanceProfile: one profile per GPU.
+                raise SharingError("gpu_sharing.mig.strategy", "Azure applies MIG as one profile per GPU "
+                                   "(gpuInstanceProfile): use strategy single")
         return self.model_copy(update={"gpus_per_node": gpus, "instance": smallest, "sharing": sharing})
 
     @property

@@ -181,6 +181,12 @@ class SharingPlan:
             }}
         return config
 
+    def aks_gpu_instance_profile(self) -> str | None:
+        """AKS's agent-pool MIG setting (MIG1g ... MIG7g) for a single-strategy pool."""
+        if self.mig_strategy != "single":
+            return None
+        return f"MIG{next(iter(self.per_gpu)).split('g.')[0]}g"
+
     def mig_parted_config(self, pool: str) -> dict[str, Any] | None:
         """NVIDIA mig-parted's config: one named layout applied to every GPU of the node at boot."""
         if not self.sharing.mig:
