@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from scaler.core import keys
 from scaler.core.catalogue import InstanceType
+from scaler.core.errors import FieldError
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,59 +201,51 @@ def mig_config_name(pool: str) -> str:
     return f"gpuburst-{pool}"
 
 
-class SharingError(ValueError):
-    """An invalid sharing declaration; `field` is the key path under the pool (data, not prose)."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(message)
-        self.field = field
-
-
 def plan_sharing(sharing: GpuSharing, itype: InstanceType, max_pods: int) -> SharingPlan:
-    """Check a declaration against the instance type's GPU; raise SharingError naming the field."""
+    """Check a declaration against the instance type's GPU; raise FieldError naming the field."""
     if itype.gpus == 0:
-        raise SharingError("gpu_sharing", f"{itype.name} has no GPU to share")
+        raise FieldError("gpu_sharing", f"{itype.name} has no GPU to share")
     model = itype.gpu_model or "?"
     per_gpu: dict[str, int] = {}
     if sharing.mig:
         geometry = MIG_GPUS.get((model, itype.gpu_memory_gib))
         if geometry is None:
             capable = ", ".join(f"{m} {g}GB" for m, g in MIG_GPUS)
-            raise SharingError("gpu_sharing.mig", f"{itype.name}'s {model} {itype.gpu_memory_gib}GB does not "
+            raise FieldError(("gpu_sharing", "mig"), f"{itype.name}'s {model} {itype.gpu_memory_gib}GB does not "
                                f"support MIG (MIG GPUs: {capable}); use time_slicing")
         per_gpu = _layout(sharing.mig, geometry, model, itype.gpu_memory_gib)
     plan = SharingPlan(sharing, itype.gpus, gpu_product(itype), per_gpu)
     if plan.devices() > max_pods:
-        raise SharingError("gpu_sharing", f"{plan.devices()} shared devices per node exceed max_pods {max_pods}: "
+        raise FieldError("gpu_sharing", f"{plan.devices()} shared devices per node exceed max_pods {max_pods}: "
                            "every device is meant for a pod")
     return plan
 
 
 def _layout(mig: Mig, gpu: MigGpu, model: str, memory: int) -> dict[str, int]:
-    where = "gpu_sharing.mig.profile" if mig.strategy == "single" else "gpu_sharing.mig.layout"
+    where = ("gpu_sharing", "mig", "profile" if mig.strategy == "single" else "layout")
     if mig.strategy == "single":
         assert mig.profile is not None
         profile = gpu.profiles.get(mig.profile)
         if profile is None:
-            raise SharingError(where, f"{mig.profile!r} is not a MIG profile of the {model} {memory}GB "
+            raise FieldError(where, f"{mig.profile!r} is not a MIG profile of the {model} {memory}GB "
                                f"(profiles: {', '.join(gpu.profiles)})")
         return {mig.profile: profile.max_per_gpu}
     if isinstance(mig.layout, str):
         named = gpu.layouts.get(mig.layout)
         if named is None:
-            raise SharingError(where, f"{mig.layout!r} is not a named layout of the {model} {memory}GB "
+            raise FieldError(where, f"{mig.layout!r} is not a named layout of the {model} {memory}GB "
                                f"(names: {', '.join(gpu.layouts)}; or give profile -> count)")
         return dict(named)
     assert mig.layout is not None
     unknown = [p for p in mig.layout if p not in gpu.profiles]
     if unknown:
-        raise SharingError(where, f"{', '.join(unknown)} not MIG profiles of the {model} {memory}GB "
+        raise FieldError(where, f"{', '.join(unknown)} not MIG profiles of the {model} {memory}GB "
                            f"(profiles: {', '.join(gpu.profiles)})")
     compute = sum(gpu.profiles[p].compute * n for p, n in mig.layout.items())
     slices = sum(gpu.profiles[p].memory * n for p, n in mig.layout.items())
     over = [p for p, n in mig.layout.items() if n > gpu.profiles[p].max_per_gpu]
     if over or compute > gpu.compute or slices > gpu.memory:
-        raise SharingError(where, f"the layout does not fit one {model} {memory}GB: it needs {compute} of "
+        raise FieldError(where, f"the layout does not fit one {model} {memory}GB: it needs {compute} of "
                            f"{gpu.compute} compute and {slices} of {gpu.memory} memory slices"
                            + (f"; at most {', '.join(f'{gpu.profiles[p].max_per_gpu} x {p}' for p in over)}"
                               if over else ""))
