@@ -116,3 +116,72 @@ def test_device_plugin_config_map_has_one_config_per_sharing_pool() -> None:
     assert configs["ts"]["sharing"]["timeSlicing"]["resources"] == [{"name": keys.RES_GPU, "replicas": 4}]
     assert configs["mig"]["flags"]["migStrategy"] == "mixed"
     assert configs[DEVICE_PLUGIN_DEFAULT_CONFIG]["flags"]["migStrategy"] == "none"
+
+
+# --- the planner on shared pools ------------------------------------------------------------------
+def _planning_config(*extra: dict[str, Any]) -> Any:
+    from core_builders import POOLS, config
+    return config([*POOLS, *extra])
+
+
+MIG_POOL = {"name": "h100-mig", "cloud": "aws", "instance_type": "p5.48xlarge", "zones": ["us-east-1a"], "max": 2,
+            "gpu_sharing": {"mig": {"strategy": "mixed", "layout": {"3g.40gb": 1, "2g.20gb": 1, "1g.10gb": 2}}}}
+SHARED_POOL = {"name": "l4-shared", "cloud": "aws", "instance_type": "g6.xlarge", "zones": ["us-east-1a"], "max": 10,
+               "gpu_sharing": {"time_slicing": {"replicas": 4}}}
+
+
+def _mig_pod(name: str) -> Any:
+    from core_builders import GPU_TOL, MIN_GPUS_TOL, pod
+    return pod(name, extra={keys.MIG_RESOURCE_PREFIX + "1g.10gb": 1}, tolerations=(GPU_TOL, MIN_GPUS_TOL))
+
+
+def test_a_mig_pod_scales_up_a_mig_pool_and_explain_says_why_not_the_others() -> None:
+    from core_builders import snapshot
+
+    from scaler.core.planner import plan
+    from scaler.core.snapshot import State
+    cfg = _planning_config(MIG_POOL)
+    result, _ = plan(snapshot(cfg, [_mig_pod(f"m{i}") for i in range(20)]), State(), cfg)
+    # 16 x 1g.10gb per node: 20 pods need two nodes of the MIG pool and nothing else.
+    assert {(u.pool, u.count) for u in result.scale_ups} == {("h100-mig", 2)}
+    without, _ = plan(snapshot(_planning_config(), [_mig_pod("m0")]), State(), _planning_config())
+    verdict = without.verdicts["default/m0"]
+    assert verdict.outcome == "unschedulable"
+    assert without.scale_ups == []
+    gpu_pools = [p.name for p in _planning_config().pools if p.role == "gpu"]
+    for name in gpu_pools:
+        assert f"Insufficient {keys.MIG_RESOURCE_PREFIX}1g.10gb" in verdict.reasons[name], name
+
+
+def test_time_sliced_pool_takes_only_pods_that_opt_in() -> None:
+    from core_builders import GPU_TOL, pod, snapshot
+
+    from scaler.core.model import Toleration
+    from scaler.core.planner import plan
+    from scaler.core.snapshot import State
+    cfg = _planning_config(SHARED_POOL)
+    sharing_tol = Toleration(keys.TAINT_GPU_SHARING, "Equal", "time-slicing", "NoSchedule")
+    shared = [pod(f"s{i}", gpu=1, tolerations=(GPU_TOL, sharing_tol),
+                  selector={keys.LABEL_GPU_SHARING_STRATEGY: "time-slicing"}) for i in range(6)]
+    whole = [pod("w0", gpu=1)]
+    result, _ = plan(snapshot(cfg, [*shared, *whole]), State(), cfg)
+    ups = {u.pool: u.count for u in result.scale_ups}
+    assert ups.get("l4-shared") == 2  # 6 replicas of 4 per node
+    whole_verdict = result.verdicts["default/w0"]
+    assert whole_verdict.pool == "gpu1-spot-a"  # the cheapest whole-GPU pool, never the shared one
+    assert whole_verdict.reasons["l4-shared"] == "node(s) had untolerated taint {gpuburst.io/gpu-sharing: time-slicing}"
+
+
+def test_a_shared_gpu_counts_as_used_while_any_replica_is() -> None:
+    from core_builders import GPU_TOL, node_of, pod
+
+    from scaler.core.model import Toleration
+    from scaler.core.scaledown import utilization
+    cfg = _planning_config(SHARED_POOL, MIG_POOL)
+    tol = (GPU_TOL, Toleration(keys.TAINT_GPU_SHARING, "Equal", "time-slicing", "NoSchedule"))
+    one_replica = node_of(cfg, "l4-shared", "s1", [pod("nb", gpu=1, tolerations=tol)])
+    assert utilization(one_replica, cfg.pool("l4-shared")) == 1.0  # its only GPU is busy
+    idle = node_of(cfg, "l4-shared", "s2")
+    assert utilization(idle, cfg.pool("l4-shared")) == 0.0
+    mig = node_of(cfg, "h100-mig", "m1", [_mig_pod("a"), _mig_pod("b")])
+    assert utilization(mig, cfg.pool("h100-mig")) == 2 / 8  # two slices keep at most two of eight GPUs busy
