@@ -134,6 +134,7 @@ class SharingPlan:
     gpus: int
     product: str
     per_gpu: Mapping[str, int]  # mig profile -> count per GPU (empty for time-slicing)
+    geometry: MigGpu | None = None  # the GPU's MIG slices (MIG pools)
 
     @property
     def mig_strategy(self) -> str:
@@ -207,6 +208,7 @@ def plan_sharing(sharing: GpuSharing, itype: InstanceType, max_pods: int) -> Sha
         raise FieldError("gpu_sharing", f"{itype.name} has no GPU to share")
     model = itype.gpu_model or "?"
     per_gpu: dict[str, int] = {}
+    geometry = None
     if sharing.mig:
         geometry = MIG_GPUS.get((model, itype.gpu_memory_gib))
         if geometry is None:
@@ -214,7 +216,7 @@ def plan_sharing(sharing: GpuSharing, itype: InstanceType, max_pods: int) -> Sha
             raise FieldError(("gpu_sharing", "mig"), f"{itype.name}'s {model} {itype.gpu_memory_gib}GB does not "
                                f"support MIG (MIG GPUs: {capable}); use time_slicing")
         per_gpu = _layout(sharing.mig, geometry, model, itype.gpu_memory_gib)
-    plan = SharingPlan(sharing, itype.gpus, gpu_product(itype), per_gpu)
+    plan = SharingPlan(sharing, itype.gpus, gpu_product(itype), per_gpu, geometry)
     if plan.devices() > max_pods:
         raise FieldError("gpu_sharing", f"{plan.devices()} shared devices per node exceed max_pods {max_pods}: "
                            "every device is meant for a pod")
