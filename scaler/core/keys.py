@@ -29,6 +29,13 @@ ANNOTATION_CONFIG_HASH: Final = f"{DOMAIN}/config-sha256"
 LABEL_GPU_PRESENT: Final = "nvidia.com/gpu.present"
 LABEL_GPU_PRODUCT: Final = "nvidia.com/gpu.product"
 LABEL_GPU_COUNT: Final = "nvidia.com/gpu.count"
+# Shared GPUs: the device plugin's per-node config selector, GPU feature discovery's sharing labels
+# and NVIDIA mig-manager's layout selector (scaler/core/sharing.py derives them from the pool).
+LABEL_DEVICE_PLUGIN_CONFIG: Final = "nvidia.com/device-plugin.config"
+LABEL_GPU_SHARING_STRATEGY: Final = "nvidia.com/gpu.sharing-strategy"
+LABEL_GPU_REPLICAS: Final = "nvidia.com/gpu.replicas"
+LABEL_MIG_STRATEGY: Final = "nvidia.com/mig.strategy"
+LABEL_MIG_CONFIG: Final = "nvidia.com/mig.config"
 # The label cluster-autoscaler treats as "this node has a GPU" per cloud.
 LABEL_ACCELERATOR_AWS: Final = "k8s.amazonaws.com/accelerator"
 LABEL_ACCELERATOR_AZURE: Final = "kubernetes.azure.com/accelerator"
@@ -51,6 +58,8 @@ TAINT_GPU: Final = "nvidia.com/gpu"
 TAINT_GPU_VALUE: Final = "present"
 # Multi-GPU pools: only pods that ask for at least the pool's minimum GPUs tolerate it.
 TAINT_MIN_GPUS: Final = f"{DOMAIN}/min-gpus"
+# Pools whose nvidia.com/gpu is a share (time-slicing, MIG single): only pods that opt in land there.
+TAINT_GPU_SHARING: Final = f"{DOMAIN}/gpu-sharing"
 TAINT_AZURE_SPOT: Final = LABEL_AZURE_SCALESET_PRIORITY
 TAINT_AZURE_SPOT_VALUE: Final = "spot"
 # Put on a node the scaler is draining, with spec.unschedulable.

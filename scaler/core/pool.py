@@ -19,6 +19,7 @@ from scaler.core.catalogue import AWS_ACCELERATOR, CATALOGUE, Cloud, InstanceTyp
 from scaler.core.errors import FieldError
 from scaler.core.model import Node, Pod, Taint, TaintEffect
 from scaler.core.resources import Resources, parse_resources
+from scaler.core.sharing import GpuSharing, SharingPlan, plan_sharing
 
 Role = Literal["system", "general", "gpu"]
 CapacityType = Literal["spot", "on-demand"]
@@ -111,8 +112,11 @@ class Pool(_Strict):
     max_pods: int = Field(default=110, gt=0)
     root_volume_gib: int = Field(default=100, gt=0)
     daemonset_overhead: dict[str, str | int | float] | None = None
+    gpu_sharing: GpuSharing | None = Field(
+        default=None, description="time-slicing or MIG (scaler/core/sharing.py); whole GPUs when unset")
     # Filled in by validation from the catalogue (plus the pools file's overrides).
     instance: InstanceType | None = Field(default=None, exclude=True, repr=False)
+    sharing: SharingPlan | None = Field(default=None, exclude=True, repr=False)
 
     @model_validator(mode="before")
     @classmethod
@@ -186,9 +190,20 @@ class Pool(_Strict):
             raise FieldError("role", f"role {self.role} on GPU type {entries[0].name}: use role gpu")
         if self.min_pod_gpus > gpus:
             raise FieldError("min_pod_gpus", f"min_pod_gpus {self.min_pod_gpus} exceeds the node's {gpus} GPUs")
+        if self.min_pod_gpus and self.gpu_sharing is not None:
+            raise FieldError("gpu_sharing", "a shared pool serves pods of a GPU share: drop min_pod_gpus")
         # The smallest type is the template: the scaler never promises more than any type gives.
         smallest = min(entries, key=lambda e: (e.vcpu, e.memory_gib, e.price_per_hour))
-        return self.model_copy(update={"gpus_per_node": gpus, "instance": smallest})
+        sharing = None
+        if self.gpu_sharing is not None:
+            if len({(e.gpu_model, e.gpu_memory_gib) for e in entries}) > 1:
+                raise FieldError("gpu_sharing", "instance_types mix GPU models: a shared pool's GPUs must be alike")
+            sharing = plan_sharing(self.gpu_sharing, smallest, self.max_pods)
+            if self.cloud == "azure" and sharing.mig_strategy == "mixed":
+                # AKS cuts GPUs only through an agent pool's gpuInstanceProfile: one profile per GPU.
+                raise FieldError(("gpu_sharing", "mig", "strategy"), "Azure applies MIG as one profile per GPU "
+                                   "(gpuInstanceProfile): use strategy single")
+        return self.model_copy(update={"gpus_per_node": gpus, "instance": smallest, "sharing": sharing})
 
     @property
     def itype(self) -> InstanceType:
@@ -214,6 +229,8 @@ class Pool(_Strict):
                 out[keys.LABEL_ACCELERATOR_AWS] = AWS_ACCELERATOR.get(model, f"nvidia-{model.lower()}")
             else:
                 out[keys.LABEL_ACCELERATOR_AZURE] = "nvidia"
+        if self.sharing is not None:
+            out.update(self.sharing.labels(self.name))
         out.update(self.labels)
         return out
 
@@ -223,6 +240,9 @@ class Pool(_Strict):
             out.append(Taint(keys.TAINT_GPU, keys.TAINT_GPU_VALUE, "NoSchedule"))
         if self.min_pod_gpus > 1:
             out.append(Taint(keys.TAINT_MIN_GPUS, str(self.min_pod_gpus), "NoSchedule"))
+        shared = self.sharing.taint_value() if self.sharing is not None else None
+        if shared:
+            out.append(Taint(keys.TAINT_GPU_SHARING, shared, "NoSchedule"))
         if self.cloud == "azure" and self.capacity_type == "spot":
             out.append(Taint(keys.TAINT_AZURE_SPOT, keys.TAINT_AZURE_SPOT_VALUE, "NoSchedule"))
         return out
@@ -241,7 +261,9 @@ class Pool(_Strict):
             keys.RES_EPHEMERAL: self.root_volume_gib * GiB,
             keys.RES_PODS: self.max_pods,
         }
-        if t.gpus:
+        if self.sharing is not None:
+            out.update(self.sharing.resources())
+        elif t.gpus:
             out[keys.RES_GPU] = t.gpus
         return out
 
@@ -308,7 +330,10 @@ class Pool(_Strict):
             tags[keys.TAG_CA_TEMPLATE_LABEL + k] = v
         for t in self.node_taints():
             tags[keys.TAG_CA_TEMPLATE_TAINT + t.key] = f"{t.value}:{t.effect}"
-        if self.gpus:
+        if self.sharing is not None:
+            for name, count in self.sharing.resources().items():
+                tags[keys.TAG_CA_TEMPLATE_RESOURCES + name] = str(count)
+        elif self.gpus:
             tags[keys.TAG_CA_TEMPLATE_RESOURCES + keys.RES_GPU] = str(self.gpus)
         tags[keys.TAG_CA_TEMPLATE_RESOURCES + keys.RES_EPHEMERAL] = f"{self.root_volume_gib}Gi"
         if self.cloud == "azure":
@@ -362,6 +387,7 @@ class Pool(_Strict):
             "instance_types": instance_types, "capacity_type": capacity_type, "zones": zones,
             "min": min_size, "max": max_size, "fallback": tags.get(keys.TAG_FALLBACK),
             "min_pod_gpus": int(min_gpus),
+            "gpu_sharing": _sharing_from_tags(labels, tags, entry.gpus if entry else 0),
         })
         ephemeral = tags.get(keys.TAG_CA_TEMPLATE_RESOURCES + keys.RES_EPHEMERAL)
         update: dict[str, Any] = {}
@@ -376,6 +402,22 @@ class Pool(_Strict):
         }
         # Re-validate so that the extracted labels and taints get the same checks as a pools file.
         return cls.model_validate({**resolved.model_dump(by_alias=True), **update}).resolve(catalogue)
+
+
+def _sharing_from_tags(labels: Mapping[str, str], tags: Mapping[str, str], gpus: int) -> dict[str, Any] | None:
+    """The sharing declaration a group's template labels and resource tags spell (see sharing.py)."""
+    replicas = labels.get(keys.LABEL_GPU_REPLICAS, "")
+    if replicas.isdigit() and int(replicas) > 1:
+        return {"time_slicing": {"replicas": int(replicas)}}
+    strategy = labels.get(keys.LABEL_MIG_STRATEGY)
+    if strategy == "single":
+        _, _, profile = labels.get(keys.LABEL_GPU_PRODUCT, "").rpartition("-MIG-")
+        return {"mig": {"strategy": "single", "profile": profile}} if profile else None
+    if strategy == "mixed" and gpus:
+        prefix = keys.TAG_CA_TEMPLATE_RESOURCES + keys.MIG_RESOURCE_PREFIX
+        layout = {k[len(prefix):]: int(v) // gpus for k, v in tags.items() if k.startswith(prefix) and v.isdigit()}
+        return {"mig": {"strategy": "mixed", "layout": layout}} if layout else None
+    return None
 
 
 def _aws_form(azure_key: str) -> str:

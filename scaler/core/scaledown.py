@@ -9,7 +9,7 @@ within the pool's min, the PDBs and the per-pass budget. Empty nodes go first.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from scaler.core import keys
@@ -51,12 +51,24 @@ def to_evict(pods: Iterable[Pod]) -> list[Pod]:
     return [p for p in pods if p.phase not in TERMINATED_PHASES and p.owner_kind != "DaemonSet" and not is_mirror(p)]
 
 
+def gpu_devices(resources: Mapping[str, int]) -> int:
+    """GPU devices in a resource vector: whole GPUs, time-sliced replicas or MIG slices alike."""
+    return sum(v for k, v in resources.items() if k == keys.RES_GPU or k.startswith(keys.MIG_RESOURCE_PREFIX))
+
+
 def utilization(node: Node, pool: Pool | None) -> float:
+    """The busiest share of the node: GPUs when it has any, else cpu or memory.
+
+    A shared GPU (time-slicing replicas, MIG slices) counts as used while any of its devices is, and
+    the device plugin may hand a node's busy devices out on different GPUs: `used` devices keep up
+    to `used` GPUs busy.
+    """
     counted = to_evict(node.pods)
-    alloc_gpu = node.allocatable.get(keys.RES_GPU, 0)
-    if alloc_gpu > 0 or (pool is not None and pool.gpus > 0 and alloc_gpu > 0):
-        used = sum(p.requests.get(keys.RES_GPU, 0) for p in node.pods if p.phase not in TERMINATED_PHASES)
-        return used / alloc_gpu
+    devices = gpu_devices(node.allocatable)
+    if devices > 0:
+        gpus = pool.gpus if pool is not None and pool.gpus else devices
+        used = sum(gpu_devices(p.requests) for p in node.pods if p.phase not in TERMINATED_PHASES)
+        return min(used, gpus) / gpus
     share = 0.0
     for res in (keys.RES_CPU, keys.RES_MEMORY):
         alloc = node.allocatable.get(res, 0)
