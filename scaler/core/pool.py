@@ -12,80 +12,25 @@ import re
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from scaler.core import keys
 from scaler.core.catalogue import AWS_ACCELERATOR, CATALOGUE, Cloud, InstanceType
 from scaler.core.errors import FieldError
-from scaler.core.model import Node, Pod, Taint, TaintEffect
+from scaler.core.model import Node, Pod, Taint
 from scaler.core.resources import Resources, parse_resources
-from scaler.core.sharing import GpuSharing, SharingPlan, plan_sharing
+from scaler.core.sharing import GpuSharing, SharingPlan, plan_sharing, sharing_from_tags
+from scaler.core.specs import LABEL_KEY, StrictModel, TaintSpec, taint_spec
 
 Role = Literal["system", "general", "gpu"]
 CapacityType = Literal["spot", "on-demand"]
 
 _NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$")
-_LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 GiB = 2**30
 MiB = 2**20
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True, allow_inf_nan=False)
-
-
-class TaintSpec(_Strict):
-    key: str
-    value: str = ""
-    effect: TaintEffect = "NoSchedule"
-
-    @field_validator("key")
-    @classmethod
-    def _key(cls, v: str) -> str:
-        if not _LABEL_KEY.match(v):
-            raise ValueError(f"{v!r} is not a valid taint key")
-        return v
-
-    def to_taint(self) -> Taint:
-        return Taint(self.key, self.value, self.effect)
-
-    @classmethod
-    def parse(cls, text: str) -> TaintSpec:
-        """`key=value:Effect` or `key:Effect`, as kubectl and the kubelet flag write them."""
-        body, _, effect = text.rpartition(":")
-        if not body:
-            raise ValueError(f"taint {text!r} must look like key=value:Effect")
-        key, _, value = body.partition("=")
-        return cls.model_validate({"key": key, "value": value, "effect": effect})
-
-
-class InstanceTypeSpec(_Strict):
-    """A catalogue entry given in a pools file (override or addition)."""
-
-    vcpu: int = Field(gt=0)
-    memory_gib: float = Field(gt=0)
-    gpus: int = Field(default=0, ge=0)
-    gpu_model: str | None = None
-    gpu_memory_gib: int = 0
-    price_per_hour: float = Field(ge=0)
-    arch: Literal["amd64", "arm64"] = "amd64"
-
-
-def _taint_spec(taint: Any, index: int) -> Any:
-    """A taint written `key=value:Effect` as its spec; a mapping is left to the model."""
-    if not isinstance(taint, str):
-        return taint
-    try:
-        return TaintSpec.parse(taint)
-    except ValidationError as err:
-        first = err.errors()[0]
-        raise FieldError(("taints", f"[{index}]", *(str(p) for p in first["loc"])),
-                         f"{taint!r}: {first['msg'].removeprefix('Value error, ')}") from None
-    except ValueError as err:
-        raise FieldError(("taints", f"[{index}]"), str(err)) from None
-
-
-class Pool(_Strict):
+class Pool(StrictModel):
     """One group of identical nodes the scaler can grow and shrink."""
 
     name: str
@@ -131,7 +76,7 @@ class Pool(_Strict):
             if "zone" in data:
                 data["zones"] = [data.pop("zone")]
             if isinstance(data.get("taints"), list):
-                data["taints"] = [_taint_spec(t, i) for i, t in enumerate(data["taints"])]
+                data["taints"] = [taint_spec(t, i) for i, t in enumerate(data["taints"])]
         return data
 
     @field_validator("name")
@@ -145,7 +90,7 @@ class Pool(_Strict):
     @classmethod
     def _labels(cls, v: dict[str, str]) -> dict[str, str]:
         for k in v:
-            if not _LABEL_KEY.match(k):
+            if not LABEL_KEY.match(k):
                 raise ValueError(f"{k!r} is not a valid label key")
         return v
 
@@ -387,7 +332,7 @@ class Pool(_Strict):
             "instance_types": instance_types, "capacity_type": capacity_type, "zones": zones,
             "min": min_size, "max": max_size, "fallback": tags.get(keys.TAG_FALLBACK),
             "min_pod_gpus": int(min_gpus),
-            "gpu_sharing": _sharing_from_tags(labels, tags, entry.gpus if entry else 0),
+            "gpu_sharing": sharing_from_tags(labels, tags, entry.gpus if entry else 0),
         })
         ephemeral = tags.get(keys.TAG_CA_TEMPLATE_RESOURCES + keys.RES_EPHEMERAL)
         update: dict[str, Any] = {}
@@ -402,22 +347,6 @@ class Pool(_Strict):
         }
         # Re-validate so that the extracted labels and taints get the same checks as a pools file.
         return cls.model_validate({**resolved.model_dump(by_alias=True), **update}).resolve(catalogue)
-
-
-def _sharing_from_tags(labels: Mapping[str, str], tags: Mapping[str, str], gpus: int) -> dict[str, Any] | None:
-    """The sharing declaration a group's template labels and resource tags spell (see sharing.py)."""
-    replicas = labels.get(keys.LABEL_GPU_REPLICAS, "")
-    if replicas.isdigit() and int(replicas) > 1:
-        return {"time_slicing": {"replicas": int(replicas)}}
-    strategy = labels.get(keys.LABEL_MIG_STRATEGY)
-    if strategy == "single":
-        _, _, profile = labels.get(keys.LABEL_GPU_PRODUCT, "").rpartition("-MIG-")
-        return {"mig": {"strategy": "single", "profile": profile}} if profile else None
-    if strategy == "mixed" and gpus:
-        prefix = keys.TAG_CA_TEMPLATE_RESOURCES + keys.MIG_RESOURCE_PREFIX
-        layout = {k[len(prefix):]: int(v) // gpus for k, v in tags.items() if k.startswith(prefix) and v.isdigit()}
-        return {"mig": {"strategy": "mixed", "layout": layout}} if layout else None
-    return None
 
 
 def _aws_form(azure_key: str) -> str:

@@ -263,3 +263,19 @@ def device_plugin_config_map(plans: Mapping[str, SharingPlan]) -> dict[str, dict
 
 
 DEVICE_PLUGIN_DEFAULT_CONFIG: Final = "gpuburst-whole-gpus"
+
+
+def sharing_from_tags(labels: Mapping[str, str], tags: Mapping[str, str], gpus: int) -> dict[str, Any] | None:
+    """The sharing declaration a group's template labels and resource tags spell (Pool.from_tags reads it)."""
+    replicas = labels.get(keys.LABEL_GPU_REPLICAS, "")
+    if replicas.isdigit() and int(replicas) > 1:
+        return {"time_slicing": {"replicas": int(replicas)}}
+    strategy = labels.get(keys.LABEL_MIG_STRATEGY)
+    if strategy == "single":
+        _, _, profile = labels.get(keys.LABEL_GPU_PRODUCT, "").rpartition("-MIG-")
+        return {"mig": {"strategy": "single", "profile": profile}} if profile else None
+    if strategy == "mixed" and gpus:
+        prefix = keys.TAG_CA_TEMPLATE_RESOURCES + keys.MIG_RESOURCE_PREFIX
+        layout = {k[len(prefix):]: int(v) // gpus for k, v in tags.items() if k.startswith(prefix) and v.isdigit()}
+        return {"mig": {"strategy": "mixed", "layout": layout}} if layout else None
+    return None
