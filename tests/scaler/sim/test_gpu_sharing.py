@@ -102,4 +102,4 @@ def test_plan_chooses_a_mig_pool_and_explain_says_why_not_elsewhere(
     assert main(["explain", "--snapshot", str(snapshot), "--pools", str(WHOLE)]) == 0
     out = capsys.readouterr().out
     assert "ml/infer-0: unschedulable" in out
-    assert f"gpu1-od: Insufficient {keys.MIG_RESOURCE_PREFIX}1g.10gb" in out
+    assert f"gpu1-od-a: Insufficient {keys.MIG_RESOURCE_PREFIX}1g.10gb" in out
