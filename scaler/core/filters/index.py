@@ -1,0 +1,219 @@
+"""The pods placed in a pass (bound ones and those the planner put on existing, booting or new nodes),
+indexed so that kube-scheduler's PreFilter step costs the pods that match, not the whole cluster.
+
+- `counts(matcher)`: per node, how many placed pods a matcher (a conjunction of (namespaces,
+  namespaceSelector, labelSelector) parts) selects. Built on first use from an inverted index of the
+  placed pods' labels (the matcher's first `In` requirement picks the candidates), then kept up to
+  date by `place` / `unplace`.
+- `anti`: the required anti-affinity of placed pods, grouped by (namespace, terms), with the nodes
+  they sit on: what the incoming pod must keep away from.
+- `eligible(key, test)`: the nodes a test admits and their topology domains, kept up to date as
+  nodes are added and removed (topology spread counts domains over eligible nodes).
+- host ports and volume attachments per node, and the users of each claim.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+from scaler.core.filters.labels import anchor, namespace_labels, selector_matches
+from scaler.core.model import HostPort, LabelSelector, Node, Pod, PodAffinityTerm
+from scaler.core.predicates import TERMINATED_PHASES
+
+# (namespaces, namespaceSelector, labelSelector): a pod matches when its namespace is listed or its
+# namespace's labels match the namespaceSelector, and its labels match the labelSelector.
+Part = tuple[frozenset[str], LabelSelector | None, LabelSelector | None]
+# All parts must match; the flag leaves out terminating pods (topology spread does, affinity does not).
+Matcher = tuple[tuple[Part, ...], bool]
+AntiSig = tuple[str, tuple[PodAffinityTerm, ...]]
+Attachment = tuple[str, str]  # (CSI driver, volume handle)
+
+
+def part_of(term: PodAffinityTerm) -> Part:
+    return frozenset(term.namespaces), term.namespace_selector, term.selector
+
+
+@dataclass(slots=True)
+class Eligible:
+    """Nodes admitted by a test, and per topology key the domains (value -> eligible nodes there)."""
+
+    test: Callable[[Node], bool]
+    keys: tuple[str, ...]
+    names: set[str] = field(default_factory=set)
+    domains: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def add(self, node: Node) -> None:
+        if node.name in self.names or not self.test(node):
+            return
+        self.names.add(node.name)
+        for k in self.keys:
+            d = self.domains.setdefault(k, {})
+            v = node.labels[k]
+            d[v] = d.get(v, 0) + 1
+
+    def remove(self, node: Node) -> None:
+        if node.name not in self.names:
+            return
+        self.names.discard(node.name)
+        for k in self.keys:
+            d = self.domains[k]
+            v = node.labels[k]
+            d[v] -= 1
+            if d[v] <= 0:
+                del d[v]
+
+
+class Placed:
+    """Nodes and the pods placed on them, with the indexes the filters read."""
+
+    def __init__(self, namespaces: Mapping[str, Mapping[str, str]] | None = None,
+                 attachments: Callable[[Pod], list[Attachment]] | None = None) -> None:
+        self.namespaces = namespaces
+        self.nodes: dict[str, Node] = {}
+        self.pods: dict[str, dict[int, Pod]] = {}
+        self._attachments = attachments
+        self._by_label: dict[tuple[str, str], dict[int, tuple[Pod, str]]] = {}
+        self._all: dict[int, tuple[Pod, str]] = {}
+        self._counts: dict[Matcher, dict[str, int]] = {}
+        self._anchored: dict[tuple[str, str], list[Matcher]] = {}
+        self._unanchored: list[Matcher] = []
+        self._ns_labels: dict[str, Mapping[str, str]] = {}
+        self.anti: dict[AntiSig, dict[str, int]] = {}
+        self.ports: dict[str, list[HostPort]] = {}
+        self.attached: dict[str, dict[Attachment, int]] = {}
+        self.claim_users: dict[str, int] = {}  # namespace/claim -> placed pods using it
+        self._eligible: dict[object, Eligible] = {}
+
+    # --- namespaces ---------------------------------------------------------------------------
+    def ns_labels(self, namespace: str) -> Mapping[str, str]:
+        labels = self._ns_labels.get(namespace)
+        if labels is None:
+            labels = self._ns_labels[namespace] = namespace_labels(namespace, self.namespaces)
+        return labels
+
+    def matches(self, parts: tuple[Part, ...], pod: Pod) -> bool:
+        for namespaces, ns_selector, selector in parts:
+            if pod.namespace not in namespaces and not (
+                    ns_selector is not None and selector_matches(ns_selector, self.ns_labels(pod.namespace))):
+                return False
+            if not selector_matches(selector, pod.labels):
+                return False
+        return True
+
+    # --- nodes --------------------------------------------------------------------------------
+    def add_node(self, node: Node, pods: Iterable[Pod] | None = None) -> None:
+        """A node with its pods (`node.pods` unless given; terminated ones are left out)."""
+        self.nodes[node.name] = node
+        self.pods.setdefault(node.name, {})
+        for e in self._eligible.values():
+            e.add(node)
+        for pod in node.pods if pods is None else pods:
+            if pod.phase not in TERMINATED_PHASES:
+                self.place(pod, node.name)
+
+    def remove_node(self, name: str) -> list[Pod]:
+        """Forget a node; returns the pods that were placed on it."""
+        node = self.nodes[name]
+        pods = list(self.pods[name].values())
+        for pod in pods:
+            self.unplace(pod, name)
+        for e in self._eligible.values():
+            e.remove(node)
+        del self.nodes[name]
+        del self.pods[name]
+        return pods
+
+    def eligible(self, key: object, keys: tuple[str, ...], test: Callable[[Node], bool]) -> Eligible:
+        e = self._eligible.get(key)
+        if e is None:
+            e = self._eligible[key] = Eligible(test, keys)
+            for node in self.nodes.values():
+                e.add(node)
+        return e
+
+    # --- pods ---------------------------------------------------------------------------------
+    def place(self, pod: Pod, node_name: str) -> None:
+        self._update(pod, node_name, 1)
+
+    def unplace(self, pod: Pod, node_name: str) -> None:
+        if id(pod) in self.pods.get(node_name, {}):
+            self._update(pod, node_name, -1)
+
+    def _update(self, pod: Pod, node_name: str, delta: int) -> None:
+        pid = id(pod)
+        entry = (pod, node_name)
+        if delta > 0:
+            self.pods[node_name][pid] = pod
+            self._all[pid] = entry
+        else:
+            del self.pods[node_name][pid]
+            self._all.pop(pid, None)
+        for item in pod.labels.items():
+            bucket = self._by_label.get(item)
+            if delta > 0:
+                if bucket is None:
+                    bucket = self._by_label[item] = {}
+                bucket[pid] = entry
+            elif bucket is not None:
+                bucket.pop(pid, None)
+            for m in self._anchored.get(item, ()):
+                self._count(m, pod, node_name, delta)
+        for m in self._unanchored:
+            self._count(m, pod, node_name, delta)
+        if pod.pod_anti_affinity:
+            sig: AntiSig = (pod.namespace, pod.pod_anti_affinity)
+            self._bump(self.anti.setdefault(sig, {}), node_name, delta)
+            if not self.anti[sig]:
+                del self.anti[sig]
+        if pod.host_ports:
+            if delta > 0:
+                self.ports.setdefault(node_name, []).extend(pod.host_ports)
+            else:
+                used = self.ports[node_name]
+                for hp in pod.host_ports:
+                    used.remove(hp)
+        if pod.claims:
+            for ref in pod.claims:
+                self._bump(self.claim_users, f"{pod.namespace}/{ref.name}", delta)
+            if self._attachments is not None:
+                on = self.attached.setdefault(node_name, {})
+                for att in self._attachments(pod):
+                    self._bump(on, att, delta)
+
+    @staticmethod
+    def _bump(counts: dict[str, int] | dict[Attachment, int], key: object, delta: int) -> None:
+        n = counts.get(key, 0) + delta  # type: ignore[call-overload]
+        if n > 0:
+            counts[key] = n  # type: ignore[index]
+        else:
+            counts.pop(key, None)  # type: ignore[call-overload]
+
+    def _count(self, m: Matcher, pod: Pod, node_name: str, delta: int) -> None:
+        parts, live_only = m
+        if live_only and pod.terminating:
+            return
+        if self.matches(parts, pod):
+            self._bump(self._counts[m], node_name, delta)
+
+    def counts(self, m: Matcher) -> dict[str, int]:
+        """Node -> placed pods the matcher selects (nodes without any are absent). Do not change it."""
+        out = self._counts.get(m)
+        if out is not None:
+            return out
+        out = self._counts[m] = {}
+        parts, _ = m
+        hook = next((a for a in (anchor(p[2]) for p in parts) if a is not None), None)
+        if hook is None:
+            candidates: Iterable[tuple[Pod, str]] = list(self._all.values())
+            self._unanchored.append(m)
+        else:
+            key, values = hook
+            seen: dict[int, tuple[Pod, str]] = {}
+            for v in values:
+                seen.update(self._by_label.get((key, v), {}))
+                self._anchored.setdefault((key, v), []).append(m)
+            candidates = seen.values()
+        for pod, node_name in candidates:
+            self._count(m, pod, node_name, 1)
+        return out
