@@ -79,6 +79,10 @@ KUBERNETES_RBAC_RULES: Final[list[dict[str, list[str]]]] = [
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]},
     {"apiGroups": [""], "resources": ["nodes"], "verbs": ["list", "watch", "patch"]},
     {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["list", "watch"]},
+    # kube-scheduler's volume filters and namespaceSelector: read only.
+    {"apiGroups": [""], "resources": ["persistentvolumeclaims", "persistentvolumes", "namespaces"],
+     "verbs": ["list", "watch"]},
+    {"apiGroups": ["storage.k8s.io"], "resources": ["storageclasses", "csinodes"], "verbs": ["list", "watch"]},
     {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
 ]

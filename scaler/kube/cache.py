@@ -21,8 +21,20 @@ from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
 from scaler.core import keys
+from scaler.core.filters import Storage
 from scaler.core.model import Node, Pod, PodDisruptionBudget
-from scaler.kube.convert import SnapshotError, is_unschedulable, node_from_json, pdb_from_json, pod_from_json
+from scaler.kube.convert import (
+    SnapshotError,
+    csinode_from_json,
+    is_unschedulable,
+    namespace_labels_from_json,
+    node_from_json,
+    pdb_from_json,
+    pod_from_json,
+    pv_from_json,
+    pvc_from_json,
+    storage_class_from_json,
+)
 
 log = logging.getLogger(__name__)
 JSON = dict[str, Any]
@@ -160,7 +172,16 @@ class ClusterCache:
         self.nodes = Informer("nodes", core.list_node, **informer_options)
         self.pdbs = Informer("poddisruptionbudgets", policy.list_pod_disruption_budget_for_all_namespaces,
                              **informer_options)
-        self.informers = (self.pods, self.nodes, self.pdbs)
+        # What kube-scheduler's volume and namespaceSelector filters read (scaler.core.filters).
+        storage = client.StorageV1Api(api)
+        self.pvcs = Informer("persistentvolumeclaims", core.list_persistent_volume_claim_for_all_namespaces,
+                             **informer_options)
+        self.pvs = Informer("persistentvolumes", core.list_persistent_volume, **informer_options)
+        self.storage_classes = Informer("storageclasses", storage.list_storage_class, **informer_options)
+        self.csinodes = Informer("csinodes", storage.list_csi_node, **informer_options)
+        self.namespaces = Informer("namespaces", core.list_namespace, **informer_options)
+        self.informers = (self.pods, self.nodes, self.pdbs, self.pvcs, self.pvs, self.storage_classes,
+                          self.csinodes, self.namespaces)
 
     def start(self) -> None:
         for inf in self.informers:
@@ -222,3 +243,22 @@ class ClusterCache:
                 pending.append(pod)
         pdbs = [pdb_from_json(o) for o in self.pdbs.items()]
         return pending, list(nodes.values()), pdbs
+
+    def scheduling_view(self) -> tuple[Storage, dict[str, dict[str, str]]]:
+        """(the storage objects, namespace -> labels) for the filters; objects that do not convert are
+        logged and left out (a pod whose claim is left out is planned as the scheduler would: unbound)."""
+        storage = Storage()
+        convert: list[tuple[Informer, Callable[[JSON], Any], Callable[[Any], None]]] = [
+            (self.pvcs, pvc_from_json, lambda c: storage.claims.__setitem__(c.key, c)),
+            (self.pvs, pv_from_json, lambda v: storage.volumes.__setitem__(v.name, v)),
+            (self.storage_classes, storage_class_from_json, lambda c: storage.classes.__setitem__(c.name, c)),
+            (self.csinodes, csinode_from_json, lambda n: storage.csinodes.__setitem__(n.name, n)),
+        ]
+        for inf, fn, put in convert:
+            for obj in inf.items():
+                try:
+                    put(fn(obj))
+                except SnapshotError as err:
+                    log.warning("skipping %s", err)
+        namespaces = dict(namespace_labels_from_json(o) for o in self.namespaces.items())
+        return storage, namespaces
