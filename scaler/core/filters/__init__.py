@@ -57,7 +57,7 @@ def new_node(template: Node, name: str) -> Node:
 class PodCheck:
     """One pod's PreFilter state against a cluster."""
 
-    __slots__ = ("affinity", "pod", "pod_reason", "spread", "used_ports", "volumes")
+    __slots__ = ("affinity", "per_node", "pod", "pod_reason", "spread", "used_ports", "volumes")
 
     def __init__(self, cluster: Cluster, pod: Pod) -> None:
         placed = cluster.placed
@@ -68,15 +68,17 @@ class PodCheck:
         self.affinity = (AffinityCheck(placed, pod)
                          if pod.pod_affinity or pod.pod_anti_affinity or placed.anti else None)
         self.used_ports = placed.ports
+        self.per_node = (pod.node_name and pod.phase == "Pending") or has_field_affinity(pod)
 
     def reason(self, node: Node) -> str | None:
         """Why kube-scheduler's filters here refuse the node (the first that does), or None."""
         if self.pod_reason is not None:
             return self.pod_reason
         pod = self.pod
-        why = node_name_reason(pod, node) or field_affinity_reason(pod, node)
-        if why is not None:
-            return why
+        if self.per_node:
+            why = node_name_reason(pod, node) or field_affinity_reason(pod, node)
+            if why is not None:
+                return why
         if pod.host_ports:
             why = ports_reason(pod, self.used_ports.get(node.name, ()))
             if why is not None:
@@ -119,6 +121,11 @@ class Cluster:
 
     def unplace(self, pod: Pod, node_name: str) -> None:
         self.placed.unplace(pod, node_name)
+
+    def expect(self, pods: Iterable[Pod]) -> None:
+        """Declare the pods the pass may place: `needs_check` then also flags the pods their
+        anti-affinity would keep away, before those pods are placed."""
+        self.placed.expect(pods)
 
     def needs_check(self, pod: Pod) -> bool:
         """Whether these filters can refuse the pod anywhere now; False: predicates alone decide."""

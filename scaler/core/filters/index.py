@@ -80,6 +80,12 @@ class Placed:
         self._unanchored: list[Matcher] = []
         self._ns_labels: dict[str, Mapping[str, str]] = {}
         self.anti: dict[AntiSig, dict[str, int]] = {}
+        # The anti-affinity terms of placed pods (and of pods `expect`ed to be placed), by the label
+        # pair a pod must carry for the term to match it (its selector's first In requirement).
+        self._anti_terms: dict[tuple[str, str], list[tuple[AntiSig, PodAffinityTerm]]] = {}
+        self._anti_loose: list[tuple[AntiSig, PodAffinityTerm]] = []
+        self._anti_known: set[AntiSig] = set()
+        self._expected: set[AntiSig] = set()
         self.ports: dict[str, list[HostPort]] = {}
         self.attached: dict[str, dict[Attachment, int]] = {}
         self.claim_users: dict[str, int] = {}  # namespace/claim -> placed pods using it
@@ -163,9 +169,12 @@ class Placed:
             self._count(m, pod, node_name, delta)
         if pod.pod_anti_affinity:
             sig: AntiSig = (pod.namespace, pod.pod_anti_affinity)
+            self._index_anti(sig)
             self._bump(self.anti.setdefault(sig, {}), node_name, delta)
             if not self.anti[sig]:
                 del self.anti[sig]
+                if sig not in self._expected:
+                    self._unindex_anti(sig)
         if pod.host_ports:
             if delta > 0:
                 self.ports.setdefault(node_name, []).extend(pod.host_ports)
@@ -180,6 +189,48 @@ class Placed:
                 on = self.attached.setdefault(node_name, {})
                 for att in self._attachments(pod):
                     self._bump(on, att, delta)
+
+    def _index_anti(self, sig: AntiSig) -> None:
+        if sig in self._anti_known:
+            return
+        self._anti_known.add(sig)
+        for t in sig[1]:
+            hook = anchor(t.selector)
+            if hook is None:
+                self._anti_loose.append((sig, t))
+            else:
+                for v in hook[1]:
+                    self._anti_terms.setdefault((hook[0], v), []).append((sig, t))
+
+    def _unindex_anti(self, sig: AntiSig) -> None:
+        self._anti_known.discard(sig)
+        self._anti_loose = [e for e in self._anti_loose if e[0] != sig]
+        for item in list(self._anti_terms):
+            kept = [e for e in self._anti_terms[item] if e[0] != sig]
+            if kept:
+                self._anti_terms[item] = kept
+            else:
+                del self._anti_terms[item]
+
+    def expect(self, pods: Iterable[Pod]) -> None:
+        """Pods the pass may place later: their anti-affinity makes the pods it matches `anti_candidates`
+        already (so that a planner deciding per class up front checks them)."""
+        for pod in pods:
+            if pod.pod_anti_affinity:
+                sig = (pod.namespace, pod.pod_anti_affinity)
+                self._expected.add(sig)
+                self._index_anti(sig)
+
+    def anti_candidates(self, pod: Pod) -> list[tuple[AntiSig, PodAffinityTerm]]:
+        """Anti-affinity terms (of placed or expected pods) that may match the pod: a superset."""
+        out = list(self._anti_loose)
+        terms = self._anti_terms
+        if terms:
+            for item in pod.labels.items():
+                hit = terms.get(item)
+                if hit is not None:
+                    out.extend(hit)
+        return out
 
     @staticmethod
     def _bump(counts: dict[str, int] | dict[Attachment, int], key: object, delta: int) -> None:

@@ -35,19 +35,20 @@ def existing_anti_pairs(placed: Placed, pod: Pod) -> set[tuple[str, str]]:
     if not placed.anti:
         return out
     ns_labels = placed.ns_labels(pod.namespace)
-    for (_, terms), on in placed.anti.items():
-        for t in terms:
-            if term_matches(t, pod, ns_labels):
-                _pairs(placed, on, t.topology_key, out)
+    for sig, t in placed.anti_candidates(pod):
+        on = placed.anti.get(sig)
+        if on and term_matches(t, pod, ns_labels):
+            _pairs(placed, on, t.topology_key, out)
     return out
 
 
 def blocked_by_existing(placed: Placed, pod: Pod) -> bool:
-    """Some placed pod's anti-affinity matches the pod (so its placement must be checked per node)."""
-    if not placed.anti:
+    """Some placed (or expected) pod's anti-affinity matches the pod: its placement is checked per node."""
+    candidates = placed.anti_candidates(pod)
+    if not candidates:
         return False
     ns_labels = placed.ns_labels(pod.namespace)
-    return any(term_matches(t, pod, ns_labels) for (_, terms) in placed.anti for t in terms)
+    return any(term_matches(t, pod, ns_labels) for _, t in candidates)
 
 
 class AffinityCheck:
