@@ -1,10 +1,13 @@
 """`python -m scaler plan | explain`: the plan for a real cluster snapshot, and why for every pending pod.
 
 Input: what `kubectl get pods,nodes -o json` prints (a List of Pod and Node objects) and a pools
-file. Nodes belong to the pool their gpuburst.io/pool label names; a pool's desired size is taken
-as its node count. Pending pods are those the scheduler marked PodScheduled=False/Unschedulable,
-as cluster-autoscaler reads them. The snapshot's time is its latest timestamp, so the same file
-always gives the same plan. Nothing is changed anywhere: this only prints.
+file; the List may also hold the PersistentVolumeClaims, PersistentVolumes, StorageClasses,
+CSINodes and Namespaces kube-scheduler's volume and namespaceSelector filters read (`kubectl get
+pods,nodes,pvc,pv,storageclass,csinode,namespaces -A -o json`). Nodes belong to the pool their
+gpuburst.io/pool label names; a pool's desired size is taken as its node count. Pending pods are
+those the scheduler marked PodScheduled=False/Unschedulable, as cluster-autoscaler reads them. The
+snapshot's time is its latest timestamp, so the same file always gives the same plan. Nothing is
+changed anywhere: this only prints.
 """
 
 from __future__ import annotations
@@ -19,10 +22,21 @@ from typing import Any
 from scaler.configfile import load_config
 from scaler.core import keys
 from scaler.core.config import ConfigError, ScalerConfig
+from scaler.core.filters import Storage
 from scaler.core.model import Node, Pod
 from scaler.core.planner import plan
 from scaler.core.snapshot import Plan, PoolObservation, Snapshot, State
-from scaler.kube.convert import SnapshotError, is_unschedulable, node_from_json, pod_from_json
+from scaler.kube.convert import (
+    SnapshotError,
+    csinode_from_json,
+    is_unschedulable,
+    namespace_labels_from_json,
+    node_from_json,
+    pod_from_json,
+    pv_from_json,
+    pvc_from_json,
+    storage_class_from_json,
+)
 
 TERMINATED = ("Succeeded", "Failed")
 
@@ -46,6 +60,14 @@ def _timestamp(text: Any, where: str) -> float:
 
 def load_snapshot(path: str | Path, config: ScalerConfig) -> tuple[Snapshot, list[str]]:
     """Read a kubectl JSON List into a Snapshot; returns it and notes (ignored objects, unknown pools)."""
+    snapshot, notes, _, _ = load_cluster(path, config)
+    return snapshot, notes
+
+
+def load_cluster(path: str | Path, config: ScalerConfig
+                 ) -> tuple[Snapshot, list[str], Storage, dict[str, dict[str, str]] | None]:
+    """load_snapshot, plus the storage objects and the namespaces' labels (None: the List had no
+    Namespace, namespaceSelector then sees the name label only)."""
     p = Path(path)
     try:
         data = json.loads(p.read_text(encoding="utf-8"))
@@ -56,6 +78,8 @@ def load_snapshot(path: str | Path, config: ScalerConfig) -> tuple[Snapshot, lis
     if not isinstance(data, dict) or not isinstance(data.get("items"), list):
         raise SnapshotError(f"{p}: expected a List with 'items' (kubectl get pods,nodes -o json)")
     notes: list[str] = []
+    storage = Storage()
+    namespaces: dict[str, dict[str, str]] | None = None
     nodes: dict[str, Node] = {}
     pods: list[tuple[Pod, dict[str, Any]]] = []
     latest = 0.0
@@ -81,8 +105,23 @@ def load_snapshot(path: str | Path, config: ScalerConfig) -> tuple[Snapshot, lis
                 pod = pod_from_json(obj)
                 if pod.phase not in TERMINATED:
                     pods.append((pod, obj))
+            elif kind == "PersistentVolumeClaim":
+                claim = pvc_from_json(obj)
+                storage.claims[claim.key] = claim
+            elif kind == "PersistentVolume":
+                pv = pv_from_json(obj)
+                storage.volumes[pv.name] = pv
+            elif kind == "StorageClass":
+                sc = storage_class_from_json(obj)
+                storage.classes[sc.name] = sc
+            elif kind == "CSINode":
+                csinode = csinode_from_json(obj)
+                storage.csinodes[csinode.name] = csinode
+            elif kind == "Namespace":
+                name, labels = namespace_labels_from_json(obj)
+                namespaces = {**(namespaces or {}), name: labels}
             else:
-                notes.append(f"items[{i}]: kind {kind!r} ignored (only Pod and Node are read)")
+                notes.append(f"items[{i}]: kind {kind!r} ignored")
         except SnapshotError as err:
             raise SnapshotError(f"{p}: {err}") from None
     pending: list[Pod] = []
@@ -106,7 +145,8 @@ def load_snapshot(path: str | Path, config: ScalerConfig) -> tuple[Snapshot, lis
                                    sum(1 for n in nodes.values() if n.pool == pool.name))
         for pool in config.pools
     }
-    return Snapshot(now=latest, pending=pending, nodes=list(nodes.values()), pools=observed), notes
+    snapshot = Snapshot(now=latest, pending=pending, nodes=list(nodes.values()), pools=observed)
+    return snapshot, notes, storage, namespaces
 
 
 def render(result: Plan, snapshot: Snapshot, notes: list[str], verbose: bool = False) -> str:
