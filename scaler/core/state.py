@@ -31,6 +31,11 @@ def node_pool(node: Node) -> str | None:
     return node.pool or node.labels.get(keys.LABEL_POOL)
 
 
+def may_still_boot(node: Node, now: float, config: ScalerConfig) -> bool:
+    """Younger than the provision timeout, or of unknown age: a node not ready yet may still become so."""
+    return node.created_at <= 0 or now - node.created_at < config.timings.provision_timeout
+
+
 def copy_state(state: State) -> State:
     return State(
         in_flight={p: list(v) for p, v in state.in_flight.items()},
