@@ -8,7 +8,9 @@ from dataclasses import dataclass
 from scaler.core import keys, predicates
 from scaler.core.capacity import build_packer
 from scaler.core.config import ScalerConfig
-from scaler.core.packing import Placement, PodClass, Slot, dominant, fit_count
+from scaler.core.constrained import Filtered
+from scaler.core.model import Pod
+from scaler.core.packing import Bin, Placement, PodClass, Slot, dominant, fit_count
 from scaler.core.queue_order import Chooser
 from scaler.core.snapshot import Snapshot
 from scaler.core.state import Advanced, fmt_time, node_pool
@@ -95,6 +97,8 @@ class Expander:
         self.config = config
         self.adv = adv
         self.packer, self.slots = build_packer(snapshot, config, adv)
+        pending = [p for p in snapshot.pending if p.owner_kind != "DaemonSet"]
+        self.filtered = Filtered(self.packer, snapshot.nodes, pending, snapshot.storage, snapshot.namespaces)
         self.caps = _Caps(snapshot, config, adv)
         self.by_pool: dict[str, list[Slot]] = {}
         for s in self.slots:
@@ -198,6 +202,82 @@ class Expander:
               existing: Placement | None = None) -> Placement:
         """Existing and coming nodes (`existing` when already placed in queue order), then booting
         ones and nodes opened this pass, then new nodes."""
+        filtered = self.filtered
+        if filtered.active and filtered.is_constrained(cls):
+            return self._place_checked(cls, cands, reasons, existing)
+        out = self._place(cls, cands, reasons, existing)
+        if filtered.active:
+            done = sum(k for _, k in existing) if existing else 0
+            filtered.record_placement(cls.pods[done:], out[len(existing) if existing else 0:])
+        return out
+
+    def _place_checked(self, cls: PodClass, cands: list[Candidate], reasons: dict[str, str],
+                       existing: Placement | None) -> Placement:
+        """A constrained class (`scaler.core.constrained`), one pod at a time: existing and coming
+        nodes (in queue order, already done when `existing` is given), booting nodes and those opened
+        this pass, then a new node of the best slot whose template the pod's filters admit. The pods
+        placed come first in `cls.pods` afterwards."""
+        filtered = self.filtered
+        out: Placement = []
+        if existing is None:
+            left = Chooser(self.packer, cls).take_checked(cls.pods, filtered, out)
+        else:
+            out.extend(existing)
+            left = cls.pods[sum(k for _, k in existing):]
+        groups = [c.slot.group for c in cands] + [
+            g for g in self.in_flight_groups if self.packer.static_reason(cls.static_id, g) is None]
+        left = filtered.fill(cls, groups, left, self.template_kinds, out, reasons)
+        excluded: set[int] = set()
+        unplaced: list[Pod] = []
+        for pod in left:
+            check = filtered.check(pod)
+            if check.pod_reason is not None:
+                reasons["*"] = check.pod_reason
+                unplaced.append(pod)
+                continue
+            allowed: list[Candidate] = []
+            refused: dict[str, str] = {}
+            for c in cands:
+                why = check.reason(c.slot.group.node)
+                if why is None:
+                    allowed.append(c)
+                else:
+                    refused.setdefault(c.slot.pool.name, why)
+            for name, why in refused.items():
+                if not any(c.slot.pool.name == name for c in allowed):
+                    reasons[name] = why
+            target = None
+            while target is None:
+                pick = self._pick(cls, allowed, 1, excluded, reasons)
+                if pick is None:
+                    break
+                why = self.caps.limit(pick.slot)
+                if why is not None:
+                    reasons.setdefault(pick.slot.pool.name, why)
+                    excluded.add(id(pick.slot))
+                    continue
+                target = self._open(pick)
+            if target is None:
+                unplaced.append(pod)
+                continue
+            filtered.take(target, cls.nz)
+            out.append((target, 1))
+            filtered.record(pod, target)
+        if unplaced:
+            keep = {id(p) for p in unplaced}
+            cls.pods[:] = [p for p in cls.pods if id(p) not in keep] + unplaced
+        return out
+
+    def _open(self, c: Candidate) -> Bin:
+        key = (c.slot.pool.name, c.slot.zone)
+        i = self.opened.get(key, 0)
+        self.opened[key] = i + 1
+        b = self.packer.open_bin(c.slot, f"new-{c.slot.pool.name}-{c.slot.zone}-{i}")
+        self.caps.take(c.slot)
+        return b
+
+    def _place(self, cls: PodClass, cands: list[Candidate], reasons: dict[str, str],
+               existing: Placement | None = None) -> Placement:
         n = len(cls.pods)
         out: Placement = []
         if existing is None:
@@ -220,11 +300,7 @@ class Expander:
                     reasons.setdefault(c.slot.pool.name, why)
                     excluded.add(id(c.slot))
                     break
-                key = (c.slot.pool.name, c.slot.zone)
-                i = self.opened.get(key, 0)
-                self.opened[key] = i + 1
-                b = self.packer.open_bin(c.slot, f"new-{c.slot.pool.name}-{c.slot.zone}-{i}")
-                self.caps.take(c.slot)
+                b = self._open(c)
                 k = min(c.per_node, n - placed)
                 for idx, a in cls.nz:
                     b.free[idx] -= a * k

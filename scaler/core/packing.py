@@ -16,7 +16,7 @@ re-places evicted pods with the same Packer, so nothing is double-booked.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -220,15 +220,17 @@ class Packer:
             self._statics.append(pair)
         return sid
 
-    def classify(self, pods: Iterable[Pod], gang_of: Mapping[str, str] | None = None) -> list[PodClass]:
-        """Pods into classes (a class never mixes gangs); classes in first-seen order."""
+    def classify(self, pods: Iterable[Pod], gang_of: Mapping[str, str] | None = None,
+                 extra: Callable[[Pod], object] | None = None) -> list[PodClass]:
+        """Pods into classes (a class never mixes gangs); classes in first-seen order. `extra`: more of
+        a pod that must be equal within a class (what kube-scheduler's other filters read)."""
         out: list[PodClass] = []
         seen: dict[tuple[object, ...], PodClass] = {}
         for pod in pods:
             gang = gang_of.get(pod.key) if gang_of else None
             req_key = tuple(sorted(pod.requests.items()))
             sid = self.static_id(pod)
-            key = (req_key, sid, pod.priority, pod.scheduler_name, gang)
+            key = (req_key, sid, pod.priority, pod.scheduler_name, gang, extra(pod) if extra else None)
             cls = seen.get(key)
             if cls is None:
                 nz = tuple(sorted((self.index[n], v) for n, v in pod.requests.items() if v > 0))
@@ -252,7 +254,9 @@ class Packer:
         sk = (sel_id, group.label_id)
         match = self._sel_cache.get(sk)
         if match is None:
-            match = self._sel_cache[sk] = predicates.matches_node_affinity(self._sel_reps[sel_id], group.node.labels)
+            rep = self._sel_reps[sel_id]  # matchFields (node names) are checked per node, by the filters
+            name = predicates.ANY_NODE_NAME if predicates.has_field_affinity(rep) else None
+            match = self._sel_cache[sk] = predicates.matches_node_affinity(rep, group.node.labels, name)
         if not match:
             return predicates.REASON_SELECTOR
         tk = (tol_id, group.taint_id)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from scaler.core import keys
 from scaler.core.config import ScalerConfig
+from scaler.core.constrained import Filtered
 from scaler.core.model import Node, Pod, PodDisruptionBudget
 from scaler.core.packing import Placement
 from scaler.core.pool import Pool
@@ -127,6 +128,7 @@ def plan_scale_down(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, up:
     sd = config.scale_down
     out = ScaleDownResult()
     packer = up.packer
+    filtered = up.filtered if up.filtered is not None else Filtered(packer, (), ())
     if not sd.enabled:
         adv.state.unneeded_since = {}
         return out
@@ -196,17 +198,29 @@ def plan_scale_down(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, up:
             assert b is not None  # only broken nodes have no bin, and they have nothing to evict
             attempts -= 1
             packer.begin()
+            filtered.begin()
             b.removed = True
+            filtered.remove(b)
             placement: Placement = []
             ok = True
-            classes = packer.classify(evict)
+            classes = packer.classify(evict, None, filtered.class_key if filtered.active else None)
             for cls in classes:
                 n = len(cls.pods)
-                if packer.fill(cls, packer.eligible_real(cls.static_id), n, _EXISTING, placement) < n:
+                groups = packer.eligible_real(cls.static_id)
+                if filtered.active and filtered.is_constrained(cls):
+                    # kube-scheduler's other filters decide where it may go (anti-affinity, volume zone, ...)
+                    if filtered.fill(cls, groups, cls.pods, _EXISTING, placement):
+                        ok = False
+                        break
+                    continue
+                before = len(placement)
+                if packer.fill(cls, groups, n, _EXISTING, placement) < n:
                     ok = False
                     break
+                filtered.record_placement(cls.pods, placement[before:])
             if not ok:
                 packer.rollback()
+                filtered.rollback()
                 b.group.bound = None  # it may have been tightened without this node
                 if sd.consolidate:
                     consolidation = cheaper_home(evict, pool, config, adv, now)
@@ -216,6 +230,7 @@ def plan_scale_down(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, up:
                     continue
             else:
                 packer.commit()
+                filtered.commit()
                 pods_by_class = iter(p for cls in classes for p in cls.pods)  # fill placed them in this order
                 for target, k in placement:
                     target.touched = True
@@ -223,6 +238,7 @@ def plan_scale_down(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, up:
                         out.moves[next(pods_by_class).key] = target.name
         elif b is not None:
             b.removed = True
+            filtered.remove(b)
         for i, n in need.items():
             allowed[i] -= n
         room[pool.name] -= 1

@@ -13,6 +13,7 @@ import contextlib
 from dataclasses import dataclass, field
 
 from scaler.core.config import ScalerConfig
+from scaler.core.constrained import Filtered
 from scaler.core.expander import Expander
 from scaler.core.model import Node, Pod
 from scaler.core.packing import Packer, Placement, PodClass
@@ -41,6 +42,7 @@ class ScaleUpResult:
     placed_on: dict[str, str]  # pod key -> existing / coming node name
     packer: Packer
     notes: list[str] = field(default_factory=list)
+    filtered: Filtered | None = None  # kube-scheduler's other filters, as the pass left them (drain check)
 
 
 def _gangs(snapshot: Snapshot, config: ScalerConfig) -> tuple[dict[str, str], dict[str, int], dict[str, int]]:
@@ -120,7 +122,8 @@ def plan_scale_up(snapshot: Snapshot, config: ScalerConfig, adv: Advanced) -> Sc
         else:
             pending.append(pod)
     gang_of, minimum, running = _gangs(snapshot, config)
-    classes = packer.classify(pending, gang_of)
+    filtered = planner.filtered
+    classes = packer.classify(pending, gang_of, filtered.class_key if filtered.active else None)
     info = {id(c): planner.candidates(c) for c in classes}
     gangs: dict[str, list[PodClass]] = {}
     singles: list[PodClass] = []
@@ -144,16 +147,19 @@ def plan_scale_up(snapshot: Snapshot, config: ScalerConfig, adv: Advanced) -> Sc
         saved = planner.caps.save()
         opened = dict(planner.opened)
         packer.begin()
+        filtered.begin()
         planner.caps.gang = True
         placements = [planner.place(c, *info[id(c)]) for c in members]
         planner.caps.gang = False
         got = sum(k for p in placements for _, k in p)
         if got == pending_n:
             packer.commit()
+            filtered.commit()
             for c, p in zip(members, placements, strict=True):
                 _verdicts(c, p, info[id(c)][1], "waiting", None, verdicts, new_pods, placed_on)
             continue
         packer.rollback()
+        filtered.rollback()
         planner.caps.restore(saved)
         planner.opened = opened
         for c in members:
@@ -161,7 +167,7 @@ def plan_scale_up(snapshot: Snapshot, config: ScalerConfig, adv: Advanced) -> Sc
             outcome: Outcome = "unschedulable" if no_home else "waiting"
             msg = f"gang {gid}: room for {got} of {pending_n} pending members; all or none"
             _verdicts(c, [], info[id(c)][1], outcome, msg, verdicts, new_pods, placed_on)
-    on_existing = place_in_queue_order(packer, singles)
+    on_existing = place_in_queue_order(packer, singles, filtered)
     singles.sort(key=planner.sort_key)
     for c in singles:
         cands, reasons = info[id(c)]
@@ -190,4 +196,4 @@ def plan_scale_up(snapshot: Snapshot, config: ScalerConfig, adv: Advanced) -> Sc
         n = n_nodes[(pool, zone)]
         running_desired[pool] = running_desired.get(pool, 0) + n
         scale_ups.append(ScaleUp(pool, zone, n, running_desired[pool], tuple(pod_keys)))
-    return ScaleUpResult(scale_ups, verdicts, new_nodes, placed_on, packer)
+    return ScaleUpResult(scale_ups, verdicts, new_nodes, placed_on, packer, filtered=filtered)

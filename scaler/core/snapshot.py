@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from scaler.core.filters import Storage
 from scaler.core.model import Node, Pod, PodDisruptionBudget
 from scaler.core.pool import Pool
 
@@ -45,6 +46,10 @@ class Snapshot:
     pools: dict[str, PoolObservation]
     pdbs: list[PodDisruptionBudget] = field(default_factory=list)
     fresh: bool = True  # False when the kube cache could not be refreshed: no scale-down then
+    # What kube-scheduler's volume and namespaceSelector filters read (scaler.core.filters): claims,
+    # volumes, classes, CSINodes; namespace -> labels (None: only the name label is known).
+    storage: Storage = field(default_factory=Storage)
+    namespaces: dict[str, dict[str, str]] | None = None
 
 
 # --- state that outlives one pass -----------------------------------------------------------

@@ -1,0 +1,180 @@
+"""The planner's side of kube-scheduler's pod-to-pod and volume filters (`scaler.core.filters`).
+
+Most pods only meet the static filters and resources, and the planner places them by the count, per
+class. A *constrained* pod is one those other filters concern: it has hard topology spread, required
+pod (anti-)affinity, host ports, claims, a named node or matchFields, or a placed pod's anti-affinity
+matches it. Such pods are placed one at a time, each against a PreFilter state computed for it, and
+every pod the pass places (constrained or not) is recorded in the filters' `Cluster`, so the later pods
+of the pass see it: a StatefulSet of 4 with hostname anti-affinity gets 4 nodes, a spread of 6 over 3
+zones gets nodes in each.
+
+Nodes the pass opens and booting nodes become nodes of the cluster (their own name and hostname) when
+the first pod goes on them; a template being tried counts as an extra, empty node. A transaction
+(`begin` / `rollback`) undoes placements with the Packer's (gangs, drain simulation). With no
+constrained pod and no anti-affinity anywhere, nothing here runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+from scaler.core.filters import Cluster, PodCheck, Storage, new_node, own_constraints
+from scaler.core.model import Node, Pod
+from scaler.core.packing import Bin, Group, Packer, Placement, PodClass
+
+_REAL = frozenset({"existing", "coming"})
+
+
+class Filtered:
+    """The filters' Cluster of one pass, kept in step with the Packer's placements."""
+
+    def __init__(self, packer: Packer, nodes: Sequence[Node], pending: Sequence[Pod], storage: Storage | None = None,
+                 namespaces: Mapping[str, Mapping[str, str]] | None = None) -> None:
+        self.packer = packer
+        # Running pods count too: their anti-affinity keeps pending pods away, and the drain check
+        # moves them under their own constraints.
+        self.active = any(own_constraints(p) for p in pending) or any(
+            own_constraints(p) for n in nodes for p in n.pods)
+        self.cluster: Cluster | None = None
+        if self.active:
+            self.cluster = Cluster(nodes, storage, namespaces)
+            self.cluster.expect(pending)
+        self._nodes: dict[int, Node] = {}
+        self._journal: list[tuple[str, Pod | None, str, Node | None, list[Pod]]] | None = None
+        self._constrained: dict[int, bool] = {}
+
+    # --- which pods -------------------------------------------------------------------------------
+    def constrained(self, pod: Pod) -> bool:
+        return self.cluster is not None and self.cluster.needs_check(pod)
+
+    def class_key(self, pod: Pod) -> object:
+        """What, beyond requests and statics, makes constrained pods interchangeable: everything the
+        filters read of them. None for the others (they stay in their count-placed classes)."""
+        if not self.constrained(pod):
+            return None
+        return (pod.namespace, tuple(sorted(pod.labels.items())), pod.spread, pod.pod_affinity,
+                pod.pod_anti_affinity, pod.host_ports, pod.claims, pod.node_name, pod.required_affinity)
+
+    def is_constrained(self, cls: PodClass) -> bool:
+        hit = self._constrained.get(id(cls))
+        if hit is None:
+            hit = self._constrained[id(cls)] = self.constrained(cls.rep)
+        return hit
+
+    # --- nodes --------------------------------------------------------------------------------------
+    def node_of(self, b: Bin) -> Node:
+        """The node a bin stands for: a real node, or a node of its own for a booting / new one."""
+        if b.kind in _REAL:
+            return b.node
+        node = self._nodes.get(id(b))
+        if node is None:
+            node = self._nodes[id(b)] = new_node(b.group.node, b.name)
+        return node
+
+    def check(self, pod: Pod) -> PodCheck:
+        assert self.cluster is not None
+        return self.cluster.check(pod)
+
+    # --- placements ---------------------------------------------------------------------------------
+    def record(self, pod: Pod, b: Bin) -> None:
+        cluster = self.cluster
+        if cluster is None:
+            return
+        if b.name not in cluster.nodes:
+            cluster.add_node(self.node_of(b), ())
+            if self._journal is not None:
+                self._journal.append(("node", None, b.name, None, []))
+        cluster.place(pod, b.name)
+        if self._journal is not None:
+            self._journal.append(("pod", pod, b.name, None, []))
+
+    def record_placement(self, pods: Iterable[Pod], placement: Iterable[tuple[Bin, int]]) -> None:
+        """Record count placements: the pods in order, k per (bin, k)."""
+        if self.cluster is None:
+            return
+        it = iter(pods)
+        for b, k in placement:
+            for _ in range(k):
+                self.record(next(it), b)
+
+    def remove(self, b: Bin) -> None:
+        """A node leaves (the drain simulation removes it): its pods are no longer placed there."""
+        cluster = self.cluster
+        if cluster is None or b.name not in cluster.nodes:
+            return
+        node = cluster.nodes[b.name]
+        pods = cluster.remove_node(b.name)
+        if self._journal is not None:
+            self._journal.append(("gone", None, b.name, node, pods))
+
+    def begin(self) -> None:
+        self._journal = []
+
+    def commit(self) -> None:
+        self._journal = None
+
+    def rollback(self) -> None:
+        journal, self._journal = self._journal or [], None
+        cluster = self.cluster
+        if cluster is None:
+            return
+        for what, pod, name, node, pods in reversed(journal):
+            if what == "pod":
+                assert pod is not None
+                cluster.unplace(pod, name)
+            elif what == "node":
+                cluster.remove_node(name)
+            else:
+                assert node is not None
+                cluster.add_node(node, pods)
+
+    # --- one pod at a time ----------------------------------------------------------------------------
+    def fill(self, cls: PodClass, groups: Iterable[Group], pods: Sequence[Pod], kinds: frozenset[str],
+             out: Placement, reasons: dict[str, str] | None = None) -> list[Pod]:
+        """First-fit each pod into the groups' bins of `kinds` that have room and pass its filters;
+        returns the pods that found no bin, in order. Placements go to `out` as (bin, 1)."""
+        nz = cls.nz
+        groups = list(groups)
+        left: list[Pod] = []
+        for pod in pods:
+            check = self.check(pod)
+            if check.pod_reason is not None:
+                if reasons is not None:
+                    reasons["*"] = check.pod_reason
+                left.append(pod)
+                continue
+            target = self.first_fit(check, nz, groups, kinds)
+            if target is None:
+                left.append(pod)
+                continue
+            self.take(target, nz)
+            out.append((target, 1))
+            self.record(pod, target)
+        return left
+
+    def first_fit(self, check: PodCheck, nz: tuple[tuple[int, int], ...], groups: Iterable[Group],
+                  kinds: frozenset[str]) -> Bin | None:
+        for g in groups:
+            bound = g.bound
+            if bound is not None and any(bound[i] < a for i, a in nz):
+                continue
+            for b in g.bins:
+                if b.removed or b.kind not in kinds:
+                    continue
+                free = b.free
+                if any(free[i] < a for i, a in nz):
+                    continue
+                if check.reason(self.node_of(b)) is None:
+                    return b
+        return None
+
+    def take(self, b: Bin, nz: tuple[tuple[int, int], ...]) -> None:
+        """One pod's requests off a bin, as the Packer takes them (journalled, change-logged)."""
+        packer = self.packer
+        if packer._journal is not None:
+            packer._journal.append((b, list(b.free)))
+        for i, a in nz:
+            b.free[i] -= a
+        if b.alloc is not None:
+            b.version += 1
+            packer.changed.append(b)
