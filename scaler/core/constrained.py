@@ -48,12 +48,10 @@ class Filtered:
         return self.cluster is not None and self.cluster.needs_check(pod)
 
     def class_key(self, pod: Pod) -> object:
-        """What, beyond requests and statics, makes constrained pods interchangeable: everything the
-        filters read of them. None for the others (they stay in their count-placed classes)."""
-        if not self.constrained(pod):
-            return None
-        return (pod.namespace, tuple(sorted(pod.labels.items())), pod.spread, pod.pod_affinity,
-                pod.pod_anti_affinity, pod.host_ports, pod.claims, pod.node_name, pod.required_affinity)
+        """Constrained pods never share a class with the others. Within a constrained class pods may
+        differ in what the filters read (labels, claims, ...): each is checked on its own, the class
+        only shares requests, statics and scores."""
+        return True if self.constrained(pod) else None
 
     def is_constrained(self, cls: PodClass) -> bool:
         hit = self._constrained.get(id(cls))
@@ -158,14 +156,20 @@ class Filtered:
             bound = g.bound
             if bound is not None and any(bound[i] < a for i, a in nz):
                 continue
-            for b in g.bins:
-                if b.removed or b.kind not in kinds:
-                    continue
+            roomy = False
+            for b in g.bins[g.start:]:
                 free = b.free
-                if any(free[i] < a for i, a in nz):
-                    continue
-                if check.reason(self.node_of(b)) is None:
-                    return b
+                for i, a in nz:
+                    if free[i] < a:
+                        break
+                else:
+                    if b.removed or b.kind not in kinds:
+                        continue
+                    roomy = True
+                    if check.reason(self.node_of(b)) is None:
+                        return b
+            if not roomy:
+                self.packer.tighten(g)  # no bin of the group has room for the class: skip it next time
         return None
 
     def take(self, b: Bin, nz: tuple[tuple[int, int], ...]) -> None:

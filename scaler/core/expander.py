@@ -226,7 +226,6 @@ class Expander:
             left = cls.pods[sum(k for _, k in existing):]
         groups = [c.slot.group for c in cands] + [
             g for g in self.in_flight_groups if self.packer.static_reason(cls.static_id, g) is None]
-        left = filtered.fill(cls, groups, left, self.template_kinds, out, reasons)
         excluded: set[int] = set()
         unplaced: list[Pod] = []
         for pod in left:
@@ -234,6 +233,12 @@ class Expander:
             if check.pod_reason is not None:
                 reasons["*"] = check.pod_reason
                 unplaced.append(pod)
+                continue
+            target = filtered.first_fit(check, cls.nz, groups, self.template_kinds)  # booting, opened
+            if target is not None:
+                filtered.take(target, cls.nz)
+                out.append((target, 1))
+                filtered.record(pod, target)
                 continue
             allowed: list[Candidate] = []
             refused: dict[str, str] = {}

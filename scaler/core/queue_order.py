@@ -134,18 +134,19 @@ class Chooser:
         heap = self.heap
         left: list[Pod] = []
         for pod in pods:
-            check = filtered.check(pod)
-            if check.pod_reason is not None:
-                left.append(pod)
-                continue
             refused: list[tuple[int, str, int, int, Bin]] = []
             target: Bin | None = None
+            check = None  # computed when a node with room turns up: most pods of a full cluster have none
             while heap:
                 entry = heap[0]
                 b = entry[4]
                 if entry[3] != b.version or not self._open(b):
                     heapq.heappop(heap)
                     continue
+                if check is None:
+                    check = filtered.check(pod)
+                    if check.pod_reason is not None:
+                        break
                 heapq.heappop(heap)
                 if check.reason(b.node) is None:
                     target = b

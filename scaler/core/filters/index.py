@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from scaler.core.filters.labels import anchor, namespace_labels, selector_matches
+from scaler.core.keys import LABEL_HOSTNAME
 from scaler.core.model import HostPort, LabelSelector, Node, Pod, PodAffinityTerm
 from scaler.core.predicates import TERMINATED_PHASES
 
@@ -36,15 +37,26 @@ def part_of(term: PodAffinityTerm) -> Part:
 
 @dataclass(slots=True)
 class Eligible:
-    """Nodes admitted by a test, and per topology key the domains (value -> eligible nodes there)."""
+    """Nodes admitted by a test, and per topology key the domains (value -> eligible nodes there).
+    Kept up to date lazily: `synced` is how much of the Placed's node log it has seen."""
 
     test: Callable[[Node], bool]
     keys: tuple[str, ...]
     names: set[str] = field(default_factory=set)
     domains: dict[str, dict[str, int]] = field(default_factory=dict)
+    synced: int = 0
+    per_node: bool = False  # the test reads the node's name or hostname: no verdict per signature
+    verdicts: dict[object, bool] = field(default_factory=dict)  # node signature -> test result
 
-    def add(self, node: Node) -> None:
-        if node.name in self.names or not self.test(node):
+    def add(self, node: Node, sig: object = None) -> None:
+        if node.name in self.names:
+            return
+        if sig is None or self.per_node:
+            ok = self.test(node)
+        else:
+            hit = self.verdicts.get(sig)
+            ok = self.verdicts[sig] = self.test(node) if hit is None else hit
+        if not ok:
             return
         self.names.add(node.name)
         for k in self.keys:
@@ -87,9 +99,13 @@ class Placed:
         self._anti_known: set[AntiSig] = set()
         self._expected: set[AntiSig] = set()
         self.ports: dict[str, list[HostPort]] = {}
-        self.attached: dict[str, dict[Attachment, int]] = {}
+        self.attached: dict[str, dict[Attachment, int]] = {}  # node -> (driver, volume) -> pods using it
+        self.attached_per_driver: dict[str, dict[str, int]] = {}  # node -> driver -> distinct volumes
         self.claim_users: dict[str, int] = {}  # namespace/claim -> placed pods using it
         self._eligible: dict[object, Eligible] = {}
+        self._node_log: list[tuple[int, Node]] = []  # nodes added (+1) and removed (-1), in order
+        self._sigs: dict[str, int] = {}  # node name -> id of its signature
+        self._sig_ids: dict[object, int] = {}
 
     # --- namespaces ---------------------------------------------------------------------------
     def ns_labels(self, namespace: str) -> Mapping[str, str]:
@@ -112,8 +128,7 @@ class Placed:
         """A node with its pods (`node.pods` unless given; terminated ones are left out)."""
         self.nodes[node.name] = node
         self.pods.setdefault(node.name, {})
-        for e in self._eligible.values():
-            e.add(node)
+        self._node_log.append((1, node))
         for pod in node.pods if pods is None else pods:
             if pod.phase not in TERMINATED_PHASES:
                 self.place(pod, node.name)
@@ -124,18 +139,38 @@ class Placed:
         pods = list(self.pods[name].values())
         for pod in pods:
             self.unplace(pod, name)
-        for e in self._eligible.values():
-            e.remove(node)
+        self._node_log.append((-1, node))
+        self._sigs.pop(name, None)
         del self.nodes[name]
         del self.pods[name]
         return pods
 
-    def eligible(self, key: object, keys: tuple[str, ...], test: Callable[[Node], bool]) -> Eligible:
+    def signature(self, node: Node) -> int:
+        """What the eligibility tests can read of a node but its name and hostname: nodes alike in it
+        (the nodes of one pool and zone, every node a template opens) are judged once."""
+        sig = self._sigs.get(node.name)
+        if sig is None:
+            labels = node.labels
+            full = (frozenset(item for item in labels.items() if item[0] != LABEL_HOSTNAME),
+                    LABEL_HOSTNAME in labels, node.taints)
+            sig = self._sigs[node.name] = self._sig_ids.setdefault(full, len(self._sig_ids))
+        return sig
+
+    def eligible(self, key: object, keys: tuple[str, ...], test: Callable[[Node], bool],
+                 per_node: bool = False) -> Eligible:
         e = self._eligible.get(key)
+        log = self._node_log
         if e is None:
-            e = self._eligible[key] = Eligible(test, keys)
+            e = self._eligible[key] = Eligible(test, keys, synced=len(log), per_node=per_node)
             for node in self.nodes.values():
-                e.add(node)
+                e.add(node, self.signature(node))
+        elif e.synced < len(log):
+            for delta, node in log[e.synced:]:
+                if delta > 0:
+                    e.add(node, self.signature(node))
+                else:
+                    e.remove(node)
+            e.synced = len(log)
         return e
 
     # --- pods ---------------------------------------------------------------------------------
@@ -187,8 +222,12 @@ class Placed:
                 self._bump(self.claim_users, f"{pod.namespace}/{ref.name}", delta)
             if self._attachments is not None:
                 on = self.attached.setdefault(node_name, {})
+                per_driver = self.attached_per_driver.setdefault(node_name, {})
                 for att in self._attachments(pod):
+                    before = att in on
                     self._bump(on, att, delta)
+                    if before != (att in on):  # a volume attaches / detaches
+                        self._bump(per_driver, att[0], 1 if delta > 0 else -1)
 
     def _index_anti(self, sig: AntiSig) -> None:
         if sig in self._anti_known:
