@@ -156,6 +156,8 @@ class Filtered:
             bound = g.bound
             if bound is not None and any(bound[i] < a for i, a in nz):
                 continue
+            if g.node.is_template and check.template_reason(g.node) is not None:
+                continue  # a template group: its nodes differ only in name and hostname
             roomy = False
             for b in g.bins[g.start:]:
                 free = b.free

@@ -3,12 +3,14 @@ offerings and the fallback chain. Pure."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from scaler.core import keys, predicates
 from scaler.core.capacity import build_packer
 from scaler.core.config import ScalerConfig
 from scaler.core.constrained import Filtered
+from scaler.core.filters import PodCheck
 from scaler.core.model import Pod
 from scaler.core.packing import Bin, Placement, PodClass, Slot, dominant, fit_count
 from scaler.core.queue_order import Chooser
@@ -173,16 +175,20 @@ class Expander:
         return c.slot.price / m, 0 if c.slot.spot else 1, waste, c.slot.pool.name, c.slot.zone
 
     def _pick(self, cls: PodClass, cands: list[Candidate], n: int, excluded: set[int], reasons: dict[str, str],
-              only: str | None = None, seen: set[str] | None = None) -> Candidate | None:
+              only: str | None = None, seen: set[str] | None = None,
+              admits: Callable[[Candidate], bool] | None = None, presorted: bool = False) -> Candidate | None:
         """The best-ranked slot that may open a node now: the one fallback-and-limits rule.
 
         A slot at a cap (pool max, cluster limits, per-pass rate) is skipped for the next in rank. A slot
         that cannot launch now (backoff, offering unavailable) hands over to its pool's declared
-        fallback first, along the chain, before the other pools."""
+        fallback first, along the chain, before the other pools. `admits`: the pod's other filters on
+        the slot's template, asked lazily in rank order (`cands` already ranked when `presorted`)."""
         seen = set() if seen is None else seen
-        ranked = sorted((c for c in cands if id(c.slot) not in excluded and only in (None, c.slot.pool.name)),
-                        key=lambda c: self._score(c, cls, n))
+        mine = (c for c in cands if id(c.slot) not in excluded and only in (None, c.slot.pool.name))
+        ranked = list(mine) if presorted else sorted(mine, key=lambda c: self._score(c, cls, n))
         for c in ranked:
+            if admits is not None and not admits(c):
+                continue
             name = c.slot.pool.name
             unavailable = self.caps.availability(c.slot)
             why = unavailable or self.caps.limit(c.slot)
@@ -193,7 +199,7 @@ class Expander:
             fallback = c.slot.pool.fallback
             if unavailable and fallback is not None and fallback not in seen:
                 seen.update((name, fallback))
-                found = self._pick(cls, cands, n, excluded, reasons, fallback, seen)
+                found = self._pick(cls, cands, n, excluded, reasons, fallback, seen, admits, presorted)
                 if found is not None:
                     return found
         return None
@@ -228,6 +234,7 @@ class Expander:
             g for g in self.in_flight_groups if self.packer.static_reason(cls.static_id, g) is None]
         excluded: set[int] = set()
         unplaced: list[Pod] = []
+        ranked = sorted(cands, key=lambda c: self._score(c, cls, 1))  # one pod a node at a time
         for pod in left:
             check = filtered.check(pod)
             if check.pod_reason is not None:
@@ -240,20 +247,17 @@ class Expander:
                 out.append((target, 1))
                 filtered.record(pod, target)
                 continue
-            allowed: list[Candidate] = []
-            refused: dict[str, str] = {}
-            for c in cands:
-                why = check.reason(c.slot.group.node)
-                if why is None:
-                    allowed.append(c)
-                else:
-                    refused.setdefault(c.slot.pool.name, why)
-            for name, why in refused.items():
-                if not any(c.slot.pool.name == name for c in allowed):
-                    reasons[name] = why
+            verdicts: dict[int, str | None] = {}
+
+            def admits(c: Candidate, check: PodCheck = check, verdicts: dict[int, str | None] = verdicts) -> bool:
+                key = id(c.slot)
+                if key not in verdicts:
+                    verdicts[key] = check.reason(c.slot.group.node)
+                return verdicts[key] is None
+
             target = None
             while target is None:
-                pick = self._pick(cls, allowed, 1, excluded, reasons)
+                pick = self._pick(cls, ranked, 1, excluded, reasons, admits=admits, presorted=True)
                 if pick is None:
                     break
                 why = self.caps.limit(pick.slot)
@@ -262,6 +266,15 @@ class Expander:
                     excluded.add(id(pick.slot))
                     continue
                 target = self._open(pick)
+            if target is None:
+                for c in ranked:  # every pool's answer, for the pod's reasons
+                    admits(c)
+            # why not the pools the filters refused (in every zone that was asked)
+            by_id = {id(c.slot): c.slot.pool.name for c in ranked}
+            passed = {by_id[k] for k, why in verdicts.items() if why is None}
+            for k, why in verdicts.items():
+                if why is not None and by_id[k] not in passed:
+                    reasons[by_id[k]] = why
             if target is None:
                 unplaced.append(pod)
                 continue

@@ -70,6 +70,13 @@ class PodCheck:
         self.used_ports = placed.ports
         self.per_node = (pod.node_name and pod.phase == "Pending") or has_field_affinity(pod)
 
+    def template_reason(self, template: Node) -> str | None:
+        """A refusal that holds for every node opened from the template (label-only filters), or None
+        (then each node must be asked)."""
+        if self.pod_reason is not None:
+            return self.pod_reason
+        return self.volumes.label_reason(template) if self.volumes is not None else None
+
     def reason(self, node: Node) -> str | None:
         """Why kube-scheduler's filters here refuse the node (the first that does), or None."""
         if self.pod_reason is not None:

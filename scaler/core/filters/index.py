@@ -37,43 +37,71 @@ def part_of(term: PodAffinityTerm) -> Part:
 
 @dataclass(slots=True)
 class Eligible:
-    """Nodes admitted by a test, and per topology key the domains (value -> eligible nodes there).
-    Kept up to date lazily: `synced` is how much of the Placed's node log it has seen."""
+    """The nodes a test admits, and per topology key the domains (value -> eligible nodes there; for
+    the hostname, whose values are unique, only how many). Kept up to date lazily: `synced` is how
+    much of the Placed's node log it has seen. Nodes of one signature share a verdict."""
 
     test: Callable[[Node], bool]
     keys: tuple[str, ...]
-    names: set[str] = field(default_factory=set)
     domains: dict[str, dict[str, int]] = field(default_factory=dict)
+    hosts: int = 0  # eligible nodes with a hostname label (the hostname key's domains)
     synced: int = 0
     per_node: bool = False  # the test reads the node's name or hostname: no verdict per signature
-    verdicts: dict[object, bool] = field(default_factory=dict)  # node signature -> test result
+    verdicts: dict[int, bool] = field(default_factory=dict)  # node signature -> test result
+    names: set[str] = field(default_factory=set)  # eligible nodes, when per_node
 
-    def add(self, node: Node, sig: object = None) -> None:
-        if node.name in self.names:
-            return
-        if sig is None or self.per_node:
-            ok = self.test(node)
-        else:
-            hit = self.verdicts.get(sig)
-            ok = self.verdicts[sig] = self.test(node) if hit is None else hit
-        if not ok:
-            return
-        self.names.add(node.name)
+    def admits(self, node: Node, sig: int) -> bool:
+        if self.per_node:
+            return node.name in self.names
+        ok = self.verdicts.get(sig)
+        if ok is None:
+            ok = self.verdicts[sig] = self.test(node)
+        return ok
+
+    def n_domains(self, key: str) -> int:
+        return self.hosts if key == LABEL_HOSTNAME else len(self.domains.get(key, ()))
+
+    def has_domain(self, key: str, value: str, placed: Placed) -> bool:
+        if key != LABEL_HOSTNAME:
+            return value in self.domains.get(key, ())
+        name = placed.by_hostname.get(value)
+        return name is not None and self.admits(placed.nodes[name], placed.signature(placed.nodes[name]))
+
+    def _update(self, node: Node, delta: int) -> None:
+        labels = node.labels
         for k in self.keys:
+            if k == LABEL_HOSTNAME:
+                self.hosts += delta
+                continue
             d = self.domains.setdefault(k, {})
-            v = node.labels[k]
-            d[v] = d.get(v, 0) + 1
+            v = labels[k]
+            n = d.get(v, 0) + delta
+            if n > 0:
+                d[v] = n
+            else:
+                d.pop(v, None)
 
-    def remove(self, node: Node) -> None:
-        if node.name not in self.names:
+    def add(self, node: Node, sig: int) -> None:
+        if self.per_node:
+            if node.name in self.names or not self.test(node):
+                return
+            self.names.add(node.name)
+        else:
+            ok = self.verdicts.get(sig)
+            if ok is None:
+                ok = self.verdicts[sig] = self.test(node)
+            if not ok:
+                return
+        self._update(node, 1)
+
+    def remove(self, node: Node, sig: int) -> None:
+        if self.per_node:
+            if node.name not in self.names:
+                return
+            self.names.discard(node.name)
+        elif not self.verdicts.get(sig):
             return
-        self.names.discard(node.name)
-        for k in self.keys:
-            d = self.domains[k]
-            v = node.labels[k]
-            d[v] -= 1
-            if d[v] <= 0:
-                del d[v]
+        self._update(node, -1)
 
 
 class Placed:
@@ -105,6 +133,8 @@ class Placed:
         self._eligible: dict[object, Eligible] = {}
         self._node_log: list[tuple[int, Node]] = []  # nodes added (+1) and removed (-1), in order
         self._sigs: dict[str, int] = {}  # node name -> id of its signature
+        self._log_sigs: list[int] = []  # the signature of each node of the log
+        self.by_hostname: dict[str, str] = {}  # hostname label -> node name
         self._sig_ids: dict[object, int] = {}
 
     # --- namespaces ---------------------------------------------------------------------------
@@ -128,7 +158,12 @@ class Placed:
         """A node with its pods (`node.pods` unless given; terminated ones are left out)."""
         self.nodes[node.name] = node
         self.pods.setdefault(node.name, {})
+        self._sigs.pop(node.name, None)  # a node may come back (a rollback) with other labels
         self._node_log.append((1, node))
+        self._log_sigs.append(self.signature(node))
+        hostname = node.labels.get(LABEL_HOSTNAME)
+        if hostname is not None:
+            self.by_hostname[hostname] = node.name
         for pod in node.pods if pods is None else pods:
             if pod.phase not in TERMINATED_PHASES:
                 self.place(pod, node.name)
@@ -140,7 +175,10 @@ class Placed:
         for pod in pods:
             self.unplace(pod, name)
         self._node_log.append((-1, node))
-        self._sigs.pop(name, None)
+        self._log_sigs.append(self.signature(node))
+        hostname = node.labels.get(LABEL_HOSTNAME)
+        if hostname is not None and self.by_hostname.get(hostname) == name:
+            del self.by_hostname[hostname]
         del self.nodes[name]
         del self.pods[name]
         return pods
@@ -165,11 +203,13 @@ class Placed:
             for node in self.nodes.values():
                 e.add(node, self.signature(node))
         elif e.synced < len(log):
-            for delta, node in log[e.synced:]:
+            sig = self._log_sigs
+            for i in range(e.synced, len(log)):
+                delta, node = log[i]
                 if delta > 0:
-                    e.add(node, self.signature(node))
+                    e.add(node, sig[i])
                 else:
-                    e.remove(node)
+                    e.remove(node, sig[i])
             e.synced = len(log)
         return e
 

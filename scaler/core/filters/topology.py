@@ -27,13 +27,13 @@ from scaler.core.predicates import matches_node_affinity, untolerated_taint
 
 
 class _Item:
-    __slots__ = ("constraint", "domains", "eligible", "minimum", "per_domain", "self_match")
+    __slots__ = ("constraint", "eligible", "minimum", "n_domains", "per_domain", "self_match")
 
     def __init__(self, constraint: SpreadConstraint, eligible: Eligible, per_domain: dict[str, int],
                  minimum: int | None, self_match: int) -> None:
         self.constraint = constraint
         self.eligible = eligible
-        self.domains = eligible.domains.get(constraint.topology_key, {})
+        self.n_domains = eligible.n_domains(constraint.topology_key)
         self.per_domain = per_domain
         self.minimum = minimum  # None: no eligible domain (the scheduler's MaxInt32: every node passes)
         self.self_match = self_match
@@ -91,13 +91,13 @@ class SpreadCheck:
             matcher: Matcher = (((frozenset((pod.namespace,)), None, c.selector),), True)
             per_domain: dict[str, int] = {}
             tk = c.topology_key
-            names = eligible.names
             nodes = placed.nodes
             for name, n in placed.counts(matcher).items():
-                if name in names:
-                    v = nodes[name].labels[tk]
+                node = nodes[name]
+                if tk in node.labels and eligible.admits(node, placed.signature(node)):
+                    v = node.labels[tk]
                     per_domain[v] = per_domain.get(v, 0) + n
-            n_domains = len(eligible.domains.get(tk, ()))
+            n_domains = eligible.n_domains(tk)
             minimum: int | None
             if n_domains == 0:
                 minimum = None
@@ -117,8 +117,9 @@ class SpreadCheck:
             if value is None:
                 return reasons.SPREAD_LABEL
             minimum = it.minimum
-            n_domains = len(it.domains)
-            if not placed and value not in it.domains and it.eligible.test(node):
+            n_domains = it.n_domains
+            if not placed and not it.eligible.has_domain(c.topology_key, value, self.placed) \
+                    and it.eligible.test(node):
                 n_domains += 1  # the template under test opens a domain with no pods
                 minimum = 0
             if n_domains < c.min_domains:

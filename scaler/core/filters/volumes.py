@@ -189,6 +189,16 @@ class VolumeCheck:
         why = self.memo[key] = self._by_labels(node)
         return why
 
+    def label_reason(self, node: Node) -> str | None:
+        """The verdicts that depend on the node's labels alone (not its name, hostname or volumes):
+        the same for every node a template opens. None when they pass or cannot be told by labels."""
+        if keys.LABEL_HOSTNAME in self.label_keys or any(c.selected_node for c, _ in self.unbound):
+            return None
+        key = (tuple(node.labels.get(k) for k in self.label_keys), None)
+        if key not in self.memo:
+            self.memo[key] = self._by_labels(node)
+        return self.memo[key]
+
     def _by_labels(self, node: Node) -> str | None:
         labels = node.labels
         for pv in self.bound:
