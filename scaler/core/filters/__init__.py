@@ -50,8 +50,9 @@ def new_node(template: Node, name: str) -> Node:
     for hostname spread and anti-affinity), the template's DaemonSet pods."""
     labels = dict(template.labels)
     labels[keys.LABEL_HOSTNAME] = name
+    # The template's pods list is shared, not copied: the filters keep their own record of placements.
     return Node(name, labels, template.taints, template.allocatable, template.unschedulable, template.ready,
-                "", template.pool, template.created_at, list(template.pods), True)
+                "", template.pool, template.created_at, template.pods, True)
 
 
 class PodCheck:

@@ -113,8 +113,8 @@ class Placed:
         self.nodes: dict[str, Node] = {}
         self.pods: dict[str, dict[int, Pod]] = {}
         self._attachments = attachments
-        self._by_label: dict[tuple[str, str], dict[int, tuple[Pod, str]]] = {}
-        self._all: dict[int, tuple[Pod, str]] = {}
+        self._by_label: dict[tuple[str, str], dict[int, Pod]] = {}  # label pair -> placed pods carrying it
+        self._where: dict[int, str] = {}  # placed pod (by id) -> its node
         self._counts: dict[Matcher, dict[str, int]] = {}
         self._anchored: dict[tuple[str, str], list[Matcher]] = {}
         self._unanchored: list[Matcher] = []
@@ -223,19 +223,18 @@ class Placed:
 
     def _update(self, pod: Pod, node_name: str, delta: int) -> None:
         pid = id(pod)
-        entry = (pod, node_name)
         if delta > 0:
             self.pods[node_name][pid] = pod
-            self._all[pid] = entry
+            self._where[pid] = node_name
         else:
             del self.pods[node_name][pid]
-            self._all.pop(pid, None)
+            self._where.pop(pid, None)
         for item in pod.labels.items():
             bucket = self._by_label.get(item)
             if delta > 0:
                 if bucket is None:
                     bucket = self._by_label[item] = {}
-                bucket[pid] = entry
+                bucket[pid] = pod
             elif bucket is not None:
                 bucket.pop(pid, None)
             for m in self._anchored.get(item, ()):
@@ -335,15 +334,16 @@ class Placed:
         parts, _ = m
         hook = next((a for a in (anchor(p[2]) for p in parts) if a is not None), None)
         if hook is None:
-            candidates: Iterable[tuple[Pod, str]] = list(self._all.values())
+            candidates: list[Pod] = [p for pods in self.pods.values() for p in pods.values()]
             self._unanchored.append(m)
         else:
             key, values = hook
-            seen: dict[int, tuple[Pod, str]] = {}
+            seen: dict[int, Pod] = {}
             for v in values:
                 seen.update(self._by_label.get((key, v), {}))
                 self._anchored.setdefault((key, v), []).append(m)
-            candidates = seen.values()
-        for pod, node_name in candidates:
-            self._count(m, pod, node_name, 1)
+            candidates = list(seen.values())
+        where = self._where
+        for pod in candidates:
+            self._count(m, pod, where[id(pod)], 1)
         return out
