@@ -101,6 +101,7 @@ class Expander:
         self.packer, self.slots = build_packer(snapshot, config, adv)
         pending = [p for p in snapshot.pending if p.owner_kind != "DaemonSet"]
         self.filtered = Filtered(self.packer, snapshot.nodes, pending, snapshot.storage, snapshot.namespaces)
+        self.refused_everywhere: set[str] = set()  # pods kube-scheduler's filters keep off every pool
         self.caps = _Caps(snapshot, config, adv)
         self.by_pool: dict[str, list[Slot]] = {}
         for s in self.slots:
@@ -239,6 +240,7 @@ class Expander:
             check = filtered.check(pod)
             if check.pod_reason is not None:
                 reasons["*"] = check.pod_reason
+                self.refused_everywhere.add(pod.key)
                 unplaced.append(pod)
                 continue
             target = filtered.first_fit(check, cls.nz, groups, self.template_kinds)  # booting, opened
@@ -276,6 +278,8 @@ class Expander:
                 if why is not None and by_id[k] not in passed:
                     reasons[by_id[k]] = why
             if target is None:
+                if all(why is not None for why in verdicts.values()):
+                    self.refused_everywhere.add(pod.key)  # no pool's node would take it: no scale-up helps
                 unplaced.append(pod)
                 continue
             filtered.take(target, cls.nz)

@@ -175,6 +175,10 @@ def plan_scale_up(snapshot: Snapshot, config: ScalerConfig, adv: Advanced) -> Sc
         rest: Outcome = "waiting" if cands else "unschedulable"
         rest_reason = None if cands else "fits no pool's template"
         _verdicts(c, placement, reasons, rest, rest_reason, verdicts, new_pods, placed_on)
+    for key in planner.refused_everywhere:  # the filters refuse every pool's template: never a scale-up
+        v = verdicts.get(key)
+        if v is not None and v.outcome == "waiting":
+            v.outcome = "unschedulable"
     # The nodes asked for, per (pool, zone), with the pods packed on each.
     new_nodes: list[NewNode] = []
     counts: dict[tuple[str, str], list[str]] = {}

@@ -60,7 +60,8 @@ def _timestamp(text: Any, where: str) -> float:
 
 def load_snapshot(path: str | Path, config: ScalerConfig) -> tuple[Snapshot, list[str]]:
     """Read a kubectl JSON List into a Snapshot; returns it and notes (ignored objects, unknown pools)."""
-    snapshot, notes, _, _ = load_cluster(path, config)
+    snapshot, notes, storage, namespaces = load_cluster(path, config)
+    snapshot.storage, snapshot.namespaces = storage, namespaces
     return snapshot, notes
 
 
