@@ -15,6 +15,9 @@ from scaler.core.resources import Resources
 
 REASON_SELECTOR = "node(s) didn't match Pod's node affinity/selector"
 REASON_UNSCHEDULABLE = "node(s) were unschedulable"
+# Passed as a node's name by callers that judge a group of nodes by their labels and check matchFields
+# per node later: a matchFields requirement is then taken as met (never a real name: not a DNS name).
+ANY_NODE_NAME = "*"
 
 
 def effective_request(
@@ -46,6 +49,8 @@ def _requirement_matches(req: SelectorRequirement, labels: Mapping[str, str], na
     if req.field:  # matchFields: only metadata.name exists (In / NotIn); unknown name: no match
         if name is None:
             return False
+        if name == ANY_NODE_NAME:
+            return True
         return (name in req.values) == (op == "In") if op in ("In", "NotIn") else False
     if op == "Exists":
         return req.key in labels

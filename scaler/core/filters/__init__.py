@@ -50,8 +50,9 @@ def new_node(template: Node, name: str) -> Node:
     for hostname spread and anti-affinity), the template's DaemonSet pods."""
     labels = dict(template.labels)
     labels[keys.LABEL_HOSTNAME] = name
+    # The template's pods list is shared, not copied: the filters keep their own record of placements.
     return Node(name, labels, template.taints, template.allocatable, template.unschedulable, template.ready,
-                "", template.pool, template.created_at, list(template.pods), True)
+                "", template.pool, template.created_at, template.pods, True)
 
 
 class PodCheck:
@@ -69,6 +70,13 @@ class PodCheck:
                          if pod.pod_affinity or pod.pod_anti_affinity or placed.anti else None)
         self.used_ports = placed.ports
         self.per_node = (pod.node_name and pod.phase == "Pending") or has_field_affinity(pod)
+
+    def template_reason(self, template: Node) -> str | None:
+        """A refusal that holds for every node opened from the template (label-only filters), or None
+        (then each node must be asked)."""
+        if self.pod_reason is not None:
+            return self.pod_reason
+        return self.volumes.label_reason(template) if self.volumes is not None else None
 
     def reason(self, node: Node) -> str | None:
         """Why kube-scheduler's filters here refuse the node (the first that does), or None."""

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from scaler.core.filters.labels import anchor, namespace_labels, selector_matches
+from scaler.core.keys import LABEL_HOSTNAME
 from scaler.core.model import HostPort, LabelSelector, Node, Pod, PodAffinityTerm
 from scaler.core.predicates import TERMINATED_PHASES
 
@@ -36,32 +37,71 @@ def part_of(term: PodAffinityTerm) -> Part:
 
 @dataclass(slots=True)
 class Eligible:
-    """Nodes admitted by a test, and per topology key the domains (value -> eligible nodes there)."""
+    """The nodes a test admits, and per topology key the domains (value -> eligible nodes there; for
+    the hostname, whose values are unique, only how many). Kept up to date lazily: `synced` is how
+    much of the Placed's node log it has seen. Nodes of one signature share a verdict."""
 
     test: Callable[[Node], bool]
     keys: tuple[str, ...]
-    names: set[str] = field(default_factory=set)
     domains: dict[str, dict[str, int]] = field(default_factory=dict)
+    hosts: int = 0  # eligible nodes with a hostname label (the hostname key's domains)
+    synced: int = 0
+    per_node: bool = False  # the test reads the node's name or hostname: no verdict per signature
+    verdicts: dict[int, bool] = field(default_factory=dict)  # node signature -> test result
+    names: set[str] = field(default_factory=set)  # eligible nodes, when per_node
 
-    def add(self, node: Node) -> None:
-        if node.name in self.names or not self.test(node):
-            return
-        self.names.add(node.name)
+    def admits(self, node: Node, sig: int) -> bool:
+        if self.per_node:
+            return node.name in self.names
+        ok = self.verdicts.get(sig)
+        if ok is None:
+            ok = self.verdicts[sig] = self.test(node)
+        return ok
+
+    def n_domains(self, key: str) -> int:
+        return self.hosts if key == LABEL_HOSTNAME else len(self.domains.get(key, ()))
+
+    def has_domain(self, key: str, value: str, placed: Placed) -> bool:
+        if key != LABEL_HOSTNAME:
+            return value in self.domains.get(key, ())
+        name = placed.by_hostname.get(value)
+        return name is not None and self.admits(placed.nodes[name], placed.signature(placed.nodes[name]))
+
+    def _update(self, node: Node, delta: int) -> None:
+        labels = node.labels
         for k in self.keys:
+            if k == LABEL_HOSTNAME:
+                self.hosts += delta
+                continue
             d = self.domains.setdefault(k, {})
-            v = node.labels[k]
-            d[v] = d.get(v, 0) + 1
+            v = labels[k]
+            n = d.get(v, 0) + delta
+            if n > 0:
+                d[v] = n
+            else:
+                d.pop(v, None)
 
-    def remove(self, node: Node) -> None:
-        if node.name not in self.names:
+    def add(self, node: Node, sig: int) -> None:
+        if self.per_node:
+            if node.name in self.names or not self.test(node):
+                return
+            self.names.add(node.name)
+        else:
+            ok = self.verdicts.get(sig)
+            if ok is None:
+                ok = self.verdicts[sig] = self.test(node)
+            if not ok:
+                return
+        self._update(node, 1)
+
+    def remove(self, node: Node, sig: int) -> None:
+        if self.per_node:
+            if node.name not in self.names:
+                return
+            self.names.discard(node.name)
+        elif not self.verdicts.get(sig):
             return
-        self.names.discard(node.name)
-        for k in self.keys:
-            d = self.domains[k]
-            v = node.labels[k]
-            d[v] -= 1
-            if d[v] <= 0:
-                del d[v]
+        self._update(node, -1)
 
 
 class Placed:
@@ -73,8 +113,8 @@ class Placed:
         self.nodes: dict[str, Node] = {}
         self.pods: dict[str, dict[int, Pod]] = {}
         self._attachments = attachments
-        self._by_label: dict[tuple[str, str], dict[int, tuple[Pod, str]]] = {}
-        self._all: dict[int, tuple[Pod, str]] = {}
+        self._by_label: dict[tuple[str, str], dict[int, Pod]] = {}  # label pair -> placed pods carrying it
+        self._where: dict[int, str] = {}  # placed pod (by id) -> its node
         self._counts: dict[Matcher, dict[str, int]] = {}
         self._anchored: dict[tuple[str, str], list[Matcher]] = {}
         self._unanchored: list[Matcher] = []
@@ -87,9 +127,15 @@ class Placed:
         self._anti_known: set[AntiSig] = set()
         self._expected: set[AntiSig] = set()
         self.ports: dict[str, list[HostPort]] = {}
-        self.attached: dict[str, dict[Attachment, int]] = {}
+        self.attached: dict[str, dict[Attachment, int]] = {}  # node -> (driver, volume) -> pods using it
+        self.attached_per_driver: dict[str, dict[str, int]] = {}  # node -> driver -> distinct volumes
         self.claim_users: dict[str, int] = {}  # namespace/claim -> placed pods using it
         self._eligible: dict[object, Eligible] = {}
+        self._node_log: list[tuple[int, Node]] = []  # nodes added (+1) and removed (-1), in order
+        self._sigs: dict[str, int] = {}  # node name -> id of its signature
+        self._log_sigs: list[int] = []  # the signature of each node of the log
+        self.by_hostname: dict[str, str] = {}  # hostname label -> node name
+        self._sig_ids: dict[object, int] = {}
 
     # --- namespaces ---------------------------------------------------------------------------
     def ns_labels(self, namespace: str) -> Mapping[str, str]:
@@ -112,8 +158,12 @@ class Placed:
         """A node with its pods (`node.pods` unless given; terminated ones are left out)."""
         self.nodes[node.name] = node
         self.pods.setdefault(node.name, {})
-        for e in self._eligible.values():
-            e.add(node)
+        self._sigs.pop(node.name, None)  # a node may come back (a rollback) with other labels
+        self._node_log.append((1, node))
+        self._log_sigs.append(self.signature(node))
+        hostname = node.labels.get(LABEL_HOSTNAME)
+        if hostname is not None:
+            self.by_hostname[hostname] = node.name
         for pod in node.pods if pods is None else pods:
             if pod.phase not in TERMINATED_PHASES:
                 self.place(pod, node.name)
@@ -124,18 +174,43 @@ class Placed:
         pods = list(self.pods[name].values())
         for pod in pods:
             self.unplace(pod, name)
-        for e in self._eligible.values():
-            e.remove(node)
+        self._node_log.append((-1, node))
+        self._log_sigs.append(self.signature(node))
+        hostname = node.labels.get(LABEL_HOSTNAME)
+        if hostname is not None and self.by_hostname.get(hostname) == name:
+            del self.by_hostname[hostname]
         del self.nodes[name]
         del self.pods[name]
         return pods
 
-    def eligible(self, key: object, keys: tuple[str, ...], test: Callable[[Node], bool]) -> Eligible:
+    def signature(self, node: Node) -> int:
+        """What the eligibility tests can read of a node but its name and hostname: nodes alike in it
+        (the nodes of one pool and zone, every node a template opens) are judged once."""
+        sig = self._sigs.get(node.name)
+        if sig is None:
+            labels = node.labels
+            full = (frozenset(item for item in labels.items() if item[0] != LABEL_HOSTNAME),
+                    LABEL_HOSTNAME in labels, node.taints)
+            sig = self._sigs[node.name] = self._sig_ids.setdefault(full, len(self._sig_ids))
+        return sig
+
+    def eligible(self, key: object, keys: tuple[str, ...], test: Callable[[Node], bool],
+                 per_node: bool = False) -> Eligible:
         e = self._eligible.get(key)
+        log = self._node_log
         if e is None:
-            e = self._eligible[key] = Eligible(test, keys)
+            e = self._eligible[key] = Eligible(test, keys, synced=len(log), per_node=per_node)
             for node in self.nodes.values():
-                e.add(node)
+                e.add(node, self.signature(node))
+        elif e.synced < len(log):
+            sig = self._log_sigs
+            for i in range(e.synced, len(log)):
+                delta, node = log[i]
+                if delta > 0:
+                    e.add(node, sig[i])
+                else:
+                    e.remove(node, sig[i])
+            e.synced = len(log)
         return e
 
     # --- pods ---------------------------------------------------------------------------------
@@ -148,19 +223,18 @@ class Placed:
 
     def _update(self, pod: Pod, node_name: str, delta: int) -> None:
         pid = id(pod)
-        entry = (pod, node_name)
         if delta > 0:
             self.pods[node_name][pid] = pod
-            self._all[pid] = entry
+            self._where[pid] = node_name
         else:
             del self.pods[node_name][pid]
-            self._all.pop(pid, None)
+            self._where.pop(pid, None)
         for item in pod.labels.items():
             bucket = self._by_label.get(item)
             if delta > 0:
                 if bucket is None:
                     bucket = self._by_label[item] = {}
-                bucket[pid] = entry
+                bucket[pid] = pod
             elif bucket is not None:
                 bucket.pop(pid, None)
             for m in self._anchored.get(item, ()):
@@ -187,8 +261,12 @@ class Placed:
                 self._bump(self.claim_users, f"{pod.namespace}/{ref.name}", delta)
             if self._attachments is not None:
                 on = self.attached.setdefault(node_name, {})
+                per_driver = self.attached_per_driver.setdefault(node_name, {})
                 for att in self._attachments(pod):
+                    before = att in on
                     self._bump(on, att, delta)
+                    if before != (att in on):  # a volume attaches / detaches
+                        self._bump(per_driver, att[0], 1 if delta > 0 else -1)
 
     def _index_anti(self, sig: AntiSig) -> None:
         if sig in self._anti_known:
@@ -256,15 +334,16 @@ class Placed:
         parts, _ = m
         hook = next((a for a in (anchor(p[2]) for p in parts) if a is not None), None)
         if hook is None:
-            candidates: Iterable[tuple[Pod, str]] = list(self._all.values())
+            candidates: list[Pod] = [p for pods in self.pods.values() for p in pods.values()]
             self._unanchored.append(m)
         else:
             key, values = hook
-            seen: dict[int, tuple[Pod, str]] = {}
+            seen: dict[int, Pod] = {}
             for v in values:
                 seen.update(self._by_label.get((key, v), {}))
                 self._anchored.setdefault((key, v), []).append(m)
-            candidates = seen.values()
-        for pod, node_name in candidates:
-            self._count(m, pod, node_name, 1)
+            candidates = list(seen.values())
+        where = self._where
+        for pod in candidates:
+            self._count(m, pod, where[id(pod)], 1)
         return out

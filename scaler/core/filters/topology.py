@@ -16,43 +16,64 @@ eligible node with no pods, as cluster-autoscaler adds a template node to the sc
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from scaler.core.filters import reasons
 from scaler.core.filters.index import Eligible, Matcher, Placed
 from scaler.core.filters.labels import selector_matches
+from scaler.core.keys import LABEL_HOSTNAME
 from scaler.core.model import Node, Pod, SpreadConstraint
 from scaler.core.predicates import matches_node_affinity, untolerated_taint
 
 
 class _Item:
-    __slots__ = ("constraint", "domains", "eligible", "minimum", "per_domain", "self_match")
+    __slots__ = ("constraint", "eligible", "minimum", "n_domains", "per_domain", "self_match")
 
     def __init__(self, constraint: SpreadConstraint, eligible: Eligible, per_domain: dict[str, int],
                  minimum: int | None, self_match: int) -> None:
         self.constraint = constraint
         self.eligible = eligible
-        self.domains = eligible.domains.get(constraint.topology_key, {})
+        self.n_domains = eligible.n_domains(constraint.topology_key)
         self.per_domain = per_domain
         self.minimum = minimum  # None: no eligible domain (the scheduler's MaxInt32: every node passes)
         self.self_match = self_match
 
 
-def _eligibility(pod: Pod, c: SpreadConstraint, topo_keys: tuple[str, ...]) -> tuple[object, object]:
+def _eligibility(pod: Pod, c: SpreadConstraint, topo_keys: tuple[str, ...]
+                 ) -> tuple[object, Callable[[Node], bool], bool]:
     honor_affinity = c.node_affinity_policy == "Honor"
     honor_taints = c.node_taints_policy == "Honor"
     key = ("spread", topo_keys,
            (tuple(sorted(pod.node_selector.items())), pod.required_affinity) if honor_affinity else None,
            pod.tolerations if honor_taints else None)
 
+    # Nodes with the same values of the keys the pod's node affinity reads (and the same taints, when
+    # honoured) are judged alike: a memo keyed by those, so that 2,000 nodes cost a few tests.
+    aff_keys = tuple(sorted({*pod.node_selector, *(r.key for t in pod.required_affinity for r in t if not r.field)}))
+    per_node = any(r.field for t in pod.required_affinity for r in t)
+    memo: dict[tuple[object, ...], bool] = {}
+
+    def judge(node: Node) -> bool:
+        labels = node.labels
+        if honor_affinity and not matches_node_affinity(pod, labels, node.name):
+            return False
+        return not (honor_taints and untolerated_taint(pod.tolerations, node.taints) is not None)
+
     def test(node: Node) -> bool:
         labels = node.labels
         for k in topo_keys:
             if k not in labels:
                 return False
-        if honor_affinity and not matches_node_affinity(pod, labels, node.name):
-            return False
-        return not (honor_taints and untolerated_taint(pod.tolerations, node.taints) is not None)
+        if per_node:
+            return judge(node)
+        sig = (tuple(labels.get(k) for k in aff_keys) if honor_affinity else None,
+               node.taints if honor_taints else None)
+        hit = memo.get(sig)
+        if hit is None:
+            hit = memo[sig] = judge(node)
+        return hit
 
-    return key, test
+    return key, test, per_node or LABEL_HOSTNAME in aff_keys
 
 
 class SpreadCheck:
@@ -65,18 +86,18 @@ class SpreadCheck:
         self.items: list[_Item] = []
         topo_keys = tuple(sorted({c.topology_key for c in pod.spread}))
         for c in pod.spread:
-            key, test = _eligibility(pod, c, topo_keys)
-            eligible = placed.eligible(key, topo_keys, test)  # type: ignore[arg-type]
+            key, test, per_node = _eligibility(pod, c, topo_keys)
+            eligible = placed.eligible(key, topo_keys, test, per_node)
             matcher: Matcher = (((frozenset((pod.namespace,)), None, c.selector),), True)
             per_domain: dict[str, int] = {}
             tk = c.topology_key
-            names = eligible.names
             nodes = placed.nodes
             for name, n in placed.counts(matcher).items():
-                if name in names:
-                    v = nodes[name].labels[tk]
+                node = nodes[name]
+                if tk in node.labels and eligible.admits(node, placed.signature(node)):
+                    v = node.labels[tk]
                     per_domain[v] = per_domain.get(v, 0) + n
-            n_domains = len(eligible.domains.get(tk, ()))
+            n_domains = eligible.n_domains(tk)
             minimum: int | None
             if n_domains == 0:
                 minimum = None
@@ -96,8 +117,9 @@ class SpreadCheck:
             if value is None:
                 return reasons.SPREAD_LABEL
             minimum = it.minimum
-            n_domains = len(it.domains)
-            if not placed and value not in it.domains and it.eligible.test(node):
+            n_domains = it.n_domains
+            if not placed and not it.eligible.has_domain(c.topology_key, value, self.placed) \
+                    and it.eligible.test(node):
                 n_domains += 1  # the template under test opens a domain with no pods
                 minimum = 0
             if n_domains < c.min_domains:

@@ -22,6 +22,7 @@ binding, the inline in-tree disks of VolumeRestrictions' disk conflict (deprecat
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -92,8 +93,13 @@ class Storage:
         if csinode is not None:
             return csinode.limits
         if node.is_template:
-            return template_limits(node.labels.get(keys.LABEL_INSTANCE_TYPE))
+            return _template_limits(node.labels.get(keys.LABEL_INSTANCE_TYPE))
         return {}
+
+
+@functools.cache
+def _template_limits(instance_type: str | None) -> Mapping[str, int]:
+    return template_limits(instance_type)
 
 
 def _zone_values(pv: PersistentVolume) -> list[tuple[str, frozenset[str]]]:
@@ -108,7 +114,8 @@ def _zone_values(pv: PersistentVolume) -> list[tuple[str, frozenset[str]]]:
 class VolumeCheck:
     """The PreFilter state of one pod (`pod_reason` fails it everywhere); `reason(node)` is the Filter."""
 
-    __slots__ = ("attach", "bound", "missing_pv", "placed", "pod_reason", "storage", "unbound", "zones")
+    __slots__ = ("attach", "bound", "label_keys", "memo", "missing_pv", "placed", "pod_reason", "storage",
+                 "unbound", "zones")
 
     def __init__(self, placed: Placed, storage: Storage, pod: Pod) -> None:
         self.placed = placed
@@ -119,6 +126,8 @@ class VolumeCheck:
         self.unbound: list[tuple[PersistentVolumeClaim, StorageClass | None]] = []
         self.zones: list[tuple[str, frozenset[str]]] = []
         self.attach: list[Attachment] = []
+        self.label_keys: tuple[str, ...] = ()
+        self.memo: dict[tuple[object, ...], str | None] = {}
         immediate = False
         for ref in pod.claims:
             claim = storage.claims.get(f"{pod.namespace}/{ref.name}")
@@ -154,13 +163,43 @@ class VolumeCheck:
         if immediate:
             self.pod_reason = reasons.UNBOUND_IMMEDIATE
             return
-        self.attach = storage.attachments(pod)
+        self.attach = list(set(storage.attachments(pod)))
+        # The verdicts other than the attach limit read these node labels (and the name, for a claim
+        # whose provisioning picked a node): nodes alike in them are judged once.
+        keys_read: set[str] = set(ZONE_LABELS)
+        for pv in self.bound:
+            keys_read.update(r.key for t in pv.node_affinity for r in t)
+        for claim, sc in self.unbound:
+            if sc is not None:
+                keys_read.update(r.key for t in sc.allowed_topologies for r in t)
+            for pv in storage.available(claim.storage_class):
+                keys_read.update(r.key for t in pv.node_affinity for r in t)
+        self.label_keys = tuple(sorted(keys_read))
 
     def reason(self, node: Node) -> str | None:
         if self.attach:
             why = self._limits(node)
             if why is not None:
                 return why
+        labels = node.labels
+        key = (tuple(labels.get(k) for k in self.label_keys),
+               node.name if any(c.selected_node for c, _ in self.unbound) else None)
+        if key in self.memo:
+            return self.memo[key]
+        why = self.memo[key] = self._by_labels(node)
+        return why
+
+    def label_reason(self, node: Node) -> str | None:
+        """The verdicts that depend on the node's labels alone (not its name, hostname or volumes):
+        the same for every node a template opens. None when they pass or cannot be told by labels."""
+        if keys.LABEL_HOSTNAME in self.label_keys or any(c.selected_node for c, _ in self.unbound):
+            return None
+        key = (tuple(node.labels.get(k) for k in self.label_keys), None)
+        if key not in self.memo:
+            self.memo[key] = self._by_labels(node)
+        return self.memo[key]
+
+    def _by_labels(self, node: Node) -> str | None:
         labels = node.labels
         for pv in self.bound:
             if pv.node_affinity and not any(term_matches(t, labels) for t in pv.node_affinity):
@@ -184,15 +223,13 @@ class VolumeCheck:
             return None
         on = self.placed.attached.get(node.name, {})
         new: dict[str, int] = {}
-        for att in set(self.attach):
+        for att in self.attach:
             if att not in on:
                 new[att[0]] = new.get(att[0], 0) + 1
+        used = self.placed.attached_per_driver.get(node.name, {})
         for driver, n in new.items():
             limit = limits.get(driver)
-            if limit is None:
-                continue
-            used = sum(1 for d, _ in on if d == driver)
-            if used + n > limit:
+            if limit is not None and used.get(driver, 0) + n > limit:
                 return reasons.MAX_VOLUMES
         return None
 
