@@ -128,7 +128,7 @@ class Filtered:
 
     # --- one pod at a time ----------------------------------------------------------------------------
     def fill(self, cls: PodClass, groups: Iterable[Group], pods: Sequence[Pod], kinds: frozenset[str],
-             out: Placement, reasons: dict[str, str] | None = None) -> list[Pod]:
+             out: Placement) -> list[Pod]:
         """First-fit each pod into the groups' bins of `kinds` that have room and pass its filters;
         returns the pods that found no bin, in order. Placements go to `out` as (bin, 1)."""
         nz = cls.nz
@@ -137,8 +137,6 @@ class Filtered:
         for pod in pods:
             check = self.check(pod)
             if check.pod_reason is not None:
-                if reasons is not None:
-                    reasons["*"] = check.pod_reason
                 left.append(pod)
                 continue
             target = self.first_fit(check, nz, groups, kinds)

@@ -102,6 +102,7 @@ class Expander:
         pending = [p for p in snapshot.pending if p.owner_kind != "DaemonSet"]
         self.filtered = Filtered(self.packer, snapshot.nodes, pending, snapshot.storage, snapshot.namespaces)
         self.refused_everywhere: set[str] = set()  # pods kube-scheduler's filters keep off every pool
+        self.pod_reasons: dict[str, dict[str, str]] = {}  # pod -> pool -> the filters' refusal
         self.caps = _Caps(snapshot, config, adv)
         self.by_pool: dict[str, list[Slot]] = {}
         for s in self.slots:
@@ -239,7 +240,7 @@ class Expander:
         for pod in left:
             check = filtered.check(pod)
             if check.pod_reason is not None:
-                reasons["*"] = check.pod_reason
+                self.pod_reasons[pod.key] = {"*": check.pod_reason}
                 self.refused_everywhere.add(pod.key)
                 unplaced.append(pod)
                 continue
@@ -271,12 +272,12 @@ class Expander:
             if target is None:
                 for c in ranked:  # every pool's answer, for the pod's reasons
                     admits(c)
-            # why not the pools the filters refused (in every zone that was asked)
+            # why not the pools the filters refused (in every zone that was asked): this pod's own
             by_id = {id(c.slot): c.slot.pool.name for c in ranked}
             passed = {by_id[k] for k, why in verdicts.items() if why is None}
-            for k, why in verdicts.items():
-                if why is not None and by_id[k] not in passed:
-                    reasons[by_id[k]] = why
+            mine = {by_id[k]: why for k, why in verdicts.items() if why is not None and by_id[k] not in passed}
+            if mine:
+                self.pod_reasons[pod.key] = mine
             if target is None:
                 if all(why is not None for why in verdicts.values()):
                     self.refused_everywhere.add(pod.key)  # no pool's node would take it: no scale-up helps

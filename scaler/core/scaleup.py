@@ -175,6 +175,10 @@ def plan_scale_up(snapshot: Snapshot, config: ScalerConfig, adv: Advanced) -> Sc
         rest: Outcome = "waiting" if cands else "unschedulable"
         rest_reason = None if cands else "fits no pool's template"
         _verdicts(c, placement, reasons, rest, rest_reason, verdicts, new_pods, placed_on)
+    for key, mine in planner.pod_reasons.items():  # a constrained pod's own refusals by the filters
+        v = verdicts.get(key)
+        if v is not None:
+            v.reasons = {**v.reasons, **{p: r for p, r in mine.items() if p != v.pool}}
     for key in planner.refused_everywhere:  # the filters refuse every pool's template: never a scale-up
         v = verdicts.get(key)
         if v is not None and v.outcome == "waiting":

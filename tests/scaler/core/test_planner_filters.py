@@ -237,3 +237,23 @@ def test_what_fits_an_existing_node_passes_every_filter_there(drawn: tuple[list,
         target = cluster.nodes[v.node]
         assert cluster.reason(by_key[key], target) is None, (key, v.node)
         cluster.place(by_key[key], v.node)
+
+
+def test_pods_of_one_class_keep_their_own_filter_reasons() -> None:
+    """Two pods alike in requests and statics, so one class: one's ReadWriteOncePod claim is in use
+    (a PreFilter failure, under "*"), the other's volume is in 1b. Neither shows the other's reason."""
+    rwop = PersistentVolumeClaim("solo", "default", volume_name="pv-solo", phase="Bound",
+                                 access_modes=("ReadWriteOncePod",))
+    ckpt = PersistentVolumeClaim("ckpt", "default", volume_name="pv-b", phase="Bound")
+    pvs = {"pv-solo": PersistentVolume("pv-solo"), "pv-b": PersistentVolume("pv-b", {keys.LABEL_ZONE: "us-east-1b"})}
+    user = with_(pod("user", cpu="100m"), claims=(ClaimRef("solo"),))
+    nodes = [full_cpu_node(CFG, "cpu-spot", "a1", "us-east-1a", [user])]
+    blocked = with_(pod("blocked", gpu=1), claims=(ClaimRef("solo"),))
+    zonal = with_(pod("zonal", gpu=1), claims=(ClaimRef("ckpt"),))
+    snap = snapshot(CFG, [blocked, zonal], nodes)
+    snap.storage = Storage(claims={rwop.key: rwop, ckpt.key: ckpt}, volumes=pvs)
+    result, _ = plan(snap, State(), CFG)
+    b, z = result.verdicts["default/blocked"], result.verdicts["default/zonal"]
+    assert (b.outcome, b.reasons["*"]) == ("unschedulable", reasons.RWOP_CONFLICT)
+    assert (z.outcome, z.pool) == ("scale-up", "gpu1-spot-b")
+    assert "*" not in z.reasons and z.reasons["gpu1-spot-a"] == reasons.VOLUME_ZONE
