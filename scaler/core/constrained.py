@@ -42,6 +42,7 @@ class Filtered:
         self._nodes: dict[int, Node] = {}
         self._journal: list[tuple[str, Pod | None, str, Node | None, list[Pod]]] | None = None
         self._constrained: dict[int, bool] = {}
+        self._hints: dict[tuple[int, tuple[tuple[int, int], ...]], int] = {}  # (group, request) -> first bin
 
     # --- which pods -------------------------------------------------------------------------------
     def constrained(self, pod: Pod) -> bool:
@@ -112,6 +113,7 @@ class Filtered:
         self._journal = None
 
     def rollback(self) -> None:
+        self._hints.clear()  # the Packer's rollback gave bins their room back
         journal, self._journal = self._journal or [], None
         cluster = self.cluster
         if cluster is None:
@@ -156,8 +158,14 @@ class Filtered:
                 continue
             if g.node.is_template and check.template_reason(g.node) is not None:
                 continue  # a template group: its nodes differ only in name and hostname
-            roomy = False
-            for b in g.bins[g.start:]:
+            bins = g.bins
+            # Bins only lose room while a pass places pods (a rollback clears the hints): those before
+            # the first one that had room for this request still have none.
+            hint_key = (id(g), nz)
+            start = max(g.start, self._hints.get(hint_key, 0))
+            first_roomy = len(bins)
+            for j in range(start, len(bins)):
+                b = bins[j]
                 free = b.free
                 for i, a in nz:
                     if free[i] < a:
@@ -165,11 +173,13 @@ class Filtered:
                 else:
                     if b.removed or b.kind not in kinds:
                         continue
-                    roomy = True
+                    if j < first_roomy:
+                        first_roomy = j
+                        self._hints[hint_key] = j
                     if check.reason(self.node_of(b)) is None:
                         return b
-            if not roomy:
-                self.packer.tighten(g)  # no bin of the group has room for the class: skip it next time
+            if first_roomy == len(bins):
+                self._hints[hint_key] = len(bins)
         return None
 
     def take(self, b: Bin, nz: tuple[tuple[int, int], ...]) -> None:
