@@ -79,6 +79,8 @@ def build_packer(snapshot: Snapshot, config: ScalerConfig, adv: Advanced) -> tup
     )
     packer.set_min_request([*snapshot.pending, *running])
     for node in snapshot.nodes:
+        if node.name in adv.leaving:
+            continue  # interrupted: its capacity is going, its pods are planned as pending
         pname = node_pool(node)
         seen = snapshot.pools.get(pname) if pname else None
         pool = seen.pool if seen else None

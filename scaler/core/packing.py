@@ -27,24 +27,22 @@ from scaler.core.pool import Pool
 BinKind = Literal["existing", "coming", "in-flight", "new"]
 _UNSCHED_TAINT = Taint(keys.TAINT_UNSCHEDULABLE, "", "NoSchedule")
 
+
+@dataclass(slots=True, eq=False)
 class Bin:
     """A node's free capacity as a resource vector: a real node, a booting one, or a template."""
 
-    __slots__ = ("alloc", "free", "group", "kind", "name", "node", "pool", "removed", "touched", "version", "zone")
-
-    def __init__(self, free: list[int], kind: BinKind, name: str, pool: str | None, zone: str | None,
-                 group: Group, node: Node, alloc: list[int] | None = None) -> None:
-        self.free = free
-        self.alloc = alloc  # allocatable of an existing / coming node (what the scheduler scores)
-        self.version = 0  # bumped whenever `free` changes: a score computed earlier is stale
-        self.kind = kind
-        self.name = name
-        self.pool = pool
-        self.zone = zone
-        self.group = group
-        self.node = node
-        self.removed = False  # chosen for removal by the scale-down planner
-        self.touched = False  # received pods in this pass
+    free: list[int]
+    kind: BinKind
+    name: str
+    pool: str | None
+    zone: str | None
+    group: Group
+    node: Node
+    alloc: list[int] | None = None  # allocatable of an existing / coming node (what the scheduler scores)
+    version: int = 0  # bumped whenever `free` changes: a score computed earlier is stale
+    removed: bool = False  # chosen for removal by the scale-down planner
+    touched: bool = False  # received pods in this pass
 
 
 class Group:

@@ -139,6 +139,8 @@ def plan_scale_down(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, up:
         obs = snapshot.pools.get(name) if name else None
         if obs is None:
             continue  # not a pool of ours
+        if node.name in snapshot.draining:
+            continue  # being drained already (the actuator carries it on)
         b = packer.by_node.get(node.name)
         if b is None and _broken(node, now, config) and not to_evict(node.pods):
             # Registered, never (or no longer) ready for longer than a node takes to boot, and
@@ -169,6 +171,9 @@ def plan_scale_down(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, up:
     budget = max(1, int(sd.budget_fraction * len(snapshot.nodes)))
     room = {n: min(adv.desired.get(n, o.desired), adv.registered.get(n, 0)) - o.pool.min_size
             for n, o in snapshot.pools.items()}
+    for drain in snapshot.draining.values():  # a drain in progress counts against the pool's min
+        if not drain.notice:
+            room[drain.pool] = room.get(drain.pool, 0) - 1
     allowed = [b.disruptions_allowed for b in snapshot.pdbs]
     attempts = max(4 * budget, 20)
     candidates.sort(key=lambda c: c[0])

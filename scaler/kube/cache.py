@@ -23,22 +23,10 @@ from kubernetes.client.exceptions import ApiException
 from scaler.core import keys
 from scaler.core.filters import Storage
 from scaler.core.model import Node, Pod, PodDisruptionBudget
-from scaler.kube.convert import (
-    SnapshotError,
-    csinode_from_json,
-    is_unschedulable,
-    namespace_labels_from_json,
-    node_from_json,
-    pdb_from_json,
-    pod_from_json,
-    pv_from_json,
-    pvc_from_json,
-    storage_class_from_json,
-)
+from scaler.kube.convert import SnapshotError, cluster_view, pdb_from_json, storage_view
 
 log = logging.getLogger(__name__)
 JSON = dict[str, Any]
-DONE_PHASES = ("Succeeded", "Failed")
 
 
 class Informer:
@@ -217,48 +205,20 @@ class ClusterCache:
 
     def view(self, pool_of: Callable[[str], str | None]) -> tuple[list[Pod], list[Node], list[PodDisruptionBudget]]:
         """(pending pods, nodes with their pods, PDBs); objects that do not convert are logged and left out."""
-        nodes: dict[str, Node] = {}
-        for obj in self.nodes.items():
-            try:
-                node = node_from_json(obj, keys.LABEL_POOL)
-            except SnapshotError as err:
-                log.warning("skipping %s", err)
-                continue
+        view = cluster_view(self.nodes.items(), self.pods.items(), keys.LABEL_POOL,
+                            skip=lambda err: log.warning("skipping %s", err))
+        for node in view.nodes.values():
             if node.provider_id:
                 node.pool = pool_of(node.provider_id) or node.pool
-            nodes[node.name] = node
-        pending: list[Pod] = []
-        for obj in self.pods.items():
-            if (obj.get("status") or {}).get("phase") in DONE_PHASES:
-                continue
-            try:
-                pod = pod_from_json(obj)
-            except SnapshotError as err:
-                log.warning("skipping %s", err)
-                continue
-            if pod.node_name:
-                if pod.node_name in nodes:
-                    nodes[pod.node_name].pods.append(pod)
-            elif is_unschedulable(obj):
-                pending.append(pod)
         pdbs = [pdb_from_json(o) for o in self.pdbs.items()]
-        return pending, list(nodes.values()), pdbs
+        return view.pending, list(view.nodes.values()), pdbs
 
     def scheduling_view(self) -> tuple[Storage, dict[str, dict[str, str]]]:
         """(the storage objects, namespace -> labels) for the filters; objects that do not convert are
         logged and left out (a pod whose claim is left out is planned as the scheduler would: unbound)."""
-        storage = Storage()
-        convert: list[tuple[Informer, Callable[[JSON], Any], Callable[[Any], None]]] = [
-            (self.pvcs, pvc_from_json, lambda c: storage.claims.__setitem__(c.key, c)),
-            (self.pvs, pv_from_json, lambda v: storage.volumes.__setitem__(v.name, v)),
-            (self.storage_classes, storage_class_from_json, lambda c: storage.classes.__setitem__(c.name, c)),
-            (self.csinodes, csinode_from_json, lambda n: storage.csinodes.__setitem__(n.name, n)),
-        ]
-        for inf, fn, put in convert:
-            for obj in inf.items():
-                try:
-                    put(fn(obj))
-                except SnapshotError as err:
-                    log.warning("skipping %s", err)
-        namespaces = dict(namespace_labels_from_json(o) for o in self.namespaces.items())
-        return storage, namespaces
+        def skip(err: SnapshotError) -> None:
+            log.warning("skipping %s", err)
+
+        storage, namespaces = storage_view(self.pvcs.items(), self.pvs.items(), self.storage_classes.items(),
+                                           self.csinodes.items(), self.namespaces.items(), skip=skip)
+        return storage, namespaces or {}

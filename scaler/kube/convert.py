@@ -7,13 +7,14 @@ official client's parser in the tests).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from scaler.core import keys
 from scaler.core.filters.labels import merge_label_keys
-from scaler.core.filters.volumes import csi_driver
+from scaler.core.filters.volumes import Storage, csi_driver
 from scaler.core.model import (
     ClaimRef,
     CSINode,
@@ -33,7 +34,7 @@ from scaler.core.model import (
     Taint,
     Toleration,
 )
-from scaler.core.predicates import effective_request
+from scaler.core.predicates import TERMINATED_PHASES, effective_request
 from scaler.core.resources import Resources, parse_resources
 
 JSON = Mapping[str, Any]
@@ -303,3 +304,76 @@ def pdb_from_json(obj: JSON) -> PodDisruptionBudget:
         selector=dict(selector.get("matchLabels") or {}),
         disruptions_allowed=int((obj.get("status") or {}).get("disruptionsAllowed") or 0),
     )
+
+
+@dataclass(slots=True)
+class ClusterView:
+    """Nodes with the pods bound to them, and the pending pods, as the planner's Snapshot takes them."""
+
+    pending: list[Pod] = field(default_factory=list)  # PodScheduled=False, reason Unschedulable
+    nodes: dict[str, Node] = field(default_factory=dict)
+    waiting: int = 0  # pods with no node the scheduler has not marked Unschedulable (yet)
+    lost: list[Pod] = field(default_factory=list)  # pods bound to a node that is not in the view
+
+
+def cluster_view(nodes: Iterable[JSON], pods: Iterable[JSON], pool_label: str | None = None,
+                 skip: Callable[[SnapshotError], None] | None = None) -> ClusterView:
+    """The one conversion of the API's nodes and pods into the core's view (the watch-fed cache and
+    `python -m scaler plan` both use it). Terminated pods hold nothing and are left out. An object that
+    does not convert raises SnapshotError, or, with `skip`, is handed to it and left out."""
+    out = ClusterView()
+    for obj in nodes:
+        try:
+            node = node_from_json(obj, pool_label)
+        except SnapshotError as err:
+            if skip is None:
+                raise
+            skip(err)
+            continue
+        out.nodes[node.name] = node
+    for obj in pods:
+        if (obj.get("status") or {}).get("phase") in TERMINATED_PHASES:
+            continue
+        try:
+            pod = pod_from_json(obj)
+        except SnapshotError as err:
+            if skip is None:
+                raise
+            skip(err)
+            continue
+        if pod.node_name:
+            host = out.nodes.get(pod.node_name)
+            if host is None:
+                out.lost.append(pod)
+            else:
+                host.pods.append(pod)
+        elif is_unschedulable(obj):
+            out.pending.append(pod)
+        else:
+            out.waiting += 1
+    return out
+
+
+def storage_view(claims: Iterable[JSON], volumes: Iterable[JSON], classes: Iterable[JSON], csinodes: Iterable[JSON],
+                 namespaces: Iterable[JSON] | None = None, *, skip: Callable[[SnapshotError], None] | None = None
+                 ) -> tuple[Storage, dict[str, dict[str, str]] | None]:
+    """The storage objects and the namespaces' labels as the filters read them (`scaler.core.filters`).
+    An object that does not convert raises SnapshotError, or goes to `skip` and is left out. The
+    namespaces are None when none were given (namespaceSelector then sees the name label only)."""
+    storage = Storage()
+    kinds: list[tuple[Iterable[JSON], Callable[[JSON], Any], Callable[[Any], None]]] = [
+        (claims, pvc_from_json, lambda c: storage.claims.__setitem__(c.key, c)),
+        (volumes, pv_from_json, lambda v: storage.volumes.__setitem__(v.name, v)),
+        (classes, storage_class_from_json, lambda c: storage.classes.__setitem__(c.name, c)),
+        (csinodes, csinode_from_json, lambda n: storage.csinodes.__setitem__(n.name, n)),
+    ]
+    for objs, fn, put in kinds:
+        for obj in objs:
+            try:
+                put(fn(obj))
+            except SnapshotError as err:
+                if skip is None:
+                    raise
+                skip(err)
+    labels = None if namespaces is None else dict(namespace_labels_from_json(o) for o in namespaces)
+    return storage, labels

@@ -22,23 +22,12 @@ from typing import Any
 from scaler.configfile import load_config
 from scaler.core import keys
 from scaler.core.config import ConfigError, ScalerConfig
-from scaler.core.filters import Storage
-from scaler.core.model import Node, Pod
 from scaler.core.planner import plan
 from scaler.core.snapshot import Plan, PoolObservation, Snapshot, State
-from scaler.kube.convert import (
-    SnapshotError,
-    csinode_from_json,
-    is_unschedulable,
-    namespace_labels_from_json,
-    node_from_json,
-    pod_from_json,
-    pv_from_json,
-    pvc_from_json,
-    storage_class_from_json,
-)
+from scaler.kube.convert import SnapshotError, cluster_view, storage_view
 
-TERMINATED = ("Succeeded", "Failed")
+# The kinds read besides Node and Pod: what the filters of scaler.core.filters need.
+STORAGE_KINDS = ("PersistentVolumeClaim", "PersistentVolume", "StorageClass", "CSINode", "Namespace")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -60,15 +49,6 @@ def _timestamp(text: Any, where: str) -> float:
 
 def load_snapshot(path: str | Path, config: ScalerConfig) -> tuple[Snapshot, list[str]]:
     """Read a kubectl JSON List into a Snapshot; returns it and notes (ignored objects, unknown pools)."""
-    snapshot, notes, storage, namespaces = load_cluster(path, config)
-    snapshot.storage, snapshot.namespaces = storage, namespaces
-    return snapshot, notes
-
-
-def load_cluster(path: str | Path, config: ScalerConfig
-                 ) -> tuple[Snapshot, list[str], Storage, dict[str, dict[str, str]] | None]:
-    """load_snapshot, plus the storage objects and the namespaces' labels (None: the List had no
-    Namespace, namespaceSelector then sees the name label only)."""
     p = Path(path)
     try:
         data = json.loads(p.read_text(encoding="utf-8"))
@@ -79,12 +59,8 @@ def load_cluster(path: str | Path, config: ScalerConfig
     if not isinstance(data, dict) or not isinstance(data.get("items"), list):
         raise SnapshotError(f"{p}: expected a List with 'items' (kubectl get pods,nodes -o json)")
     notes: list[str] = []
-    storage = Storage()
-    namespaces: dict[str, dict[str, str]] | None = None
-    nodes: dict[str, Node] = {}
-    pods: list[tuple[Pod, dict[str, Any]]] = []
+    by_kind: dict[str, list[dict[str, Any]]] = {k: [] for k in ("Node", "Pod", *STORAGE_KINDS)}
     latest = 0.0
-    pools = {pool.name for pool in config.pools}
     for i, obj in enumerate(data["items"]):
         if not isinstance(obj, dict):
             raise SnapshotError(f"{p}: items[{i}] is not an object")
@@ -93,61 +69,35 @@ def load_cluster(path: str | Path, config: ScalerConfig
         if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
             raise SnapshotError(f"{p}: items[{i}] ({kind}): metadata.name is missing")
         where = f"{p}: {kind} {meta.get('namespace', '') + '/' if kind == 'Pod' else ''}{meta['name']}"
-        created = _timestamp(meta.get("creationTimestamp"), f"{where}: metadata.creationTimestamp")
-        latest = max(latest, created)
-        try:
-            if kind == "Node":
-                node = node_from_json(obj, keys.LABEL_POOL)
-                if node.pool is not None and node.pool not in pools:
-                    notes.append(f"node {node.name}: pool {node.pool!r} is not in the pools file; not managed")
-                    node.pool = None
-                nodes[node.name] = node
-            elif kind == "Pod":
-                pod = pod_from_json(obj)
-                if pod.phase not in TERMINATED:
-                    pods.append((pod, obj))
-            elif kind == "PersistentVolumeClaim":
-                claim = pvc_from_json(obj)
-                storage.claims[claim.key] = claim
-            elif kind == "PersistentVolume":
-                pv = pv_from_json(obj)
-                storage.volumes[pv.name] = pv
-            elif kind == "StorageClass":
-                sc = storage_class_from_json(obj)
-                storage.classes[sc.name] = sc
-            elif kind == "CSINode":
-                csinode = csinode_from_json(obj)
-                storage.csinodes[csinode.name] = csinode
-            elif kind == "Namespace":
-                name, labels = namespace_labels_from_json(obj)
-                namespaces = {**(namespaces or {}), name: labels}
-            else:
-                notes.append(f"items[{i}]: kind {kind!r} ignored")
-        except SnapshotError as err:
-            raise SnapshotError(f"{p}: {err}") from None
-    pending: list[Pod] = []
-    waiting = 0
-    for pod, obj in pods:
-        if pod.node_name:
-            host = nodes.get(pod.node_name)
-            if host is None:
-                notes.append(f"pod {pod.key}: bound to node {pod.node_name}, which is not in the snapshot")
-            else:
-                host.pods.append(pod)
-        elif is_unschedulable(obj):
-            pending.append(pod)
+        latest = max(latest, _timestamp(meta.get("creationTimestamp"), f"{where}: metadata.creationTimestamp"))
+        if kind in by_kind:
+            by_kind[kind].append(obj)
         else:
-            waiting += 1
-    if waiting:
-        notes.append(f"{waiting} pod(s) without a node are not marked Unschedulable yet: the scheduler has "
+            notes.append(f"items[{i}]: kind {kind!r} ignored")
+    try:
+        view = cluster_view(by_kind["Node"], by_kind["Pod"], keys.LABEL_POOL)
+        storage, namespaces = storage_view(
+            by_kind["PersistentVolumeClaim"], by_kind["PersistentVolume"], by_kind["StorageClass"],
+            by_kind["CSINode"], by_kind["Namespace"] or None)
+    except SnapshotError as err:
+        raise SnapshotError(f"{p}: {err}") from None
+    pools = {pool.name for pool in config.pools}
+    for node in view.nodes.values():
+        if node.pool is not None and node.pool not in pools:
+            notes.append(f"node {node.name}: pool {node.pool!r} is not in the pools file; not managed")
+            node.pool = None
+    notes.extend(f"pod {pod.key}: bound to node {pod.node_name}, which is not in the snapshot" for pod in view.lost)
+    if view.waiting:
+        notes.append(f"{view.waiting} pod(s) without a node are not marked Unschedulable yet: the scheduler has "
                      "not tried them, so they ask for nothing")
+    nodes = view.nodes
     observed = {
         pool.name: PoolObservation(pool, sum(1 for n in nodes.values() if n.pool == pool.name),
                                    sum(1 for n in nodes.values() if n.pool == pool.name))
         for pool in config.pools
     }
-    snapshot = Snapshot(now=latest, pending=pending, nodes=list(nodes.values()), pools=observed)
-    return snapshot, notes, storage, namespaces
+    return Snapshot(now=latest, pending=view.pending, nodes=list(nodes.values()), pools=observed, storage=storage,
+                    namespaces=namespaces), notes
 
 
 def render(result: Plan, snapshot: Snapshot, notes: list[str], verbose: bool = False) -> str:
@@ -182,19 +132,6 @@ def render(result: Plan, snapshot: Snapshot, notes: list[str], verbose: bool = F
     return "\n".join(lines)
 
 
-def as_json(result: Plan) -> dict[str, Any]:
-    return {
-        "scale_ups": [{"pool": u.pool, "zone": u.zone, "count": u.count, "new_desired": u.new_desired,
-                       "pods": list(u.pods)} for u in result.scale_ups],
-        "resets": [{"pool": r.pool, "desired": r.desired, "reason": r.reason} for r in result.resets],
-        "scale_downs": [{"pool": d.pool, "node": d.node, "evict": list(d.evict), "reason": d.reason}
-                        for d in result.scale_downs],
-        "pods": {k: {"outcome": v.outcome, "pool": v.pool, "node": v.node, "reasons": v.reasons}
-                 for k, v in sorted(result.verdicts.items())},
-        "notes": result.notes,
-    }
-
-
 def main(args: argparse.Namespace) -> int:
     try:
         config = load_config(args.pools)
@@ -204,7 +141,7 @@ def main(args: argparse.Namespace) -> int:
         return 2
     result, _ = plan(snapshot, State(), config)
     if args.json:
-        print(json.dumps({**as_json(result), "snapshot_notes": notes}, indent=2))
+        print(json.dumps({**result.to_dict(), "snapshot_notes": notes}, indent=2))
     else:
         print(render(result, snapshot, notes, args.verbose))
     return 0
