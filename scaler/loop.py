@@ -29,6 +29,7 @@ from typing import Any, Protocol
 from scaler.actuator import Actuator
 from scaler.configfile import load_config
 from scaler.core.config import ConfigError, ScalerConfig
+from scaler.core.filters import Storage
 from scaler.core.model import Node, Pod
 from scaler.core.planner import plan as core_plan
 from scaler.core.snapshot import Interruption, Plan, Snapshot, State
@@ -49,6 +50,8 @@ class Cluster(Protocol):
     def fresh(self) -> bool: ...
 
     def view(self, pool_of: Callable[[str], str | None]) -> tuple[list[Pod], list[Node], list[Any]]: ...
+
+    def scheduling_view(self) -> tuple[Storage, dict[str, dict[str, str]]]: ...
 
     def raw_node(self, name: str) -> dict[str, Any] | None: ...
 
@@ -115,11 +118,13 @@ class Runtime:
         fresh = self.cluster.fresh
         observations = self.provider.observe(now)
         pending, nodes, pdbs = self.cluster.view(self.provider.pool_of)
+        storage, namespaces = self.cluster.scheduling_view()  # what the volume / namespace filters read
         if self.actuator is not None:
             self._read_notices()
         snapshot = Snapshot(now=now, pending=pending, nodes=nodes, pools=observations, pdbs=pdbs, fresh=fresh,
                             interruptions=list(self.notices),
-                            draining=self.actuator.draining() if self.actuator is not None else {})
+                            draining=self.actuator.draining() if self.actuator is not None else {},
+                            storage=storage, namespaces=namespaces)
         plan, self.state = self.planner(snapshot, self.state, self.config)
         self.last_plan = plan
         self._log_plan(plan, snapshot)
