@@ -153,9 +153,17 @@ class Filtered:
     def first_fit(self, check: PodCheck, nz: tuple[tuple[int, int], ...], groups: Iterable[Group],
                   kinds: frozenset[str]) -> Bin | None:
         for g in groups:
-            bound = g.bound
-            if bound is not None and any(bound[i] < a for i, a in nz):
+            if not g.bins:
                 continue
+            bound = g.bound
+            if bound is not None:
+                for i, a in nz:
+                    if bound[i] < a:
+                        break
+                else:
+                    bound = None
+                if bound is not None:
+                    continue  # no bin of the group has room for the request
             if g.node.is_template and check.template_reason(g.node) is not None:
                 continue  # a template group: its nodes differ only in name and hostname
             bins = g.bins
