@@ -138,6 +138,7 @@ class Placed:
         self._log_sigs: list[int] = []  # the signature of each node of the log
         self._log_deltas: list[int] = []  # and whether it came (1) or went (-1)
         self._sig_rep: dict[int, Node] = {}  # a node of each signature
+        self._sig_count: Counter[int] = Counter()  # nodes of each signature now
         self.by_hostname: dict[str, str] = {}  # hostname label -> node name
         self._sig_ids: dict[object, int] = {}
 
@@ -164,8 +165,10 @@ class Placed:
         self.pods.setdefault(node.name, {})
         self.sigs.pop(node.name, None)  # a node may come back (a rollback) with other labels
         self._node_log.append((1, node))
-        self._log_sigs.append(self.signature(node))
+        sig = self.signature(node)
+        self._log_sigs.append(sig)
         self._log_deltas.append(1)
+        self._sig_count[sig] += 1
         hostname = node.labels.get(LABEL_HOSTNAME)
         if hostname is not None:
             self.by_hostname[hostname] = node.name
@@ -180,8 +183,10 @@ class Placed:
         for pod in pods:
             self.unplace(pod, name)
         self._node_log.append((-1, node))
-        self._log_sigs.append(self.signature(node))
+        sig = self.signature(node)
+        self._log_sigs.append(sig)
         self._log_deltas.append(-1)
+        self._sig_count[sig] -= 1
         hostname = node.labels.get(LABEL_HOSTNAME)
         if hostname is not None and self.by_hostname.get(hostname) == name:
             del self.by_hostname[hostname]
@@ -210,8 +215,16 @@ class Placed:
         log = self._node_log
         if e is None:
             e = self._eligible[key] = Eligible(test, keys, synced=len(log), per_node=per_node)
-            for node in self.nodes.values():
-                e.add(node, self.signature(node))
+            if per_node:
+                for node in self.nodes.values():
+                    e.add(node, self.signature(node))
+            else:  # one verdict per signature, the nodes of each taken in bulk
+                for sig_id, n in self._sig_count.items():
+                    if n > 0:
+                        rep = self._sig_rep[sig_id]
+                        ok = e.verdicts[sig_id] = e.test(rep)
+                        if ok:
+                            e.update(rep, n)
         elif e.synced < len(log):
             if e.per_node:
                 sig = self._log_sigs
@@ -227,10 +240,10 @@ class Placed:
                 runs = Counter(zip(self._log_deltas[e.synced:], self._log_sigs[e.synced:], strict=True))
                 for (delta, sig_id), n in runs.items():
                     rep = self._sig_rep[sig_id]
-                    ok = e.verdicts.get(sig_id)
-                    if ok is None:
-                        ok = e.verdicts[sig_id] = e.test(rep)
-                    if ok:
+                    known = e.verdicts.get(sig_id)
+                    if known is None:
+                        known = e.verdicts[sig_id] = e.test(rep)
+                    if known:
                         e.update(rep, delta * n)
             e.synced = len(log)
         return e
