@@ -146,7 +146,7 @@ class Filtered:
                 left.append(pod)
                 continue
             self.take(target, nz)
-            out.append((target, 1))
+            append_one(out, target)
             self.record(pod, target)
         return left
 
@@ -200,3 +200,11 @@ class Filtered:
         if b.alloc is not None:
             b.version += 1
             packer.changed.append(b)
+
+
+def append_one(out: Placement, b: Bin) -> None:
+    """One more pod on b: grow the last entry when it is the same bin (fewer objects for the pass)."""
+    if out and out[-1][0] is b:
+        out[-1] = (b, out[-1][1] + 1)
+    else:
+        out.append((b, 1))

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from scaler.core import keys, predicates
 from scaler.core.capacity import build_packer
 from scaler.core.config import ScalerConfig
-from scaler.core.constrained import Filtered
+from scaler.core.constrained import Filtered, append_one
 from scaler.core.filters import PodCheck
 from scaler.core.model import Pod
 from scaler.core.packing import Bin, Placement, PodClass, Slot, dominant, fit_count
@@ -247,7 +247,7 @@ class Expander:
             target = filtered.first_fit(check, cls.nz, groups, self.template_kinds)  # booting, opened
             if target is not None:
                 filtered.take(target, cls.nz)
-                out.append((target, 1))
+                append_one(out, target)
                 filtered.record(pod, target)
                 continue
             verdicts: dict[int, str | None] = {}
@@ -284,7 +284,7 @@ class Expander:
                 unplaced.append(pod)
                 continue
             filtered.take(target, cls.nz)
-            out.append((target, 1))
+            append_one(out, target)
             filtered.record(pod, target)
         if unplaced:
             keep = {id(p) for p in unplaced}

@@ -7,7 +7,7 @@ import heapq
 from collections.abc import Sequence
 
 from scaler.core import scoring
-from scaler.core.constrained import Filtered
+from scaler.core.constrained import Filtered, append_one
 from scaler.core.model import Pod
 from scaler.core.packing import Bin, Group, Packer, Placement, PodClass
 
@@ -158,7 +158,7 @@ class Chooser:
                 left.append(pod)
                 continue
             filtered.take(target, self.cls.nz)
-            out.append((target, 1))
+            append_one(out, target)
             filtered.record(pod, target)
             if self._open(target):
                 self._push(target)
