@@ -9,7 +9,7 @@ within the pool's min, the PDBs and the per-pass budget. Empty nodes go first.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from scaler.core import keys
@@ -84,13 +84,15 @@ class ScaleDownResult:
     moves: dict[str, str] = field(default_factory=dict)  # evicted pod key -> the node it was re-placed on
 
 
-def cheaper_home(pods: list[Pod], pool: Pool, config: ScalerConfig, adv: Advanced, now: float) -> str | None:
+def cheaper_home(pods: list[Pod], pool: Pool, config: ScalerConfig, adv: Advanced, now: float,
+                 admits: Callable[[Pod, Node], bool] | None = None) -> str | None:
     """Why the pods may leave their node for new nodes of cheaper pools, or None.
 
     Every pod must fit a template of a pool of smaller nodes (fewer GPUs; for CPU pools fewer vCPUs:
     a move to the same shape would only shift the hole) that is cheaper per hour than the node's
     pool, not in backoff and with an available zone; counting one new node per pod (an upper bound), the new
-    nodes must cost less than the node they replace. Gang members never move alone.
+    nodes must cost less than the node they replace. Gang members never move alone. `admits`: the
+    pod's other kube-scheduler filters on a template (a volume's zone, anti-affinity).
     """
     price = config.price(pool)
     if any(config.gang_label in p.labels for p in pods):
@@ -111,7 +113,7 @@ def cheaper_home(pods: list[Pod], pool: Pool, config: ScalerConfig, adv: Advance
             if other.name not in templates:
                 templates[other.name] = [other.template_node(z) for z in other.zones
                                          if adv.state.unavailable.get((other.name, z), 0.0) <= now]
-            if any(fits(pod, t) for t in templates[other.name]):
+            if any(fits(pod, t) and (admits is None or admits(pod, t)) for t in templates[other.name]):
                 best = (cost, other.name)
         if best is None:
             return None
@@ -228,7 +230,11 @@ def plan_scale_down(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, up:
                 filtered.rollback()
                 b.group.bound = None  # it may have been tightened without this node
                 if sd.consolidate:
-                    consolidation = cheaper_home(evict, pool, config, adv, now)
+                    def admits(pod: Pod, template: Node) -> bool:
+                        return not filtered.constrained(pod) or filtered.check(pod).reason(template) is None
+
+                    consolidation = cheaper_home(evict, pool, config, adv, now,
+                                                 admits if filtered.active else None)
                 if consolidation is None:
                     b.removed = False
                     kept.append(f"{node.name}: its pods do not fit on the other nodes")

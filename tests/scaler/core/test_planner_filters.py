@@ -257,3 +257,21 @@ def test_pods_of_one_class_keep_their_own_filter_reasons() -> None:
     assert (b.outcome, b.reasons["*"]) == ("unschedulable", reasons.RWOP_CONFLICT)
     assert (z.outcome, z.pool) == ("scale-up", "gpu1-spot-b")
     assert "*" not in z.reasons and z.reasons["gpu1-spot-a"] == reasons.VOLUME_ZONE
+
+
+def test_a_pod_on_a_local_volume_keeps_its_node_even_for_consolidation() -> None:
+    """A 1-GPU pod idles an 8-GPU node, but its PV is local to that node: neither another node nor a
+    cheaper pool's new node can take it, so the node stays (consolidation runs the filters too)."""
+    cfg = example_config(scale_down=CFG.scale_down.model_copy(update={"budget_fraction": 1.0}))
+    local = PersistentVolume("local-pv", node_affinity=((SelectorRequirement(keys.LABEL_HOSTNAME, "In", ("big",)),),))
+    claim = PersistentVolumeClaim("scratch", "default", volume_name="local-pv", phase="Bound")
+    user = with_(pod("user", gpu=1), claims=(ClaimRef("scratch"),))
+    state = State(unneeded_since={"big": 0.0})
+    plain = [node_of(cfg, "gpu8-spot-a", "big", [pod("user", gpu=1)], zone="us-east-1a")]
+    result, _ = plan(snapshot(cfg, [], plain, now=cfg.timings.unneeded_time + 1), state, cfg)
+    assert [d.node for d in result.scale_downs] == ["big"]  # without the volume: consolidated away
+    nodes = [node_of(cfg, "gpu8-spot-a", "big", [user], zone="us-east-1a")]
+    snap = snapshot(cfg, [], nodes, now=cfg.timings.unneeded_time + 1)
+    snap.storage = Storage(claims={claim.key: claim}, volumes={local.name: local})
+    result, _ = plan(snap, state, cfg)
+    assert result.scale_downs == []
