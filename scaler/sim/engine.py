@@ -85,6 +85,8 @@ class SimResult:
     scale_downs: int
     provider_errors: list[str]
     notes: list[str] = field(default_factory=list)
+    nodes: list[Node] = field(default_factory=list)  # the cluster and the planner's state when the run ended
+    state: State = field(default_factory=State)
 
 
 class Engine:
@@ -385,7 +387,7 @@ class Engine:
             samples=self.samples, plan_seconds=self.plan_seconds, passes=int(tick // self.interval) + 1,
             passes_planned=self.passes_planned, episodes=self.episodes, interruptions=self.interruptions,
             rescheduled_pods=self.rescheduled, scale_ups=self.scale_ups, scale_downs=self.scale_downs,
-            provider_errors=self.provider_errors,
+            provider_errors=self.provider_errors, nodes=list(self.binder.nodes.values()), state=self.state,
         )
 
     def _status(self, tick: float) -> str:
