@@ -90,7 +90,7 @@ def matches_node_affinity(pod: Pod, labels: Mapping[str, str], name: str | None 
 
 def has_field_affinity(pod: Pod) -> bool:
     """The pod's required node affinity names nodes by matchFields: decided per node, not per label set."""
-    return any(r.field for term in pod.required_affinity for r in term)
+    return bool(pod.required_affinity) and any(r.field for term in pod.required_affinity for r in term)
 
 
 def toleration_matches(tol: Toleration, taint: Taint) -> bool:

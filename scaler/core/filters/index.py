@@ -132,7 +132,7 @@ class Placed:
         self.claim_users: dict[str, int] = {}  # namespace/claim -> placed pods using it
         self._eligible: dict[object, Eligible] = {}
         self._node_log: list[tuple[int, Node]] = []  # nodes added (+1) and removed (-1), in order
-        self._sigs: dict[str, int] = {}  # node name -> id of its signature
+        self.sigs: dict[str, int] = {}  # node name -> id of its signature
         self._log_sigs: list[int] = []  # the signature of each node of the log
         self.by_hostname: dict[str, str] = {}  # hostname label -> node name
         self._sig_ids: dict[object, int] = {}
@@ -158,7 +158,7 @@ class Placed:
         """A node with its pods (`node.pods` unless given; terminated ones are left out)."""
         self.nodes[node.name] = node
         self.pods.setdefault(node.name, {})
-        self._sigs.pop(node.name, None)  # a node may come back (a rollback) with other labels
+        self.sigs.pop(node.name, None)  # a node may come back (a rollback) with other labels
         self._node_log.append((1, node))
         self._log_sigs.append(self.signature(node))
         hostname = node.labels.get(LABEL_HOSTNAME)
@@ -186,12 +186,12 @@ class Placed:
     def signature(self, node: Node) -> int:
         """What the eligibility tests can read of a node but its name and hostname: nodes alike in it
         (the nodes of one pool and zone, every node a template opens) are judged once."""
-        sig = self._sigs.get(node.name)
+        sig = self.sigs.get(node.name)
         if sig is None:
             labels = node.labels
             full = (frozenset(item for item in labels.items() if item[0] != LABEL_HOSTNAME),
                     LABEL_HOSTNAME in labels, node.taints)
-            sig = self._sigs[node.name] = self._sig_ids.setdefault(full, len(self._sig_ids))
+            sig = self.sigs[node.name] = self._sig_ids.setdefault(full, len(self._sig_ids))
         return sig
 
     def eligible(self, key: object, keys: tuple[str, ...], test: Callable[[Node], bool],

@@ -92,9 +92,11 @@ class SpreadCheck:
             per_domain: dict[str, int] = {}
             tk = c.topology_key
             nodes = placed.nodes
+            sigs = placed.sigs
             for name, n in placed.counts(matcher).items():
                 node = nodes[name]
-                if tk in node.labels and eligible.admits(node, placed.signature(node)):
+                sig = sigs.get(name)
+                if tk in node.labels and eligible.admits(node, placed.signature(node) if sig is None else sig):
                     v = node.labels[tk]
                     per_domain[v] = per_domain.get(v, 0) + n
             n_domains = eligible.n_domains(tk)
