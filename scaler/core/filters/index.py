@@ -14,6 +14,7 @@ indexed so that kube-scheduler's PreFilter step costs the pods that match, not t
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -67,7 +68,8 @@ class Eligible:
         name = placed.by_hostname.get(value)
         return name is not None and self.admits(placed.nodes[name], placed.signature(placed.nodes[name]))
 
-    def _update(self, node: Node, delta: int) -> None:
+    def update(self, node: Node, delta: int) -> None:
+        """`delta` nodes like this one (its labels but the hostname) come (> 0) or go (< 0)."""
         labels = node.labels
         for k in self.keys:
             if k == LABEL_HOSTNAME:
@@ -92,7 +94,7 @@ class Eligible:
                 ok = self.verdicts[sig] = self.test(node)
             if not ok:
                 return
-        self._update(node, 1)
+        self.update(node, 1)
 
     def remove(self, node: Node, sig: int) -> None:
         if self.per_node:
@@ -101,7 +103,7 @@ class Eligible:
             self.names.discard(node.name)
         elif not self.verdicts.get(sig):
             return
-        self._update(node, -1)
+        self.update(node, -1)
 
 
 class Placed:
@@ -134,6 +136,9 @@ class Placed:
         self._node_log: list[tuple[int, Node]] = []  # nodes added (+1) and removed (-1), in order
         self.sigs: dict[str, int] = {}  # node name -> id of its signature
         self._log_sigs: list[int] = []  # the signature of each node of the log
+        self._log_deltas: list[int] = []  # and whether it came (1) or went (-1)
+        self._sig_rep: dict[int, Node] = {}  # a node of each signature
+        self._sig_count: Counter[int] = Counter()  # nodes of each signature now
         self.by_hostname: dict[str, str] = {}  # hostname label -> node name
         self._sig_ids: dict[object, int] = {}
 
@@ -160,7 +165,10 @@ class Placed:
         self.pods.setdefault(node.name, {})
         self.sigs.pop(node.name, None)  # a node may come back (a rollback) with other labels
         self._node_log.append((1, node))
-        self._log_sigs.append(self.signature(node))
+        sig = self.signature(node)
+        self._log_sigs.append(sig)
+        self._log_deltas.append(1)
+        self._sig_count[sig] += 1
         hostname = node.labels.get(LABEL_HOSTNAME)
         if hostname is not None:
             self.by_hostname[hostname] = node.name
@@ -175,7 +183,10 @@ class Placed:
         for pod in pods:
             self.unplace(pod, name)
         self._node_log.append((-1, node))
-        self._log_sigs.append(self.signature(node))
+        sig = self.signature(node)
+        self._log_sigs.append(sig)
+        self._log_deltas.append(-1)
+        self._sig_count[sig] -= 1
         hostname = node.labels.get(LABEL_HOSTNAME)
         if hostname is not None and self.by_hostname.get(hostname) == name:
             del self.by_hostname[hostname]
@@ -191,7 +202,11 @@ class Placed:
             labels = node.labels
             full = (frozenset(item for item in labels.items() if item[0] != LABEL_HOSTNAME),
                     LABEL_HOSTNAME in labels, node.taints)
-            sig = self.sigs[node.name] = self._sig_ids.setdefault(full, len(self._sig_ids))
+            sig = self._sig_ids.get(full)
+            if sig is None:
+                sig = self._sig_ids[full] = len(self._sig_ids)
+                self._sig_rep[sig] = node
+            self.sigs[node.name] = sig
         return sig
 
     def eligible(self, key: object, keys: tuple[str, ...], test: Callable[[Node], bool],
@@ -200,16 +215,36 @@ class Placed:
         log = self._node_log
         if e is None:
             e = self._eligible[key] = Eligible(test, keys, synced=len(log), per_node=per_node)
-            for node in self.nodes.values():
-                e.add(node, self.signature(node))
+            if per_node:
+                for node in self.nodes.values():
+                    e.add(node, self.signature(node))
+            else:  # one verdict per signature, the nodes of each taken in bulk
+                for sig_id, n in self._sig_count.items():
+                    if n > 0:
+                        rep = self._sig_rep[sig_id]
+                        ok = e.verdicts[sig_id] = e.test(rep)
+                        if ok:
+                            e.update(rep, n)
         elif e.synced < len(log):
-            sig = self._log_sigs
-            for i in range(e.synced, len(log)):
-                delta, node = log[i]
-                if delta > 0:
-                    e.add(node, sig[i])
-                else:
-                    e.remove(node, sig[i])
+            if e.per_node:
+                sig = self._log_sigs
+                for i in range(e.synced, len(log)):
+                    delta, node = log[i]
+                    if delta > 0:
+                        e.add(node, sig[i])
+                    else:
+                        e.remove(node, sig[i])
+            else:
+                # Nodes of one signature differ only in name and hostname: take the new ones in bulk,
+                # one verdict and one domain update per (signature, added or removed).
+                runs = Counter(zip(self._log_deltas[e.synced:], self._log_sigs[e.synced:], strict=True))
+                for (delta, sig_id), n in runs.items():
+                    rep = self._sig_rep[sig_id]
+                    known = e.verdicts.get(sig_id)
+                    if known is None:
+                        known = e.verdicts[sig_id] = e.test(rep)
+                    if known:
+                        e.update(rep, delta * n)
             e.synced = len(log)
         return e
 

@@ -209,3 +209,15 @@ def test_hostname_spread_alone_on_one_node_is_allowed() -> None:
     c.add_node(new_node(tmpl, "new-0"))
     c.place(pod("s-0", {"app": "s"}, spread=[constraint]), "new-0")
     assert c.check(pod("s-1", {"app": "s"}, spread=[constraint])).reason(c.nodes["new-0"]) is None
+
+
+def test_domains_follow_nodes_leaving_and_coming_back() -> None:
+    """The drain simulation removes a node and may put it back: the domains follow, in bulk or not."""
+    nodes = [node("a", {"zone": "z1"}), node("b", {"zone": "z2"}), node("c", {"zone": "z3"})]
+    c = cluster(nodes, [*on("a", "p1"), *on("b", "p2")])
+    incoming = pod("p", {"foo": ""}, spread=[spread(1, "zone", FOO)])
+    assert verdicts(c, incoming, nodes[:2]) == {"a": SPREAD, "b": SPREAD}  # z3 is empty: minimum 0
+    pods_c = c.remove_node("c")
+    assert verdicts(c, incoming, nodes[:2]) == {"a": None, "b": None}  # z1 / z2 only: minimum 1
+    c.add_node(nodes[2], pods_c)
+    assert verdicts(c, incoming, nodes[:2]) == {"a": SPREAD, "b": SPREAD}
