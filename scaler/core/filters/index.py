@@ -133,7 +133,7 @@ class Placed:
         self.attached_per_driver: dict[str, dict[str, int]] = {}  # node -> driver -> distinct volumes
         self.claim_users: dict[str, int] = {}  # namespace/claim -> placed pods using it
         self._eligible: dict[object, Eligible] = {}
-        self._node_log: list[tuple[int, Node]] = []  # nodes added (+1) and removed (-1), in order
+        self._node_log: list[Node] = []  # nodes added and removed, in order (with _log_deltas)
         self.sigs: dict[str, int] = {}  # node name -> id of its signature
         self._log_sigs: list[int] = []  # the signature of each node of the log
         self._log_deltas: list[int] = []  # and whether it came (1) or went (-1)
@@ -164,7 +164,7 @@ class Placed:
         self.nodes[node.name] = node
         self.pods.setdefault(node.name, {})
         self.sigs.pop(node.name, None)  # a node may come back (a rollback) with other labels
-        self._node_log.append((1, node))
+        self._node_log.append(node)
         sig = self.signature(node)
         self._log_sigs.append(sig)
         self._log_deltas.append(1)
@@ -182,7 +182,7 @@ class Placed:
         pods = list(self.pods[name].values())
         for pod in pods:
             self.unplace(pod, name)
-        self._node_log.append((-1, node))
+        self._node_log.append(node)
         sig = self.signature(node)
         self._log_sigs.append(sig)
         self._log_deltas.append(-1)
@@ -228,9 +228,10 @@ class Placed:
         elif e.synced < len(log):
             if e.per_node:
                 sig = self._log_sigs
+                deltas = self._log_deltas
                 for i in range(e.synced, len(log)):
-                    delta, node = log[i]
-                    if delta > 0:
+                    node = log[i]
+                    if deltas[i] > 0:
                         e.add(node, sig[i])
                     else:
                         e.remove(node, sig[i])
