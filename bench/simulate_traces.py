@@ -76,16 +76,21 @@ README_END = "<!-- bench/simulate_traces.py: end -->"
 
 
 def markdown(rows: list[tuple[str, dict[str, Any], dict[str, Any]]]) -> str:
+    """The README table. A run with jobs that never started says how many, and its paid / demand also shows the
+    ratio on the work actually done (demand counts jobs that never ran)."""
     lines = [
-        "| run | jobs done | demand GPU-h | paid GPU-h | paid / demand | cost $ | lower bound $ | spot share "
-        "| pending p50 / p95 / max s | fallbacks (max delay s) |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| run | jobs done | never started | demand GPU-h | paid GPU-h | paid / demand | cost $ | lower bound $ "
+        "| spot share | pending p50 / p95 / max s | fallbacks (max delay s) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for label, _, r in rows:
         fallback = f"{r['fallback_events']} ({r['fallback_delay_max_s']})" if r["fallback_events"] else "-"
+        ratio = f"**{r['paid_over_demand']:.4f}**"
+        if r["jobs_never_started"] and r["paid_over_demand_done"] is not None:
+            ratio += f" ({r['paid_over_demand_done']:.4f} on work done)"
         lines.append(
-            f"| {label} | {r['jobs_completed']}/{r['jobs_total']} | {r['demand_gpu_hours']:,.1f} "
-            f"| {r['paid_gpu_hours']:,.1f} | **{r['paid_over_demand']:.4f}** | {r['cost_usd']:,.0f} "
+            f"| {label} | {r['jobs_completed']}/{r['jobs_total']} | {r['jobs_never_started']} "
+            f"| {r['demand_gpu_hours']:,.1f} | {r['paid_gpu_hours']:,.1f} | {ratio} | {r['cost_usd']:,.0f} "
             f"| {r['lower_bound_cost_usd']:,.0f} | {r['spot_share']} "
             f"| {r['pending_p50_s']:.0f} / **{r['pending_p95_s']:.0f}** / {r['pending_max_s']:.0f} | {fallback} |"
         )

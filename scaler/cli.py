@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("scaler.loop", "run the scaler against a cluster and its clouds"),
@@ -19,17 +21,30 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse with its refusals on one line (argparse prints the usage above them), like every other bad input."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"error: {self.prog}: {message} (--help lists the options)\n")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    top = argparse.ArgumentParser(prog="python -m scaler", description=__doc__.splitlines()[0])
+    top = Parser(prog="python -m scaler", description=__doc__.splitlines()[0])
     top.add_argument("command", choices=sorted(COMMANDS), help="; ".join(f"{k}: {v[1]}" for k, v in COMMANDS.items()))
     if not args or args[0] not in COMMANDS:
         top.parse_args(args[:1])  # prints usage and exits 2
         return 2
     module_name, description = COMMANDS[args[0]]
     module = importlib.import_module(module_name)
-    parser = argparse.ArgumentParser(prog=f"python -m scaler {args[0]}", description=description)
+    parser = Parser(prog=f"python -m scaler {args[0]}", description=description)
     module.add_arguments(parser)
     ns = parser.parse_args(args[1:])
     ns.command = args[0]
-    return int(module.main(ns))
+    try:
+        return int(module.main(ns))
+    except BrokenPipeError:
+        # `... | head`: the reader has what it wanted. Point stdout at /dev/null so the flush at exit
+        # does not fail again, and end quietly.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0

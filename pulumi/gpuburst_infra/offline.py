@@ -14,6 +14,7 @@ import base64
 import binascii
 import hashlib
 import json
+import os
 import sys
 import uuid
 from dataclasses import dataclass, field
@@ -24,8 +25,10 @@ import yaml
 from pulumi.runtime.mocks import MockMonitor
 
 import pulumi
-from gpuburst_infra.program import build, read_pulumi_config
-from gpuburst_infra.stack import load_stack
+from gpuburst_infra.program import build, platform_settings, read_pulumi_config
+from gpuburst_infra.stack import StackConfigError, load_stack
+from scaler.configfile import read_text
+from scaler.core.config import ConfigError
 
 PROJECT = "gpuburst"
 ACCOUNT = "123456789012"
@@ -42,11 +45,23 @@ _ARM_TYPES = {
 
 
 def stack_file_config(path: str | Path) -> tuple[dict[str, str], list[str]]:
-    """A stack file's `config:` as the CLI passes it: every value a string, objects as JSON."""
-    data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+    """A stack file's `config:` as the CLI passes it: every value a string, objects as JSON.
+    A file the CLI could not read either raises StackConfigError naming the file (and line)."""
+    path = Path(path)
+    try:
+        data = yaml.safe_load(read_text(path)) or {}
+    except ConfigError as err:
+        raise StackConfigError(str(err)) from None
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
+        raise StackConfigError(f"{path.name}{where}: not valid YAML: {getattr(err, 'problem', err)}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("config") or {}, dict):
+        raise StackConfigError(f"{path.name}: config: expected a mapping of keys to values")
     config: dict[str, str] = {}
     secrets: list[str] = []
-    for key, value in (data.get("config") or {}).items():
+    for name, value in (data.get("config") or {}).items():
+        key = str(name) if ":" in str(name) else f"{PROJECT}:{name}"  # the CLI's default namespace: the project
         if isinstance(value, dict) and set(value) == {"secure"}:
             secrets.append(key)
             config[key] = f"offline-secret-{key}"  # the ciphertext cannot be read offline
@@ -269,8 +284,10 @@ def render(path: str | Path) -> Render:
     monitor = RecordingMonitor(mocks)
     pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack_name, preview=False, monitor=monitor)
     pulumi.runtime.set_all_config(config, secrets)
-    # Validate first, outside the runtime's event loop, so a bad config raises its own error.
+    # Validate first, outside the runtime's event loop, so a bad config raises its own error; the
+    # platform section too, as `pulumi up` does before declaring anything.
     stack = load_stack(read_pulumi_config(), path.name)
+    platform_settings(stack)
     result: dict[str, Any] = {}
     secret_outputs: set[str] = set()
 
@@ -303,7 +320,17 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 1:
         print("usage: python -m gpuburst_infra.offline Pulumi.<stack>.yaml", file=sys.stderr)
         return 2
-    sys.stdout.write(render(args[0]).snapshot())
+    try:
+        snapshot = render(args[0]).snapshot()
+    except StackConfigError as err:
+        # What `pulumi preview` prints for the same file (the program raises it as a RunError).
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    try:
+        sys.stdout.write(snapshot)
+        sys.stdout.flush()
+    except BrokenPipeError:  # `| head`: the reader has what it wanted; nothing left to flush at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
 
 

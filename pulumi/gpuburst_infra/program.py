@@ -3,6 +3,7 @@ the cluster, export the outputs."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from typing import Any
 
@@ -18,12 +19,15 @@ def read_pulumi_config() -> dict[str, Any]:
     out: dict[str, Any] = {}
     leaked = []
     for full in sorted(names):
-        ns, _, key = full.partition(":")
+        ns = full.partition(":")[0]
         if ns == NAMESPACE and pulumi.runtime.is_config_secret(full):
             leaked.append(full)
             continue
         raw = pulumi.runtime.get_config(full)
-        out[full] = pulumi.Config(ns).get_object(key) if isinstance(raw, str) and raw[:1] in "[{" else raw
+        out[full] = raw
+        if isinstance(raw, str) and raw[:1] in "[{":
+            with contextlib.suppress(json.JSONDecodeError):  # what Config.get_object decodes; "[x" stays text
+                out[full] = json.loads(raw)
     if leaked:
         # gpuburst's keys end up in tags and resource inputs in plain text: a secret there would leak.
         raise StackConfigError("\n".join(f"{stack_file(pulumi.get_stack())}: {k}: is stored as a secret, but it "

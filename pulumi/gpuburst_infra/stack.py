@@ -22,7 +22,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from scaler.core.catalogue import Cloud
-from scaler.core.config import ConfigError, ScalerConfig, parse_config
+from scaler.core.config import AZURE_ZONES, ConfigError, ScalerConfig, parse_config
+from scaler.core.errors import FieldError, KeyPath, render_path
 from scaler.core.pool import Pool
 
 NAMESPACE = "gpuburst"
@@ -40,7 +41,6 @@ SUPPORTED_KUBERNETES: dict[Cloud, tuple[str, ...]] = {
     "aws": ("1.31", "1.32", "1.33", "1.34"),
     "azure": ("1.31", "1.32", "1.33", "1.34"),
 }
-AZURE_ZONES = ("1", "2", "3")
 AZURE_MAX_TAGS = 50
 _AGENT_POOL_NAME = re.compile(r"^[a-z][a-z0-9]{0,11}$")
 _IAM_PRINCIPAL = re.compile(r"^arn:aws:iam::\d{12}:(role|user)/[\w+=,.@/-]+$")
@@ -97,16 +97,9 @@ class _Common(_Strict):
     def _version(self) -> _Common:
         supported = SUPPORTED_KUBERNETES[self.cloud]
         if self.kubernetes_version not in supported:
-            raise _KeyedError("kubernetes_version", f"{self.kubernetes_version!r} is not a supported Kubernetes "
-                              f"version on {self.cloud} (supported: {', '.join(supported)}; quote it in YAML)")
+            raise FieldError("kubernetes_version", f"{self.kubernetes_version!r} is not a supported Kubernetes "
+                             f"version on {self.cloud} (supported: {', '.join(supported)}; quote it in YAML)")
         return self
-
-
-class _KeyedError(ValueError):
-    """A model-level check that knows which key it is about."""
-
-    def __init__(self, key: str, message: str) -> None:
-        super().__init__(f"@{key}@ {message}")
 
 
 # --- AWS -------------------------------------------------------------------------------------------
@@ -293,24 +286,24 @@ def load_stack(config: Mapping[str, Any], file: str) -> Stack:
     errors: list[str] = []
     ours = {k.partition(":")[2]: v for k, v in config.items() if k.startswith(NAMESPACE + ":")}
     cloud = ours.get("cloud")
-    if cloud not in REGION_KEY:
+    if not isinstance(cloud, str) or cloud not in REGION_KEY:
         raise StackConfigError(f"{file}: {NAMESPACE}:cloud: must be one of {', '.join(REGION_KEY)} (got {cloud!r})")
     model: type[AwsStackConfig | AzureStackConfig] = AwsStackConfig if cloud == "aws" else AzureStackConfig
     region_key = REGION_KEY[cloud]
     region = config.get(region_key)
-    if region not in SUPPORTED_REGIONS[cloud]:
+    if not isinstance(region, str) or region not in SUPPORTED_REGIONS[cloud]:
         errors.append(f"{file}: {region_key}: {region!r} is not a supported region "
                       f"(supported: {', '.join(SUPPORTED_REGIONS[cloud])})")
     try:
         settings = model.model_validate(ours)
     except ValidationError as err:
         for e in err.errors():
-            loc = ".".join(str(p) for p in e["loc"])
+            path: KeyPath = tuple(f"[{p}]" if isinstance(p, int) else str(p) for p in e["loc"])
             msg = e["msg"].removeprefix("Value error, ")
-            if msg.startswith("@"):
-                key, _, msg = msg[1:].partition("@ ")
-                loc = f"{loc}.{key}" if loc else key
-            errors.append(f"{file}: {NAMESPACE}:{loc or '(top level)'}: {msg}")
+            raised = (e.get("ctx") or {}).get("error")
+            if isinstance(raised, FieldError):
+                path, msg = (*path, *raised.path), raised.message
+            errors.append(f"{file}: {NAMESPACE}:{render_path(path) or '(top level)'}: {msg}")
         raise StackConfigError("\n".join(errors)) from None
     if errors:
         raise StackConfigError("\n".join(errors))
@@ -322,41 +315,25 @@ def load_stack(config: Mapping[str, Any], file: str) -> Stack:
     try:
         scaler = parse_config(scaler_data, file)
     except ConfigError as err:
-        raise StackConfigError("\n".join(_stack_key(line, file, region_key) for line in str(err).splitlines())) \
-            from None
+        lines = [f"{file}: {_stack_key(i.path, region_key)}: {i.message}" for i in err.issues]
+        raise StackConfigError("\n".join(lines)) from None
     pools = [p.model_copy(update={"provider_ref": _provider_ref(settings, p, errors, file)}) for p in scaler.pools]
-    errors += _placement_errors(settings, pools, str(region), file)
+    errors += _placement_errors(settings, pools, file)
     if errors:
         raise StackConfigError("\n".join(errors))
     return Stack(file=file, settings=settings, scaler=scaler.model_copy(update={"pools": pools}))
 
 
-_SCALER_OWN_KEYS = {"cluster": f"{NAMESPACE}:cluster", "pools": f"{NAMESPACE}:pools",
-                    "catalogue": f"{NAMESPACE}:catalogue", "cloud": f"{NAMESPACE}:cloud"}
-_POOL_MESSAGE = re.compile(r"^pool '(?P<pool>[^']+)'(?P<rest>.*)$")
+_SCALER_OWN_KEYS = ("cluster", "pools", "catalogue", "cloud")
 
 
-def _stack_key(line: str, file: str, region_key: str) -> str:
-    """Turn parse_config's `<file>: pools[x].max: msg` into `<file>: gpuburst:pools[x].max: msg`."""
-    body = line.removeprefix(f"{file}: ")
-    where, _, msg = body.partition(": ")
-    if where == "(top level)":
-        m = _POOL_MESSAGE.match(msg)
-        if m:
-            rest = m["rest"].removeprefix(": ")
-            field = "fallback" if "fallback" in rest else "cloud" if rest.startswith("cloud") else ""
-            where, msg = f"pools[{m['pool']}]" + (f".{field}" if field else ""), rest.strip() or msg
-    head, sep, tail = where.partition(".")
-    first = re.sub(r"\[.*$", "", head)
-    if first == "region":
-        key = region_key
-    elif first in _SCALER_OWN_KEYS:
-        key = f"{NAMESPACE}:{head}{sep}{tail}"
-    else:
-        key = f"{NAMESPACE}:scaler.{where}"
-    if re.fullmatch(rf"{NAMESPACE}:pools\[[^\]]+\]", key) and msg.startswith("min ("):
-        key += ".max"
-    return f"{file}: {key}: {msg}"
+def _stack_key(path: KeyPath, region_key: str) -> str:
+    """The stack key of a scaler config path: pools and catalogue are top-level `gpuburst:` keys, the region
+    is the cloud's, every other knob sits under `gpuburst:scaler`."""
+    if path[:1] == ("region",):
+        return region_key
+    where = render_path(path) or "(top level)"
+    return f"{NAMESPACE}:{where}" if path[:1] and path[0] in _SCALER_OWN_KEYS else f"{NAMESPACE}:scaler.{where}"
 
 
 def _provider_ref(settings: AwsStackConfig | AzureStackConfig, pool: Pool, errors: list[str], file: str) -> str:
@@ -371,8 +348,7 @@ def _provider_ref(settings: AwsStackConfig | AzureStackConfig, pool: Pool, error
     return ref
 
 
-def _placement_errors(settings: AwsStackConfig | AzureStackConfig, pools: list[Pool], region: str,
-                      file: str) -> list[str]:
+def _placement_errors(settings: AwsStackConfig | AzureStackConfig, pools: list[Pool], file: str) -> list[str]:
     errors: list[str] = []
     key = f"{file}: {NAMESPACE}:pools"
     if not any(p.role == "system" for p in pools):
@@ -397,11 +373,7 @@ def _placement_errors(settings: AwsStackConfig | AzureStackConfig, pools: list[P
         if p.role == "gpu" and p.capacity_type == "spot" and len(p.zones) > 1:
             errors.append(f"{key}[{p.name}].zones: declare one spot GPU pool per zone (e.g. {p.name}-1, "
                           f"{p.name}-2) so the scaler can move to another zone when one has no capacity")
-        if settings.cloud == "aws":
-            bad = [z for z in p.zones if not re.fullmatch(rf"{re.escape(region)}[a-z]", z)]
-            if bad:
-                errors.append(f"{key}[{p.name}].zones: {bad} are not zones of {region}")
-        else:
+        if settings.cloud == "azure":  # AKS agent pools take "1".."3" (AWS zones: parse_config checks them)
             bad = [z for z in p.zones if z not in AZURE_ZONES]
             if bad:
                 errors.append(f"{key}[{p.name}].zones: {bad} are not availability zones (use {list(AZURE_ZONES)})")

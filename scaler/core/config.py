@@ -1,27 +1,34 @@
 """The scaler's configuration: the pools plus the knobs of the planners.
 
 Pure: `parse_config` takes the already-loaded mapping and a source name for messages;
-`scaler.configfile` reads files. Every error names the source, the pool and the field.
+`scaler.configfile` reads files. Every error is an `Issue` naming the source, the key path (pool, field)
+and the fault. Besides each field's own range, the checks where one value makes another meaningless
+run at load, for `run` as for `simulate`: timings against each other, every pool's allocatable (after
+the kubelet reserve its max_pods implies and its DaemonSets) against its instance type, zones against
+the region, and caps no node of a pool could ever fit under.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from scaler.core import keys
 from scaler.core.catalogue import CATALOGUE, Cloud, InstanceType
+from scaler.core.errors import ConfigError, FieldError, Issue, KeyPath
 from scaler.core.pool import InstanceTypeSpec, Pool
+from scaler.core.quantity import format_units
 
+__all__ = ["ConfigError", "Limits", "ScaleDown", "ScalerConfig", "Timings", "parse_config"]
 
-class ConfigError(ValueError):
-    """Bad configuration: the message names the file (or stack), the pool and the field."""
+WEEK = 7 * 86400.0  # no timing of the scaler is meaningful beyond this
+AZURE_ZONES = ("1", "2", "3")
 
 
 class Limits(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     max_nodes: int | None = Field(default=None, ge=0)
     max_gpus: int | None = Field(default=None, ge=0)
     max_cost_per_hour: float | None = Field(default=None, ge=0)
@@ -31,19 +38,30 @@ class Limits(BaseModel):
 class Timings(BaseModel):
     """Seconds. Defaults are what a real EKS / AKS GPU pool shows (see docs/simulator.md)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    scan_interval: float = Field(default=10, gt=0)
-    unneeded_time: float = Field(default=600, ge=0)
-    provision_timeout: float = Field(default=900, gt=0)
-    unavailable_ttl: float = Field(default=1800, gt=0)
-    backoff_initial: float = Field(default=300, gt=0)
-    backoff_max: float = Field(default=1800, gt=0)
-    gpu_boot: float = Field(default=240, gt=0)
-    cpu_boot: float = Field(default=120, gt=0)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    scan_interval: float = Field(default=10, gt=0, le=3600)
+    unneeded_time: float = Field(default=600, ge=0, le=WEEK)
+    provision_timeout: float = Field(default=900, gt=0, le=WEEK)
+    unavailable_ttl: float = Field(default=1800, gt=0, le=WEEK)
+    backoff_initial: float = Field(default=300, gt=0, le=WEEK)
+    backoff_max: float = Field(default=1800, gt=0, le=WEEK)
+    gpu_boot: float = Field(default=240, gt=0, le=WEEK)
+    cpu_boot: float = Field(default=120, gt=0, le=WEEK)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Timings:
+        if self.backoff_initial > self.backoff_max:
+            raise FieldError("backoff_initial", f"{self.backoff_initial:g} s is above backoff_max "
+                             f"({self.backoff_max:g} s): the backoff could never grow")
+        if 0 < self.unneeded_time < self.scan_interval:
+            raise FieldError("unneeded_time", f"{self.unneeded_time:g} s is shorter than scan_interval "
+                             f"({self.scan_interval:g} s): a node is only seen unneeded once per pass "
+                             "(0 removes at the first pass)")
+        return self
 
 
 class ScaleDown(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     enabled: bool = True
     utilization_threshold: float = Field(default=0.5, ge=0, le=1)
     budget_fraction: float = Field(default=0.1, gt=0, le=1)
@@ -53,7 +71,7 @@ class ScaleDown(BaseModel):
 
 
 class ScalerConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     cluster: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9-]{0,99}$")
     cloud: Cloud
     region: str = ""
@@ -82,26 +100,27 @@ class ScalerConfig(BaseModel):
         seen: set[str] = set()
         for pool in self.pools:
             if pool.name in seen:
-                raise ValueError(f"pool {pool.name!r} is declared twice")
+                raise FieldError(("pools", f"[{pool.name}]", "name"), f"pool {pool.name!r} is declared twice")
             seen.add(pool.name)
             if pool.cloud != self.cloud:
-                raise ValueError(f"pool {pool.name!r}: cloud {pool.cloud} in a {self.cloud} config")
+                raise FieldError(("pools", f"[{pool.name}]", "cloud"), f"{pool.cloud} in a {self.cloud} config")
         by_name = {p.name: p for p in self.pools}
         for pool in self.pools:
+            where = ("pools", f"[{pool.name}]", "fallback")
             if pool.fallback is None:
                 if pool.capacity_type == "spot" and pool.role == "gpu":
-                    raise ValueError(f"pool {pool.name!r}: fallback is required for a spot GPU pool")
+                    raise FieldError(where, "is required for a spot GPU pool")
                 continue
             target = by_name.get(pool.fallback)
             if target is None:
-                raise ValueError(f"pool {pool.name!r}: fallback {pool.fallback!r} is not a declared pool")
+                raise FieldError(where, f"{pool.fallback!r} is not a declared pool")
             if target.name == pool.name:
-                raise ValueError(f"pool {pool.name!r}: fallback names the pool itself")
+                raise FieldError(where, "names the pool itself")
             # Follow the chain: a cycle would bounce pods forever.
             chain, cur = [pool.name], target
             while cur.fallback:
                 if cur.fallback in chain or cur.name in chain:
-                    raise ValueError(f"pool {pool.name!r}: fallback chain loops: {' -> '.join([*chain, cur.name])}")
+                    raise FieldError(where, f"the fallback chain loops: {' -> '.join([*chain, cur.name])}")
                 chain.append(cur.name)
                 cur = by_name[cur.fallback]
         return self
@@ -122,43 +141,153 @@ class ScalerConfig(BaseModel):
         return pool.hourly_price(self.spot_price_factor)
 
 
-def _where(loc: tuple[int | str, ...], data: Mapping[str, Any]) -> str:
-    """('pools', 2, 'max') -> 'pools[gpu-spot-a].max' using the pool's name when it has one."""
+
+
+# --- loading ------------------------------------------------------------------------------------------
+def _path(loc: tuple[int | str, ...], data: Any) -> KeyPath:
+    """('pools', 2, 'max') -> ('pools', '[gpu-spot-a]', 'max'), using the entry's name when it has one."""
     parts: list[str] = []
     node: Any = data
     for item in loc:
         if isinstance(item, int):
-            name = node[item].get("name") if isinstance(node, list) and item < len(node) and \
-                isinstance(node[item], dict) else None
-            parts[-1] += f"[{name}]" if name else f"[{item}]"
-            node = node[item] if isinstance(node, list) and item < len(node) else None
+            entry = node[item] if isinstance(node, list) and 0 <= item < len(node) else None
+            name = entry.get("name") if isinstance(entry, dict) else None
+            parts.append(f"[{name}]" if isinstance(name, str) and name else f"[{item}]")
+            node = entry
         else:
             parts.append(str(item))
             node = node.get(item) if isinstance(node, dict) else None
-    return ".".join(parts)
+    return tuple(parts)
+
+
+def _issues(err: ValidationError, data: Any, source: str) -> list[Issue]:
+    out = []
+    for e in err.errors():
+        path = _path(tuple(e["loc"]), data)
+        raised = (e.get("ctx") or {}).get("error")
+        if isinstance(raised, FieldError):
+            out.append(Issue(source, (*path, *raised.path), raised.message))
+        else:
+            out.append(Issue(source, path or ("(top level)",), e["msg"].removeprefix("Value error, ")))
+    return out
 
 
 def parse_config(data: Any, source: str) -> ScalerConfig:
-    """Validate a pools / scaler config mapping; resolve pools against the catalogue."""
+    """Validate a pools / scaler config mapping; resolve pools against the catalogue; check what the
+    values mean together. Raises ConfigError with every issue found, each with its key path."""
     if not isinstance(data, dict):
-        raise ConfigError(f"{source}: expected a mapping at the top level, got {type(data).__name__}")
+        raise ConfigError(Issue(source, (), f"expected a mapping at the top level, got {type(data).__name__}"))
     try:
         config = ScalerConfig.model_validate(data)
     except ValidationError as err:
-        lines = []
-        for e in err.errors():
-            where = _where(tuple(e["loc"]), data) or "(top level)"
-            msg = e["msg"].removeprefix("Value error, ")
-            lines.append(f"{source}: {where}: {msg}")
-        raise ConfigError("\n".join(lines)) from None
+        raise ConfigError(_issues(err, data, source)) from None
     catalogue = config.full_catalogue()
-    resolved = []
+    resolved: list[Pool] = []
+    issues: list[Issue] = []
     for pool in config.pools:
         try:
             resolved.append(pool.resolve(catalogue))
-        except ValueError as err:
-            field = "instance_types" if "instance type" in str(err) or "GPU counts" in str(err) else \
-                "gpus_per_node" if "gpus_per_node" in str(err) else \
-                "min_pod_gpus" if "min_pod_gpus" in str(err) else "role"
-            raise ConfigError(f"{source}: pools[{pool.name}].{field}: {err}") from None
-    return config.model_copy(update={"pools": resolved})
+        except FieldError as err:
+            issues.append(Issue(source, ("pools", f"[{pool.name}]", *err.path), err.message))
+    if issues:
+        raise ConfigError(issues)
+    config = config.model_copy(update={"pools": resolved})
+    issues = [Issue(source, path, message) for path, message in meaning_errors(config)]
+    if issues:
+        raise ConfigError(issues)
+    return config
+
+
+def meaning_errors(config: ScalerConfig) -> list[tuple[KeyPath, str]]:
+    """Values each valid alone that make another meaningless (pools resolved)."""
+    out: list[tuple[KeyPath, str]] = []
+    t = config.timings
+    roles = {p.role for p in config.pools}
+    for kind, boot in (("GPU", t.gpu_boot if "gpu" in roles else 0.0),
+                       ("cpu", t.cpu_boot if roles - {"gpu"} else 0.0)):
+        if boot and t.provision_timeout < boot + t.scan_interval:
+            out.append((("timings", "provision_timeout"),
+                        f"{t.provision_timeout:g} s is shorter than a {kind} node's boot ({kind.lower()}_boot "
+                        f"{boot:g} s) plus one pass ({t.scan_interval:g} s): every such node would be given back "
+                        "before it registers"))
+            break
+    for pool in config.pools:
+        out += [(("pools", f"[{pool.name}]", *path), msg) for path, msg in _pool_errors(pool, config)]
+    out += _cap_errors(config)
+    return out
+
+
+def _pool_errors(pool: Pool, config: ScalerConfig) -> list[tuple[KeyPath, str]]:
+    out: list[tuple[KeyPath, str]] = []
+    itype = pool.itype.name
+    if pool.max_size == 0:
+        out.append((("max",), "0: the pool could never hold a node (remove it to disable it)"))
+    try:
+        daemonsets = pool.daemonset_requests()
+    except FieldError as err:
+        return [(("daemonset_overhead", *err.path), err.message)]
+    capacity, allocatable = pool.capacity(), pool.allocatable()
+    for res, value in sorted(allocatable.items()):
+        if value < 0:
+            field = "max_pods" if res == keys.RES_MEMORY else "root_volume_gib" if res == keys.RES_EPHEMERAL \
+                else "instance_types"
+            out.append(((field,), f"the kubelet reserve leaves {itype} no allocatable {res} "
+                        f"({format_units(res, capacity[res])} minus {format_units(res, capacity[res] - value)} "
+                        f"reserved{f' for {pool.max_pods} pods' if field == 'max_pods' else ''})"))
+    if out:
+        return out
+    for res, value in sorted(daemonsets.items()):
+        left = allocatable.get(res, 0) - value
+        if left < 0:
+            out.append((("daemonset_overhead", res), f"{format_units(res, value)} is more than {itype}'s allocatable "
+                        f"{res} ({format_units(res, allocatable.get(res, 0))})"))
+    if not out and (allocatable.get(keys.RES_PODS, 0) - daemonsets.get(keys.RES_PODS, 0)) < 1:
+        out.append((("max_pods",), f"{pool.max_pods} leaves no pod slot beside the pool's DaemonSets"))
+    out += _zone_errors(pool, config)
+    return out
+
+
+_AWS_ZONE = re.compile(r"^([a-z]{2}(?:-[a-z]+)+-\d+)[a-z]$")
+
+
+def _region(config: ScalerConfig) -> str:
+    """The config's region; without one, on AWS, the region of the first pool's first zone (one cluster, one
+    region: a zone of another region would never get a node)."""
+    if config.region or config.cloud != "aws":
+        return config.region
+    zones = [z for p in config.pools for z in p.zones]
+    match = _AWS_ZONE.match(zones[0]) if zones else None
+    return match.group(1) if match else ""
+
+
+def _zone_errors(pool: Pool, config: ScalerConfig) -> list[tuple[KeyPath, str]]:
+    region = _region(config)
+    if not region:
+        return []
+    if config.cloud == "aws":
+        bad = [z for z in pool.zones if not re.fullmatch(rf"{re.escape(region)}[a-z]", z)]
+    else:
+        bad = [z for z in pool.zones if z not in AZURE_ZONES and not re.fullmatch(rf"{re.escape(region)}-[123]", z)]
+    return [(("zones",), f"{bad} are not zones of {region}")] if bad else []
+
+
+def _cap_errors(config: ScalerConfig) -> list[tuple[KeyPath, str]]:
+    """Caps under which a pool could never add a node, or the pools' minimums already break."""
+    out: list[tuple[KeyPath, str]] = []
+    lim = config.limits
+    gpus = [f"{p.name!r} ({p.gpus} GPUs)" for p in config.pools if lim.max_gpus is not None and p.gpus > lim.max_gpus]
+    if gpus:
+        out.append((("limits", "max_gpus"), f"{lim.max_gpus} is below one node of pool {', '.join(gpus)}: "
+                    "it could never scale up"))
+    cost = lim.max_cost_per_hour
+    dear = [f"{p.name!r} ({config.price(p):g}/h)" for p in config.pools if cost is not None and config.price(p) > cost]
+    if dear:
+        out.append((("limits", "max_cost_per_hour"), f"{cost:g} is below one node of pool {', '.join(dear)}: "
+                    "it could never scale up"))
+    if lim.max_nodes is not None and lim.max_nodes < sum(p.min_size for p in config.pools):
+        out.append((("limits", "max_nodes"), f"{lim.max_nodes} is below the pools' minimums "
+                    f"({sum(p.min_size for p in config.pools)} nodes)"))
+    if lim.max_gpus is not None and lim.max_gpus < sum(p.min_size * p.gpus for p in config.pools):
+        out.append((("limits", "max_gpus"), f"{lim.max_gpus} is below the pools' minimums "
+                    f"({sum(p.min_size * p.gpus for p in config.pools)} GPUs)"))
+    return out

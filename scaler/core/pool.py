@@ -12,10 +12,11 @@ import re
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from scaler.core import keys
 from scaler.core.catalogue import AWS_ACCELERATOR, CATALOGUE, Cloud, InstanceType
+from scaler.core.errors import FieldError
 from scaler.core.model import Node, Pod, Taint, TaintEffect
 from scaler.core.resources import Resources, parse_resources
 
@@ -29,7 +30,7 @@ MiB = 2**20
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True, allow_inf_nan=False)
 
 
 class TaintSpec(_Strict):
@@ -69,6 +70,20 @@ class InstanceTypeSpec(_Strict):
     arch: Literal["amd64", "arm64"] = "amd64"
 
 
+def _taint_spec(taint: Any, index: int) -> Any:
+    """A taint written `key=value:Effect` as its spec; a mapping is left to the model."""
+    if not isinstance(taint, str):
+        return taint
+    try:
+        return TaintSpec.parse(taint)
+    except ValidationError as err:
+        first = err.errors()[0]
+        raise FieldError(("taints", f"[{index}]", *(str(p) for p in first["loc"])),
+                         f"{taint!r}: {first['msg'].removeprefix('Value error, ')}") from None
+    except ValueError as err:
+        raise FieldError(("taints", f"[{index}]"), str(err)) from None
+
+
 class Pool(_Strict):
     """One group of identical nodes the scaler can grow and shrink."""
 
@@ -83,7 +98,7 @@ class Pool(_Strict):
     capacity_type: CapacityType = "on-demand"
     zones: Annotated[list[str], Field(min_length=1)]
     min_size: int = Field(default=0, ge=0, alias="min")
-    max_size: int = Field(ge=0, alias="max")
+    max_size: int = Field(ge=0, le=2**31 - 1, alias="max")
     labels: dict[str, str] = Field(default_factory=dict)
     taints: list[TaintSpec] = Field(default_factory=list)
     gpus_per_node: int | None = Field(default=None, ge=0)
@@ -107,12 +122,12 @@ class Pool(_Strict):
             for single in ("instance_type", "vm_size"):
                 if single in data:
                     if "instance_types" in data:
-                        raise ValueError(f"give either {single} or instance_types, not both")
+                        raise FieldError(single, f"give either {single} or instance_types, not both")
                     data["instance_types"] = [data.pop(single)]
             if "zone" in data:
                 data["zones"] = [data.pop("zone")]
             if isinstance(data.get("taints"), list):
-                data["taints"] = [TaintSpec.parse(t) if isinstance(t, str) else t for t in data["taints"]]
+                data["taints"] = [_taint_spec(t, i) for i, t in enumerate(data["taints"])]
         return data
 
     @field_validator("name")
@@ -133,15 +148,16 @@ class Pool(_Strict):
     @model_validator(mode="after")
     def _consistent(self) -> Pool:
         if self.min_size > self.max_size:
-            raise ValueError(f"min ({self.min_size}) is greater than max ({self.max_size})")
+            raise FieldError("max", f"min ({self.min_size}) is greater than max ({self.max_size})")
         if self.cloud == "azure" and len(self.instance_types) > 1:
-            raise ValueError("an Azure pool has exactly one VM size")
+            raise FieldError("instance_types", "an Azure pool has exactly one VM size")
         if self.cloud == "azure" and self.role == "system" and self.capacity_type == "spot":
-            raise ValueError("AKS refuses a Spot system pool: use capacity_type on-demand")
+            raise FieldError("capacity_type", "AKS refuses a Spot system pool: use capacity_type on-demand")
         if self.cloud == "azure":
             bad = [k for k in [*self.labels, *(t.key for t in self.taints)] if "_" in k]
             if bad:
-                raise ValueError(f"keys {bad} contain '_', which Azure's tag form cannot round-trip")
+                raise FieldError("labels" if set(bad) & set(self.labels) else "taints",
+                                 f"keys {bad} contain '_', which Azure's tag form cannot round-trip")
         return self
 
     # --- derived facts (all from this one object) -----------------------------------------
@@ -151,22 +167,25 @@ class Pool(_Strict):
         for name in self.instance_types:
             entry = catalogue.get(name)
             if entry is None:
-                raise ValueError(f"instance type {name!r} is not in the catalogue; add it under 'catalogue:'")
+                raise FieldError("instance_types", f"instance type {name!r} is not in the catalogue; add it under "
+                                 "'catalogue:'")
             if entry.cloud != self.cloud:
-                raise ValueError(f"instance type {name!r} is an {entry.cloud} type, the pool is {self.cloud}")
+                raise FieldError("instance_types", f"instance type {name!r} is an {entry.cloud} type, the pool is "
+                                 f"{self.cloud}")
             entries.append(entry)
         gpu_counts = {e.gpus for e in entries}
         if len(gpu_counts) > 1:
-            raise ValueError(f"instance_types mix GPU counts {sorted(gpu_counts)}: a pool's nodes must be alike")
+            raise FieldError("instance_types", f"instance_types mix GPU counts {sorted(gpu_counts)}: a pool's nodes "
+                             "must be alike")
         gpus = entries[0].gpus
         if self.gpus_per_node is not None and self.gpus_per_node != gpus:
-            raise ValueError(f"gpus_per_node is {self.gpus_per_node} but {entries[0].name} has {gpus}")
+            raise FieldError("gpus_per_node", f"gpus_per_node is {self.gpus_per_node} but {entries[0].name} has {gpus}")
         if self.role == "gpu" and gpus == 0:
-            raise ValueError(f"role gpu on {entries[0].name}, which has no GPU")
+            raise FieldError("role", f"role gpu on {entries[0].name}, which has no GPU")
         if self.role != "gpu" and gpus > 0:
-            raise ValueError(f"role {self.role} on GPU type {entries[0].name}: use role gpu")
+            raise FieldError("role", f"role {self.role} on GPU type {entries[0].name}: use role gpu")
         if self.min_pod_gpus > gpus:
-            raise ValueError(f"min_pod_gpus {self.min_pod_gpus} exceeds the node's {gpus} GPUs")
+            raise FieldError("min_pod_gpus", f"min_pod_gpus {self.min_pod_gpus} exceeds the node's {gpus} GPUs")
         # The smallest type is the template: the scaler never promises more than any type gives.
         smallest = min(entries, key=lambda e: (e.vcpu, e.memory_gib, e.price_per_hour))
         return self.model_copy(update={"gpus_per_node": gpus, "instance": smallest})

@@ -2,7 +2,9 @@
 
 The core stays free of I/O libraries, so it cannot import `kubernetes.utils.parse_quantity`;
 `tests/scaler/core/test_quantity.py` checks this function against that one on every suffix.
-CPU is kept in millicores, everything else in base units (bytes, counts).
+CPU is kept in millicores, everything else in base units (bytes, counts). What the API server would
+refuse is refused here too: negative amounts, fractional extended resources (`nvidia.com/gpu: 0.5`),
+and amounts past what Kubernetes' int64 quantities hold (`1e400`).
 """
 
 from __future__ import annotations
@@ -20,16 +22,22 @@ _DECIMAL: Final = {
 }
 
 
+MAX_UNITS: Final = 2**63 - 1  # Kubernetes keeps quantities' values as int64
+
+
 class QuantityError(ValueError):
-    """A string that is not a Kubernetes quantity."""
+    """A string that is not a Kubernetes quantity, or an amount no resource can have."""
 
 
 def parse_quantity(value: str | int | float) -> Decimal:
     """Parse "500m", "16Gi", "1e3", 4 into an exact Decimal in base units."""
-    if isinstance(value, bool):
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
         raise QuantityError(f"not a quantity: {value!r}")
     if isinstance(value, int | float):
-        return Decimal(str(value))
+        amount = Decimal(str(value))
+        if not amount.is_finite():
+            raise QuantityError(f"not a quantity: {value!r}")
+        return _bounded(amount, value)
     text = value.strip()
     number, suffix = text, ""
     if text[-2:] in _BINARY:
@@ -43,15 +51,35 @@ def parse_quantity(value: str | int | float) -> Decimal:
         raise QuantityError(f"not a quantity: {value!r}") from None
     if not amount.is_finite():
         raise QuantityError(f"not a quantity: {value!r}")
-    return amount * (_BINARY[suffix] if suffix in _BINARY else _DECIMAL[suffix])
+    return _bounded(amount, value) * (_BINARY[suffix] if suffix in _BINARY else _DECIMAL[suffix])
+
+
+def _bounded(amount: Decimal, value: object) -> Decimal:
+    """Keep exponents where Decimal arithmetic stays exact and cheap (1e400 is no resource's amount)."""
+    if amount and amount.adjusted() > 30:
+        raise QuantityError(f"{value!r} is larger than any node could have")
+    return amount
+
+
+def is_extended(resource: str) -> bool:
+    """A resource outside kubernetes.io's names (nvidia.com/gpu): whole units only."""
+    return "/" in resource and not resource.startswith(("kubernetes.io/", "requests.", "hugepages-"))
 
 
 def to_units(resource: str, value: str | int | float) -> int:
     """The integer the core works in: millicores for cpu, rounded up base units otherwise."""
     amount = parse_quantity(value)
+    if amount < 0:
+        raise QuantityError(f"{value!r} is negative")
+    if is_extended(resource) and amount != amount.to_integral_value():
+        raise QuantityError(f"{value!r} is not a whole number ({resource} is an extended resource: "
+                            "whole units only)")
     if resource == RES_CPU:
         amount *= 1000
-    return int(amount.to_integral_value(rounding=ROUND_CEILING))
+    units = int(amount.to_integral_value(rounding=ROUND_CEILING))
+    if units > MAX_UNITS:
+        raise QuantityError(f"{value!r} is larger than any node could have")
+    return units
 
 
 def format_units(resource: str, units: int) -> str:

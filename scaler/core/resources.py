@@ -4,14 +4,24 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from scaler.core.quantity import format_units, to_units
+from scaler.core.errors import FieldError
+from scaler.core.quantity import QuantityError, format_units, to_units
 
 Resources = dict[str, int]
 
 
 def parse_resources(raw: Mapping[str, str | int | float] | None) -> Resources:
-    """{"cpu": "500m", "memory": "1Gi"} -> {"cpu": 500, "memory": 1073741824}."""
-    return {name: to_units(name, value) for name, value in (raw or {}).items()}
+    """{"cpu": "500m", "memory": "1Gi"} -> {"cpu": 500, "memory": 1073741824}; a bad amount raises a
+    FieldError whose path is the resource's name."""
+    if raw is not None and not isinstance(raw, Mapping):
+        raise FieldError((), f"expected a mapping of resource names to quantities, got {type(raw).__name__}")
+    out: Resources = {}
+    for name, value in (raw or {}).items():
+        try:
+            out[name] = to_units(name, value)
+        except QuantityError as err:
+            raise FieldError(str(name), str(err).removeprefix(f"{name}: ")) from None
+    return out
 
 
 def format_resources(res: Mapping[str, int]) -> dict[str, str]:

@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from scaler.core import keys
+from scaler.core.errors import FieldError, render_path
 from scaler.core.filters.labels import merge_label_keys
 from scaler.core.filters.volumes import Storage, csi_driver
 from scaler.core.model import (
@@ -44,20 +45,87 @@ class SnapshotError(ValueError):
     """An object that is not a valid pod / node; the message names the object and the field."""
 
 
-def _term(raw: JSON) -> SelectorTerm:
-    return tuple(
-        SelectorRequirement(r["key"], r["operator"], tuple(r.get("values") or ()))
-        for r in raw.get("matchExpressions") or ()
-    ) + tuple(  # matchFields: only metadata.name exists
-        SelectorRequirement(r["key"], r["operator"], tuple(r.get("values") or ()), field=True)
-        for r in raw.get("matchFields") or ()
-    )
+# The API server guarantees these shapes; a hand-edited snapshot may not: refuse what the model cannot hold.
+def _strings(raw: Any, where: str) -> dict[str, str]:
+    """Labels, annotations, a node selector: strings to strings."""
+    if raw is None:
+        return {}
+    if isinstance(raw, Mapping) and all(isinstance(k, str) and isinstance(v, str) for k, v in raw.items()):
+        return dict(raw)
+    raise FieldError(where, "expected a mapping of strings to strings")
 
 
-def _requests(container: JSON) -> Resources:
+def _objects(raw: Any, where: str) -> list[JSON]:
+    if raw is None:
+        return []
+    if isinstance(raw, list | tuple) and all(isinstance(o, Mapping) for o in raw):
+        return list(raw)
+    raise FieldError(where, "expected a list of objects")
+
+
+def _text(obj: JSON, key: str, where: str, default: str = "") -> str:
+    value = obj.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, str):
+        raise FieldError(f"{where}.{key}".lstrip("."), f"expected a string, got {type(value).__name__}")
+    return value
+
+
+def _term(raw: JSON, where: str) -> SelectorTerm:
+    out = []
+    for i, r in enumerate(_objects(raw.get("matchExpressions"), f"{where}.matchExpressions")):
+        at = f"{where}.matchExpressions[{i}]"
+        values = r.get("values") or []
+        if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+            raise FieldError(f"{at}.values", "expected a list of strings")
+        operator = _text(r, "operator", at)
+        if operator not in _SELECTOR_OPERATORS:
+            raise FieldError(f"{at}.operator", f"{operator!r} is not one of {', '.join(_SELECTOR_OPERATORS)}")
+        out.append(SelectorRequirement(_text(r, "key", at), operator, tuple(values)))  # type: ignore[arg-type]
+    for i, r in enumerate(_objects(raw.get("matchFields"), f"{where}.matchFields")):  # only metadata.name exists
+        at = f"{where}.matchFields[{i}]"
+        values = r.get("values") or []
+        if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+            raise FieldError(f"{at}.values", "expected a list of strings")
+        operator = _text(r, "operator", at)
+        if operator not in ("In", "NotIn"):
+            raise FieldError(f"{at}.operator", f"{operator!r} is not In or NotIn")
+        out.append(SelectorRequirement(_text(r, "key", at), operator, tuple(values), field=True))  # type: ignore[arg-type]
+    return tuple(out)
+
+
+def _toleration(t: JSON, where: str) -> Toleration:
+    operator = _text(t, "operator", where, "Equal")
+    if operator not in ("Equal", "Exists"):
+        raise FieldError(f"{where}.operator", f"{operator!r} is not Equal or Exists")
+    effect = _text(t, "effect", where)
+    if effect not in ("", *_EFFECTS):
+        raise FieldError(f"{where}.effect", f"{effect!r} is not one of {', '.join(_EFFECTS)}")
+    return Toleration(_text(t, "key", where), operator, _text(t, "value", where), effect)  # type: ignore[arg-type]
+
+
+def _taint(t: JSON, where: str) -> Taint:
+    effect = _text(t, "effect", where)
+    if effect not in _EFFECTS:
+        raise FieldError(f"{where}.effect", f"{effect!r} is not one of {', '.join(_EFFECTS)}")
+    return Taint(_text(t, "key", where), _text(t, "value", where), effect)  # type: ignore[arg-type]
+
+
+_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+_SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
+
+
+def _requests(container: JSON, where: str) -> Resources:
     res = container.get("resources") or {}
+    if not isinstance(res, Mapping):
+        raise FieldError(f"{where}.resources", "expected an object with requests and limits")
+    for part in ("limits", "requests"):  # a limit without a request defaults the request to the limit
+        try:
+            parse_resources(res.get(part))
+        except FieldError as err:
+            raise FieldError(f"{where}.resources.{render_path((part, *err.path))}", err.message) from None
     requests = dict(res.get("requests") or {})
-    # A limit without a request defaults the request to the limit (API server defaulting).
     for name, value in (res.get("limits") or {}).items():
         requests.setdefault(name, value)
     return parse_resources(requests)
@@ -68,37 +136,50 @@ def pod_from_json(obj: JSON) -> Pod:
     spec = obj.get("spec") or {}
     name = f"{meta.get('namespace', 'default')}/{meta.get('name', '?')}"
     try:
-        containers = [_requests(c) for c in spec.get("containers") or ()]
-        sidecars = [_requests(c) for c in spec.get("initContainers") or () if c.get("restartPolicy") == "Always"]
-        inits = [_requests(c) for c in spec.get("initContainers") or () if c.get("restartPolicy") != "Always"]
-        overhead = parse_resources(spec.get("overhead"))
+        containers = [_requests(c, f"spec.containers[{i}]")
+                      for i, c in enumerate(_objects(spec.get("containers"), "spec.containers"))]
+        init_list = list(enumerate(_objects(spec.get("initContainers"), "spec.initContainers")))
+        sidecars = [_requests(c, f"spec.initContainers[{i}]") for i, c in init_list
+                    if c.get("restartPolicy") == "Always"]
+        inits = [_requests(c, f"spec.initContainers[{i}]") for i, c in init_list if c.get("restartPolicy") != "Always"]
+        try:
+            overhead = parse_resources(spec.get("overhead"))
+        except FieldError as err:
+            raise FieldError(render_path(("spec", "overhead", *err.path)), err.message) from None
         affinity = (spec.get("affinity") or {}).get("nodeAffinity") or {}
         required = (affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms")
         preferred = affinity.get("preferredDuringSchedulingIgnoredDuringExecution") or ()
-        owners = [o for o in meta.get("ownerReferences") or () if o.get("controller")]
+        owners = [o for o in _objects(meta.get("ownerReferences"), "metadata.ownerReferences") if o.get("controller")]
+        aff = "spec.affinity.nodeAffinity"
         return Pod(
-            name=meta["name"],
-            namespace=meta.get("namespace", "default"),
-            uid=meta.get("uid", ""),
+            name=_text(meta, "name", "metadata") or meta["name"],
+            namespace=_text(meta, "namespace", "metadata", "default"),
+            uid=_text(meta, "uid", "metadata"),
             requests=effective_request([*containers, *sidecars], inits, overhead),
-            labels=dict(meta.get("labels") or {}),
-            annotations=dict(meta.get("annotations") or {}),
-            node_selector=dict(spec.get("nodeSelector") or {}),
-            required_affinity=tuple(_term(t) for t in required or ()),
-            preferred_affinity=tuple(PreferredTerm(int(p["weight"]), _term(p["preference"])) for p in preferred),
-            tolerations=tuple(
-                Toleration(t.get("key", ""), t.get("operator", "Equal"), t.get("value", ""), t.get("effect", ""))
-                for t in spec.get("tolerations") or ()
+            labels=_strings(meta.get("labels"), "metadata.labels"),
+            annotations=_strings(meta.get("annotations"), "metadata.annotations"),
+            node_selector=_strings(spec.get("nodeSelector"), "spec.nodeSelector"),
+            required_affinity=tuple(
+                _term(t, f"{aff}.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[{i}]")
+                for i, t in enumerate(_objects(required, f"{aff}.requiredDuringSchedulingIgnoredDuringExecution"))
             ),
-            node_name=spec.get("nodeName") or None,
-            owner_kind=owners[0].get("kind") if owners else None,
+            preferred_affinity=tuple(
+                PreferredTerm(int(p["weight"]), _term(p["preference"], f"{aff}.preferred[{i}].preference"))
+                for i, p in enumerate(_objects(preferred, f"{aff}.preferredDuringSchedulingIgnoredDuringExecution"))
+            ),
+            tolerations=tuple(_toleration(t, f"spec.tolerations[{i}]")
+                              for i, t in enumerate(_objects(spec.get("tolerations"), "spec.tolerations"))),
+            node_name=_text(spec, "nodeName", "spec") or None,
+            owner_kind=_text(owners[0], "kind", "metadata.ownerReferences[]") if owners else None,
             priority=int(spec.get("priority") or 0),
-            scheduler_name=spec.get("schedulerName") or "default-scheduler",
-            phase=(obj.get("status") or {}).get("phase", "Pending"),
+            scheduler_name=_text(spec, "schedulerName", "spec") or "default-scheduler",
+            phase=_text(obj.get("status") or {}, "phase", "status", "Pending"),
             created_at=timestamp(meta.get("creationTimestamp")),
             **_scheduling_fields(meta, spec),
         )
-    except (KeyError, TypeError, ValueError) as err:
+    except FieldError as err:
+        raise SnapshotError(f"pod {name}: {render_path(err.path)}: {err.message}") from None
+    except (AttributeError, KeyError, TypeError, ValueError) as err:
         raise SnapshotError(f"pod {name}: {err.__class__.__name__}: {err}") from None
 
 
@@ -207,7 +288,8 @@ def pv_from_json(obj: JSON) -> PersistentVolume:
             driver, handle = keys.CSI_AZURE_DISK, spec["azureDisk"].get("diskURI", "")
         return PersistentVolume(
             name=meta["name"], labels=dict(meta.get("labels") or {}),
-            node_affinity=tuple(_term(t) for t in required or ()),
+            node_affinity=tuple(_term(t, f"spec.nodeAffinity.required.nodeSelectorTerms[{i}]")
+                                for i, t in enumerate(required or ())),
             storage_class=spec.get("storageClassName") or "",
             capacity=_storage_bytes((spec.get("capacity") or {}).get("storage")),
             access_modes=tuple(spec.get("accessModes") or ()),
@@ -257,8 +339,10 @@ def namespace_labels_from_json(obj: JSON) -> tuple[str, dict[str, str]]:
 
 def is_unschedulable(obj: JSON) -> bool:
     """Pending = condition PodScheduled False with reason Unschedulable (what cluster-autoscaler reads)."""
-    for cond in (obj.get("status") or {}).get("conditions") or ():
-        if cond.get("type") == "PodScheduled":
+    status = obj.get("status")
+    conditions = status.get("conditions") if isinstance(status, Mapping) else None
+    for cond in conditions if isinstance(conditions, list) else ():
+        if isinstance(cond, Mapping) and cond.get("type") == "PodScheduled":
             return bool(cond.get("status") == "False" and cond.get("reason") == "Unschedulable")
     return False
 
@@ -278,21 +362,32 @@ def node_from_json(obj: JSON, pool_label: str | None = None) -> Node:
     spec = obj.get("spec") or {}
     status = obj.get("status") or {}
     try:
-        labels = dict(meta.get("labels") or {})
-        ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or ())
+        labels = _strings(meta.get("labels"), "metadata.labels")
+        ready = any(c.get("type") == "Ready" and c.get("status") == "True"
+                    for c in _objects(status.get("conditions"), "status.conditions"))
         return Node(
-            name=meta["name"],
+            name=_text(meta, "name", "metadata") or meta["name"],
             labels=labels,
-            taints=tuple(Taint(t["key"], t.get("value", ""), t["effect"]) for t in spec.get("taints") or ()),
-            allocatable=parse_resources(status.get("allocatable")),
+            taints=tuple(_taint(t, f"spec.taints[{i}]")
+                         for i, t in enumerate(_objects(spec.get("taints"), "spec.taints"))),
+            allocatable=_allocatable(status.get("allocatable")),
             unschedulable=bool(spec.get("unschedulable")),
             ready=ready,
-            provider_id=spec.get("providerID", ""),
+            provider_id=_text(spec, "providerID", "spec"),
             pool=labels.get(pool_label) if pool_label else None,
             created_at=timestamp(meta.get("creationTimestamp")),
         )
-    except (KeyError, TypeError, ValueError) as err:
+    except FieldError as err:
+        raise SnapshotError(f"node {meta.get('name', '?')}: {render_path(err.path)}: {err.message}") from None
+    except (AttributeError, KeyError, TypeError, ValueError) as err:
         raise SnapshotError(f"node {meta.get('name', '?')}: {err.__class__.__name__}: {err}") from None
+
+
+def _allocatable(raw: Any) -> Resources:
+    try:
+        return parse_resources(raw)
+    except FieldError as err:
+        raise FieldError(("status", "allocatable", *err.path), err.message) from None
 
 
 def pdb_from_json(obj: JSON) -> PodDisruptionBudget:

@@ -1,14 +1,19 @@
 """`python -m scaler simulate`: replay a GPU job trace through the scaler in a simulated cloud.
 
 Progress goes to stderr, the report summary to stdout; `--report` writes the JSON report and
-`--plot` the PNG timeline. Bad input (trace row, pools file, outage spec) is one line on stderr
-naming the file and line or field, and exit code 2.
+`--plot` the PNG timeline. Bad input (trace row, pools file, outage spec, an output path that cannot
+be written) is one line on stderr naming the file and line or field, and exit code 2, before the run
+starts. Jobs that never started are named at the end of the summary with a warning; `--strict` makes
+them exit code 1.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
+import math
+import os
 import sys
 import time
 from pathlib import Path
@@ -41,6 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--plot", help="write the PNG timeline here")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random spot reclaims")
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    parser.add_argument("--strict", action="store_true", help="exit 1 when a job never started")
 
 
 class InputError(ValueError):
@@ -53,12 +59,27 @@ def parse_outages(specs: list[str], config: ScalerConfig) -> list[Outage]:
     for spec in specs:
         try:
             outage = Outage.parse(spec)
-        except ValueError as err:
-            raise InputError(f"--{err}") from None
+        except ValueError:
+            raise InputError(f"--spot-outage {spec}: expected ZONE:START_S:END_S, seconds with 0 <= START < END") \
+                from None
         if outage.zone not in zones:
             raise InputError(f"--spot-outage {spec}: zone {outage.zone!r} is in no pool (zones: {sorted(zones)})")
         out.append(outage)
     return out
+
+
+def check_output(option: str, path: str | None) -> None:
+    """Refuse an output path that could not be written, before the run rather than after it."""
+    if path is None:
+        return
+    target = Path(path)
+    folder = target.parent if str(target.parent) else Path(".")
+    if target.is_dir():
+        raise InputError(f"{option} {path}: is a folder, give a file name")
+    if not folder.is_dir():
+        raise InputError(f"{option} {path}: folder {folder} does not exist")
+    if not os.access(folder, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
+        raise InputError(f"{option} {path}: not writable")
 
 
 def simulate(
@@ -86,16 +107,17 @@ def simulate(
 
 
 def main(args: argparse.Namespace) -> int:
-    if args.hours is not None and args.hours <= 0:
-        print(f"--hours {args.hours}: must be > 0", file=sys.stderr)
-        return 2
-    if args.device_plugin_delay < 0:
-        print(f"--device-plugin-delay {args.device_plugin_delay}: must be >= 0", file=sys.stderr)
-        return 2
-    if args.interruption_rate < 0:
-        print(f"--interruption-rate {args.interruption_rate}: must be >= 0", file=sys.stderr)
-        return 2
+    for option, value, low, strict in (("--hours", args.hours, 0.0, True),
+                                       ("--device-plugin-delay", args.device_plugin_delay, 0.0, False),
+                                       ("--interruption-rate", args.interruption_rate, 0.0, False)):
+        if value is not None and (not math.isfinite(value) or value < low or (strict and value == low)):
+            print(f"{option} {value}: must be a finite number {'>' if strict else '>='} {low:g}", file=sys.stderr)
+            return 2
     try:
+        check_output("--report", args.report)
+        check_output("--plot", args.plot)
+        if args.plot and importlib.util.find_spec("matplotlib") is None:
+            raise InputError("--plot: needs matplotlib (pip install 'gpuburst[plot]')")
         result, report = simulate(
             args.trace, args.pools, hours=args.hours, outages=args.spot_outage, scheduler=args.scheduler,
             interruption_rate=args.interruption_rate, seed=args.seed, quiet=args.quiet,
@@ -115,4 +137,4 @@ def main(args: argparse.Namespace) -> int:
         print(f"report: {args.report}")
     if args.plot:
         print(f"timeline: {args.plot}")
-    return 0
+    return 1 if args.strict and report["jobs_never_started"] else 0

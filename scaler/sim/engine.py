@@ -89,6 +89,8 @@ class SimResult:
     scale_downs: int
     provider_errors: list[str]
     notes: list[str] = field(default_factory=list)
+    nodes: list[Node] = field(default_factory=list)  # the cluster and the planner's state when the run ended
+    state: State = field(default_factory=State)
     evictions_refused: int = 0  # evictions a PodDisruptionBudget refused (429)
 
 
@@ -394,6 +396,7 @@ class Engine:
             rescheduled_pods=self.rescheduled, scale_ups=self.scale_ups,
             scale_downs=sum(1 for i in self.provider.history if i.end_reason == "deleted"),
             provider_errors=self.actuator.errors, evictions_refused=self.kube.refused,
+            nodes=list(self.binder.nodes.values()), state=self.state,
         )
 
     def _status(self, tick: float) -> str:

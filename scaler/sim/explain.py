@@ -19,7 +19,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from scaler.configfile import load_config
+from scaler.configfile import load_config, read_text
 from scaler.core import keys
 from scaler.core.config import ConfigError, ScalerConfig
 from scaler.core.planner import plan
@@ -51,9 +51,9 @@ def load_snapshot(path: str | Path, config: ScalerConfig) -> tuple[Snapshot, lis
     """Read a kubectl JSON List into a Snapshot; returns it and notes (ignored objects, unknown pools)."""
     p = Path(path)
     try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except OSError as err:
-        raise SnapshotError(f"{p}: cannot read: {err.strerror}") from None
+        data = json.loads(read_text(p))
+    except ConfigError as err:
+        raise SnapshotError(str(err)) from None
     except json.JSONDecodeError as err:
         raise SnapshotError(f"{p}:{err.lineno}:{err.colno}: not valid JSON: {err.msg}") from None
     if not isinstance(data, dict) or not isinstance(data.get("items"), list):
@@ -68,6 +68,8 @@ def load_snapshot(path: str | Path, config: ScalerConfig) -> tuple[Snapshot, lis
         meta = obj.get("metadata")
         if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
             raise SnapshotError(f"{p}: items[{i}] ({kind}): metadata.name is missing")
+        if not isinstance(meta.get("namespace", ""), str):
+            raise SnapshotError(f"{p}: items[{i}] ({kind}): metadata.namespace is not a string")
         where = f"{p}: {kind} {meta.get('namespace', '') + '/' if kind == 'Pod' else ''}{meta['name']}"
         latest = max(latest, _timestamp(meta.get("creationTimestamp"), f"{where}: metadata.creationTimestamp"))
         if kind in by_kind:
@@ -130,6 +132,14 @@ def render(result: Plan, snapshot: Snapshot, notes: list[str], verbose: bool = F
     for note in [*result.notes, *notes]:
         lines.append(f"note: {note}")
     return "\n".join(lines)
+
+
+def reasons_by_text(reasons: dict[str, str]) -> list[tuple[list[str], str]]:
+    """A pod's per-pool reasons with the pools that share a reason together, most pools first."""
+    pools: dict[str, list[str]] = {}
+    for pool, text in sorted(reasons.items()):
+        pools.setdefault(text, []).append(pool)
+    return sorted(((names, text) for text, names in pools.items()), key=lambda x: (-len(x[0]), x[1]))
 
 
 def main(args: argparse.Namespace) -> int:

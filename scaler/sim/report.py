@@ -7,8 +7,11 @@
   GPU-hours at the cheapest per-GPU price of a pool its pods fit (a 0-GPU job: its cpu share of the
   cheapest per-vCPU pool that fits it).
 - spot_share: the share of paid GPU-hours that ran on spot.
-- pending_*: per job, from submission to the moment all its pods run (first start); a job that never
-  started counts until the end of the simulation.
+- pending_*: per job that started, from submission to the moment all its pods run (first start).
+- jobs_never_started / never_started: the jobs whose pods never all ran (count, the first job ids, and
+  per group of pods alike, why: the planner's verdict on an empty cluster with each pool's reason in
+  `python -m scaler explain`'s words). demand_done_gpu_hours: GPUs x run time actually done (jobs cut by
+  the end included); paid_over_demand_done: paid over that, the overhead on the work done.
 - fallback_events / fallback_delay_*: a spot launch that failed while pods waited for it opens an
   episode; it closes when a scale-up in another pool is planned for those pods (the fallback). The
   delay is from the failed launch to that scale-up.
@@ -22,8 +25,13 @@ from typing import Any
 
 from scaler.core import keys
 from scaler.core.model import Pod
+from scaler.core.planner import plan
 from scaler.core.predicates import fits
+from scaler.core.snapshot import PoolObservation, Snapshot
 from scaler.sim.engine import JobRun, SimResult
+from scaler.sim.explain import reasons_by_text
+
+FIRST_JOBS = 5  # job ids the report names (the count says how many more)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -66,9 +74,53 @@ def lower_bound_cost(result: SimResult) -> float:
     return total
 
 
-def _pending(run: JobRun, end: float) -> float:
-    start = run.first_start if run.first_start is not None else end
-    return max(start - run.job.submit_s, 0.0)
+def _pending(run: JobRun) -> float:
+    return max((run.first_start or 0.0) - run.job.submit_s, 0.0)
+
+
+def _done_s(run: JobRun, end: float) -> float:
+    return run.done_s + (end - run.run_started if run.run_started is not None else 0.0)
+
+
+def never_started(result: SimResult) -> dict[str, Any]:
+    """The jobs whose pods never all ran, and why: the planner's verdict on their waiting pods in the cluster
+    and state the run ended with (the per-pool reasons `python -m scaler explain` prints), pods alike grouped."""
+    runs = [r for r in result.jobs if r.first_start is None]
+    out: dict[str, Any] = {"jobs": len(runs), "first_job_ids": [r.job.job_id for r in runs[:FIRST_JOBS]],
+                           "reasons": []}
+    if not runs:
+        return out
+    config = result.config
+    job_of = {p.key: r.job.job_id for r in runs for p in r.pods}
+    waiting = [p for r in runs for p in r.pods if p.node_name is None]
+    alive: dict[str, int] = {}
+    for inst in result.provider.alive():
+        alive[inst.pool] = alive.get(inst.pool, 0) + 1
+    pools = {p.name: PoolObservation(p, alive.get(p.name, 0), alive.get(p.name, 0)) for p in config.pools}
+    snapshot = Snapshot(now=result.end, pending=waiting, nodes=result.nodes, pools=pools)
+    verdicts = plan(snapshot, result.state, config)[0].verdicts
+    groups: dict[tuple[object, ...], dict[str, Any]] = {}
+
+    def count(outcome: str, reasons: dict[str, str], pod: Pod) -> None:
+        key = (outcome, tuple(sorted(reasons.items())))
+        group = groups.setdefault(key, {"outcome": outcome, "pods": 0, "jobs": set(), "per_pool": reasons})
+        group["pods"] += 1
+        group["jobs"].add(job_of[pod.key])
+
+    for r in runs:
+        for pod in r.pods:
+            v = verdicts.get(pod.key)
+            if pod.node_name is not None:
+                count("bound", {"*": "running, waiting for the rest of its job's pods"}, pod)
+            elif v is None or v.outcome not in ("unschedulable", "waiting"):
+                where = f" in pool {v.pool}" if v is not None and v.pool else ""
+                count(v.outcome if v else "pending",
+                      {"*": f"{v.outcome if v else 'pending'}{where} when the run stopped at {result.end:.0f} s"}, pod)
+            else:
+                count(v.outcome, dict(v.reasons), pod)
+    ordered = sorted(groups.values(), key=lambda g: -g["pods"])
+    out["reasons"] = [{**g, "jobs": len(g["jobs"])} for g in ordered]
+    return out
 
 
 def build_report(result: SimResult, *, trace: str, pools_file: str, seed: int, outages: list[str],
@@ -79,7 +131,9 @@ def build_report(result: SimResult, *, trace: str, pools_file: str, seed: int, o
     spot = sum(i.gpus * i.life(end) for i in history if i.spot) / 3600
     cost = sum(i.price_per_hour * i.life(end) for i in history) / 3600
     demand = sum(r.job.gpus * r.job.duration_s for r in result.jobs) / 3600
-    pendings = [_pending(r, end) for r in result.jobs]
+    done = sum(r.job.gpus * _done_s(r, end) for r in result.jobs) / 3600
+    pendings = [_pending(r) for r in result.jobs if r.first_start is not None]
+    never = never_started(result)
     delays = [e.fallback_at - e.failed_at for e in result.episodes if e.fallback_at is not None]
     timings = result.config.timings
     return {
@@ -94,9 +148,12 @@ def build_report(result: SimResult, *, trace: str, pools_file: str, seed: int, o
         "timings": timings.model_dump(),
         "jobs_total": len(result.jobs),
         "jobs_completed": sum(1 for r in result.jobs if r.completed_at is not None),
+        "jobs_never_started": never["jobs"],
         "demand_gpu_hours": round(demand, 1),
+        "demand_done_gpu_hours": round(done, 1),
         "paid_gpu_hours": round(paid, 1),
         "paid_over_demand": round(paid / demand, 4) if demand else None,
+        "paid_over_demand_done": round(paid / done, 4) if done else None,
         "cost_usd": round(cost, 2),
         "lower_bound_cost_usd": round(lower_bound_cost(result), 2),
         "spot_share": round(spot / paid, 4) if paid else 0.0,
@@ -120,11 +177,13 @@ def build_report(result: SimResult, *, trace: str, pools_file: str, seed: int, o
         "simulated_hours": round(end / 3600, 2),
         "wall_s": round(wall_s, 1),
         "provider_errors": result.provider_errors[:20],
+        "never_started": never,
     }
 
 
 SUMMARY_KEYS = (
-    "scheduler", "jobs_completed", "jobs_total", "demand_gpu_hours", "paid_gpu_hours", "paid_over_demand",
+    "scheduler", "jobs_completed", "jobs_total", "jobs_never_started", "demand_gpu_hours", "demand_done_gpu_hours",
+    "paid_gpu_hours", "paid_over_demand", "paid_over_demand_done",
     "cost_usd", "lower_bound_cost_usd", "spot_share", "pending_p50_s", "pending_p95_s", "pending_max_s",
     "fallback_events", "fallback_delay_max_s", "interruptions", "rescheduled_pods", "plan_p50_s", "plan_max_s",
     "passes_planned", "simulated_hours", "wall_s",
@@ -135,12 +194,29 @@ def summary(report: dict[str, Any]) -> str:
     width = max(len(k) for k in SUMMARY_KEYS)
     lines = [f"simulation of {report['trace']} with {report['pools_file']} ({report['placement']})"]
     lines += [f"  {k:<{width}}  {report[k]}" for k in SUMMARY_KEYS]
+    lines += never_started_lines(report)
     return "\n".join(lines)
+
+
+def never_started_lines(report: dict[str, Any]) -> list[str]:
+    """What never ran, per group of pods with the pools' reasons; the last line is the warning."""
+    never = report["never_started"]
+    if not never["jobs"]:
+        return []
+    more = never["jobs"] - len(never["first_job_ids"])
+    ids = ", ".join(never["first_job_ids"]) + (f" and {more} more" if more > 0 else "")
+    lines = ["never started (per group of pods alike, why each pool could not take them):"]
+    for g in never["reasons"]:
+        lines.append(f"  {g['pods']} pod(s) of {g['jobs']} job(s), {g['outcome']}:")
+        lines += [f"      {', '.join(pools)}: {text}" for pools, text in reasons_by_text(g["per_pool"])]
+    lines.append(f"warning: {never['jobs']} of {report['jobs_total']} jobs never started: {ids}")
+    return lines
 
 
 def one_line(report: dict[str, Any]) -> str:
     """The figures of a run on one line (bench/simulate_traces.py prints these)."""
-    keys = ("scheduler", "jobs_completed", "jobs_total", "demand_gpu_hours", "paid_gpu_hours", "paid_over_demand",
+    keys = ("scheduler", "jobs_completed", "jobs_total", "jobs_never_started", "demand_gpu_hours",
+            "paid_gpu_hours", "paid_over_demand", "paid_over_demand_done",
             "cost_usd", "lower_bound_cost_usd", "spot_share", "pending_p50_s", "pending_p95_s", "pending_max_s",
             "fallback_events", "fallback_delay_max_s", "plan_p50_s", "plan_max_s", "wall_s")
     return " ".join(f"{k}={report[k]}" for k in keys)

@@ -24,8 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from scaler.configfile import read_text
 from scaler.core import keys
-from scaler.core.config import ScalerConfig
+from scaler.core.config import ConfigError, ScalerConfig
 from scaler.core.model import Pod, Toleration
 from scaler.core.predicates import effective_request
 
@@ -38,6 +39,9 @@ PER_GPU_MEMORY: Final = 12 * 2**30
 CPU_ONLY_CPU_M: Final = 1000  # a 0-GPU job of a trace without cpu figures
 CPU_ONLY_MEMORY: Final = 2 * 2**30
 SIM_NAMESPACE: Final = "trace"
+# Past these a row is a typo, not a job (and the arithmetic downstream would overflow floats).
+LIMITS: Final = {"submit_s": 10 * 365 * 86400.0, "duration_s": 10 * 365 * 86400.0, "gpus": 1e6,
+                 "num_workers": 1e6, "gpu_milli": 1000, "cpu": 1e6, "mem_mib": 1e9}
 
 
 class TraceError(ValueError):
@@ -64,6 +68,8 @@ def _number(text: str, column: str, *, integer: bool, where: str) -> float:
         raise TraceError(f"{where}: {column} is {text!r}, not a number") from None
     if not math.isfinite(value) or value < 0:
         raise TraceError(f"{where}: {column} is {text!r}, expected a finite number >= 0")
+    if value > LIMITS[column]:
+        raise TraceError(f"{where}: {column} is {text!r}, more than {LIMITS[column]:g}")
     if integer and value != int(value):
         raise TraceError(f"{where}: {column} is {text!r}, expected an integer")
     return value
@@ -73,58 +79,60 @@ def load_trace(path: str | Path, hours: float | None = None) -> list[Job]:
     """Read a trace CSV; with `hours`, only the jobs submitted in the first `hours` hours."""
     p = Path(path)
     try:
-        handle = p.open(encoding="utf-8", newline="")
-    except OSError as err:
-        raise TraceError(f"{p}: cannot read: {err.strerror}") from None
+        content = read_text(p)
+    except ConfigError as err:
+        raise TraceError(str(err)) from None
     jobs: list[Job] = []
     header: list[str] | None = None
     kind = ""
     seen: set[str] = set()
-    with handle:
-        for line, text in enumerate(handle, start=1):
-            if text.startswith("#") or not text.strip():
-                continue
+    for line, text in enumerate(content.splitlines(), start=1):
+        if text.startswith("#") or not text.strip():
+            continue
+        where = f"{p}:{line}"
+        try:
             row = next(csv.reader([text]))
-            where = f"{p}:{line}"
-            if header is None:
-                header = [h.strip() for h in row]
-                if tuple(header) == PHILLY_COLUMNS:
-                    kind = "philly"
-                elif tuple(header) == ALIBABA_COLUMNS:
-                    kind = "alibaba"
-                else:
-                    raise TraceError(
-                        f"{where}: unknown header {','.join(header)!r}; expected "
-                        f"{','.join(PHILLY_COLUMNS)!r} or {','.join(ALIBABA_COLUMNS)!r}"
-                    )
-                continue
-            if len(row) != len(header):
-                raise TraceError(f"{where}: {len(row)} fields, the header has {len(header)}")
-            rec = dict(zip(header, (c.strip() for c in row), strict=True))
-            job_id = rec["job_id"]
-            if not job_id:
-                raise TraceError(f"{where}: job_id is empty")
-            if job_id in seen:
-                raise TraceError(f"{where}: job_id {job_id!r} appears twice")
-            seen.add(job_id)
-            submit = _number(rec["submit_s"], "submit_s", integer=False, where=where)
-            gpus = int(_number(rec["gpus"], "gpus", integer=True, where=where))
-            duration = _number(rec["duration_s"], "duration_s", integer=False, where=where)
-            if jobs and submit < jobs[-1].submit_s:
-                raise TraceError(f"{where}: submit_s {rec['submit_s']} is before the previous row's")
-            if hours is not None and submit >= hours * 3600:
-                break
-            if kind == "philly":
-                workers = int(_number(rec["num_workers"], "num_workers", integer=True, where=where))
-                jobs.append(Job(job_id, submit, gpus, duration, num_workers=max(workers, 1), line=line))
-                continue
-            milli = int(_number(rec["gpu_milli"], "gpu_milli", integer=True, where=where))
-            cpu = _number(rec["cpu"], "cpu", integer=False, where=where)
-            mem = _number(rec["mem_mib"], "mem_mib", integer=False, where=where)
-            if gpus == 0 and cpu == 0:
-                raise TraceError(f"{where}: a job with neither GPUs nor cpu")
-            jobs.append(Job(job_id, submit, gpus, duration, cpu_m=math.ceil(cpu * 1000),
-                            memory=math.ceil(mem * 2**20), gpu_milli=milli, line=line))
+        except csv.Error as err:
+            raise TraceError(f"{where}: not a CSV row: {err}") from None
+        if header is None:
+            header = [h.strip() for h in row]
+            if tuple(header) == PHILLY_COLUMNS:
+                kind = "philly"
+            elif tuple(header) == ALIBABA_COLUMNS:
+                kind = "alibaba"
+            else:
+                raise TraceError(
+                    f"{where}: unknown header {','.join(header)!r}; expected "
+                    f"{','.join(PHILLY_COLUMNS)!r} or {','.join(ALIBABA_COLUMNS)!r}"
+                )
+            continue
+        if len(row) != len(header):
+            raise TraceError(f"{where}: {len(row)} fields, the header has {len(header)}")
+        rec = dict(zip(header, (c.strip() for c in row), strict=True))
+        job_id = rec["job_id"]
+        if not job_id:
+            raise TraceError(f"{where}: job_id is empty")
+        if job_id in seen:
+            raise TraceError(f"{where}: job_id {job_id!r} appears twice")
+        seen.add(job_id)
+        submit = _number(rec["submit_s"], "submit_s", integer=False, where=where)
+        gpus = int(_number(rec["gpus"], "gpus", integer=True, where=where))
+        duration = _number(rec["duration_s"], "duration_s", integer=False, where=where)
+        if jobs and submit < jobs[-1].submit_s:
+            raise TraceError(f"{where}: submit_s {rec['submit_s']} is before the previous row's")
+        if hours is not None and submit >= hours * 3600:
+            break
+        if kind == "philly":
+            workers = int(_number(rec["num_workers"], "num_workers", integer=True, where=where))
+            jobs.append(Job(job_id, submit, gpus, duration, num_workers=max(workers, 1), line=line))
+            continue
+        milli = int(_number(rec["gpu_milli"], "gpu_milli", integer=True, where=where))
+        cpu = _number(rec["cpu"], "cpu", integer=False, where=where)
+        mem = _number(rec["mem_mib"], "mem_mib", integer=False, where=where)
+        if gpus == 0 and cpu == 0:
+            raise TraceError(f"{where}: a job with neither GPUs nor cpu")
+        jobs.append(Job(job_id, submit, gpus, duration, cpu_m=math.ceil(cpu * 1000),
+                        memory=math.ceil(mem * 2**20), gpu_milli=milli, line=line))
     if header is None:
         raise TraceError(f"{p}: empty trace (no header)")
     return jobs

@@ -65,3 +65,20 @@ def rendered(stack: str) -> Any:
     if stack not in _cache:
         _cache[stack] = render(ROOT / f"Pulumi.{stack}.yaml")
     return _cache[stack]
+
+
+def run_program(path: Path) -> Any:
+    """The real entry point (program.main) under mocks, as `pulumi preview` / `up` would run it; returns the
+    mocks (what was registered)."""
+    from gpuburst_infra.offline import CloudMocks, RecordingMonitor, stack_file_config
+    from gpuburst_infra.program import main
+
+    import pulumi
+
+    config, secrets = stack_file_config(path)
+    mocks = CloudMocks("us-east-1")
+    pulumi.runtime.set_mocks(mocks, project="gpuburst", stack="aws-dev", preview=True,
+                             monitor=RecordingMonitor(mocks))
+    pulumi.runtime.set_all_config(config, secrets)
+    pulumi.runtime.test(main)()
+    return mocks

@@ -200,18 +200,18 @@ def _pool(pool: str, **changes: Any) -> Any:
 
 AZURE_CASES = [
     ("Spot system pool", _pool("system", capacity_type="spot"),
-     f"{F}: gpuburst:pools[system]: AKS refuses a Spot system pool"),
+     f"{F}: gpuburst:pools[system].capacity_type: AKS refuses a Spot system pool"),
     ("two system pools", lambda c: c["gpuburst:pools"].append(
         {"name": "system2", "role": "system", "vm_size": "Standard_D4s_v5", "zones": ["1"], "min": 1, "max": 2}),
      f"{F}: gpuburst:pools: one system pool on AKS"),
     ("agent pool name too long", _pool("t4-spot-2", name="t4-spot-zone-two"),
      f"{F}: gpuburst:pools[t4-spot-zone-two].provider_ref: AKS agent pool names are 1-12"),
     ("zone that Azure does not have", _pool("t4-spot-2", zones=["4"]),
-     f"{F}: gpuburst:pools[t4-spot-2].zones: ['4'] are not availability zones"),
+     f"{F}: gpuburst:pools[t4-spot-2].zones: ['4'] are not zones of eastus"),
     ("unknown location", lambda c: c.__setitem__("azure-native:location", "mars"),
      f"{F}: azure-native:location: 'mars' is not a supported region"),
     ("two VM sizes", _pool("t4-od", vm_size=None, instance_types=["Standard_NC4as_T4_v3", "Standard_NC8as_T4_v3"]),
-     f"{F}: gpuburst:pools[t4-od]: an Azure pool has exactly one VM size"),
+     f"{F}: gpuburst:pools[t4-od].instance_types: an Azure pool has exactly one VM size"),
     ("local accounts off without admins", lambda c: c.__setitem__("gpuburst:rbac", {"disable_local_accounts": True}),
      f"{F}: gpuburst:rbac: disable_local_accounts needs admin_group_object_ids"),
     ("overlapping service CIDR", lambda c: c.__setitem__("gpuburst:network", {"cidr": "10.0.0.0/12"}),

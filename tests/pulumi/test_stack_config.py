@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from gpuburst_infra.offline import CloudMocks, RecordingMonitor, render, stack_file_config
+from gpuburst_infra.offline import render
 from gpuburst_infra.stack import StackConfigError
-from stack_helpers import ROOT, pool_entry, write_stack
+from stack_helpers import ROOT, pool_entry, run_program, write_stack
 
 import pulumi
 
@@ -48,16 +48,16 @@ CASES = [
     ("GPU pool on a type without GPUs", _pool("gpu1-od", instance_types=["m6i.large"]),
      f"{F}: gpuburst:pools[gpu1-od].role: role gpu on m6i.large, which has no GPU"),
     ("spot pool without a fallback", _pool("gpu1-spot-b", fallback=None),
-     f"{F}: gpuburst:pools[gpu1-spot-b].fallback: fallback is required for a spot GPU pool"),
+     f"{F}: gpuburst:pools[gpu1-spot-b].fallback: is required for a spot GPU pool"),
     ("spot CPU pool without a fallback", lambda c: c["gpuburst:pools"].append(
         {"name": "cpu-spot", "role": "general", "capacity_type": "spot", "instance_types": ["m6i.large"],
          "zones": ["us-east-1a"], "max": 4}),
      f"{F}: gpuburst:pools[cpu-spot].fallback: a spot pool needs a fallback chain that ends in an on-demand pool"),
     ("spot fallbacks that loop", lambda c: (_pool("gpu1-spot-a", fallback="gpu1-spot-b")(c),
                                             _pool("gpu1-spot-b", fallback="gpu1-spot-a")(c)),
-     f"{F}: gpuburst:pools[gpu1-spot-a].fallback: fallback chain loops"),
+     f"{F}: gpuburst:pools[gpu1-spot-a].fallback: the fallback chain loops"),
     ("fallback to an undeclared pool", _pool("gpu1-spot-b", fallback="gpu9-od"),
-     f"{F}: gpuburst:pools[gpu1-spot-b].fallback: fallback 'gpu9-od' is not a declared pool"),
+     f"{F}: gpuburst:pools[gpu1-spot-b].fallback: 'gpu9-od' is not a declared pool"),
     ("unknown region", _set("aws:region", "eu-west-9"),
      f"{F}: aws:region: 'eu-west-9' is not a supported region"),
     ("unknown Kubernetes version", _set("gpuburst:kubernetes_version", "1.19"),
@@ -104,27 +104,14 @@ def test_every_error_is_reported_at_once(tmp_path: Path) -> None:
     assert "gpuburst:pools[gpu1-spot-b].maxsize" in str(err.value)
 
 
-def _run_program(path: Path) -> CloudMocks:
-    """The real entry point (program.main) under mocks, as `pulumi up` would run it."""
-    from gpuburst_infra.program import main
-
-    config, secrets = stack_file_config(path)
-    mocks = CloudMocks("us-east-1")
-    pulumi.runtime.set_mocks(mocks, project="gpuburst", stack="aws-dev", preview=True,
-                             monitor=RecordingMonitor(mocks))
-    pulumi.runtime.set_all_config(config, secrets)
-    pulumi.runtime.test(main)()
-    return mocks
-
-
 def test_pulumi_run_fails_with_the_message_and_declares_nothing(tmp_path: Path) -> None:
     bad = write_stack(DEV, tmp_path, _pool("gpu1-spot-a", min=9))
     with pytest.raises(pulumi.RunError, match=r"Pulumi\.aws-dev\.yaml: gpuburst:pools\[gpu1-spot-a\]\.max"):
-        _run_program(bad)
+        run_program(bad)
 
 
 def test_pulumi_run_declares_the_stack_from_a_good_file() -> None:
-    mocks = _run_program(DEV)
+    mocks = run_program(DEV)
     assert sum(1 for r in mocks.registered if r[0] == "aws:autoscaling/group:Group") == 4
 
 

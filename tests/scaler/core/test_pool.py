@@ -41,11 +41,11 @@ def test_example_pools_load_and_resolve() -> None:
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ({"min": 5, "max": 2}, "pools[gpu-a]: min (5) is greater than max (2)"),
+        ({"min": 5, "max": 2}, "pools[gpu-a].max: min (5) is greater than max (2)"),
         ({"instance_types": ["m5.large"]}, "pools[gpu-a].role: role gpu on m5.large, which has no GPU"),
         ({"instance_types": ["g9.huge"]}, "pools[gpu-a].instance_types: instance type 'g9.huge' is not in"),
-        ({"fallback": None}, "fallback is required for a spot GPU pool"),
-        ({"fallback": "nope"}, "fallback 'nope' is not a declared pool"),
+        ({"fallback": None}, "pools[gpu-a].fallback: is required for a spot GPU pool"),
+        ({"fallback": "nope"}, "pools[gpu-a].fallback: 'nope' is not a declared pool"),
         ({"gpus_per_node": 4}, "pools[gpu-a].gpus_per_node: gpus_per_node is 4 but g5.2xlarge has 1"),
         ({"colour": "red"}, "pools[gpu-a].colour: Extra inputs are not permitted"),
         ({"instance_types": ["g5.2xlarge", "g5.12xlarge"]}, "mix GPU counts [1, 4]"),

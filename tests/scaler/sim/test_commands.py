@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -23,7 +24,8 @@ def test_simulate_writes_report_and_plot(tmp_path: Path, pools_file: Path, capsy
                  "--report", str(report_path), "--plot", str(plot_path), "--spot-outage", "us-east-1b:0:60"])
     assert code == 0
     out, err = capsys.readouterr()
-    assert "jobs_completed        3" in out
+    assert re.search(r"^  jobs_completed +3$", out, re.M)
+    assert re.search(r"^  jobs_never_started +0$", out, re.M) and "warning" not in out
     assert "t=" in err  # progress on stderr
     report = json.loads(report_path.read_text())
     for key in ("paid_gpu_hours", "demand_gpu_hours", "cost_usd", "lower_bound_cost_usd", "spot_share",
@@ -41,8 +43,8 @@ def test_simulate_writes_report_and_plot(tmp_path: Path, pools_file: Path, capsy
     [
         (["--spot-outage", "us-east-1a:100"], "ZONE:START_S:END_S"),
         (["--spot-outage", "eu-west-1a:0:100"], "zone 'eu-west-1a' is in no pool"),
-        (["--hours", "0"], "--hours 0.0: must be > 0"),
-        (["--device-plugin-delay", "-5"], "--device-plugin-delay -5.0: must be >= 0"),
+        (["--hours", "0"], "--hours 0.0: must be a finite number > 0"),
+        (["--device-plugin-delay", "-5"], "--device-plugin-delay -5.0: must be a finite number >= 0"),
     ],
 )
 def test_simulate_bad_options(tmp_path: Path, pools_file: Path, capsys: pytest.CaptureFixture[str],
@@ -162,6 +164,39 @@ def test_explain_says_where_the_pods_scheduler_will_bind_it(tmp_path: Path, caps
     out = capsys.readouterr().out
     assert f"ml/pending: fits-existing on node {node} (where {scheduler} will bind it)" in out
     assert "scale up" not in out
+
+
+ALIBABA = "job_id,submit_s,gpus,duration_s,gpu_milli,cpu,mem_mib,qos,status"
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_simulate_names_the_jobs_that_never_ran_and_why(tmp_path: Path, pools_file: Path,
+                                                        capsys: pytest.CaptureFixture[str], strict: bool) -> None:
+    """A 1000-GPU gang (the 8-GPU pools hold 160) and a 1-GPU job asking 500 cpus (no node has them) never run;
+    the two small jobs do. The run says which, why per pool, and the overhead on the work actually done."""
+    trace = write_trace(tmp_path / "t.csv", ["j1,0,1,600,1000,2,8192,LS,Done", "j2,10,1000,600,1000,2,8192,LS,Done",
+                                             "j3,20,1,600,1000,500,8192,LS,Done", "j4,30,1,600,1000,2,8192,LS,Done"],
+                        header=ALIBABA)
+    report_path = tmp_path / "r.json"
+    code = main(["simulate", "--trace", str(trace), "--pools", str(pools_file), "--quiet", "--report",
+                 str(report_path), *(["--strict"] if strict else [])])
+    assert code == (1 if strict else 0)
+    out = capsys.readouterr().out
+    assert "warning: 2 of 4 jobs never started: j2, j3" in out
+    report = json.loads(report_path.read_text())
+    assert (report["jobs_completed"], report["jobs_never_started"]) == (2, 2)
+    never = report["never_started"]
+    assert never["first_job_ids"] == ["j2", "j3"]
+    by_job_count = {(g["pods"], g["outcome"]): g["per_pool"] for g in never["reasons"]}
+    cpu = [g for g in never["reasons"] if g["pods"] == 1 and g["outcome"] == "unschedulable"]
+    assert len(cpu) == 1 and cpu[0]["per_pool"]["gpu1-od"] == "Insufficient cpu"
+    assert "gpu1-od, gpu1-spot-a, gpu1-spot-b: Insufficient cpu" in out  # explain's wording, pools alike together
+    gang = [p for (pods, _), p in by_job_count.items() if pods > 1 and "*" in p and "gang" in p["*"]]
+    assert gang and "all or none" in gang[0]["*"]
+    assert sum(g["pods"] for g in never["reasons"]) == 125 + 1
+    # demand counts the 1000-GPU job that never ran; the work done is the two small ones
+    assert report["paid_over_demand"] < 1 < report["paid_over_demand_done"]
+    assert report["demand_done_gpu_hours"] == pytest.approx(2 * 600 / 3600, abs=0.1)
 
 
 def test_explain_reads_volumes_and_gives_the_schedulers_reason(tmp_path: Path,

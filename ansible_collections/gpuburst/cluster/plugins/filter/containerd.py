@@ -25,11 +25,21 @@ from ansible.errors import AnsibleFilterError
 CRI_V2 = "io.containerd.grpc.v1.cri"
 CRI_V3 = "io.containerd.cri.v1.runtime"
 _VERSION = re.compile(r"\bv?(\d+)\.(\d+)\.(\d+)")
+_RUNTIME_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+
+
+def _text(value: Any, what: str) -> str:
+    """A filter argument that must be text (a command's stdout, a file's content)."""
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise AnsibleFilterError(f"{what}: expected text, got {type(value).__name__}")
+    return value
 
 
 def containerd_major(version_output: str) -> int:
     """2 for `containerd github.com/containerd/containerd/v2 v2.0.4 ...`, 1 for 1.6 / 1.7."""
-    match = _VERSION.search(version_output or "")
+    match = _VERSION.search(_text(version_output, "version_output"))
     if not match:
         raise AnsibleFilterError(f"cannot read a containerd version from {version_output!r}")
     return int(match.group(1))
@@ -37,7 +47,7 @@ def containerd_major(version_output: str) -> int:
 
 def _load(text: str, what: str) -> dict[str, Any]:
     try:
-        return tomllib.loads(text or "")
+        return tomllib.loads(_text(text, what))
     except tomllib.TOMLDecodeError as err:
         raise AnsibleFilterError(f"{what} is not valid TOML: {err}") from None
 
@@ -64,6 +74,13 @@ def _dumps(data: dict[str, Any]) -> str:
 def containerd_nvidia_dropin(version_output: str, default_config: str, main_config: str,
                              runtime_name: str = "nvidia", binary: str = "/usr/bin/nvidia-container-runtime",
                              set_default: bool = False) -> str:
+    if not isinstance(runtime_name, str) or not _RUNTIME_NAME.match(runtime_name):
+        raise AnsibleFilterError(f"runtime_name: {runtime_name!r} is not a containerd runtime name "
+                                 "(letters, digits, '_', '.', '-')")
+    if not isinstance(binary, str) or not binary.startswith("/") or any(c in binary for c in "\"\n"):
+        raise AnsibleFilterError(f"binary: {binary!r} must be an absolute path")
+    if not isinstance(set_default, bool):
+        raise AnsibleFilterError(f"set_default: {set_default!r} must be true or false")
     major = containerd_major(version_output)
     plugin = CRI_V3 if major >= 2 else CRI_V2
     main = _load(main_config, "config.toml")
@@ -96,8 +113,11 @@ def containerd_nvidia_dropin(version_output: str, default_config: str, main_conf
 
 def containerd_imports(main_config: str, version_output: str, pattern: str) -> str:
     """The main config.toml with `pattern` in its top-level `imports` (created when missing)."""
+    if not isinstance(pattern, str) or not pattern.startswith("/") or any(c in pattern for c in "\"\n\\"):
+        raise AnsibleFilterError(f"pattern: {pattern!r} must be an absolute path glob "
+                                 "(e.g. /etc/containerd/conf.d/*.toml)")
     major = containerd_major(version_output)
-    if not (main_config or "").strip():
+    if not _text(main_config, "config.toml").strip():
         return _dumps({"version": 3 if major >= 2 else 2, "imports": [pattern]})
     current = _load(main_config, "config.toml")
     imports = list(current.get("imports", []))

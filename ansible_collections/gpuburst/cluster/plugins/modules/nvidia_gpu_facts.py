@@ -19,11 +19,11 @@ description:
     that a GPU host whose driver did not load can be told from a host without GPUs.
 options:
   nvidia_smi:
-    description: Path or name of the nvidia-smi executable.
+    description: Path or name of the nvidia-smi executable. A path that is not an executable file fails the task.
     type: str
     default: nvidia-smi
   pci_devices:
-    description: Where the kernel lists the PCI devices.
+    description: Where the kernel lists the PCI devices. A path given that is not a directory fails the task.
     type: path
     default: /sys/bus/pci/devices
 author:
@@ -98,6 +98,7 @@ _CUDA = re.compile(r"^\s*CUDA Version\s*:\s*(\S+)", re.MULTILINE)
 _NOT_AVAILABLE = {"[N/A]", "N/A", "[Not Supported]", "[Unknown Error]"}
 
 
+DEFAULT_PCI_DEVICES = "/sys/bus/pci/devices"
 NVIDIA_VENDOR = "0x10de"
 DISPLAY_CLASS = "0x03"  # display controllers: VGA 0x0300, 3D 0x0302 (GPUs); not their audio / USB functions
 
@@ -211,11 +212,19 @@ def gather(module, nvidia_smi):
 def main():
     module = AnsibleModule(
         argument_spec={"nvidia_smi": {"type": "str", "default": "nvidia-smi"},
-                       "pci_devices": {"type": "path", "default": "/sys/bus/pci/devices"}},
+                       "pci_devices": {"type": "path", "default": DEFAULT_PCI_DEVICES}},
         supports_check_mode=True,
     )
+    nvidia_smi, pci_devices = module.params["nvidia_smi"], module.params["pci_devices"]
+    if not nvidia_smi.strip():
+        module.fail_json(msg="nvidia_smi: empty; give a command name or an absolute path")
+    if "/" in nvidia_smi and not (os.path.isfile(nvidia_smi) and os.access(nvidia_smi, os.X_OK)):
+        module.fail_json(msg=f"nvidia_smi: {nvidia_smi} is not an executable file")
+    if pci_devices != DEFAULT_PCI_DEVICES and not os.path.isdir(pci_devices):
+        # the default may be missing (a container without /sys/bus/pci): no PCI GPU; a path given is a typo
+        module.fail_json(msg=f"pci_devices: {pci_devices} is not a directory")
     try:
-        facts = gather(module, module.params["nvidia_smi"])
+        facts = gather(module, nvidia_smi)
     except NvidiaSmiParseError as err:
         module.fail_json(msg=str(err))
     facts["pci_gpus"] = count_pci_gpus(module.params["pci_devices"])
