@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from core_builders import example_config, node_of, pod, snapshot
+from core_builders import POOLS, config, example_config, node_of, pod, snapshot
 
 from scaler.core.config import ScalerConfig
 from scaler.core.planner import plan
@@ -10,7 +10,9 @@ from scaler.core.snapshot import Backoff, DrainState, Interruption, Snapshot, St
 
 
 def _interrupted(kind: str = "spot-interruption", **limits: float) -> tuple[ScalerConfig, Snapshot]:
-    cfg = example_config(limits=limits) if limits else example_config()
+    # with limits, without the 8-GPU pools: a cap below one of their nodes is refused when the config loads
+    cfg = config([p for p in POOLS if not p["name"].startswith("gpu8")], limits=limits) if limits \
+        else example_config()
     busy = node_of(cfg, "gpu1-spot-a", "a1", [pod("train-0", gpu=1)], zone="us-east-1a")
     other = node_of(cfg, "gpu1-spot-a", "a2", [pod("train-1", gpu=1)], zone="us-east-1a")
     snap = snapshot(cfg, [], [busy, other])
