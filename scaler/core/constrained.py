@@ -10,8 +10,8 @@ zones gets nodes in each.
 
 Nodes the pass opens and booting nodes become nodes of the cluster (their own name and hostname) when
 the first pod goes on them; a template being tried counts as an extra, empty node. A transaction
-(`begin` / `rollback`) undoes placements with the Packer's (gangs, drain simulation). With no
-constrained pod and no anti-affinity anywhere, nothing here runs.
+(`begin` / `rollback`) undoes placements with the Packer's (gangs, drain simulation). When no pod of
+the snapshot, pending or running, is constrained, nothing here runs.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ class Filtered:
             self.cluster.expect(pending)
         self._nodes: dict[int, Node] = {}
         self._journal: list[tuple[str, Pod | None, str, Node | None, list[Pod]]] | None = None
-        self._constrained: dict[int, bool] = {}
+        self._constrained: dict[int, tuple[PodClass, bool]] = {}
         self._hints: dict[tuple[int, tuple[tuple[int, int], ...]], int] = {}  # (group, request) -> first bin
 
     # --- which pods -------------------------------------------------------------------------------
@@ -56,9 +56,9 @@ class Filtered:
 
     def is_constrained(self, cls: PodClass) -> bool:
         hit = self._constrained.get(id(cls))
-        if hit is None:
-            hit = self._constrained[id(cls)] = self.constrained(cls.rep)
-        return hit
+        if hit is None:  # the class is kept with its answer: its id cannot be reused meanwhile
+            hit = self._constrained[id(cls)] = (cls, self.constrained(cls.rep))
+        return hit[1]
 
     # --- nodes --------------------------------------------------------------------------------------
     def node_of(self, b: Bin) -> Node:
