@@ -39,7 +39,7 @@ class Filtered:
         if self.active:
             self.cluster = Cluster(nodes, storage, namespaces)
             self.cluster.expect(pending)
-        self._nodes: dict[int, Node] = {}
+        self._nodes: dict[int, tuple[Bin, Node]] = {}
         self._journal: list[tuple[str, Pod | None, str, Node | None, list[Pod]]] | None = None
         self._constrained: dict[int, tuple[PodClass, bool]] = {}
         self._hints: dict[tuple[int, tuple[tuple[int, int], ...]], int] = {}  # (group, request) -> first bin
@@ -65,10 +65,10 @@ class Filtered:
         """The node a bin stands for: a real node, or a node of its own for a booting / new one."""
         if b.kind in _REAL:
             return b.node
-        node = self._nodes.get(id(b))
-        if node is None:
-            node = self._nodes[id(b)] = new_node(b.group.node, b.name)
-        return node
+        hit = self._nodes.get(id(b))
+        if hit is None or hit[0] is not b:  # the bin is kept with its node: its id is not reused meanwhile
+            hit = self._nodes[id(b)] = (b, new_node(b.group.node, b.name))
+        return hit[1]
 
     def check(self, pod: Pod) -> PodCheck:
         assert self.cluster is not None
