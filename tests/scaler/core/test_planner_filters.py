@@ -275,3 +275,19 @@ def test_a_pod_on_a_local_volume_keeps_its_node_even_for_consolidation() -> None
     snap.storage = Storage(claims={claim.key: claim}, volumes={local.name: local})
     result, _ = plan(snap, state, cfg)
     assert result.scale_downs == []
+
+
+def test_a_gang_that_does_not_fit_leaves_no_placements_behind() -> None:
+    """Two gang members with zone anti-affinity need 8-GPU nodes in two zones; the cluster may hold one
+    (max_gpus 8): the gang is rolled back, placements included, so the single pod that follows gets
+    the first-ranked zone (1a), which a leftover member there would refuse it."""
+    cfg = example_config(limits=CFG.limits.model_copy(update={"max_gpus": 8}))
+    anti = (PodAffinityTerm(app("g"), keys.LABEL_ZONE, ("default",)),)
+    gang = [with_(pod(f"g-{i}", cpu="8", gpu=8, labels={"app": "g", keys.LABEL_POD_GROUP: "g"}),
+                  pod_anti_affinity=anti) for i in range(2)]
+    single = with_(pod("solo", cpu="8", gpu=8, labels={"app": "g"}), pod_anti_affinity=anti)
+    single.created_at = 1.0
+    result, _ = plan(snapshot(cfg, [*gang, single]), State(), cfg)
+    assert {result.verdicts[f"default/g-{i}"].outcome for i in range(2)} == {"waiting"}
+    assert [(u.pool, u.zone, u.count) for u in result.scale_ups] == [("gpu8-spot-a", "us-east-1a", 1)]
+    assert result.verdicts["default/solo"].outcome == "scale-up"
