@@ -80,7 +80,7 @@ class Filtered:
         if cluster is None:
             return
         if b.name not in cluster.nodes:
-            cluster.add_node(self.node_of(b), ())
+            cluster.add_node(self.node_of(b), (), None if b.kind in _REAL else b.group.node)
             if self._journal is not None:
                 self._journal.append(("node", None, b.name, None, []))
         cluster.place(pod, b.name)

@@ -118,8 +118,9 @@ class Cluster:
     def nodes(self) -> Mapping[str, Node]:
         return self.placed.nodes
 
-    def add_node(self, node: Node, pods: Iterable[Pod] | None = None) -> None:
-        self.placed.add_node(node, pods)
+    def add_node(self, node: Node, pods: Iterable[Pod] | None = None, like: Node | None = None) -> None:
+        """A node with its pods (`node.pods` unless given); `like`: the template it was opened from."""
+        self.placed.add_node(node, pods, like)
 
     def remove_node(self, name: str) -> list[Pod]:
         return self.placed.remove_node(name)

@@ -159,13 +159,15 @@ class Placed:
         return True
 
     # --- nodes --------------------------------------------------------------------------------
-    def add_node(self, node: Node, pods: Iterable[Pod] | None = None) -> None:
-        """A node with its pods (`node.pods` unless given; terminated ones are left out)."""
+    def add_node(self, node: Node, pods: Iterable[Pod] | None = None, like: Node | None = None) -> None:
+        """A node with its pods (`node.pods` unless given; terminated ones are left out). `like`: a node
+        with the same labels but the hostname and the same taints (the template it was opened from)."""
         self.nodes[node.name] = node
         self.pods.setdefault(node.name, {})
         self.sigs.pop(node.name, None)  # a node may come back (a rollback) with other labels
         self._node_log.append(node)
-        sig = self.signature(node)
+        sig = self.signature(node) if like is None else self.signature(like)
+        self.sigs[node.name] = sig
         self._log_sigs.append(sig)
         self._log_deltas.append(1)
         self._sig_count[sig] += 1
