@@ -134,6 +134,7 @@ class Packer:
         self._eligible: dict[int, list[Group]] = {}
         self._classes: dict[tuple[object, ...], PodClass] = {}
         self._journal: list[tuple[Bin, list[int] | None]] | None = None
+        self._hints: dict[tuple[int, tuple[tuple[int, int], ...]], int] = {}  # (group, request) -> first bin
         self.changed: list[Bin] = []  # existing / coming bins whose free changed, in order (for _Chooser)
         # (profile, request) -> bin -> (version, resource score): classes that differ only in their
         # statics share the per-node part of their scores.
@@ -289,6 +290,11 @@ class Packer:
                 while start < len(bins) and any(bins[start].free[i] < m for i, m in dead):
                     start += 1
                 group.start = start
+            # Bins only lose room while a pass places pods (a rollback forgets the hints): the bins
+            # before the first that had room for this request still have none.
+            hint_key = (id(group), nz)
+            start = max(start, self._hints.get(hint_key, 0))
+            first = len(bins)
             for j in range(start, len(bins)):
                 b = bins[j]
                 free = b.free
@@ -299,7 +305,12 @@ class Packer:
                         k = q
                         if k <= 0:
                             break
-                if k <= 0 or b.removed or b.kind not in kinds:
+                if k <= 0:
+                    continue
+                if j < first:
+                    first = j
+                    self._hints[hint_key] = j
+                if b.removed or b.kind not in kinds:
                     continue
                 if journal is not None:
                     journal.append((b, list(free)))
@@ -312,7 +323,10 @@ class Packer:
                 placed += k
                 if placed >= n:
                     return placed
-            self.tighten(group)  # the whole group was looked at and could not take the rest
+            if first == len(bins):
+                self._hints[hint_key] = first
+            if start == group.start:  # (with a hint, the scan was short and the bound can stay loose)
+                self.tighten(group)  # the whole group was looked at and could not take the rest
         return placed
 
     def tighten(self, group: Group) -> None:
@@ -330,6 +344,7 @@ class Packer:
         """Undo every placement and opened bin since begin()."""
         journal = self._journal or []
         self._journal = None
+        self._hints.clear()  # bins get their room back, opened ones go
         for b, old in reversed(journal):
             if old is None:  # an opened bin
                 b.group.bins.remove(b)
