@@ -94,3 +94,20 @@ def tag_ca_cluster(cluster: str) -> str:
 def azure_tag_key(aws_key: str) -> str:
     """Azure tag names may not contain '/': cluster-autoscaler's Azure form uses '_'."""
     return aws_key.replace("/", "_")
+
+# --- what kube-scheduler's volume, topology and affinity filters read ------------------------
+# Deprecated zone / region labels, still honoured on PersistentVolumes by VolumeZone.
+LABEL_ZONE_BETA: Final = "failure-domain.beta.kubernetes.io/zone"
+LABEL_REGION_BETA: Final = "failure-domain.beta.kubernetes.io/region"
+# Set by the API server on every Namespace: what a namespaceSelector can always match.
+LABEL_NAMESPACE_NAME: Final = "kubernetes.io/metadata.name"
+# PVC annotations of the PV controller / scheduler.
+ANNOTATION_SELECTED_NODE: Final = "volume.kubernetes.io/selected-node"
+ANNOTATION_BIND_COMPLETED: Final = "pv.kubernetes.io/bind-completed"
+ANNOTATION_DEFAULT_STORAGE_CLASS: Final = "storageclass.kubernetes.io/is-default-class"
+# CSI drivers whose per-node attach limits the planner knows for templates, and the in-tree
+# provisioner names that CSI migration maps onto them.
+CSI_EBS: Final = "ebs.csi.aws.com"
+CSI_AZURE_DISK: Final = "disk.csi.azure.com"
+INTREE_EBS: Final = "kubernetes.io/aws-ebs"
+INTREE_AZURE_DISK: Final = "kubernetes.io/azure-disk"
