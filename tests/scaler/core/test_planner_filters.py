@@ -30,7 +30,12 @@ from scaler.core.snapshot import Plan, State
 CFG = example_config()
 DRAIN = example_config(scale_down=CFG.scale_down.model_copy(update={"budget_fraction": 1.0, "consolidate": False}))
 ZONES3 = ["us-east-1a", "us-east-1b", "us-east-1c"]
-CFG3 = config([{"name": "cpu", "role": "general", "instance_types": ["m6i.2xlarge"], "zones": ZONES3, "max": 50}])
+# One pool per zone: a pool across zones cannot promise the zone a spread or an affinity needs (its
+# cloud picks the zone), so the planner uses only single-zone pools for such pods (issue 13).
+CFG3 = config([{"name": f"cpu-{z[-1]}", "role": "general", "instance_types": ["m6i.2xlarge"], "zones": [z],
+                "max": 50} for z in ZONES3])
+CFG2 = config([{"name": f"cpu-{z[-1]}", "role": "general", "instance_types": ["m6i.2xlarge"], "zones": [z],
+                "max": 50} for z in ZONES3[:2]])
 
 
 def app(name: str) -> LabelSelector:
@@ -68,11 +73,11 @@ def test_zone_spread_buys_the_node_in_the_zone_that_fixes_the_skew() -> None:
     """Two web replicas run in us-east-1a, none in 1b: a third one may only go to 1b (skew), so the
     new node is bought there, not in 1a (which ranks first on a tie)."""
     running = [with_(pod(f"web-{i}", cpu="3", labels={"app": "web"}), spread=zone_spread("web")) for i in range(2)]
-    nodes = [full_cpu_node(CFG, "cpu-spot", "a1", "us-east-1a", running),
-             full_cpu_node(CFG, "cpu-spot", "b1", "us-east-1b")]
+    nodes = [full_cpu_node(CFG2, "cpu-a", "a1", "us-east-1a", running),
+             full_cpu_node(CFG2, "cpu-b", "b1", "us-east-1b")]
     pending = [with_(pod("web-2", cpu="3", labels={"app": "web"}), spread=zone_spread("web"))]
-    result, _ = plan(snapshot(CFG, pending, nodes), State(), CFG)
-    assert [(u.pool, u.zone, u.count) for u in result.scale_ups] == [("cpu-spot", "us-east-1b", 1)]
+    result, _ = plan(snapshot(CFG2, pending, nodes), State(), CFG2)
+    assert [(u.pool, u.zone, u.count) for u in result.scale_ups] == [("cpu-b", "us-east-1b", 1)]
 
 
 def test_a_pod_with_a_zonal_volume_gets_a_node_in_the_volumes_zone() -> None:
@@ -96,7 +101,7 @@ def test_statefulset_with_hostname_anti_affinity_gets_a_node_per_replica() -> No
 
 
 def test_spread_of_six_over_three_zones_needs_a_node_in_each() -> None:
-    nodes = [full_cpu_node(CFG3, "cpu", f"n-{z[-1]}", z) for z in ZONES3]
+    nodes = [full_cpu_node(CFG3, f"cpu-{z[-1]}", f"n-{z[-1]}", z) for z in ZONES3]
     pending = [with_(pod(f"web-{i}", cpu="500m", labels={"app": "web"}), spread=zone_spread("web"))
                for i in range(6)]
     result, _ = plan(snapshot(CFG3, pending, nodes), State(), CFG3)
@@ -106,12 +111,12 @@ def test_spread_of_six_over_three_zones_needs_a_node_in_each() -> None:
 # --- missed or wrong scale-ups ---------------------------------------------------------------------
 def test_pod_affinity_to_its_jobs_workers_is_planned_in_their_zone() -> None:
     worker = pod("job-w0", cpu="7", memory="28Gi", labels={"job": "j1"})
-    nodes = [node_of(CFG, "cpu-spot", "b1", [worker], zone="us-east-1b")]
+    nodes = [node_of(CFG2, "cpu-b", "b1", [worker], zone="us-east-1b")]
     term = PodAffinityTerm(LabelSelector((SelectorRequirement("job", "In", ("j1",)),)), keys.LABEL_ZONE,
                            ("default",))
     pending = [with_(pod("job-w1", cpu="3", labels={"job": "j1"}), pod_affinity=(term,))]
-    result, _ = plan(snapshot(CFG, pending, nodes), State(), CFG)
-    assert [(u.pool, u.zone) for u in result.scale_ups] == [("cpu-spot", "us-east-1b")]
+    result, _ = plan(snapshot(CFG2, pending, nodes), State(), CFG2)
+    assert [(u.pool, u.zone) for u in result.scale_ups] == [("cpu-b", "us-east-1b")]
 
 
 def test_a_host_port_taken_on_an_existing_node_is_not_counted_as_fitting() -> None:
