@@ -294,7 +294,10 @@ def _drop(err: ConfigError, drafts: list[dict[str, Any]], by_ref: Mapping[str, N
         if len(issue.path) >= 2 and issue.path[0] == "pools" and issue.path[1] in by_name:
             draft = by_name[issue.path[1]]
             where = ".".join(issue.path[2:])
-            bad.setdefault(draft["provider_ref"], f"{where}: {issue.message}" if where else issue.message)
+            message = f"{where}: {issue.message}" if where else issue.message
+            if where == "fallback" and draft["capacity_type"] == "spot":
+                message += " (no on-demand group of the same GPUs per node to fall back to)"
+            bad.setdefault(draft["provider_ref"], message)
         else:
             return False
     for ref, message in bad.items():

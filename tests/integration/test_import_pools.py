@@ -194,3 +194,12 @@ def test_aks_agent_pools_and_a_tagged_scale_set(arm: FakeArm, capsys: pytest.Cap
     assert pool_tags[keys.azure_tag_key(keys.tag_ca_cluster(CLUSTER))] == "owned"
     vmss_tags = arm.scale_sets["gpu-vmss"]["tags"]
     assert vmss_tags[keys.TAG_CA_AZURE_MAX] == "6" and vmss_tags[keys.azure_tag_key(keys.TAG_CA_ENABLED)] == "true"
+
+
+def test_azure_without_its_subscription_is_one_line(monkeypatch: pytest.MonkeyPatch,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.delenv("AZURE_SUBSCRIPTION_ID", raising=False)
+    monkeypatch.delenv("GPUBURST_AZURE_RESOURCE_GROUP", raising=False)
+    assert main(["import-pools", "--cloud", "azure", "--cluster", CLUSTER]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--azure-subscription-id" in err[0]
