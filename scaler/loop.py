@@ -507,6 +507,7 @@ class Runtime:
         m.replace(m.nodes, states)
         m.replace(m.unavailable, {(p, z): 1 for (p, z), until in self.state.unavailable.items()
                                   if until > snapshot.now})
+        m.observe_pools(snapshot, plan, self.state, self.config)
 
     # --- the loop ------------------------------------------------------------------------------------
     def run(self, once: bool = False) -> int:
