@@ -65,6 +65,13 @@ ANNOTATION_MIRROR_POD: Final = "kubernetes.io/config.mirror"
 LABEL_POD_GROUP: Final = "scheduling.x-k8s.io/pod-group"
 ANNOTATION_POD_GROUP_MIN: Final = "scheduling.x-k8s.io/min-member"
 
+# --- ProvisioningRequests (autoscaling.x-k8s.io/v1, Kueue's ProvisioningRequest admission check) ---
+# The pods of an admitted workload name the request whose capacity they use (Kueue writes both forms).
+ANNOTATION_CONSUME_PROVREQ: Final = "autoscaling.x-k8s.io/consume-provisioning-request"
+ANNOTATION_CONSUME_PROVREQ_CA: Final = "cluster-autoscaler.kubernetes.io/consume-provisioning-request"
+# The gang label the scaler gives a request's stand-in pods, so the planner places them all or none.
+PROVREQ_GANG_PREFIX: Final = "provreq-"
+
 # --- cluster-autoscaler tag conventions (AWS form; Azure uses "_" for "/") -------------------
 TAG_CA_PREFIX: Final = "k8s.io/cluster-autoscaler/"
 TAG_CA_ENABLED: Final = f"{TAG_CA_PREFIX}enabled"
