@@ -69,6 +69,8 @@ ANNOTATION_POD_GROUP_MIN: Final = "scheduling.x-k8s.io/min-member"
 # The pods of an admitted workload name the request whose capacity they use (Kueue writes both forms).
 ANNOTATION_CONSUME_PROVREQ: Final = "autoscaling.x-k8s.io/consume-provisioning-request"
 ANNOTATION_CONSUME_PROVREQ_CA: Final = "cluster-autoscaler.kubernetes.io/consume-provisioning-request"
+# Kueue's label naming the LocalQueue a workload is queued in (the worked example sets it).
+LABEL_KUEUE_QUEUE: Final = "kueue.x-k8s.io/queue-name"
 # The gang label the scaler gives a request's stand-in pods, so the planner places them all or none.
 PROVREQ_GANG_PREFIX: Final = "provreq-"
 
