@@ -16,7 +16,6 @@ from scaler.core import keys
 from scaler.core.config import ScalerConfig
 from scaler.core.provreq import ATOMIC_SCALE_UP, CLASSES
 
-KUEUE_NAMESPACE = "kueue-system"
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
 ADMISSION_CHECK = "gpuburst"
 PROVREQ_CONFIG = "gpuburst"

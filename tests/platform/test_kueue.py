@@ -58,3 +58,24 @@ def test_the_worked_example_gets_its_four_nodes_all_at_once() -> None:
     assert sum(u.count for u in result.scale_ups) == 4
     assert {CONFIG.pool(u.pool).gpus for u in result.scale_ups} == {8}
     assert conds[req.key]["Provisioned"].reason == "Provisioning"
+
+
+def test_the_platform_installs_kueue_wired_to_gpuburst(build: Any) -> None:
+    from gpuburst_platform.versions import CHARTS
+
+    res = build("aws", kueue=True)
+    [release] = [r for r in res.of("helm.sh/v3:Release") if r.inputs["name"] == "kueue"]
+    assert (release.inputs["chart"], release.inputs["version"]) == (CHARTS["kueue"].chart, "0.19.2")
+    shared = yaml.safe_load((ROOT.parent / "shared" / "charts" / "kueue" / "Chart.yaml").read_text(encoding="utf-8"))
+    assert shared["version"] == release.inputs["version"]  # the chart the offline tests render
+    values = release.inputs["values"]
+    assert values["controllerManager"]["manager"]["image"]["tag"] == "v0.19.2"
+    crd = res.one("apiextensions.k8s.io/v1:CustomResourceDefinition")
+    assert crd.metadata["name"] == "provisioningrequests.autoscaling.x-k8s.io"
+    assert crd.inputs["spec"]["versions"][0]["subresources"] == {"status": {}}  # the scaler writes status only
+    kinds = {r.kind: r.inputs for r in res.resources if r.typ.startswith("kubernetes:kueue.x-k8s.io/")}
+    assert set(kinds) == {"ProvisioningRequestConfig", "AdmissionCheck", "ResourceFlavor", "ClusterQueue",
+                          "LocalQueue"}
+    assert kinds["LocalQueue"]["metadata"]["namespace"] == "gpu-examples"
+    off = build("aws")
+    assert not [r for r in off.of("helm.sh/v3:Release") if r.inputs["name"] == "kueue"]

@@ -14,9 +14,10 @@ from typing import Any
 import pytest
 import yaml
 from gpuburst_platform import monitoring
-from platform_helpers import AWS_POOLS
+from platform_helpers import AWS_POOLS, ROOT, scaler_config
 
 from scaler.configfile import load_config
+from scaler.core import keys
 from scaler.metrics import Metrics
 
 PROMTOOL = shutil.which("promtool")
@@ -232,3 +233,57 @@ def test_dashboard_json_is_grafana_shaped() -> None:
     ids = [p["id"] for p in board["panels"]]
     assert len(ids) == len(set(ids)) == 6
     assert all(t["datasource"]["uid"] == "${datasource}" for t in board["panels"])
+
+
+# --- what the platform declares --------------------------------------------------------------------
+CHART_VALUES = yaml.safe_load((ROOT.parent / "shared" / "charts" / "kube-prometheus-stack" / "values.yaml")
+                              .read_text(encoding="utf-8"))
+
+
+def _prometheus_values(res: Any) -> dict[str, Any]:
+    [prom] = [r for r in res.of("helm.sh/v3:Release") if r.inputs["chart"] == "kube-prometheus-stack"]
+    return dict(prom.inputs["values"])
+
+
+@pytest.mark.parametrize("cloud", ["aws", "azure"])
+def test_the_platform_ships_the_rules_prometheus_selects_and_the_dashboard_grafana_loads(build: Any,
+                                                                                        cloud: str) -> None:
+    res = build(cloud)
+    rule = res.one("monitoring.coreos.com/v1:PrometheusRule")
+    assert rule.inputs["spec"]["groups"] == monitoring.rule_groups(scaler_config(cloud), monitoring.AlertSettings())
+    values = _prometheus_values(res)
+    assert values["prometheus"]["prometheusSpec"]["ruleSelectorNilUsesHelmValues"] is False  # any rule, ours too
+    board = res.one("core/v1:ConfigMap", monitoring.DASHBOARD_NAME)
+    sidecar = CHART_VALUES["grafana"]["sidecar"]["dashboards"]
+    assert board.metadata["labels"][sidecar["label"]] == sidecar["labelValue"]
+    assert json.loads(board.inputs["data"][f"{monitoring.DASHBOARD_NAME}.json"])["uid"] == monitoring.DASHBOARD_UID
+    assert values["grafana"]["enabled"] is True and values["grafana"]["adminPassword"] == ""  # no default password
+    # The dashboard's pool join needs the pool label on kube_node_labels and the node on DCGM's series.
+    assert values["kube-state-metrics"]["metricLabelsAllowlist"] == [f"nodes=[{keys.LABEL_POOL}]"]
+    [dcgm] = [r for r in res.of("helm.sh/v3:Release") if r.inputs["chart"] == "dcgm-exporter"]
+    assert dcgm.inputs["values"]["serviceMonitor"]["relabelings"] == [monitoring.DCGM_NODE_RELABELING]
+
+
+def test_alerts_go_to_the_receiver_whose_url_is_a_secret(build: Any) -> None:
+    url = "https://hooks.slack.com/services/T000/B000/XXXX"
+    res = build("aws", alerts_url=url, alerts={"receiver": "slack", "slack_channel": "#ml-oncall"})
+    values = _prometheus_values(res)
+    from gpuburst_platform import component
+
+    assert values["alertmanager"]["alertmanagerSpec"]["secrets"] == [component.ALERTS_SECRET]
+    receiver = next(r for r in values["alertmanager"]["config"]["receivers"] if r["name"] == "gpuburst")
+    assert receiver["slack_configs"][0]["api_url_file"] == component.ALERTS_URL_FILE
+    assert url not in json.dumps(values)  # the URL never sits in the chart's values
+    secret = res.one("core/v1:Secret", component.ALERTS_SECRET)
+    data = secret.inputs["stringData"]
+    # Pulumi's wire form of a secret value: the secret signature key, and the value inside.
+    assert data["4dabf18193072939515e22adb298388d"] == "1b47061264138c4ac30d75fd1eb44270"
+    assert data["value"] == {"url": url}
+    assert component.ALERTS_URL_FILE.endswith(f"/{component.ALERTS_SECRET}/url")
+
+
+def test_a_receiver_without_its_url_is_refused_before_anything_is_declared() -> None:
+    from platform_helpers import platform_program
+
+    with pytest.raises(Exception, match="gpuburst:alertsUrl"):
+        platform_program("aws", alerts={"receiver": "webhook"})
