@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from scaler.core import keys
@@ -264,16 +264,19 @@ def conditions(req: ProvisioningRequest, *, now: float, plan: Plan | None, injec
     return conds
 
 
-def serve(snapshot: Snapshot, state: State, config: ScalerConfig, requests: list[ProvisioningRequest]) -> \
-        tuple[Plan, State, dict[str, dict[str, Condition]]]:
+Planner = Callable[[Snapshot, State, ScalerConfig], tuple[Plan, State]]
+
+
+def serve(snapshot: Snapshot, state: State, config: ScalerConfig, requests: list[ProvisioningRequest],
+          planner: Planner = plan) -> tuple[Plan, State, dict[str, dict[str, Condition]]]:
     """One pass with the requests in it: the plan (scale-ups for atomic requests, booked nodes kept from
-    scale-down), the next state, and each request's conditions. Without requests it is `plan` itself."""
+    scale-down), the next state, and each request's conditions. Without requests it is `planner` itself."""
     if not requests:
-        result, new_state = plan(snapshot, state, config)
+        result, new_state = planner(snapshot, state, config)
         return result, new_state, {}
     view = dataclasses.replace(snapshot, pending=list(snapshot.pending), nodes=copy.deepcopy(snapshot.nodes))
     injected = inject(view, requests, config)
-    result, new_state = plan(view, state, config)
+    result, new_state = planner(view, state, config)
     nodes = {n.name: n for n in snapshot.nodes}
     out: dict[str, dict[str, Condition]] = {}
     for req in requests:
