@@ -1,5 +1,7 @@
 """Replay the shared GPU traces through the scaler: both traces x {default, binpack} placement, plus a
-two-hour spot outage of one zone. Prints the command line of each run and one line of figures; these
+two-hour spot outage of one zone and random spot reclaims (0.05 per spot instance-hour, each with the
+cloud's two-minute notice: drains through the Eviction API that gang jobs' PodDisruptionBudgets can
+block, replacements planned by the core). Prints the command line of each run and one line of figures; these
 are the figures docs/simulator.md and the README quote.
 
     .venv/bin/python bench/simulate_traces.py [--traces DIR] [--pools FILE] [--out DIR] [--jobs N] [--readme FILE]
@@ -27,6 +29,7 @@ from scaler.sim.command import simulate  # noqa: E402
 from scaler.sim.report import one_line  # noqa: E402
 
 OUTAGE = "us-east-1a:36000:43200"  # hours 10 to 12 of PHILLY-A: the first busy morning
+INTERRUPTION_RATE = 0.05  # spot reclaims per spot instance-hour
 
 
 def without_min_gpus(pools: str, directory: Path) -> str:
@@ -47,6 +50,9 @@ def runs(traces: Path, pools: str, untainted: str | None) -> list[tuple[str, dic
                                                  "scheduler": scheduler, "outages": []}))
     out.append((f"PHILLY-A.csv default, spot outage {OUTAGE}",
                 {"trace": str(traces / "PHILLY-A.csv"), "pools": pools, "scheduler": "default", "outages": [OUTAGE]}))
+    out.append((f"PHILLY-A.csv default, spot reclaims {INTERRUPTION_RATE}/instance-h",
+                {"trace": str(traces / "PHILLY-A.csv"), "pools": pools, "scheduler": "default", "outages": [],
+                 "interruption_rate": INTERRUPTION_RATE}))
     if untainted:
         for trace in ("PHILLY-A.csv", "ALIBABA-OPENB2023-A.csv"):
             for scheduler in ("default", "binpack"):
@@ -57,6 +63,8 @@ def runs(traces: Path, pools: str, untainted: str | None) -> list[tuple[str, dic
 
 def command_line(kw: dict[str, Any]) -> str:
     outages = "".join(f" --spot-outage {o}" for o in kw["outages"])
+    if kw.get("interruption_rate"):
+        outages += f" --interruption-rate {kw['interruption_rate']}"
     if "untainted-" in kw["pools"]:
         return f"(pools: {Path(kw['pools']).name[len('untainted-'):]} with every min_pod_gpus removed)"
     return (f"python -m scaler simulate --trace {kw['trace']} --pools {kw['pools']} "
@@ -98,7 +106,8 @@ def write_readme(path: Path, table: str) -> None:
 
 
 def _one(kw: dict[str, Any]) -> dict[str, Any]:
-    _, report = simulate(kw["trace"], kw["pools"], scheduler=kw["scheduler"], outages=kw["outages"])
+    _, report = simulate(kw["trace"], kw["pools"], scheduler=kw["scheduler"], outages=kw["outages"],
+                         interruption_rate=kw.get("interruption_rate", 0.0))
     return report
 
 

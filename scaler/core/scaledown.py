@@ -15,11 +15,12 @@ from dataclasses import dataclass, field
 from scaler.core import keys
 from scaler.core.config import ScalerConfig
 from scaler.core.model import Node, Pod, PodDisruptionBudget
+from scaler.core.packing import Placement
 from scaler.core.pool import Pool
-from scaler.core.predicates import fits
-from scaler.core.scaleup import TERMINATED, Placement, ScaleUpResult
+from scaler.core.predicates import TERMINATED_PHASES, fits
+from scaler.core.scaleup import ScaleUpResult
 from scaler.core.snapshot import ScaleDown, Snapshot
-from scaler.core.state import Advanced, node_pool
+from scaler.core.state import Advanced, may_still_boot, node_pool
 
 _EXISTING = frozenset({"existing"})
 NOTE_EXAMPLES = 5
@@ -31,7 +32,7 @@ def is_mirror(pod: Pod) -> bool:
 
 def blocker(pod: Pod) -> str | None:
     """Why this pod forbids removing its node, or None. DaemonSet and mirror pods never block."""
-    if pod.phase in TERMINATED or is_mirror(pod):
+    if pod.phase in TERMINATED_PHASES or is_mirror(pod):
         return None
     ann = pod.annotations
     if ann.get(keys.ANNOTATION_SAFE_TO_EVICT, "").lower() == "false":
@@ -47,14 +48,14 @@ def blocker(pod: Pod) -> str | None:
 
 def to_evict(pods: Iterable[Pod]) -> list[Pod]:
     """The pods a drain evicts: everything running except DaemonSet and mirror pods."""
-    return [p for p in pods if p.phase not in TERMINATED and p.owner_kind != "DaemonSet" and not is_mirror(p)]
+    return [p for p in pods if p.phase not in TERMINATED_PHASES and p.owner_kind != "DaemonSet" and not is_mirror(p)]
 
 
 def utilization(node: Node, pool: Pool | None) -> float:
     counted = to_evict(node.pods)
     alloc_gpu = node.allocatable.get(keys.RES_GPU, 0)
     if alloc_gpu > 0 or (pool is not None and pool.gpus > 0 and alloc_gpu > 0):
-        used = sum(p.requests.get(keys.RES_GPU, 0) for p in node.pods if p.phase not in TERMINATED)
+        used = sum(p.requests.get(keys.RES_GPU, 0) for p in node.pods if p.phase not in TERMINATED_PHASES)
         return used / alloc_gpu
     share = 0.0
     for res in (keys.RES_CPU, keys.RES_MEMORY):
@@ -71,7 +72,7 @@ def _pdbs_of(pod: Pod, pdbs: list[PodDisruptionBudget]) -> list[int]:
 
 def _broken(node: Node, now: float, config: ScalerConfig) -> bool:
     """NotReady, with a known creation time older than the provision timeout."""
-    return not node.ready and node.created_at > 0 and now - node.created_at >= config.timings.provision_timeout
+    return not node.ready and not may_still_boot(node, now, config)
 
 
 @dataclass(slots=True)
@@ -136,6 +137,8 @@ def plan_scale_down(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, up:
         obs = snapshot.pools.get(name) if name else None
         if obs is None:
             continue  # not a pool of ours
+        if node.name in snapshot.draining:
+            continue  # being drained already (the actuator carries it on)
         b = packer.by_node.get(node.name)
         if b is None and _broken(node, now, config) and not to_evict(node.pods):
             # Registered, never (or no longer) ready for longer than a node takes to boot, and
@@ -166,6 +169,9 @@ def plan_scale_down(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, up:
     budget = max(1, int(sd.budget_fraction * len(snapshot.nodes)))
     room = {n: min(adv.desired.get(n, o.desired), adv.registered.get(n, 0)) - o.pool.min_size
             for n, o in snapshot.pools.items()}
+    for drain in snapshot.draining.values():  # a drain in progress counts against the pool's min
+        if not drain.notice:
+            room[drain.pool] = room.get(drain.pool, 0) - 1
     allowed = [b.disruptions_allowed for b in snapshot.pdbs]
     attempts = max(4 * budget, 20)
     candidates.sort(key=lambda c: c[0])

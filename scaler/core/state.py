@@ -31,6 +31,11 @@ def node_pool(node: Node) -> str | None:
     return node.pool or node.labels.get(keys.LABEL_POOL)
 
 
+def may_still_boot(node: Node, now: float, config: ScalerConfig) -> bool:
+    """Younger than the provision timeout, or of unknown age: a node not ready yet may still become so."""
+    return node.created_at <= 0 or now - node.created_at < config.timings.provision_timeout
+
+
 def copy_state(state: State) -> State:
     return State(
         in_flight={p: list(v) for p, v in state.in_flight.items()},
@@ -49,6 +54,7 @@ class Advanced:
     registered: dict[str, int]
     resets: list[SetSize] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    leaving: set[str] = field(default_factory=set)  # nodes whose capacity is going (interruptions)
 
     def in_flight(self, pool: str) -> int:
         return max(0, self.desired.get(pool, 0) - self.registered.get(pool, 0))
@@ -64,7 +70,7 @@ def _bump_backoff(state: State, pool: str, now: float, config: ScalerConfig) -> 
     return entry
 
 
-def _mark_unavailable(state: State, pool: str, zone: str, until: float) -> None:
+def mark_unavailable(state: State, pool: str, zone: str, until: float) -> None:
     state.unavailable[(pool, zone)] = max(state.unavailable.get((pool, zone), 0.0), until)
 
 
@@ -91,7 +97,7 @@ def advance(snapshot: Snapshot, state: State, config: ScalerConfig) -> Advanced:
                 if failure.kind in CAPACITY_KINDS:
                     zones = [failure.zone] if failure.zone else list(pool.zones)
                     for zone in zones:
-                        _mark_unavailable(new, name, zone, now + t.unavailable_ttl)
+                        mark_unavailable(new, name, zone, now + t.unavailable_ttl)
                     out.notes.append(f"pool {name}: {failure.reason} in {', '.join(zones)}: unavailable until "
                                      f"{fmt_time(now + t.unavailable_ttl)}")
                 else:
@@ -131,7 +137,7 @@ def advance(snapshot: Snapshot, state: State, config: ScalerConfig) -> Advanced:
                 desired = target
             b = _bump_backoff(new, name, now, config)
             for zone in pool.zones:
-                _mark_unavailable(new, name, zone, now + t.unavailable_ttl)
+                mark_unavailable(new, name, zone, now + t.unavailable_ttl)
             out.notes.append(f"pool {name}: {late} node(s) timed out; backoff until {fmt_time(b.until)}")
         # Forget old failures once the pool has been quiet for a whole maximum backoff.
         b = new.backoff.get(name)

@@ -50,8 +50,15 @@ def _now() -> datetime:
 
 
 class KubeActions:
-    def __init__(self, api: client.ApiClient, namespace: str, *, event_interval: float = 300.0) -> None:
+    """The actuator's Kubernetes side on a live cluster (`scaler.actuator.Kube`), plus the status ConfigMap.
+
+    `nodes` looks a node up by name as the watch-fed cache has it (`ClusterCache.raw_node`): a cordon
+    is computed from that copy and carries its resourceVersion."""
+
+    def __init__(self, api: client.ApiClient, namespace: str, *, event_interval: float = 300.0,
+                 nodes: Callable[[str], dict[str, Any] | None] = lambda _: None) -> None:
         self.core = client.CoreV1Api(api)
+        self.nodes = nodes
         self.namespace = namespace
         self._event_interval = event_interval
         self._events: dict[tuple[str, str, str, str], tuple[str, int, float]] = {}
@@ -60,6 +67,17 @@ class KubeActions:
         self.before_change: Callable[[], None] = lambda: None
 
     # --- cordon / uncordon -------------------------------------------------------------------
+    def cordon_node(self, name: str) -> bool:
+        raw = self.nodes(name)
+        if raw is None:
+            return False
+        self.cordon(raw)
+        return True
+
+    def uncordon_node(self, name: str) -> bool:
+        raw = self.nodes(name)
+        return raw is not None and self.uncordon(raw)
+
     def cordon(self, node: dict[str, Any]) -> None:
         """spec.unschedulable plus our NoSchedule taint (which also tells others who cordoned it)."""
         taints = list((node.get("spec") or {}).get("taints") or [])

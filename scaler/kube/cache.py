@@ -22,11 +22,10 @@ from kubernetes.client.exceptions import ApiException
 
 from scaler.core import keys
 from scaler.core.model import Node, Pod, PodDisruptionBudget
-from scaler.kube.convert import SnapshotError, is_unschedulable, node_from_json, pdb_from_json, pod_from_json
+from scaler.kube.convert import cluster_view, pdb_from_json
 
 log = logging.getLogger(__name__)
 JSON = dict[str, Any]
-DONE_PHASES = ("Succeeded", "Failed")
 
 
 class Informer:
@@ -196,29 +195,10 @@ class ClusterCache:
 
     def view(self, pool_of: Callable[[str], str | None]) -> tuple[list[Pod], list[Node], list[PodDisruptionBudget]]:
         """(pending pods, nodes with their pods, PDBs); objects that do not convert are logged and left out."""
-        nodes: dict[str, Node] = {}
-        for obj in self.nodes.items():
-            try:
-                node = node_from_json(obj, keys.LABEL_POOL)
-            except SnapshotError as err:
-                log.warning("skipping %s", err)
-                continue
+        view = cluster_view(self.nodes.items(), self.pods.items(), keys.LABEL_POOL,
+                            skip=lambda err: log.warning("skipping %s", err))
+        for node in view.nodes.values():
             if node.provider_id:
                 node.pool = pool_of(node.provider_id) or node.pool
-            nodes[node.name] = node
-        pending: list[Pod] = []
-        for obj in self.pods.items():
-            if (obj.get("status") or {}).get("phase") in DONE_PHASES:
-                continue
-            try:
-                pod = pod_from_json(obj)
-            except SnapshotError as err:
-                log.warning("skipping %s", err)
-                continue
-            if pod.node_name:
-                if pod.node_name in nodes:
-                    nodes[pod.node_name].pods.append(pod)
-            elif is_unschedulable(obj):
-                pending.append(pod)
         pdbs = [pdb_from_json(o) for o in self.pdbs.items()]
-        return pending, list(nodes.values()), pdbs
+        return view.pending, list(view.nodes.values()), pdbs

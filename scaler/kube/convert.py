@@ -7,7 +7,8 @@ official client's parser in the tests).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -22,7 +23,7 @@ from scaler.core.model import (
     Taint,
     Toleration,
 )
-from scaler.core.predicates import effective_request
+from scaler.core.predicates import TERMINATED_PHASES, effective_request
 from scaler.core.resources import Resources, parse_resources
 
 JSON = Mapping[str, Any]
@@ -222,3 +223,51 @@ def pdb_from_json(obj: JSON) -> PodDisruptionBudget:
         selector=dict(selector.get("matchLabels") or {}),
         disruptions_allowed=int((obj.get("status") or {}).get("disruptionsAllowed") or 0),
     )
+
+
+@dataclass(slots=True)
+class ClusterView:
+    """Nodes with the pods bound to them, and the pending pods, as the planner's Snapshot takes them."""
+
+    pending: list[Pod] = field(default_factory=list)  # PodScheduled=False, reason Unschedulable
+    nodes: dict[str, Node] = field(default_factory=dict)
+    waiting: int = 0  # pods with no node the scheduler has not marked Unschedulable (yet)
+    lost: list[Pod] = field(default_factory=list)  # pods bound to a node that is not in the view
+
+
+def cluster_view(nodes: Iterable[JSON], pods: Iterable[JSON], pool_label: str | None = None,
+                 skip: Callable[[SnapshotError], None] | None = None) -> ClusterView:
+    """The one conversion of the API's nodes and pods into the core's view (the watch-fed cache and
+    `python -m scaler plan` both use it). Terminated pods hold nothing and are left out. An object that
+    does not convert raises SnapshotError, or, with `skip`, is handed to it and left out."""
+    out = ClusterView()
+    for obj in nodes:
+        try:
+            node = node_from_json(obj, pool_label)
+        except SnapshotError as err:
+            if skip is None:
+                raise
+            skip(err)
+            continue
+        out.nodes[node.name] = node
+    for obj in pods:
+        if (obj.get("status") or {}).get("phase") in TERMINATED_PHASES:
+            continue
+        try:
+            pod = pod_from_json(obj)
+        except SnapshotError as err:
+            if skip is None:
+                raise
+            skip(err)
+            continue
+        if pod.node_name:
+            host = out.nodes.get(pod.node_name)
+            if host is None:
+                out.lost.append(pod)
+            else:
+                host.pods.append(pod)
+        elif is_unschedulable(obj):
+            out.pending.append(pod)
+        else:
+            out.waiting += 1
+    return out

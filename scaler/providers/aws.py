@@ -8,7 +8,8 @@
 - One node leaves with TerminateInstanceInAutoScalingGroup(ShouldDecrementDesiredCapacity=True).
 - Launch failures come from DescribeScalingActivities' status messages (AWS gives no error code
   there, only the EC2 message text), parsed into LaunchFailure.
-- Spot interruptions arrive as EventBridge events in an SQS queue.
+- Spot interruptions arrive as EventBridge events in an SQS queue; a notice is deleted from it only
+  once acknowledged (handled).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 import boto3
 from botocore.config import Config as BotoConfig
@@ -30,8 +31,9 @@ from botocore.exceptions import BotoCoreError, ClientError, ConnectTimeoutError,
 from scaler.core import keys
 from scaler.core.config import ScalerConfig
 from scaler.core.pool import Pool
-from scaler.core.snapshot import FailureKind, LaunchFailure, PoolObservation
-from scaler.providers.base import ErrorKind, ProviderError, check_size
+from scaler.core.snapshot import CloudInstance, FailureKind, Interruption, LaunchFailure, PoolObservation
+from scaler.providers import base
+from scaler.providers.base import ProviderError, check_size
 
 log = logging.getLogger(__name__)
 
@@ -102,20 +104,9 @@ def provider_id(zone: str, iid: str) -> str:
     return f"aws:///{zone}/{iid}"
 
 
-InterruptionKind = Literal["spot-interruption", "rebalance", "state-change"]
-
-
-@dataclass(frozen=True, slots=True)
-class Interruption:
-    kind: InterruptionKind
-    instance_id: str
-    at: float
-    deadline: float  # when the instance is gone (spot: the warning's time + 2 minutes)
-    state: str = ""
-    receipt: str = field(default="", compare=False)  # the SQS message's, for acknowledge()
-
-
 def parse_event(body: str, received: float) -> Interruption | None:
+    """The notice an EventBridge event carries; `instance` is the bare instance id (the provider turns it
+    into the providerID when it knows the instance's zone)."""
     """An EventBridge event (the SQS message body) about an EC2 instance, or None if it is another event."""
     try:
         event = json.loads(body)
@@ -139,28 +130,39 @@ def parse_event(body: str, received: float) -> Interruption | None:
     if kind == "EC2 Instance State-change Notification":
         state = str(detail.get("state", ""))
         if state in ("stopping", "stopped", "shutting-down", "terminated"):
-            return Interruption("state-change", iid, at, at, state=state)
+            return Interruption("terminating", iid, at, at)
     return None
 
 
-def error_kind(err: Exception) -> tuple[ErrorKind, bool]:
+THROTTLED_CODES = frozenset({"Throttling", "ThrottlingException", "RequestLimitExceeded", "TooManyRequestsException",
+                             "RequestThrottled", "SlowDown"})
+AUTH_CODES = frozenset({"AccessDenied", "AccessDeniedException", "UnauthorizedOperation", "ExpiredToken",
+                        "InvalidClientTokenId", "UnrecognizedClientException", "AuthFailure", "RequestExpired"})
+BUSY_CODES = frozenset({"ScalingActivityInProgress", "ResourceContention"})  # retry: the group is busy
+
+
+def provider_error(what: str, err: Exception) -> ProviderError:
+    """A boto3 / botocore error as the typed ProviderError the loop understands."""
+    message = f"aws {what}: {err}"
     if isinstance(err, ClientError):
         code = err.response.get("Error", {}).get("Code", "")
         status = int(err.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
-        if code in ("Throttling", "ThrottlingException", "RequestLimitExceeded", "TooManyRequestsException",
-                    "RequestThrottled", "SlowDown"):
-            return "throttled", True
+        if code in THROTTLED_CODES:
+            return base.Throttled(message)
         if status >= 500 or code in ("InternalFailure", "ServiceUnavailable", "InternalError"):
-            return "server", True
-        if code in ("AccessDenied", "AccessDeniedException", "UnauthorizedOperation", "ExpiredToken",
-                    "InvalidClientTokenId", "UnrecognizedClientException"):
-            return "auth", False
-        if code in ("ValidationError", "InvalidParameterValue", "ScalingActivityInProgress", "ResourceContention"):
-            return "invalid", code in ("ScalingActivityInProgress", "ResourceContention")
-        return "other", True
+            return base.ServerError(message)
+        if code in AUTH_CODES:
+            return base.NotAuthorized(message)
+        if code in ("LimitExceeded", "VcpuLimitExceeded", "InstanceLimitExceeded"):
+            return base.QuotaExceeded(message)
+        if code in BUSY_CODES:
+            return ProviderError(message, kind="invalid", retryable=True)
+        if code in ("ValidationError", "InvalidParameterValue"):
+            return base.InvalidRequest(message)
+        return ProviderError(message)
     if isinstance(err, EndpointConnectionError | ConnectTimeoutError):
-        return "network", True
-    return "other", True
+        return base.NetworkError(message)
+    return ProviderError(message)
 
 
 @dataclass(slots=True)
@@ -209,8 +211,7 @@ class AwsProvider:
         try:
             return fn(**kwargs)
         except (ClientError, BotoCoreError) as err:
-            kind, retryable = error_kind(err)
-            raise ProviderError(f"aws {what}: {err}", kind=kind, retryable=retryable) from err
+            raise provider_error(what, err) from err
 
     # --- discovery ------------------------------------------------------------------------------
     def refresh(self) -> None:
@@ -268,8 +269,7 @@ class AwsProvider:
         try:
             return self._groups[pool]
         except KeyError:
-            raise ProviderError(f"aws: no Auto Scaling group for pool {pool!r}", kind="not-found",
-                                retryable=False) from None
+            raise base.NotFound(f"aws: no Auto Scaling group for pool {pool!r}") from None
 
     # --- the PoolProvider interface -----------------------------------------------------------
     def pools(self) -> list[Pool]:
@@ -288,7 +288,10 @@ class AwsProvider:
             if grp.max_allowed < pool.max_size:  # the group's own MaxSize is lower: plan within it
                 pool = pool.model_copy(update={"max_size": grp.max_allowed,
                                                "min_size": min(pool.min_size, grp.max_allowed)})
-            out[name] = PoolObservation(pool=pool, desired=grp.desired, instances=len(grp.live), failures=failures)
+            members = [CloudInstance(provider_id(str(i["AvailabilityZone"]), str(i["InstanceId"])),
+                                     str(i["AvailabilityZone"])) for i in grp.live]
+            out[name] = PoolObservation(pool=pool, desired=grp.desired, instances=len(grp.live), failures=failures,
+                                        members=members)
         return out
 
     def _failures(self, grp: Group) -> list[LaunchFailure]:
@@ -323,21 +326,11 @@ class AwsProvider:
         iid = instance_id(provider_id)
         grp = self.group(pool)
         if iid is None or iid not in {i["InstanceId"] for i in grp.instances}:
-            raise ProviderError(f"aws: {provider_id!r} is not an instance of pool {pool!r} ({grp.name})",
-                                kind="not-found", retryable=False)
+            raise base.NotFound(f"aws: {provider_id!r} is not an instance of pool {pool!r} ({grp.name})")
         self._call("TerminateInstanceInAutoScalingGroup", self.asg.terminate_instance_in_auto_scaling_group,
                    InstanceId=iid, ShouldDecrementDesiredCapacity=True)
         grp.desired = max(grp.min_size, grp.desired - 1)
         grp.instances = [i for i in grp.instances if i["InstanceId"] != iid]
-
-    def unregistered(self, pool: str, registered: set[str]) -> list[str]:
-        """Provider IDs of the pool's live instances that no Node names."""
-        out = []
-        for i in self.group(pool).live:
-            pid = provider_id(str(i["AvailabilityZone"]), str(i["InstanceId"]))
-            if pid not in registered:
-                out.append(pid)
-        return out
 
     def pool_of(self, provider_id: str) -> str | None:
         iid = instance_id(provider_id)
@@ -358,7 +351,10 @@ class AwsProvider:
             for msg in messages:
                 parsed = parse_event(msg.get("Body", ""), self._clock())
                 if parsed is not None:
-                    out.append(dataclasses.replace(parsed, receipt=msg["ReceiptHandle"]))
+                    zone = self._zone_of(parsed.instance)
+                    out.append(dataclasses.replace(parsed, handle=msg["ReceiptHandle"],
+                                                   instance=provider_id(zone, parsed.instance) if zone else
+                                                   parsed.instance))
                 else:
                     self._delete_message(msg["ReceiptHandle"])
             if len(messages) < 10:
@@ -368,22 +364,19 @@ class AwsProvider:
     def acknowledge(self, notices: Iterable[Interruption]) -> None:
         """Delete handled notices from the queue (best effort: a notice seen twice is handled once)."""
         for notice in notices:
-            if notice.receipt:
+            if notice.handle:
                 try:
-                    self._delete_message(notice.receipt)
+                    self._delete_message(notice.handle)
                 except ProviderError as err:
-                    log.warning("interruption notice for %s not deleted: %s", notice.instance_id, err)
+                    log.warning("interruption notice for %s not deleted: %s", notice.instance, err)
 
     def _delete_message(self, receipt: str) -> None:
         assert self.sqs is not None
         self._call("DeleteMessage", self.sqs.delete_message, QueueUrl=self.queue_url, ReceiptHandle=receipt)
 
-    def zone_of(self, iid: str) -> str | None:
+    def _zone_of(self, iid: str) -> str | None:
         for grp in self._groups.values():
             for i in grp.instances:
                 if i["InstanceId"] == iid:
                     return str(i.get("AvailabilityZone"))
         return None
-
-    def known_instances(self) -> Iterable[str]:
-        return self._by_instance.keys()

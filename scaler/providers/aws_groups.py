@@ -18,8 +18,7 @@ from botocore.config import Config as BotoConfig
 from botocore.exceptions import BotoCoreError, ClientError
 
 from scaler.core.adopt import NodeGroup
-from scaler.providers.aws import error_kind
-from scaler.providers.base import ProviderError
+from scaler.providers.aws import provider_error
 
 
 class AwsGroups:
@@ -35,8 +34,7 @@ class AwsGroups:
         try:
             return fn(**kwargs)
         except (ClientError, BotoCoreError) as err:
-            kind, retryable = error_kind(err)
-            raise ProviderError(f"aws {what}: {err}", kind=kind, retryable=retryable) from err
+            raise provider_error(what, err) from err
 
     def _pages(self, what: str, fn: Callable[..., Any], field: str, **kwargs: Any) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
@@ -72,9 +70,7 @@ class AwsGroups:
                 cache[(ident, version)] = dict(versions[0].get("LaunchTemplateData") or {})
             except ClientError as err:
                 if "NotFound" not in err.response.get("Error", {}).get("Code", ""):
-                    kind, retryable = error_kind(err)
-                    raise ProviderError(f"aws DescribeLaunchTemplateVersions: {err}", kind=kind,
-                                        retryable=retryable) from err
+                    raise provider_error("DescribeLaunchTemplateVersions", err) from err
                 cache[(ident, version)] = {}
         return cache[(ident, version)]
 

@@ -8,8 +8,8 @@
 - Allocation failures (SkuNotAvailable, ZonalAllocationFailed, OverconstrainedAllocationRequest,
   quota errors) come from the failed operations and from instances whose provisioning failed; they
   become LaunchFailures, which mark the offering unavailable.
-- An evicted Spot instance (deallocated, eviction policy Deallocate) is reported by `interruptions()`,
-  so the loop deletes it and asks for its replacement.
+- An evicted Spot instance (deallocated, eviction policy Deallocate) is reported by `interruptions()`
+  until acknowledged, so the planner drains and replaces it and the actuator deletes it.
 
 Credentials: azure-identity's WorkloadIdentityCredential in the cluster (the federated token the
 workload identity webhook mounts), DefaultAzureCredential elsewhere. Never a static secret.
@@ -21,8 +21,7 @@ import logging
 import os
 import re
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from azure.core.credentials import TokenCredential
@@ -41,8 +40,9 @@ from azure.mgmt.containerservice import models as csm
 
 from scaler.core.config import ScalerConfig
 from scaler.core.pool import Pool
-from scaler.core.snapshot import FailureKind, LaunchFailure, PoolObservation
-from scaler.providers.base import ErrorKind, ProviderError, check_size
+from scaler.core.snapshot import CloudInstance, FailureKind, Interruption, LaunchFailure, PoolObservation
+from scaler.providers import base
+from scaler.providers.base import ProviderError, check_size
 
 log = logging.getLogger(__name__)
 
@@ -84,32 +84,33 @@ def vm_resource_id(provider_id: str) -> str:
     return provider_id.removeprefix("azure://").lower()
 
 
-def error_kind(err: Exception) -> tuple[ErrorKind, bool]:
+def provider_error(what: str, err: Exception) -> ProviderError:
+    """An azure-core error as the typed ProviderError the loop understands."""
+    message = f"azure {what}: {err}"
     if isinstance(err, ClientAuthenticationError):
-        return "auth", False
+        return base.NotAuthorized(message)
     if isinstance(err, ResourceNotFoundError):
-        return "not-found", False
+        return base.NotFound(message)
     if isinstance(err, HttpResponseError):
         status = err.status_code or 0
+        code = (err.error.code if err.error else None) or ""
         if status == 429:
-            return "throttled", True
+            return base.Throttled(message)
         if status >= 500:
-            return "server", True
+            return base.ServerError(message)
         if status in (401, 403):
-            return "auth", False
+            return base.NotAuthorized(message)
+        kind = failure_kind(code, str(err))
+        if kind == "quota":
+            return base.QuotaExceeded(message)
+        if kind == "capacity":
+            return base.CapacityUnavailable(message)
         if status == 400:
-            return "invalid", False
-        return "other", True
+            return base.InvalidRequest(message)
+        return ProviderError(message)
     if isinstance(err, ServiceRequestError):
-        return "network", True
-    return "other", True
-
-
-@dataclass(frozen=True, slots=True)
-class Interruption:
-    kind: str
-    instance_id: str  # the node's providerID
-    deadline: float
+        return base.NetworkError(message)
+    return ProviderError(message)
 
 
 def default_credential() -> TokenCredential:
@@ -140,13 +141,13 @@ class AzureProvider:
         self._pollers: dict[str, list[tuple[str, LROPoller[Any]]]] = {}
         self._failed_instances: set[str] = set()
         self._evicted: list[str] = []
+        self._acknowledged: set[str] = set()  # evicted instances already handled (until they are deleted)
 
     def _call(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
         except (HttpResponseError, ServiceRequestError) as err:
-            kind, retryable = error_kind(err)
-            raise ProviderError(f"azure {what}: {err}", kind=kind, retryable=retryable) from err
+            raise provider_error(what, err) from err
 
     # --- the PoolProvider interface -------------------------------------------------------------
     def pools(self) -> list[Pool]:
@@ -156,7 +157,7 @@ class AzureProvider:
         try:
             return self._pools[name]
         except KeyError:
-            raise ProviderError(f"azure: no pool {name!r}", kind="not-found", retryable=False) from None
+            raise base.NotFound(f"azure: no pool {name!r}") from None
 
     def observe(self, now: float) -> dict[str, PoolObservation]:
         out: dict[str, PoolObservation] = {}
@@ -171,6 +172,7 @@ class AzureProvider:
             obs.failures = [f for f in self._operation_failures(pool.name, now) if f.reason not in zonal] + obs.failures
             out[pool.name] = obs
         self._instances = instances
+        self._acknowledged &= set(self._evicted)
         return out
 
     def _observe_agent_pool(self, pool: Pool, instances: dict[str, str]) -> PoolObservation:
@@ -178,12 +180,14 @@ class AzureProvider:
         ap = self._call("get agent pool", self.aks.agent_pools.get, self.resource_group, self.cluster_name, name)
         machines = list(self._call("list machines", self.aks.machines.list, self.resource_group, self.cluster_name,
                                    name))
+        members = []
         for m in machines:
             rid = ((m.properties.resource_id if m.properties else None) or "").lower()
             if rid:
                 instances[rid] = pool.name
                 self._machines[rid] = str(m.name)
-        return PoolObservation(pool=pool, desired=int(ap.count or 0), instances=len(machines))
+                members.append(CloudInstance(f"azure://{rid}", m.zones[0] if m.zones else None))
+        return PoolObservation(pool=pool, desired=int(ap.count or 0), instances=len(machines), members=members)
 
     def _observe_vmss(self, pool: Pool, instances: dict[str, str], now: float) -> PoolObservation:
         name = pool.provider_ref or pool.name
@@ -192,7 +196,7 @@ class AzureProvider:
                               name, expand="instanceView"))
         spot = (ss.virtual_machine_profile.priority if ss.virtual_machine_profile else None) in ("Spot", "Low")
         failures: list[LaunchFailure] = []
-        live = 0
+        members = []
         for vm in vms:
             rid = str(vm.id).lower()
             instances[rid] = pool.name
@@ -211,9 +215,10 @@ class AzureProvider:
             if spot and "PowerState/deallocated" in statuses:
                 self._evicted.append(rid)
                 continue
-            live += 1
+            created = vm.time_created.timestamp() if vm.time_created else 0.0
+            members.append(CloudInstance(f"azure://{rid}", zone, created))
         capacity = int(ss.sku.capacity or 0) if ss.sku else 0
-        return PoolObservation(pool=pool, desired=capacity, instances=live, failures=failures)
+        return PoolObservation(pool=pool, desired=capacity, instances=len(members), failures=failures, members=members)
 
     def _operation_failures(self, pool: str, now: float) -> list[LaunchFailure]:
         out = []
@@ -254,13 +259,11 @@ class AzureProvider:
         rid = vm_resource_id(provider_id)
         m = _VMSS_VM.match(rid)
         if m is None or self._instances.get(rid) != pool:
-            raise ProviderError(f"azure: {provider_id!r} is not an instance of pool {pool!r}", kind="not-found",
-                                retryable=False)
+            raise base.NotFound(f"azure: {provider_id!r} is not an instance of pool {pool!r}")
         if p.azure_kind == "agentpool":
             machine = self._machines.get(rid)
             if machine is None:
-                raise ProviderError(f"azure: no machine of pool {pool!r} for {provider_id!r}", kind="not-found",
-                                    retryable=False)
+                raise base.NotFound(f"azure: no machine of pool {pool!r} for {provider_id!r}")
             poller = self._call("delete machine", self.aks.agent_pools.begin_delete_machines, self.resource_group,
                                 self.cluster_name, aks_pool_name(p),
                                 csm.AgentPoolDeleteMachinesParameter(machine_names=[machine]))
@@ -289,5 +292,11 @@ class AzureProvider:
         return None
 
     def interruptions(self) -> list[Interruption]:
-        """Evicted Spot instances seen by the last observe: the loop replaces them."""
-        return [Interruption("spot-interruption", f"azure://{rid}", self._clock()) for rid in self._evicted]
+        """Evicted (deallocated) Spot instances seen by the last observe and not acknowledged yet: they are
+        gone already, so the deadline is now."""
+        now = self._clock()
+        return [Interruption("spot-interruption", f"azure://{rid}", now, now) for rid in self._evicted
+                if rid not in self._acknowledged]
+
+    def acknowledge(self, notices: Iterable[Interruption]) -> None:
+        self._acknowledged.update(vm_resource_id(n.instance) for n in notices)

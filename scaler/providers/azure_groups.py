@@ -20,8 +20,7 @@ from azure.mgmt.containerservice import ContainerServiceClient
 
 from scaler.core import keys
 from scaler.core.adopt import NodeGroup
-from scaler.providers.azure import default_credential, error_kind
-from scaler.providers.base import ProviderError
+from scaler.providers.azure import default_credential, provider_error
 
 
 def _text(value: Any) -> str:
@@ -43,8 +42,7 @@ class AzureGroups:
         try:
             return fn(*args, **kwargs)
         except (HttpResponseError, ServiceRequestError) as err:
-            kind, retryable = error_kind(err)
-            raise ProviderError(f"azure {what}: {err}", kind=kind, retryable=retryable) from err
+            raise provider_error(what, err) from err
 
     def groups(self) -> list[NodeGroup]:
         pools = self._call("list agent pools", lambda: list(self.aks.agent_pools.list(self.resource_group,

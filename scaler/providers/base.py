@@ -1,36 +1,84 @@
-"""The one interface every cloud sits behind. The loop and the simulator only ever call this."""
+"""The one interface every cloud sits behind. The loop, the actuator and the simulator only ever call this.
+
+Errors are typed: every failed call raises a ProviderError subclass whose `kind` feeds the cloud-errors
+metric and whose `retryable` says whether asking again can succeed (a throttled or failed server call
+can; expired credentials, a refused permission, a missing group or an invalid size cannot, and are
+not retried on the ordinary backoff).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Literal, Protocol
 
 from scaler.core.pool import Pool
-from scaler.core.snapshot import PoolObservation
+from scaler.core.snapshot import Interruption, PoolObservation
 
-ErrorKind = Literal["throttled", "server", "auth", "not-found", "invalid", "network", "other"]
+ErrorKind = Literal["throttled", "capacity", "quota", "auth", "not-found", "invalid", "server", "network", "other"]
 
 
 class ProviderError(Exception):
-    """A cloud call that failed; `kind` feeds the cloud-errors metric, `retryable` the loop's backoff."""
+    """A cloud call that failed. A subclass names the kind: `class NotFound(ProviderError, kind="not-found",
+    retryable=False)`; a plain ProviderError is "other" and retryable unless told."""
 
-    def __init__(self, message: str, *, kind: ErrorKind = "other", retryable: bool = True) -> None:
+    kind: ErrorKind = "other"
+    retryable: bool = True
+
+    def __init_subclass__(cls, kind: ErrorKind = "other", retryable: bool = True) -> None:
+        super().__init_subclass__()
+        cls.kind, cls.retryable = kind, retryable
+
+    def __init__(self, message: str, *, kind: ErrorKind | None = None, retryable: bool | None = None) -> None:
         super().__init__(message)
-        self.kind: ErrorKind = kind
-        self.retryable = retryable
+        if kind is not None:
+            self.kind = kind
+        if retryable is not None:
+            self.retryable = retryable
+
+
+class Throttled(ProviderError, kind="throttled"):
+    """The API's rate limit: asking again later works."""
+
+
+class ServerError(ProviderError, kind="server"):
+    """The cloud failed (5xx)."""
+
+
+class NetworkError(ProviderError, kind="network"):
+    """The cloud could not be reached."""
+
+
+class CapacityUnavailable(ProviderError, kind="capacity"):
+    """No capacity for the request right now."""
+
+
+class QuotaExceeded(ProviderError, kind="quota", retryable=False):
+    """An account limit: someone must raise it."""
+
+
+class NotAuthorized(ProviderError, kind="auth", retryable=False):
+    """Credentials expired or a permission is missing: someone must fix them."""
+
+
+class NotFound(ProviderError, kind="not-found", retryable=False):
+    """No such group or instance."""
+
+
+class InvalidRequest(ProviderError, kind="invalid", retryable=False):
+    """The request cannot succeed as it is (a size beyond the max)."""
 
 
 def check_size(provider: str, pool: str, desired: int, min_size: int, max_size: int) -> None:
     """The one guard every provider runs before it sets a size: never beyond max, never below min."""
     if desired > max_size:
-        raise ProviderError(f"{provider}: pool {pool!r}: desired {desired} is beyond its max {max_size}",
-                            kind="invalid", retryable=False)
+        raise InvalidRequest(f"{provider}: pool {pool!r}: desired {desired} is beyond its max {max_size}")
     if desired < min_size:
-        raise ProviderError(f"{provider}: pool {pool!r}: desired {desired} is below its min {min_size}",
-                            kind="invalid", retryable=False)
+        raise InvalidRequest(f"{provider}: pool {pool!r}: desired {desired} is below its min {min_size}")
 
 
 class PoolProvider(Protocol):
-    """A cloud's node groups. Implementations: `aws`, `azure`, `sim`."""
+    """A cloud's node groups. Implementations: `aws`, `azure`, `sim`; `tests/integration/
+    test_provider_conformance.py` runs the same cases against all three."""
 
     name: str
 
@@ -39,17 +87,26 @@ class PoolProvider(Protocol):
         ...
 
     def observe(self, now: float) -> dict[str, PoolObservation]:
-        """Desired size, instance count and launch failures since the last call, per pool."""
+        """Desired size, instances (with zone and launch time) and launch failures since the last call."""
         ...
 
     def set_desired(self, pool: str, desired: int) -> None:
-        """Set the target size. Raises ProviderError(kind="invalid") beyond the pool's max."""
+        """Set the target size. Raises InvalidRequest beyond the pool's max or below its min."""
         ...
 
     def delete_node(self, pool: str, provider_id: str) -> None:
-        """Terminate exactly this instance and decrement the target size by one."""
+        """Terminate exactly this instance and decrement the target size by one; NotFound if it is not
+        an instance of the pool."""
         ...
 
     def pool_of(self, provider_id: str) -> str | None:
         """Which managed pool an instance (Kubernetes providerID) belongs to, if any."""
+        ...
+
+    def interruptions(self) -> list[Interruption]:
+        """Notices that instances will go, not acknowledged yet (possibly seen before)."""
+        ...
+
+    def acknowledge(self, notices: Iterable[Interruption]) -> None:
+        """The notices were handled: do not hand them out again."""
         ...

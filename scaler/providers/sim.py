@@ -5,9 +5,11 @@ launches, an instance becomes a ready node `boot` seconds after it was requested
 pools differ), spot capacity can be out in a zone for a window (every launch there fails with the
 cloud's capacity error, returned as a LaunchFailure on the next `observe`, as AWS reports
 InsufficientInstanceCapacity in the group's scaling activities), spot instances can be reclaimed
-at a random rate, and a group whose desired size exceeds its instances retries its launches every
-`retry_interval` seconds (the group keeps trying, as a real one does). Every instance records its
-life and price, so the simulator's bill is the provider's.
+at a random rate (with the cloud's notice ahead of the reclaim: two minutes on AWS, 30 s on Azure,
+handed out by `interruptions()` until acknowledged), and a group whose desired size exceeds its
+instances retries its launches every `retry_interval` seconds (the group keeps trying, as a real one
+does). Every instance records its life and price, so the simulator's bill is the provider's.
+`fail_next` makes the next calls of an operation fail with a given error (an API fault).
 
 Clock: the provider has no clock of its own; `advance(now)` (called by `observe` and by the
 simulator) moves it and returns what happened since.
@@ -20,14 +22,17 @@ import math
 import random
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Literal
 
 from scaler.core.config import ScalerConfig
 from scaler.core.pool import Pool
-from scaler.core.snapshot import LaunchFailure, PoolObservation
-from scaler.providers.base import ProviderError, check_size
+from scaler.core.snapshot import CloudInstance, Interruption, LaunchFailure, PoolObservation
+from scaler.providers.base import NotFound, ProviderError, check_size
 
 CAPACITY_REASON = {"aws": "InsufficientInstanceCapacity", "azure": "ZonalAllocationFailed"}
 INTERRUPT_REASON = {"aws": "Spot Instance interruption", "azure": "Spot VM eviction"}
+NOTICE_LEAD = {"aws": 120.0, "azure": 30.0}  # seconds between the cloud's notice and the reclaim
+Operation = Literal["observe", "set_desired", "delete_node", "interruptions"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +87,7 @@ class Happenings:
 
     ready: list[Instance] = field(default_factory=list)
     interrupted: list[Instance] = field(default_factory=list)
+    noticed: list[Instance] = field(default_factory=list)  # a reclaim notice went out
 
 
 @dataclass(slots=True)
@@ -125,6 +131,9 @@ class SimProvider:
         self.history: list[Instance] = []  # every instance ever launched, for the bill
         self._booting: list[tuple[float, str]] = []  # heap of (ready_at, provider_id)
         self._reclaims: list[tuple[float, str]] = []  # heap of (interrupt_at, provider_id)
+        self._notices: list[tuple[float, str]] = []  # heap of (notice time, provider_id)
+        self._noticed: dict[str, Interruption] = {}  # notices handed out, not acknowledged yet
+        self.fail_next: dict[Operation, list[ProviderError]] = {}
         for group in self._groups.values():
             self._launch(group, boot=0.0)  # min-size nodes are there when the simulation starts
 
@@ -133,14 +142,17 @@ class SimProvider:
         return list(self.config.pools)
 
     def observe(self, now: float) -> dict[str, PoolObservation]:
+        self._fault("observe")
         self.advance(now)
         out: dict[str, PoolObservation] = {}
         for name, group in self._groups.items():
-            out[name] = PoolObservation(group.pool, group.desired, len(group.instances), group.failures)
+            members = [CloudInstance(i.provider_id, i.zone, i.requested_at) for i in group.instances.values()]
+            out[name] = PoolObservation(group.pool, group.desired, len(group.instances), group.failures, members)
             group.failures = []
         return out
 
     def set_desired(self, pool: str, desired: int) -> None:
+        self._fault("set_desired")
         group = self._group(pool)
         check_size("sim", pool, desired, 0, group.pool.max_size)
         group.desired = desired
@@ -154,18 +166,35 @@ class SimProvider:
         self._launch(group)
 
     def delete_node(self, pool: str, provider_id: str) -> None:
+        self._fault("delete_node")
         group = self._group(pool)
         inst = group.instances.get(provider_id)
         if inst is None:
-            raise ProviderError(f"pool {pool}: no instance {provider_id}", kind="not-found", retryable=False)
+            raise NotFound(f"sim: pool {pool}: no instance {provider_id}")
         self._end(group, inst, "deleted")
         group.desired = max(group.desired - 1, 0)
 
     def pool_of(self, provider_id: str) -> str | None:
         inst = self._by_id.get(provider_id)
-        return inst.pool if inst is not None else None
+        return inst.pool if inst is not None and inst.alive else None
+
+    def interruptions(self) -> list[Interruption]:
+        self._fault("interruptions")
+        return list(self._noticed.values())
+
+    def acknowledge(self, notices: Iterable[Interruption]) -> None:
+        for notice in notices:
+            self._noticed.pop(notice.instance, None)
 
     # --- simulation ---------------------------------------------------------------------------
+    def reclaim(self, provider_id: str, at: float) -> None:
+        """The cloud will take this spot instance back at `at`, with its notice ahead (a scripted reclaim)."""
+        inst = self._by_id[provider_id]
+        inst.interrupt_at = at
+        heapq.heappush(self._reclaims, (at, provider_id))
+        pool = self._groups[inst.pool].pool
+        heapq.heappush(self._notices, (max(self.now, at - NOTICE_LEAD[pool.cloud]), provider_id))
+
     def advance(self, now: float) -> Happenings:
         """Move the clock to `now`: instances that finished booting, reclaims, launch retries."""
         self.now = max(self.now, now)
@@ -175,9 +204,16 @@ class SimProvider:
             inst = self._by_id[pid]
             if inst.alive:
                 out.ready.append(inst)
+        while self._notices and self._notices[0][0] <= self.now:
+            at, pid = heapq.heappop(self._notices)
+            inst = self._by_id[pid]
+            if inst.alive:
+                self._noticed[pid] = Interruption("spot-interruption", pid, at, inst.interrupt_at)
+                out.noticed.append(inst)
         while self._reclaims and self._reclaims[0][0] <= self.now:
             at, pid = heapq.heappop(self._reclaims)
             inst = self._by_id[pid]
+            self._noticed.pop(pid, None)
             if inst.alive:
                 self._end(self._groups[inst.pool], inst, "interrupted", at)
                 out.interrupted.append(inst)
@@ -193,6 +229,8 @@ class SimProvider:
             times.append(self._booting[0][0])
         if self._reclaims:
             times.append(self._reclaims[0][0])
+        if self._notices:
+            times.append(self._notices[0][0])
         for group in self._groups.values():
             if len(group.instances) < group.desired:
                 times.append(max(group.next_retry, self.now))
@@ -211,10 +249,15 @@ class SimProvider:
         return any(o.zone == zone and o.start <= at < o.end for o in self.outages)
 
     # --- internals ----------------------------------------------------------------------------
+    def _fault(self, operation: Operation) -> None:
+        queued = self.fail_next.get(operation)
+        if queued:
+            raise queued.pop(0)
+
     def _group(self, pool: str) -> _Group:
         group = self._groups.get(pool)
         if group is None:
-            raise ProviderError(f"no pool {pool!r} in this cloud", kind="not-found", retryable=False)
+            raise NotFound(f"sim: no pool {pool!r} in this cloud")
         return group
 
     def _launch(self, group: _Group, boot: float | None = None) -> None:
@@ -254,6 +297,8 @@ class SimProvider:
             if spot and self.interruption_rate > 0:
                 inst.interrupt_at = self.now + self._rng.expovariate(self.interruption_rate / 3600)
                 heapq.heappush(self._reclaims, (inst.interrupt_at, inst.provider_id))
+                notice = max(self.now, inst.interrupt_at - NOTICE_LEAD[pool.cloud])
+                heapq.heappush(self._notices, (notice, inst.provider_id))
             group.instances[inst.provider_id] = inst
             self._by_id[inst.provider_id] = inst
             self.history.append(inst)
@@ -263,3 +308,4 @@ class SimProvider:
         inst.ended_at = self.now if at is None else at
         inst.end_reason = reason
         group.instances.pop(inst.provider_id, None)
+        self._noticed.pop(inst.provider_id, None)

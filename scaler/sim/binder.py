@@ -81,9 +81,9 @@ class Binder:
         free[resource] = free.get(resource, 0) + amount
         self._refresh(node)
 
-    def cordon(self, name: str) -> None:
+    def cordon(self, name: str, cordoned: bool = True) -> None:
         node = self.nodes[name]
-        node.unschedulable = True
+        node.unschedulable = cordoned
         self._refresh(node)
 
     def _refresh(self, node: Node) -> None:

@@ -1,19 +1,22 @@
 """The discrete-event simulator: a trace's jobs, the sim cloud, a kube-scheduler, and the real core.
 
 Time advances from event to event (job submissions, nodes finishing their boot, job completions,
-spot reclaims, the cloud's launch retries); the scaler's pass runs on the `scan_interval` grid. A
-pass where nothing changed since the last one and no timer of the planner can fire (a node's
-unneeded_time, an in-flight request's provision deadline, a backoff or an unavailable offering
-expiring) would decide the same thing again, so it is skipped: that is what makes six days of trace
-run in minutes. Each pass that runs is exactly what `scaler run` does: observe the pools through the
-provider, build a Snapshot of the cluster (pending pods are the ones the scheduler could not bind),
-call `scaler.core.planner.plan`, act the Plan through the provider (set_desired, then cordon, evict
-and delete_node for scale-downs).
+spot reclaim notices and reclaims, the cloud's launch retries); the scaler's pass runs on the
+`scan_interval` grid. A pass where nothing changed since the last one, no drain is in progress and
+no timer of the planner can fire (a node's unneeded_time, an in-flight request's provision deadline,
+a backoff or an unavailable offering expiring) would decide the same thing again, so it is skipped:
+that is what makes six days of trace run in minutes. Each pass that runs is what `scaler run` does:
+observe the pools and the interruption notices through the provider, build a Snapshot of the cluster
+(pending pods are the ones the scheduler could not bind; PodDisruptionBudgets; the drains in
+progress), call `scaler.core.planner.plan`, and act the Plan through `scaler.actuator.Actuator`, the
+same actuator `scaler run` uses, on the sim provider and the simulated Kubernetes API
+(`scaler.sim.cluster.SimKube`: cordons, and evictions answered 429 while a PodDisruptionBudget
+allows no disruption). The engine never writes the planner's State.
 
 Jobs: a job starts when all its pods run and completes `duration_s` of running later. A pod evicted
-by a scale-down or lost to a spot reclaim goes back to pending (counted in `rescheduled_pods`); its
-job stops and resumes from where it was when all its pods run again (training jobs checkpoint), so
-the time lost is paid for, the work is not counted twice.
+by a drain or lost to a spot reclaim goes back to pending (counted in `rescheduled_pods`); its job
+stops and resumes from where it was when all its pods run again (training jobs checkpoint), so the
+time lost is paid for, the work is not counted twice.
 """
 
 from __future__ import annotations
@@ -24,15 +27,16 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from scaler.actuator import Actuator
 from scaler.core import keys
 from scaler.core.config import ScalerConfig
-from scaler.core.model import Node, Pod
+from scaler.core.model import Node, Pod, PodDisruptionBudget
 from scaler.core.scoring import DEFAULT, ScoringProfile
 from scaler.core.snapshot import Plan, Snapshot, State
-from scaler.providers.base import ProviderError
 from scaler.providers.sim import Instance, SimProvider
 from scaler.sim.binder import Binder
-from scaler.sim.trace import Job, job_pods
+from scaler.sim.cluster import SimKube
+from scaler.sim.trace import SIM_NAMESPACE, Job, job_pods
 
 Planner = Callable[[Snapshot, State, ScalerConfig], tuple[Plan, State]]
 Progress = Callable[[str], None]
@@ -87,6 +91,7 @@ class SimResult:
     notes: list[str] = field(default_factory=list)
     nodes: list[Node] = field(default_factory=list)  # the cluster and the planner's state when the run ended
     state: State = field(default_factory=State)
+    evictions_refused: int = 0  # evictions a PodDisruptionBudget refused (429)
 
 
 class Engine:
@@ -133,9 +138,12 @@ class Engine:
         self.episodes: list[FallbackEpisode] = []
         self.open_episodes: dict[str, FallbackEpisode] = {}
         self.promised: dict[str, set[str]] = {}  # pool -> pending pods its last scale-ups were for
-        self.interruptions = self.rescheduled = self.scale_ups = self.scale_downs = 0
-        self.provider_errors: list[str] = []
+        self.interruptions = self.rescheduled = self.scale_ups = 0
         self.node_of_instance: dict[str, str] = {}
+        self.running_gangs: dict[int, JobRun] = {}  # gang jobs with a pod bound: their PDBs
+        self.now = 0.0
+        self.kube = SimKube(self.binder, self._pdbs, self._bound_pod, self._evicted)
+        self.actuator = Actuator(provider, self.kube)
         self.device_plugin_delay = device_plugin_delay
         self._gpus_due: list[tuple[float, str, int]] = []  # (when, node name, GPUs to publish)
         for i, r in enumerate(self.runs):
@@ -211,12 +219,13 @@ class Engine:
             self._stop(pod, now)
             self.rescheduled += 1
             self._enqueue(pod, now)
-        self.state.unneeded_since.pop(name, None)
 
     def _stop(self, pod: Pod, now: float) -> None:
         """A pod of a job stopped running (evicted, node lost): the job pauses until it runs again."""
         run = self.run_of[pod.key]
         run.bound -= 1
+        if run.bound <= 0:
+            self.running_gangs.pop(id(run), None)
         pod.node_name = None
         pod.phase = "Pending"
         if run.run_started is not None:
@@ -236,6 +245,8 @@ class Engine:
             del self.pending[pod.key]
             run = self.run_of[pod.key]
             run.bound += 1
+            if len(run.pods) > 1:
+                self.running_gangs[id(run)] = run
             if run.bound == len(run.pods) and run.completed_at is None:
                 run.run_started = now
                 if run.first_start is None:
@@ -249,6 +260,7 @@ class Engine:
             run.done_s += now - run.run_started
         run.run_started = None
         self.completed += 1
+        self.running_gangs.pop(id(run), None)
         self.demand_gpus -= run.job.gpus
         for pod in run.pods:
             self.binder.unbind(pod)
@@ -276,18 +288,39 @@ class Engine:
         future = [x for x in times if x > now]
         return min(future, default=math.inf)
 
+    def _pdbs(self) -> list[PodDisruptionBudget]:
+        """A gang job's budget: minAvailable = all its pods (as gang schedulers create them)."""
+        label = self.config.gang_label
+        return [PodDisruptionBudget(f"job-{r.job.job_id}", SIM_NAMESPACE, {label: r.job.job_id},
+                                    max(0, r.bound - len(r.pods))) for r in self.running_gangs.values()]
+
+    def _bound_pod(self, key: str) -> Pod | None:
+        run = self.run_of.get(key)
+        return next((p for p in run.pods if p.key == key and p.node_name is not None), None) if run else None
+
+    def _evicted(self, pod: Pod) -> None:
+        """The API server deleted an evicted pod; its controller creates it again, pending."""
+        self.binder.unbind(pod)
+        self._stop(pod, self.now)
+        self.rescheduled += 1
+        self._enqueue(pod, self.now)
+        self.capacity_changed = True
+
     def _pass(self, now: float) -> None:
         self.passes_planned += 1
+        self.now = now
         pools = self.provider.observe(now)
         for name, obs in pools.items():
             for failure in obs.failures:
                 self._failure(name, failure.at)
         snapshot = Snapshot(now=now, pending=list(self.pending.values()), nodes=list(self.binder.nodes.values()),
-                            pools=pools)
+                            pools=pools, pdbs=self._pdbs(), interruptions=self.provider.interruptions(),
+                            draining=self.actuator.draining())
         started = time.perf_counter()
         plan, self.state = self.planner(snapshot, self.state, self.config)
         self.plan_seconds.append(time.perf_counter() - started)
-        self._act(plan, now)
+        self.actuator.act(plan, snapshot)
+        self._account(plan, now)
         self.plan_nonempty = not plan.empty
 
     def _failure(self, pool: str, at: float) -> None:
@@ -299,12 +332,10 @@ class Engine:
             self.episodes.append(episode)
             self.open_episodes[pool] = episode
 
-    def _act(self, plan: Plan, now: float) -> None:
-        for reset in plan.resets:
-            self._set_desired(reset.pool, reset.desired)
+    def _account(self, plan: Plan, now: float) -> None:
+        """What the actuator did, as the report counts it: scale-ups, fallbacks, nodes that went."""
         for up in plan.scale_ups:
             self.scale_ups += 1
-            self._set_desired(up.pool, up.new_desired)
             pods = set(up.pods)
             for other, promised in self.promised.items():
                 if other != up.pool:
@@ -314,42 +345,18 @@ class Engine:
                 if pool != up.pool and episode.pods & pods:
                     episode.fallback_at, episode.fallback_pool = now, up.pool
                     del self.open_episodes[pool]
-        for down in plan.scale_downs:
-            name = down.node
-            if name not in self.binder.nodes:
-                continue
-            self.binder.cordon(name)
-            node = self.binder.nodes[name]
-            for pod in [p for p in node.pods if p.key in set(down.evict)]:
-                self.binder.unbind(pod)
-                self._stop(pod, now)
-                self.rescheduled += 1
-                self._enqueue(pod, now)
-            try:
-                self.provider.delete_node(down.pool, down.provider_id)
-            except ProviderError as err:
-                self.provider_errors.append(f"{now:.0f}s delete {name}: {err}")
-                continue
-            self.scale_downs += 1
-            self._drop_node(down.provider_id, now)
-            self.capacity_changed = True
-        # A lower desired size may have terminated registered nodes (the group picks which).
+        # Removed nodes, and registered ones a lower desired size terminated (the group picks which).
         for pid in list(self.node_of_instance):
             if not self.provider.instance(pid).alive:
                 self._drop_node(pid, now)
+                self.capacity_changed = True
         for pool, episode in list(self.open_episodes.items()):
             if not episode.pods & self.pending.keys():
                 del self.open_episodes[pool]  # its pods found room without a fallback
 
-    def _set_desired(self, pool: str, desired: int) -> None:
-        try:
-            self.provider.set_desired(pool, desired)
-        except ProviderError as err:
-            self.provider_errors.append(f"set_desired {pool}={desired}: {err}")
-
     # --- the run -------------------------------------------------------------------------------
     def finished(self) -> bool:
-        if self.completed < len(self.runs):
+        if self.completed < len(self.runs) or self.actuator.drains:
             return False
         return all(len([i for i in self.provider.alive() if i.pool == p.name]) <= p.min_size
                    for p in self.config.pools)
@@ -372,7 +379,7 @@ class Engine:
                 break
             nxt = min(self.events[0][0] if self.events else math.inf, self.provider.next_event(), timer_due,
                       self._gpus_due[0][0] if self._gpus_due else math.inf)
-            if self.plan_nonempty or self.provider.has_unreported_failures():
+            if self.plan_nonempty or self.actuator.drains or self.provider.has_unreported_failures():
                 nxt = tick + self.interval
             if nxt == math.inf:
                 break
@@ -386,8 +393,10 @@ class Engine:
             config=self.config, profile=self.profile, jobs=self.runs, provider=self.provider, end=tick,
             samples=self.samples, plan_seconds=self.plan_seconds, passes=int(tick // self.interval) + 1,
             passes_planned=self.passes_planned, episodes=self.episodes, interruptions=self.interruptions,
-            rescheduled_pods=self.rescheduled, scale_ups=self.scale_ups, scale_downs=self.scale_downs,
-            provider_errors=self.provider_errors, nodes=list(self.binder.nodes.values()), state=self.state,
+            rescheduled_pods=self.rescheduled, scale_ups=self.scale_ups,
+            scale_downs=sum(1 for i in self.provider.history if i.end_reason == "deleted"),
+            provider_errors=self.actuator.errors, evictions_refused=self.kube.refused,
+            nodes=list(self.binder.nodes.values()), state=self.state,
         )
 
     def _status(self, tick: float) -> str:

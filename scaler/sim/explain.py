@@ -19,12 +19,9 @@ from typing import Any
 from scaler.configfile import load_config, read_text
 from scaler.core import keys
 from scaler.core.config import ConfigError, ScalerConfig
-from scaler.core.model import Node, Pod
 from scaler.core.planner import plan
 from scaler.core.snapshot import Plan, PoolObservation, Snapshot, State
-from scaler.kube.convert import SnapshotError, is_unschedulable, node_from_json, pod_from_json
-
-TERMINATED = ("Succeeded", "Failed")
+from scaler.kube.convert import SnapshotError, cluster_view
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -56,10 +53,8 @@ def load_snapshot(path: str | Path, config: ScalerConfig) -> tuple[Snapshot, lis
     if not isinstance(data, dict) or not isinstance(data.get("items"), list):
         raise SnapshotError(f"{p}: expected a List with 'items' (kubectl get pods,nodes -o json)")
     notes: list[str] = []
-    nodes: dict[str, Node] = {}
-    pods: list[tuple[Pod, dict[str, Any]]] = []
+    by_kind: dict[str, list[dict[str, Any]]] = {"Node": [], "Pod": []}
     latest = 0.0
-    pools = {pool.name for pool in config.pools}
     for i, obj in enumerate(data["items"]):
         if not isinstance(obj, dict):
             raise SnapshotError(f"{p}: items[{i}] is not an object")
@@ -70,45 +65,31 @@ def load_snapshot(path: str | Path, config: ScalerConfig) -> tuple[Snapshot, lis
         if not isinstance(meta.get("namespace", ""), str):
             raise SnapshotError(f"{p}: items[{i}] ({kind}): metadata.namespace is not a string")
         where = f"{p}: {kind} {meta.get('namespace', '') + '/' if kind == 'Pod' else ''}{meta['name']}"
-        created = _timestamp(meta.get("creationTimestamp"), f"{where}: metadata.creationTimestamp")
-        latest = max(latest, created)
-        try:
-            if kind == "Node":
-                node = node_from_json(obj, keys.LABEL_POOL)
-                if node.pool is not None and node.pool not in pools:
-                    notes.append(f"node {node.name}: pool {node.pool!r} is not in the pools file; not managed")
-                    node.pool = None
-                nodes[node.name] = node
-            elif kind == "Pod":
-                pod = pod_from_json(obj)
-                if pod.phase not in TERMINATED:
-                    pods.append((pod, obj))
-            else:
-                notes.append(f"items[{i}]: kind {kind!r} ignored (only Pod and Node are read)")
-        except SnapshotError as err:
-            raise SnapshotError(f"{p}: {err}") from None
-    pending: list[Pod] = []
-    waiting = 0
-    for pod, obj in pods:
-        if pod.node_name:
-            host = nodes.get(pod.node_name)
-            if host is None:
-                notes.append(f"pod {pod.key}: bound to node {pod.node_name}, which is not in the snapshot")
-            else:
-                host.pods.append(pod)
-        elif is_unschedulable(obj):
-            pending.append(pod)
+        latest = max(latest, _timestamp(meta.get("creationTimestamp"), f"{where}: metadata.creationTimestamp"))
+        if kind in by_kind:
+            by_kind[kind].append(obj)
         else:
-            waiting += 1
-    if waiting:
-        notes.append(f"{waiting} pod(s) without a node are not marked Unschedulable yet: the scheduler has "
+            notes.append(f"items[{i}]: kind {kind!r} ignored (only Pod and Node are read)")
+    try:
+        view = cluster_view(by_kind["Node"], by_kind["Pod"], keys.LABEL_POOL)
+    except SnapshotError as err:
+        raise SnapshotError(f"{p}: {err}") from None
+    pools = {pool.name for pool in config.pools}
+    for node in view.nodes.values():
+        if node.pool is not None and node.pool not in pools:
+            notes.append(f"node {node.name}: pool {node.pool!r} is not in the pools file; not managed")
+            node.pool = None
+    notes.extend(f"pod {pod.key}: bound to node {pod.node_name}, which is not in the snapshot" for pod in view.lost)
+    if view.waiting:
+        notes.append(f"{view.waiting} pod(s) without a node are not marked Unschedulable yet: the scheduler has "
                      "not tried them, so they ask for nothing")
+    nodes = view.nodes
     observed = {
         pool.name: PoolObservation(pool, sum(1 for n in nodes.values() if n.pool == pool.name),
                                    sum(1 for n in nodes.values() if n.pool == pool.name))
         for pool in config.pools
     }
-    return Snapshot(now=latest, pending=pending, nodes=list(nodes.values()), pools=observed), notes
+    return Snapshot(now=latest, pending=view.pending, nodes=list(nodes.values()), pools=observed), notes
 
 
 def render(result: Plan, snapshot: Snapshot, notes: list[str], verbose: bool = False) -> str:
@@ -151,19 +132,6 @@ def reasons_by_text(reasons: dict[str, str]) -> list[tuple[list[str], str]]:
     return sorted(((names, text) for text, names in pools.items()), key=lambda x: (-len(x[0]), x[1]))
 
 
-def as_json(result: Plan) -> dict[str, Any]:
-    return {
-        "scale_ups": [{"pool": u.pool, "zone": u.zone, "count": u.count, "new_desired": u.new_desired,
-                       "pods": list(u.pods)} for u in result.scale_ups],
-        "resets": [{"pool": r.pool, "desired": r.desired, "reason": r.reason} for r in result.resets],
-        "scale_downs": [{"pool": d.pool, "node": d.node, "evict": list(d.evict), "reason": d.reason}
-                        for d in result.scale_downs],
-        "pods": {k: {"outcome": v.outcome, "pool": v.pool, "node": v.node, "reasons": v.reasons}
-                 for k, v in sorted(result.verdicts.items())},
-        "notes": result.notes,
-    }
-
-
 def main(args: argparse.Namespace) -> int:
     try:
         config = load_config(args.pools)
@@ -173,7 +141,7 @@ def main(args: argparse.Namespace) -> int:
         return 2
     result, _ = plan(snapshot, State(), config)
     if args.json:
-        print(json.dumps({**as_json(result), "snapshot_notes": notes}, indent=2))
+        print(json.dumps({**result.to_dict(), "snapshot_notes": notes}, indent=2))
     else:
         print(render(result, snapshot, notes, args.verbose))
     return 0

@@ -94,14 +94,17 @@ def test_interruption_queue(aws: MotoAws, config: ScalerConfig) -> None:
     aws.send_event(queue, "EC2 Instance Rebalance Recommendation", inst[1]["InstanceId"])
     aws.sqs.send_message(QueueUrl=queue, MessageBody='{"source": "aws.health", "detail-type": "AWS Health Event"}')
     p.notice_visibility = 1  # seconds (45 in production)
+    p.observe(0)
     got = p.interruptions()
-    expected = sorted([("spot-interruption", inst[0]["InstanceId"]), ("rebalance", inst[1]["InstanceId"])])
-    assert sorted((i.kind, i.instance_id) for i in got) == expected
+    # The notice names the instance as its node's providerID does (the zone comes from the group).
+    expected = sorted([("spot-interruption", provider_id(inst[0]["AvailabilityZone"], inst[0]["InstanceId"])),
+                       ("rebalance", provider_id(inst[1]["AvailabilityZone"], inst[1]["InstanceId"]))])
+    assert sorted((i.kind, i.instance) for i in got) == expected
     assert p.interruptions() == []  # invisible to other readers while being handled
     time.sleep(1.5)
     # Not acknowledged (the scaler died after reading them): handed out again. The other event is gone.
     again = p.interruptions()
-    assert sorted((i.kind, i.instance_id) for i in again) == expected
+    assert sorted((i.kind, i.instance) for i in again) == expected
     p.acknowledge(again)
     time.sleep(1.5)
     assert p.interruptions() == []  # handled: deleted from the queue

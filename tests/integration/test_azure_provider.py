@@ -124,7 +124,7 @@ def test_evicted_spot_instances_are_reported(provider: AzureProvider, arm: FakeA
     assert obs["gpu-vmss"].instances == 1
     [notice] = provider.interruptions()
     assert notice.kind == "spot-interruption"
-    assert notice.instance_id == "azure://" + arm.vmss_vm_id("gpu-vmss", "0", RG).lower()
+    assert notice.instance == "azure://" + arm.vmss_vm_id("gpu-vmss", "0", RG).lower()
 
 
 def test_throttling_and_server_errors(provider: AzureProvider, arm: FakeArm) -> None:

@@ -128,7 +128,7 @@ def test_fault_node_never_registers(world: World, kube: FakeKube) -> None:
 
 
 def test_fault_spot_interruption_storm(world: World, kube: FakeKube) -> None:
-    """30% of the spot nodes reclaimed within 2 minutes: replacements asked at once, no pod lost."""
+    """30% of the spot nodes reclaimed within 2 minutes: replacements planned at once, no pod lost."""
     world.provider.observe(0)
     world.provider.set_desired("gpu-spot-a", 10)
     nodes = world.register("gpu-spot-a")
@@ -144,23 +144,24 @@ def test_fault_spot_interruption_storm(world: World, kube: FakeKube) -> None:
         notice_time = world.clock.t + 1
         world.aws.send_event(world.queue, "EC2 Spot Instance Interruption Warning", by_node[victim],  # type: ignore[arg-type]
                              at=notice_time)
-        before = world.desired("gpu-od")
-        world.step(30 if i else 10)
-        assert world.desired("gpu-od") == before + 1  # the replacement, in the on-demand fallback
+        plan = world.step(30 if i else 10)
+        assert plan is not None
+        # The replacement is a scale-up for the victim's pod, planned by the core in the notice's pass.
+        [up] = [u for u in plan.scale_ups if f"default/{pods[i]}" in u.pods]
+        assert up.count == 1
         asked_at[victim] = world.clock.t - notice_time
         node = kube.get("nodes", f"/{victim}")
         assert node is not None and node["spec"]["unschedulable"] is True
     assert all(delay < 120 for delay in asked_at.values())
     for _ in range(3):
         world.step()
-    # The reclaimed instances are terminated with the group's desired size decremented.
-    assert world.desired("gpu-spot-a") == 7
+    # The reclaimed instances are terminated with the group's desired size decremented: 7 survivors and
+    # the 3 replacements, nothing asked for twice.
     assert not {by_node[v] for v in victims} & world.instance_ids("gpu-spot-a")
-    # No pod lost: 7 still run, the 3 evicted ones were recreated and wait for the 3 replacements,
-    # which were not asked for a second time by the planner.
+    assert world.desired("gpu-spot-a") + world.desired("gpu-od") == 10
+    # No pod lost: 7 still run, the 3 evicted ones were recreated and wait for the 3 replacements.
     names = {p["metadata"]["name"] for p in kube.objects("pods")}
     assert names == set(pods[3:]) | {f"{p}-r" for p in pods[:3]}
-    assert world.desired("gpu-od") == 3
     plan = world.step()
     assert plan is not None
     assert {v.outcome for k, v in plan.verdicts.items() if k.endswith("-r")} == {"fits-in-flight"}
@@ -275,7 +276,8 @@ def test_a_removed_node_stays_cordoned_until_it_leaves(world: World, kube: FakeK
         assert any(t["key"] == keys.TAINT_DISRUPTING for t in obj["spec"]["taints"])
     world.node_gc = True
     world.step()
-    assert kube.get("nodes", f"/{node}") is None and world.runtime.removed == set()
+    assert kube.get("nodes", f"/{node}") is None
+    assert world.runtime.actuator is not None and world.runtime.actuator.removed == set()
 
 
 def test_restart_gives_back_a_node_an_earlier_process_left_cordoned(world: World, kube: FakeKube) -> None:
@@ -406,12 +408,13 @@ def test_an_interruption_read_in_a_pass_that_stopped_is_handled_in_the_next(worl
             raise LostLease("the leader lease expired during the pass")
         real_guard()
 
-    world.runtime._guard = guard_once  # type: ignore[method-assign]
-    assert world.runtime.actions is not None
-    world.runtime.actions.before_change = guard_once
+    assert world.runtime.actions is not None and world.runtime.actuator is not None
+    world.runtime.actuator.guard = guard_once  # every cloud change the actuator makes
+    world.runtime.actions.before_change = guard_once  # every cordon and eviction
     assert world.step() is None
-    assert world.desired("gpu-od") == 0  # nothing done in the stopped pass
+    assert world.desired("gpu-spot-a") + world.desired("gpu-od") == 1  # nothing done in the stopped pass
     world.step()
     obj = kube.get("nodes", f"/{node}")
     assert obj is not None and obj["spec"]["unschedulable"] is True
-    assert world.desired("gpu-od") == 1  # the replacement, one pass late but not lost
+    # the replacement, one pass late but not lost
+    assert world.desired("gpu-spot-a") + world.desired("gpu-od") == 2

@@ -12,7 +12,8 @@ from datetime import UTC, datetime
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError
 
-from scaler.providers.aws import error_kind, parse_activity, parse_event
+from scaler.providers.aws import parse_activity, parse_event, provider_error
+from scaler.providers.base import NetworkError, NotAuthorized, ServerError, Throttled
 
 
 def activity(message: str, *, zone: str | None = "us-east-1a", status: str = "Failed") -> dict[str, object]:
@@ -90,25 +91,28 @@ def test_eventbridge_events() -> None:
     t0 = datetime(2026, 11, 22, 3, 0, tzinfo=UTC).timestamp()
     spot = parse_event(_event("EC2 Spot Instance Interruption Warning", **{"instance-action": "terminate"}), 0)
     assert spot is not None and spot.kind == "spot-interruption" and spot.deadline == t0 + 120
-    assert spot.instance_id == "i-1234567890abcdef0"
+    assert spot.instance == "i-1234567890abcdef0"
     rebalance = parse_event(_event("EC2 Instance Rebalance Recommendation"), 0)
     assert rebalance is not None and rebalance.kind == "rebalance"
     stopping = parse_event(_event("EC2 Instance State-change Notification", state="shutting-down"), 0)
-    assert stopping is not None and stopping.state == "shutting-down"
+    assert stopping is not None and stopping.kind == "terminating"
     assert parse_event(_event("EC2 Instance State-change Notification", state="running"), 0) is None
     assert parse_event("not json", 0) is None
     assert parse_event(json.dumps({"source": "aws.health", "detail": {}}), 0) is None
 
 
-def test_error_kinds() -> None:
+def test_errors_are_typed_with_retryable() -> None:
     throttled = ClientError({"Error": {"Code": "Throttling", "Message": "Rate exceeded"},
                              "ResponseMetadata": {"HTTPStatusCode": 400}}, "DescribeAutoScalingGroups")
-    assert error_kind(throttled) == ("throttled", True)
+    err = provider_error("DescribeAutoScalingGroups", throttled)
+    assert isinstance(err, Throttled) and (err.kind, err.retryable) == ("throttled", True)
     server = ClientError({"Error": {"Code": "InternalFailure", "Message": "x"},
                           "ResponseMetadata": {"HTTPStatusCode": 500}}, "SetDesiredCapacity")
-    assert error_kind(server) == ("server", True)
-    denied = ClientError({"Error": {"Code": "AccessDenied", "Message": "not authorized"},
-                          "ResponseMetadata": {"HTTPStatusCode": 403}}, "SetDesiredCapacity")
-    assert error_kind(denied) == ("auth", False)
-    assert error_kind(EndpointConnectionError(endpoint_url="https://autoscaling.us-east-1.amazonaws.com")) == \
-        ("network", True)
+    assert isinstance(provider_error("SetDesiredCapacity", server), ServerError)
+    for code in ("AccessDenied", "ExpiredToken"):  # retrying cannot help: the operator must act
+        denied = ClientError({"Error": {"Code": code, "Message": "not authorized"},
+                              "ResponseMetadata": {"HTTPStatusCode": 403}}, "SetDesiredCapacity")
+        err = provider_error("SetDesiredCapacity", denied)
+        assert isinstance(err, NotAuthorized) and not err.retryable
+    net = provider_error("x", EndpointConnectionError(endpoint_url="https://autoscaling.us-east-1.amazonaws.com"))
+    assert isinstance(net, NetworkError) and net.retryable

@@ -100,3 +100,20 @@ def test_spot_reclaims_send_pods_back_and_jobs_still_finish(small_config: Scaler
     # A job resumes: the run time it accumulated is its duration, however often it was interrupted.
     for run in result.jobs:
         assert abs(run.done_s - run.job.duration_s) < 1e-6
+
+
+def test_reclaims_go_through_notices_drains_and_the_gangs_budgets(small_config: ScalerConfig, tmp_path: Path) -> None:
+    """The simulator acts through the production actuator: a reclaim's notice drains the node through
+    the Eviction API, which a gang job's PodDisruptionBudget refuses (429); the replacement is planned
+    ahead of the reclaim; no pod is evicted on a node the cloud did not announce."""
+    rows = sorted(ROWS, key=lambda r: int(r.split(",")[1]))
+    jobs = load_trace(write_trace(tmp_path / "t.csv", rows))
+    provider = SimProvider(small_config, interruption_rate=2.0, seed=3)
+    engine = Engine(small_config, jobs, provider, plan)
+    result = engine.run()
+    assert all(r.completed_at is not None for r in result.jobs)
+    assert result.evictions_refused > 0  # the gang's pods were protected by its budget
+    assert engine.kube.events.get("SpotInterrupted", 0) >= result.interruptions > 0
+    # Every drained node was removed (or taken by the cloud) and none is left cordoned.
+    assert engine.actuator.drains == {}
+    assert not any(n.unschedulable for n in engine.binder.nodes.values())

@@ -1,0 +1,249 @@
+"""The one actuator: carries out a Plan through a PoolProvider and the Kubernetes side.
+
+`scaler run` (`scaler.loop.Runtime`) and the simulator (`scaler.sim.engine.Engine`) both act through
+it, so the simulator's figures come from the code production runs. It decides nothing: every size,
+replacement, give-back and drain is the core's (`scaler.core.planner.plan`).
+
+Order within a pass:
+1. size resets, terminating first exactly the instances that never registered;
+2. scale-ups, as one target size per pool; replacements for interrupted nodes are scale-ups, so they
+   are asked for ahead of the interruptions' drains;
+3. drains: cordon, then evict through the Eviction API from the next pass on (a pod list read after
+   the cordon), or at once for a spot interruption (the cloud takes the node at the deadline anyway).
+   A PodDisruptionBudget's refusal (HTTP 429) leaves the pod and retries next pass. Once nothing but
+   DaemonSet and mirror pods is left, exactly the drained instance is removed (the size drops by one).
+   A planned drain that finds a pod the plan did not prove evictable, or that outlives its deadline,
+   is abandoned: the node is uncordoned. A forced one removes the node at its deadline;
+4. nodes that carry the drain taint but belong to no drain of this process (a previous one died) are
+   given back; the notices the plan handled are acknowledged.
+
+Drains in progress are reported back into the next Snapshot (`draining()`), so the planner sees them.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from scaler.core import keys
+from scaler.core.model import Node, Pod
+from scaler.core.scaledown import blocker, to_evict
+from scaler.core.snapshot import DrainState, Plan, ScaleDown, Snapshot
+from scaler.kube.actions import EvictResult, KubeError, ObjectRef
+from scaler.metrics import Metrics
+from scaler.providers.base import PoolProvider, ProviderError
+
+log = logging.getLogger("scaler.actuator")
+DRAIN_TIMEOUT = 600.0  # a planned scale-down whose pods cannot all be evicted in this time is abandoned
+
+
+class Kube(Protocol):
+    """What the actuator needs from Kubernetes: `scaler.kube.actions.KubeActions` on a live cluster,
+    `scaler.sim.cluster.SimKube` in the simulator."""
+
+    def cordon_node(self, name: str) -> bool:
+        """Mark the node unschedulable with the drain taint; False if there is no such node."""
+        ...
+
+    def uncordon_node(self, name: str) -> bool:
+        """Undo our cordon only; False if the node is gone or was not cordoned by us."""
+        ...
+
+    def evict(self, namespace: str, name: str) -> EvictResult:
+        """policy/v1 Eviction: "blocked" when a PodDisruptionBudget refuses it (429)."""
+        ...
+
+    def event(self, ref: ObjectRef, reason: str, message: str, type_: str = "Normal") -> None: ...
+
+
+@dataclass(slots=True)
+class Drain:
+    pool: str
+    node: str
+    provider_id: str
+    started: float
+    deadline: float
+    reason: str
+    forced: bool = False
+    notice: bool = False
+    planned: frozenset[str] = frozenset()  # the pods the plan proved evictable
+    blocked: set[str] = field(default_factory=set)
+
+
+class Actuator:
+    def __init__(self, provider: PoolProvider, kube: Kube, metrics: Metrics | None = None, *,
+                 guard: Callable[[], None] = lambda: None, drain_timeout: float = DRAIN_TIMEOUT) -> None:
+        """`guard` runs before every change to the cloud and raises to stop it (the loop's lease check)."""
+        self.provider = provider
+        self.kube = kube
+        self.metrics = metrics or Metrics()
+        self.guard = guard
+        self.drain_timeout = drain_timeout
+        self.drains: dict[str, Drain] = {}
+        self.removed: set[str] = set()  # nodes whose instance was removed, until they leave the cluster
+        self.errors: list[str] = []  # failed cloud calls, newest last
+
+    # --- what the next Snapshot says --------------------------------------------------------------
+    def draining(self) -> dict[str, DrainState]:
+        return {n: DrainState(n, d.pool, d.started, d.deadline, d.forced, d.notice) for n, d in self.drains.items()}
+
+    def forget(self) -> None:
+        """Not the leader any more: the new leader gives the drained nodes back."""
+        if self.drains:
+            log.warning("lost the lease: leaving %d drain(s) to the new leader", len(self.drains))
+        self.drains.clear()
+        self.removed.clear()
+
+    # --- one pass ------------------------------------------------------------------------------------
+    def act(self, plan: Plan, snapshot: Snapshot) -> None:
+        for reset in plan.resets:
+            for stray in reset.strays:
+                if self._cloud(f"terminate {stray}", functools.partial(self.provider.delete_node, reset.pool, stray)):
+                    log.warning("terminated %s of pool %s: it never registered as a node", stray, reset.pool)
+            self._cloud(f"reset {reset.pool}", functools.partial(self.provider.set_desired, reset.pool, reset.desired))
+        targets: dict[str, int] = {}
+        added: dict[str, int] = {}
+        for up in plan.scale_ups:
+            targets[up.pool] = max(targets.get(up.pool, 0), up.new_desired)
+            added[up.pool] = added.get(up.pool, 0) + up.count
+        for pool, desired in targets.items():
+            if self._cloud(f"scale-up {pool}", functools.partial(self.provider.set_desired, pool, desired)):
+                self.metrics.scale_ups.labels(pool).inc(added[pool])
+        nodes = {n.name: n for n in snapshot.nodes}
+        for down in plan.scale_downs:
+            self._start(down, nodes.get(down.node), snapshot.now)
+        for ev in plan.events:
+            self.kube.event(ObjectRef("Node", ev.node), ev.reason, ev.message, "Warning" if ev.warning else "Normal")
+        self._progress(snapshot)
+        if snapshot.fresh:
+            self._release_orphans(snapshot.nodes)
+        if plan.handled:
+            self._cloud("acknowledge notices", lambda: self.provider.acknowledge(plan.handled), guarded=False)
+
+    # --- the cloud ------------------------------------------------------------------------------------
+    def _cloud(self, what: str, fn: Callable[[], None], *, guarded: bool = True) -> bool:
+        if guarded:
+            self.guard()
+        try:
+            fn()
+            return True
+        except ProviderError as err:
+            self.metrics.cloud_errors.labels(err.kind).inc()
+            self.errors.append(f"{what}: {err}")
+            log.warning("%s failed: %s", what, err, extra={"error_kind": err.kind, "retryable": err.retryable})
+            return False
+
+    # --- drains -----------------------------------------------------------------------------------------
+    def _start(self, down: ScaleDown, node: Node | None, now: float) -> None:
+        current = self.drains.get(down.node)
+        if node is None or (current is not None and (current.forced or not down.forced)):
+            return
+        if self.provider.pool_of(down.provider_id) != down.pool:
+            log.warning("not removing %s: provider id %r is not an instance of pool %s", down.node, down.provider_id,
+                        down.pool)
+            return
+        try:
+            cordoned = self.kube.cordon_node(down.node)
+        except KubeError as err:
+            self.metrics.kube_errors.labels("cordon").inc()
+            log.warning("cordon %s failed: %s", down.node, err)
+            cordoned = False
+        if not cordoned and not down.forced:
+            return
+        deadline = down.deadline if down.deadline is not None else now + self.drain_timeout
+        drain = Drain(down.pool, down.node, down.provider_id, now, deadline, down.reason, down.forced,
+                      down.deadline is not None, frozenset(down.evict))
+        self.drains[down.node] = drain
+        log.info("draining %s of pool %s: %s", down.node, down.pool, down.reason)
+        if drain.notice:
+            self.metrics.interruptions.labels(down.pool, "spot-interruption" if down.forced else "rebalance").inc()
+        if down.forced:  # the two minutes are short: evict at once
+            for pod in to_evict(node.pods):
+                self._evict(pod)
+        elif not drain.notice:
+            self.kube.event(ObjectRef("Node", down.node), "ScaleDown", f"draining node for removal: {down.reason}")
+
+    def _progress(self, snapshot: Snapshot) -> None:
+        """Carry on the drains; on stale cluster data only the forced ones (their nodes go anyway)."""
+        now = snapshot.now
+        by_name = {n.name: n for n in snapshot.nodes}
+        for name, drain in list(self.drains.items()):
+            node = by_name.get(name)
+            if node is None:  # gone from the cluster (removed by us earlier, or by the cloud)
+                del self.drains[name]
+                continue
+            if drain.started >= now or not (snapshot.fresh or drain.forced):
+                continue  # this pass's pod list was read before the cordon: act on the next one
+            left = to_evict(node.pods)
+            if not drain.forced:
+                # A pod bound between the plan and the cordon, or one that became unevictable since
+                # (annotation added, controller gone), was never proven safe to move: give the node back.
+                strays = [p.key for p in left if blocker(p) or p.key not in drain.planned]
+                if strays:
+                    self._abandon(drain, f"pod(s) {', '.join(sorted(strays)[:5])} arrived or became unevictable "
+                                         "after the scale-down was planned")
+                    continue
+            drain.blocked = {p.key for p in left if self._evict(p) == "blocked"}
+            if not left:
+                if not self._finish(drain) and now >= drain.deadline and not drain.forced:
+                    # The cloud keeps refusing to remove it (e.g. the group's MinSize is above the
+                    # config's min): give the empty node back rather than keep it cordoned for good.
+                    self._abandon(drain, f"the instance could not be removed within {self.drain_timeout:.0f}s")
+            elif now >= drain.deadline:
+                if drain.forced:
+                    self._finish(drain)  # the cloud takes the node now anyway
+                else:
+                    self._abandon(drain, f"pods {sorted(drain.blocked) or [p.key for p in left]} could not be "
+                                         f"evicted within {drain.deadline - drain.started:.0f}s")
+
+    def _evict(self, pod: Pod) -> EvictResult | None:
+        try:
+            result = self.kube.evict(pod.namespace, pod.name)
+        except KubeError as err:
+            self.metrics.kube_errors.labels("evict").inc()
+            log.warning("%s", err)
+            return None
+        self.metrics.evictions.labels(result).inc()
+        if result == "blocked":
+            log.info("eviction of %s blocked by a PodDisruptionBudget; retrying next pass", pod.key)
+        return result
+
+    def _finish(self, drain: Drain) -> bool:
+        if not self._cloud(f"delete {drain.node}", lambda: self.provider.delete_node(drain.pool, drain.provider_id)):
+            return False
+        self.metrics.scale_downs.labels(drain.pool).inc()
+        self.removed.add(drain.node)  # stays cordoned until the cloud controller deletes the Node
+        self.kube.event(ObjectRef("Node", drain.node), "ScaleDown",
+                        f"node removed from pool {drain.pool}: {drain.reason}")
+        log.info("removed %s from pool %s", drain.node, drain.pool)
+        del self.drains[drain.node]
+        return True
+
+    def _abandon(self, drain: Drain, why: str) -> None:
+        del self.drains[drain.node]
+        try:
+            self.kube.uncordon_node(drain.node)
+        except KubeError as err:
+            self.metrics.kube_errors.labels("uncordon").inc()
+            log.warning("uncordon %s failed: %s", drain.node, err)
+        self.kube.event(ObjectRef("Node", drain.node), "ScaleDownFailed", f"scale-down abandoned: {why}", "Warning")
+        log.warning("scale-down of %s abandoned: %s", drain.node, why)
+
+    def _release_orphans(self, nodes: list[Node]) -> None:
+        """A node with our taint that no drain of this process owns: a previous process's; give it back."""
+        self.removed &= {n.name for n in nodes}
+        for node in nodes:
+            if node.name in self.drains or node.name in self.removed or \
+                    not any(t.key == keys.TAINT_DISRUPTING for t in node.taints):
+                continue
+            if self.provider.pool_of(node.provider_id) is None:
+                continue  # its instance is gone or going: leave it cordoned
+            try:
+                if self.kube.uncordon_node(node.name):
+                    log.info("uncordoned %s: cordoned by an earlier scaler process that did not finish", node.name)
+            except KubeError as err:
+                self.metrics.kube_errors.labels("uncordon").inc()
+                log.warning("%s", err)

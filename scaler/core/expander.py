@@ -1,0 +1,237 @@
+"""The expander: which pool and zone new nodes come from, within the caps, with backoff, unavailable
+offerings and the fallback chain. Pure."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from scaler.core import keys, predicates
+from scaler.core.capacity import build_packer
+from scaler.core.config import ScalerConfig
+from scaler.core.packing import Placement, PodClass, Slot, dominant, fit_count
+from scaler.core.queue_order import Chooser
+from scaler.core.snapshot import Snapshot
+from scaler.core.state import Advanced, fmt_time, node_pool
+
+
+@dataclass(slots=True)
+class Candidate:
+    slot: Slot
+    per_node: int  # pods of the class an empty template takes
+    waste_terms: tuple[tuple[int, int], ...] = ()  # (free on an empty node, request) of gpu, cpu, memory
+
+
+class _Caps:
+    """Pool room and the cluster limits, as counters that a transaction can restore."""
+
+    def __init__(self, snapshot: Snapshot, config: ScalerConfig, adv: Advanced) -> None:
+        self.config = config
+        self.now = snapshot.now
+        self.state = adv.state
+        lim = config.limits
+        self.room = {n: max(0, o.pool.max_size - adv.desired.get(n, o.desired)) for n, o in snapshot.pools.items()}
+        self.max_size = {n: o.pool.max_size for n, o in snapshot.pools.items()}
+        unmanaged = sum(1 for node in snapshot.nodes if node_pool(node) not in snapshot.pools)
+        self.nodes = unmanaged + sum(adv.desired.values())
+        self.gpus = sum(n.allocatable.get(keys.RES_GPU, 0) for n in snapshot.nodes
+                        if node_pool(n) not in snapshot.pools)
+        self.gpus += sum(adv.desired.get(n, 0) * o.pool.gpus for n, o in snapshot.pools.items())
+        self.cost = sum(adv.desired.get(n, 0) * config.price(o.pool) for n, o in snapshot.pools.items())
+        self.added: dict[str, int] = {}
+        self.this_pass = 0
+        self.limits = lim
+        # A gang's nodes are asked for together: the per-pass cap (a rate limit) would starve a gang
+        # larger than it forever, so it counts them but does not stop them. Pool max and limits do.
+        self.gang = False
+
+    def save(self) -> tuple[dict[str, int], int, int, float, int]:
+        return dict(self.added), self.nodes, self.gpus, self.cost, self.this_pass
+
+    def restore(self, saved: tuple[dict[str, int], int, int, float, int]) -> None:
+        self.added, self.nodes, self.gpus, self.cost, self.this_pass = dict(saved[0]), *saved[1:]
+
+    def availability(self, slot: Slot) -> str | None:
+        """Why the pool / zone cannot launch now (the fallback takes over), or None."""
+        name = slot.pool.name
+        b = self.state.backoff.get(name)
+        if b is not None and b.until > self.now:
+            return f"backoff until {fmt_time(b.until)}"
+        until = self.state.unavailable.get((name, slot.zone))
+        if until is not None and until > self.now:
+            what = "spot" if slot.spot else "capacity"
+            return f"{what} unavailable in {slot.zone} until {fmt_time(until)}"
+        return None
+
+    def limit(self, slot: Slot) -> str | None:
+        """Why one more node of the slot would break the pool max or a cluster limit, or None."""
+        name = slot.pool.name
+        if self.added.get(name, 0) >= self.room.get(name, 0):
+            return f"pool at max ({self.max_size[name]})"
+        lim = self.limits
+        if self.this_pass >= lim.max_nodes_per_pass and not self.gang:
+            return f"max_nodes_per_pass ({lim.max_nodes_per_pass}) reached"
+        if lim.max_nodes is not None and self.nodes + 1 > lim.max_nodes:
+            return f"cluster limit max_nodes reached ({lim.max_nodes})"
+        if lim.max_gpus is not None and slot.pool.gpus and self.gpus + slot.pool.gpus > lim.max_gpus:
+            return f"cluster limit max_gpus reached ({lim.max_gpus})"
+        if lim.max_cost_per_hour is not None and self.cost + slot.price > lim.max_cost_per_hour + 1e-9:
+            return f"cluster limit max_cost_per_hour reached ({lim.max_cost_per_hour:g})"
+        return None
+
+    def take(self, slot: Slot) -> None:
+        name = slot.pool.name
+        self.added[name] = self.added.get(name, 0) + 1
+        self.this_pass += 1
+        self.nodes += 1
+        self.gpus += slot.pool.gpus
+        self.cost += slot.price
+
+
+class Expander:
+    """One pass's capacity (the Packer), caps and template slots, and where each pod class goes."""
+
+    def __init__(self, snapshot: Snapshot, config: ScalerConfig, adv: Advanced) -> None:
+        self.snapshot = snapshot
+        self.config = config
+        self.adv = adv
+        self.packer, self.slots = build_packer(snapshot, config, adv)
+        self.caps = _Caps(snapshot, config, adv)
+        self.by_pool: dict[str, list[Slot]] = {}
+        for s in self.slots:
+            self.by_pool.setdefault(s.pool.name, []).append(s)
+        self.in_flight_groups = self.packer.in_flight_groups
+        self.slot_groups = [s.group for s in self.slots]
+        self.opened: dict[tuple[str, str], int] = {}
+        self.scale = [max((s.empty[i] for s in self.slots), default=0) for i in range(len(self.packer.resources))]
+        self.template_kinds = frozenset({"in-flight", "new"})
+        self._static_cache: dict[int, tuple[dict[str, str], list[tuple[str, list[Slot]]]]] = {}
+        self._cand_cache: dict[tuple[int, tuple[tuple[int, int], ...]], tuple[list[Candidate], dict[str, str]]] = {}
+        gpu_cpu_mem = [self.packer.index.get(r) for r in (keys.RES_GPU, keys.RES_CPU, keys.RES_MEMORY)]
+        self._waste_idx = [i for i in gpu_cpu_mem if i is not None]
+
+    # --- per class: which pools could ever take it, and why the others cannot ----------------
+    def _static_pools(self, static_id: int) -> tuple[dict[str, str], list[tuple[str, list[Slot]]]]:
+        """Why the statics rule out whole pools (the reason of the zone that got furthest), and the
+        zones of the other pools they allow."""
+        cached = self._static_cache.get(static_id)
+        if cached is None:
+            reasons: dict[str, str] = {}
+            allowed: list[tuple[str, list[Slot]]] = []
+            for name, slots in self.by_pool.items():
+                ok: list[Slot] = []
+                best: tuple[int, str] | None = None
+                for slot in slots:
+                    why = self.packer.static_reason(static_id, slot.group)
+                    if why is None:
+                        ok.append(slot)
+                        continue
+                    stage = 1 if why.startswith("node(s) had untolerated taint") else 0
+                    if best is None or stage > best[0]:
+                        best = (stage, why)
+                if ok:
+                    allowed.append((name, ok))
+                elif best is not None:
+                    reasons[name] = best[1]
+            cached = self._static_cache[static_id] = (reasons, allowed)
+        return cached
+
+    def candidates(self, cls: PodClass) -> tuple[list[Candidate], dict[str, str]]:
+        """The template slots the class fits (with pods per node) and, per other pool, why not."""
+        key = (cls.static_id, cls.nz)
+        cached = self._cand_cache.get(key)
+        if cached is None:
+            static_reasons, allowed = self._static_pools(cls.static_id)
+            reasons = dict(static_reasons)
+            cands: list[Candidate] = []
+            used = dict(cls.nz)
+            # Slots of the same instance type share the numbers: compute them once per shape.
+            shapes: dict[int, tuple[int, tuple[tuple[int, int], ...]]] = {}
+            for name, ok in allowed:
+                before = len(cands)
+                for slot in ok:
+                    shape = shapes.get(slot.shape)
+                    if shape is None:
+                        k = fit_count(slot.empty, cls.nz, 1 << 30)
+                        terms = tuple((slot.empty[i], used.get(i, 0)) for i in self._waste_idx if slot.empty[i] > 0)
+                        shape = shapes[slot.shape] = (k, terms)
+                    if shape[0] > 0:
+                        cands.append(Candidate(slot, shape[0], shape[1]))
+                if len(cands) == before:
+                    empty = dict(zip(self.packer.resources, ok[0].empty, strict=True))
+                    reasons[name] = predicates.resource_reason(cls.rep.requests, empty) or "Insufficient resources"
+            cached = self._cand_cache[key] = (cands, reasons)
+        return cached[0], dict(cached[1])
+
+    def _score(self, c: Candidate, cls: PodClass, n: int) -> tuple[float, int, float, str, str]:
+        m = max(1, min(c.per_node, n))
+        terms = c.waste_terms
+        waste = sum((e - m * u) / e for e, u in terms) / len(terms) if terms else 0.0
+        return c.slot.price / m, 0 if c.slot.spot else 1, waste, c.slot.pool.name, c.slot.zone
+
+    def _pick(self, cls: PodClass, cands: list[Candidate], n: int, excluded: set[int], reasons: dict[str, str],
+              only: str | None = None, seen: set[str] | None = None) -> Candidate | None:
+        """The best-ranked slot that may open a node now: the one fallback-and-limits rule.
+
+        A slot at a cap (pool max, cluster limits, per-pass rate) is skipped for the next in rank. A slot
+        that cannot launch now (backoff, offering unavailable) hands over to its pool's declared
+        fallback first, along the chain, before the other pools."""
+        seen = set() if seen is None else seen
+        ranked = sorted((c for c in cands if id(c.slot) not in excluded and only in (None, c.slot.pool.name)),
+                        key=lambda c: self._score(c, cls, n))
+        for c in ranked:
+            name = c.slot.pool.name
+            unavailable = self.caps.availability(c.slot)
+            why = unavailable or self.caps.limit(c.slot)
+            if why is None:
+                return c
+            reasons.setdefault(name, why)
+            excluded.add(id(c.slot))
+            fallback = c.slot.pool.fallback
+            if unavailable and fallback is not None and fallback not in seen:
+                seen.update((name, fallback))
+                found = self._pick(cls, cands, n, excluded, reasons, fallback, seen)
+                if found is not None:
+                    return found
+        return None
+
+    def place(self, cls: PodClass, cands: list[Candidate], reasons: dict[str, str],
+              existing: Placement | None = None) -> Placement:
+        """Existing and coming nodes (`existing` when already placed in queue order), then booting
+        ones and nodes opened this pass, then new nodes."""
+        n = len(cls.pods)
+        out: Placement = []
+        if existing is None:
+            placed = Chooser(self.packer, cls).take(n, out)
+        else:
+            out.extend(existing)
+            placed = sum(k for _, k in existing)
+        if placed < n:
+            groups = [c.slot.group for c in cands] + [
+                g for g in self.in_flight_groups if self.packer.static_reason(cls.static_id, g) is None]
+            placed += self.packer.fill(cls, groups, n - placed, self.template_kinds, out)
+        excluded: set[int] = set()
+        while placed < n:
+            c = self._pick(cls, cands, n - placed, excluded, reasons)
+            if c is None:
+                break
+            while placed < n:
+                why = self.caps.limit(c.slot)
+                if why is not None:
+                    reasons.setdefault(c.slot.pool.name, why)
+                    excluded.add(id(c.slot))
+                    break
+                key = (c.slot.pool.name, c.slot.zone)
+                i = self.opened.get(key, 0)
+                self.opened[key] = i + 1
+                b = self.packer.open_bin(c.slot, f"new-{c.slot.pool.name}-{c.slot.zone}-{i}")
+                self.caps.take(c.slot)
+                k = min(c.per_node, n - placed)
+                for idx, a in cls.nz:
+                    b.free[idx] -= a * k
+                out.append((b, k))
+                placed += k
+        return out
+
+    def sort_key(self, cls: PodClass) -> tuple[float, ...]:
+        return (-cls.priority, -cls.gpus, -dominant(cls.nz, self.scale))
+

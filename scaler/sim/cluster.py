@@ -1,0 +1,64 @@
+"""The simulator's Kubernetes API, as the actuator sees it (`scaler.actuator.Kube`).
+
+Cordon and uncordon set the node unschedulable in the scheduler (`Binder`) and put or take the drain
+taint, as `KubeActions` does on a cluster. Evictions are answered the way the API server answers
+policy/v1 Eviction: HTTP 429 ("blocked") while a PodDisruptionBudget that selects the pod allows no
+disruption, else the pod is deleted and its controller creates it again, pending. The budgets are
+the simulated workloads' own: a gang job is protected as gang schedulers (kube-batch, Volcano) do
+it, `minAvailable` = all its pods, so none of its pods may be evicted while it runs, and a node
+running one can be drained only by the cloud taking it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from scaler.core import keys
+from scaler.core.model import Pod, PodDisruptionBudget, Taint
+from scaler.kube.actions import EvictResult, ObjectRef
+from scaler.sim.binder import Binder
+
+_DRAIN_TAINT = Taint(keys.TAINT_DISRUPTING, "true", "NoSchedule")
+
+
+@dataclass(slots=True)
+class SimKube:
+    binder: Binder
+    pdbs: Callable[[], list[PodDisruptionBudget]]  # the budgets with their current disruptionsAllowed
+    pod: Callable[[str], Pod | None]  # a bound pod by namespace/name
+    deleted: Callable[[Pod], None]  # an evicted pod: its controller recreates it
+    refused: int = 0  # evictions answered 429
+    events: dict[str, int] = field(default_factory=dict)  # reason -> count
+
+    def cordon_node(self, name: str) -> bool:
+        node = self.binder.nodes.get(name)
+        if node is None:
+            return False
+        if _DRAIN_TAINT not in node.taints:
+            node.taints = (*node.taints, _DRAIN_TAINT)
+        self.binder.cordon(name)
+        return True
+
+    def uncordon_node(self, name: str) -> bool:
+        node = self.binder.nodes.get(name)
+        if node is None or _DRAIN_TAINT not in node.taints:
+            return False
+        node.taints = tuple(t for t in node.taints if t != _DRAIN_TAINT)
+        self.binder.cordon(name, False)
+        return True
+
+    def evict(self, namespace: str, name: str) -> EvictResult:
+        pod = self.pod(f"{namespace}/{name}")
+        if pod is None or pod.node_name is None:
+            return "gone"
+        for pdb in self.pdbs():
+            if pdb.namespace == namespace and all(pod.labels.get(k) == v for k, v in pdb.selector.items()) \
+                    and pdb.disruptions_allowed < 1:
+                self.refused += 1
+                return "blocked"
+        self.deleted(pod)
+        return "evicted"
+
+    def event(self, ref: ObjectRef, reason: str, message: str, type_: str = "Normal") -> None:
+        self.events[reason] = self.events.get(reason, 0) + 1
