@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-stamp
 PYTHON ?= python3
 EXTRAS ?= dev,plot,infra,ansible
 
-.PHONY: setup demo test lint pytest ansible-test bench clean
+.PHONY: setup demo test lint pytest ansible-test image-test lock bench clean
 
 setup: $(STAMP)
 
@@ -35,7 +35,17 @@ ansible-test: setup
 	@if [ -x tests/ansible/run.sh ]; then PATH=$(abspath $(VENV))/bin:$$PATH tests/ansible/run.sh; \
 	else echo "ansible-test: no tests/ansible/run.sh yet"; fi
 
-test: lint pytest ansible-test
+# Build scaler/Dockerfile with podman and run it read-only as its non-root user (skipped, saying so,
+# where podman cannot run; .ci/run makes that a failure).
+image-test:
+	tests/image/run.sh
+
+test: lint pytest ansible-test image-test
+
+# The image's locked dependency set (versions and hashes for every platform), from pyproject.toml.
+lock: setup
+	$(VENV)/bin/uv pip compile pyproject.toml scaler/build-requirements.in --generate-hashes --universal \
+		--python-version 3.11 --custom-compile-command "make lock" -q -o scaler/requirements.lock
 
 # Prints the figures the README quotes; the simulation table in README.md is rewritten from this run.
 bench: setup

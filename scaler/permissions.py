@@ -4,8 +4,9 @@
   `*` (Describe* calls cannot be scoped by resource); every mutating Auto Scaling call is allowed only
   on groups tagged for this cluster (`k8s.io/cluster-autoscaler/<cluster>=owned` and
   `k8s.io/cluster-autoscaler/enabled=true`); SQS receive/delete only on the interruption queue.
-- `AZURE_SCALER_ACTIONS`: the actions of the scaler's custom role (assign it at the node resource
-  group / cluster scope to the workload identity).
+- `AZURE_SCALER_ACTIONS`: every action the scaler may call; `azure_scaler_actions(kinds)` the subset
+  pools of the given kinds need (the Pulumi stack's AKS agent pools need no Compute action), for the
+  scaler's custom role, assigned on each of its agent pools.
 - `KUBERNETES_RBAC_RULES` (ClusterRole) and `KUBERNETES_ROLE_RULES` (Role in the scaler's namespace):
   exactly the verbs scaler.kube uses.
 
@@ -58,21 +59,32 @@ def aws_scaler_policy(cluster: str, interruption_queue_arn: str | None = None) -
     return {"Version": "2012-10-17", "Statement": statements}
 
 
-AZURE_SCALER_ACTIONS: Final = (
+AZURE_AGENT_POOL_ACTIONS: Final = (
     # AKS agent pools: read count and machines, set count (PUT agentPools), remove one node (deleteMachines).
     "Microsoft.ContainerService/managedClusters/agentPools/read",
     "Microsoft.ContainerService/managedClusters/agentPools/machines/read",
     "Microsoft.ContainerService/managedClusters/agentPools/write",
     "Microsoft.ContainerService/managedClusters/agentPools/deleteMachines/action",
-    # Plain VM scale sets: read capacity and instances, set capacity, delete one instance.
+    # Polling the long-running operations above (Azure-AsyncOperation / Location URLs).
+    "Microsoft.ContainerService/locations/operations/read",
+)
+AZURE_VMSS_ACTIONS: Final = (
+    # Plain VM scale sets (pools with azure_kind vmss): read capacity and instances, set capacity,
+    # delete one instance.
     "Microsoft.Compute/virtualMachineScaleSets/read",
     "Microsoft.Compute/virtualMachineScaleSets/write",
     "Microsoft.Compute/virtualMachineScaleSets/delete/action",
     "Microsoft.Compute/virtualMachineScaleSets/virtualMachines/read",
-    # Polling the long-running operations above (Azure-AsyncOperation / Location URLs).
-    "Microsoft.ContainerService/locations/operations/read",
     "Microsoft.Compute/locations/operations/read",
 )
+AZURE_SCALER_ACTIONS: Final = AZURE_AGENT_POOL_ACTIONS + AZURE_VMSS_ACTIONS
+
+
+def azure_scaler_actions(kinds: set[str]) -> list[str]:
+    """The actions a scaler of pools of these kinds (`agentpool`, `vmss`) calls, and no other."""
+    return [*(AZURE_AGENT_POOL_ACTIONS if "agentpool" in kinds else ()),
+            *(AZURE_VMSS_ACTIONS if "vmss" in kinds else ())]
+
 
 # ClusterRole: cluster-wide reads of what a pass observes, cordon, eviction, Events.
 KUBERNETES_RBAC_RULES: Final[list[dict[str, list[str]]]] = [

@@ -21,7 +21,7 @@ from gpuburst_infra.stack import AzureStackConfig, Stack
 from scaler.core import keys
 from scaler.core.model import Taint
 from scaler.core.pool import Pool
-from scaler.permissions import AZURE_SCALER_ACTIONS
+from scaler.permissions import azure_scaler_actions
 
 # AKS reserves its own label domain and sets those labels itself (accelerator on GPU sizes,
 # scalesetpriority on Spot pools); it also adds the Spot taint to every Spot pool.
@@ -146,6 +146,7 @@ class AzureStack:
             sku={"name": "Base", "tier": s.sku_tier},
             enable_rbac=True,
             aad_profile=aad,
+            api_server_access_profile=self._api_server_access(),
             disable_local_accounts=s.rbac.disable_local_accounts,
             oidc_issuer_profile={"enabled": True},
             security_profile={"workload_identity": {"enabled": True}},
@@ -160,6 +161,14 @@ class AzureStack:
             # The scaler owns the system pool's count too; the other pools are AgentPool resources.
             opts=pulumi.ResourceOptions(ignore_changes=["agentPoolProfiles[0].count"], depends_on=[join]),
         )
+
+    def _api_server_access(self) -> dict[str, Any]:
+        """A private cluster (API server reachable only from the virtual network) unless the stack asks
+        for a public endpoint, which is then limited to the stack's authorized IP ranges."""
+        endpoint = self.settings.endpoint
+        if endpoint.public:
+            return {"enable_private_cluster": False, "authorized_ip_ranges": list(endpoint.public_cidrs)}
+        return {"enable_private_cluster": True}
 
     def _pool_profile(self, pool: Pool) -> dict[str, Any]:
         """What an agent pool is made of, shared by the system pool profile and the AgentPool resources."""
@@ -212,26 +221,40 @@ class AzureStack:
             audiences=[WORKLOAD_IDENTITY_AUDIENCE],
         )
         rg_scope = self.rg.id
-        # From the cluster's output: AKS creates the node resource group, so nothing here may come first.
-        node_rg_scope = pulumi.Output.all(self.subscription, self.cluster.node_resource_group).apply(
-            lambda a: f"/subscriptions/{a[0]}/resourceGroups/{a[1]}")
+        kinds = {p.azure_kind for p in self.stack.pools}
         guid = role_definition_guid(self.name, self.rg_name)
+        # The role is defined at the resource group (the narrowest scope a custom role's definition can
+        # have that holds the cluster) and assigned on each agent pool the scaler owns, not on the
+        # cluster or the node resource group: the agent pool API is all the scaler calls for AKS pools.
+        scopes: dict[str, pulumi.Input[str]] = {
+            pool.name: (self.agent_pools[pool.name].id if pool.name in self.agent_pools
+                        else self.cluster.id.apply(lambda cid, ref=pool.provider_ref: f"{cid}/agentPools/{ref}"))
+            for pool in self.stack.pools
+        }
+        assignable: list[pulumi.Input[str]] = [rg_scope]
+        if "vmss" in kinds:
+            # Plain scale sets (azure_kind vmss) are found by name in the node resource group, which AKS
+            # creates (so it comes from the cluster's output); Azure cannot scope to scale sets not made yet.
+            node_rg_scope = pulumi.Output.all(self.subscription, self.cluster.node_resource_group).apply(
+                lambda a: f"/subscriptions/{a[0]}/resourceGroups/{a[1]}")
+            scopes["node-resource-group"] = node_rg_scope
+            assignable.append(node_rg_scope)
         role = authorization.RoleDefinition(
             "scaler",
             role_definition_id=guid,
             scope=rg_scope,
             role_name=f"gpuburst scaler ({self.rg_name}/{self.name})",
-            description="Read the cluster's agent pools and scale sets, set their count, delete one machine.",
+            description="Read the cluster's agent pools, set their count, delete one machine.",
             role_type="CustomRole",
-            permissions=[{"actions": list(AZURE_SCALER_ACTIONS), "not_actions": [],
+            permissions=[{"actions": azure_scaler_actions(kinds), "not_actions": [],
                           "data_actions": [], "not_data_actions": []}],
-            assignable_scopes=[rg_scope, node_rg_scope],
+            assignable_scopes=assignable,
         )
-        # Agent pools are children of the cluster; the scale sets live in the node resource group.
-        for name, scope in (("scaler-cluster", self.cluster.id), ("scaler-nodes", node_rg_scope)):
+        for name, scope in sorted(scopes.items()):
             authorization.RoleAssignment(
-                name, scope=scope, principal_id=self.scaler_identity.principal_id, principal_type="ServicePrincipal",
-                role_definition_id=role.id, description=f"gpuburst scaler of {self.name}")
+                f"scaler-{name}", scope=scope, principal_id=self.scaler_identity.principal_id,
+                principal_type="ServicePrincipal", role_definition_id=role.id,
+                description=f"gpuburst scaler of {self.name}")
 
     def _deployer_access(self) -> list[pulumi.Resource]:
         """With Azure RBAC the Owner of the subscription has no right inside the cluster: the identity

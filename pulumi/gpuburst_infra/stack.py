@@ -145,20 +145,39 @@ class AwsNetwork(_Strict):
         return self.vpc_id is None
 
 
-class AwsEndpoint(_Strict):
-    public: bool = True
-    public_cidrs: list[str] = Field(default_factory=lambda: ["0.0.0.0/0"])
+class ApiEndpoint(_Strict):
+    """`gpuburst:endpoint`, the cluster's API endpoint: private (EKS: inside the VPC; AKS: a private
+    cluster) unless the stack asks for public access from given CIDRs (EKS public access CIDRs, AKS
+    authorized IP ranges); a block open to every address (0.0.0.0/0) only with `open_to_internet: true`."""
+
+    public: bool = False
+    public_cidrs: list[str] = Field(default_factory=list)
+    open_to_internet: bool = False
 
     @field_validator("public_cidrs")
     @classmethod
     def _cidrs(cls, v: list[str]) -> list[str]:
         return [_cidr(c) for c in v]
 
+    @model_validator(mode="after")
+    def _explicit(self) -> ApiEndpoint:
+        if not self.public:
+            if self.public_cidrs:
+                raise ValueError("public_cidrs is set but public is false: set public: true to open the endpoint")
+            return self
+        if not self.public_cidrs:
+            raise ValueError("public: true needs public_cidrs (the ranges that may reach the API endpoint)")
+        anywhere = [c for c in self.public_cidrs if ipaddress.ip_network(c).prefixlen == 0]
+        if anywhere and not self.open_to_internet:
+            raise ValueError(f"{anywhere[0]} opens the API endpoint to the whole internet: give narrower "
+                             f"public_cidrs, or set open_to_internet: true to mean it")
+        return self
+
 
 class AwsStackConfig(_Common):
     cloud: Literal["aws"]
     network: AwsNetwork = Field(default_factory=AwsNetwork)
-    endpoint: AwsEndpoint = Field(default_factory=AwsEndpoint)
+    endpoint: ApiEndpoint = Field(default_factory=ApiEndpoint)
     admins: list[str] = Field(default_factory=list, description="IAM role/user ARNs given cluster-admin")
     log_retention_days: int = Field(default=30, gt=0)
 
@@ -237,6 +256,7 @@ class AzureStackConfig(_Common):
     cloud: Literal["azure"]
     resource_group: str | None = Field(default=None, pattern=r"^[-\w._()]{1,89}[-\w_()]$")
     network: AzureNetwork = Field(default_factory=AzureNetwork)
+    endpoint: ApiEndpoint = Field(default_factory=ApiEndpoint)
     rbac: AzureRbac = Field(default_factory=lambda: AzureRbac(disable_local_accounts=False))
     gpu_driver: Literal["install", "none"] = Field(
         default="install", description="install: AKS installs the NVIDIA driver; none: the Ansible roles do")

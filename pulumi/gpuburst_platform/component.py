@@ -6,8 +6,10 @@ client id) and `PlatformSettings`. Declares, through pulumi-kubernetes:
 
 - the scaler: Namespace, ServiceAccount (identity annotation), ClusterRole/Role with exactly
   `scaler.permissions`' rules, ConfigMap rendered from the pools, Deployment (leader election,
-  non-root, read-only root, probes, pinned to the system pool), PodDisruptionBudget, Service,
-  ServiceMonitor; PriorityClasses for GPU training and inference;
+  non-root, read-only root, probes, pinned to the system pool, the image by digest when given),
+  PodDisruptionBudget, Service, ServiceMonitor, NetworkPolicy (only Prometheus reaches the metrics
+  port); or, with `scaler_chart`, the same through charts/gpuburst-scaler as one Helm release;
+  PriorityClasses for GPU training and inference;
 - the GPU metrics chain: kube-prometheus-stack, dcgm-exporter (tolerating the GPU pools' taints,
   honorLabels for pod attribution), then either prometheus-adapter (TLS from the Ansible
   metrics_certs role's Secret, APIService verified with its CA) or KEDA;
@@ -59,8 +61,15 @@ ALERTS_SECRET = "gpuburst-alerts"  # noqa: S105 -- a Secret's name, not its valu
 ALERTS_URL_FILE = f"/etc/alertmanager/secrets/{ALERTS_SECRET}/url"
 # kube-prometheus-stack's Grafana sidecar loads ConfigMaps with this label (its chart default).
 GRAFANA_DASHBOARD_LABEL = ("grafana_dashboard", "1")
+# The labels the Prometheus operator gives the pods of the Prometheus "<release>-prometheus" (the chart's
+# own Service selects them so): the only pods the scaler's NetworkPolicy admits.
+PROMETHEUS_POD_LABELS = {"app.kubernetes.io/name": "prometheus",
+                         "operator.prometheus.io/name": f"{PROMETHEUS_RELEASE}-prometheus"}
+# Our own chart, for `scaler_chart: true` (relative to the project directory, where `pulumi up` runs).
+SCALER_CHART = "charts/gpuburst-scaler"
 EXAMPLE_NAME = "gpu-inference-example"
 APP_LABEL = "app.kubernetes.io/name"
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"  # set by Kubernetes on every namespace
 
 
 def _meta(name: str, namespace: str | None = None, **labels: str) -> dict[str, Any]:
@@ -68,6 +77,22 @@ def _meta(name: str, namespace: str | None = None, **labels: str) -> dict[str, A
     if namespace is not None:
         meta["namespace"] = namespace
     return meta
+
+
+# The scaler's environment variables the chart takes as named values (the rest go to extraEnv).
+CHART_ENV: dict[str, dict[str, str]] = {
+    "aws": {"GPUBURST_INTERRUPTION_QUEUE_URL": "interruptionQueueUrl"},
+    "azure": {"AZURE_SUBSCRIPTION_ID": "subscriptionId", "GPUBURST_AZURE_RESOURCE_GROUP": "resourceGroup",
+              "GPUBURST_AKS_CLUSTER": "aksCluster"},
+}
+
+
+def chart_image(ref: str) -> dict[str, str]:
+    """`repo:tag`, `repo@sha256:...` or `repo:tag@sha256:...` as the chart's image values."""
+    name, _, digest = ref.partition("@")
+    slash = name.rfind("/")
+    repo, colon, tag = name.rpartition(":") if ":" in name[slash + 1:] else (name, "", "")
+    return {"repository": repo if colon else name, "tag": tag, "digest": digest}
 
 
 class Platform(pulumi.ComponentResource):
@@ -359,6 +384,9 @@ class Platform(pulumi.ComponentResource):
 
     # --- the scaler ------------------------------------------------------------------------------
     def _scaler(self, namespace: k8s.core.v1.Namespace, identity: pulumi.Input[str]) -> None:
+        if self.settings.scaler_chart:
+            self._scaler_release(namespace, identity)
+            return
         name, ns, sa_name = render.SCALER_NAME, self.scaler_namespace, self.service_account_name
         labels = {APP_LABEL: name}
         sa_annotations: dict[str, pulumi.Input[str]] = (
@@ -407,6 +435,21 @@ class Platform(pulumi.ComponentResource):
                                                  "targetPort": "metrics", "protocol": "TCP"}]},
             opts=self._child([namespace]),
         )
+        # Nothing reaches the scaler but Prometheus, on the metrics port (the kubelet's probes come from the
+        # node, which NetworkPolicy always admits); egress stays open for the API server and cloud APIs.
+        k8s.networking.v1.NetworkPolicy(
+            self._rname("scaler-netpol"), metadata=_meta(name, ns, **labels),
+            spec={
+                "podSelector": {"matchLabels": labels},
+                "policyTypes": ["Ingress"],
+                "ingress": [{
+                    "from": [{"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: MONITORING_NAMESPACE}},
+                              "podSelector": {"matchLabels": dict(PROMETHEUS_POD_LABELS)}}],
+                    "ports": [{"port": "metrics", "protocol": "TCP"}],
+                }],
+            },
+            opts=self._child([namespace]),
+        )
         k8s.apiextensions.CustomResource(
             self._rname("scaler-servicemonitor"), api_version="monitoring.coreos.com/v1", kind="ServiceMonitor",
             metadata=_meta(name, ns, **labels),
@@ -450,9 +493,10 @@ class Platform(pulumi.ComponentResource):
                                             "topologyKey": keys.LABEL_HOSTNAME},
                     }]}},
                     "securityContext": render.pod_security(),
+                    "imagePullSecrets": [{"name": n} for n in settings.scaler_image_pull_secrets],
                     "containers": [{
                         "name": "scaler",
-                        "image": settings.scaler_image,
+                        "image": settings.scaler_image_ref(),
                         "args": args,
                         "env": env,
                         "ports": [{"name": "metrics", "containerPort": render.SCALER_PORT, "protocol": "TCP"}],
@@ -474,6 +518,32 @@ class Platform(pulumi.ComponentResource):
                 },
             },
         }
+
+    def _scaler_release(self, namespace: k8s.core.v1.Namespace, identity: pulumi.Input[str]) -> None:
+        """The scaler through charts/gpuburst-scaler, with the values that give the same objects."""
+        settings = self.settings
+        env: dict[str, pulumi.Input[str]] = {**settings.scaler_env, **self._scaler_env}
+        values: dict[str, Any] = {
+            "image": chart_image(settings.scaler_image_ref()),
+            "imagePullSecrets": [{"name": n} for n in settings.scaler_image_pull_secrets],
+            "replicas": settings.scaler_replicas,
+            "config": yaml.safe_load(render.scaler_config_yaml(self._config)),
+            "serviceAccount": {"name": self.service_account_name},
+            "dryRun": settings.scaler_dry_run,
+            "nodeSelector": render.system_node_selector(),
+            "networkPolicy": {"enabled": True, "prometheus": {"namespace": MONITORING_NAMESPACE,
+                                                              "podLabels": dict(PROMETHEUS_POD_LABELS)}},
+        }
+        named = CHART_ENV[self._cloud]
+        section: dict[str, pulumi.Input[str]] = {("roleArn" if self._cloud == "aws" else "clientId"): identity}
+        section.update({named[k]: env.pop(k) for k in sorted(env) if k in named})
+        values[self._cloud] = section
+        values["extraEnv"] = [{"name": k, "value": v} for k, v in sorted(env.items())]
+        self.scaler = k8s.helm.v3.Release(
+            self._rname("scaler"), name=render.SCALER_NAME, chart=SCALER_CHART, namespace=self.scaler_namespace,
+            values=values, atomic=True, cleanup_on_fail=True, timeout=600,
+            opts=self._child([namespace, self.prometheus]),  # its ServiceMonitor needs the operator's CRDs
+        )
 
     # --- the bin-packing scheduler ---------------------------------------------------------------
     def _binpack_scheduler(self, namespace: k8s.core.v1.Namespace) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 import scaler
 from gpuburst_platform.monitoring import AlertSettings
@@ -29,7 +29,22 @@ class PlatformSettings(BaseModel):
         default="prometheus-adapter",
         description="how HPAs get GPU utilisation: the custom metrics API, or KEDA with a Prometheus trigger",
     )
-    scaler_image: str = f"ghcr.io/gpuburst/scaler:{scaler.__version__}"
+    scaler_image: str = Field(
+        default=f"ghcr.io/gpuburst/scaler:{scaler.__version__}",
+        description="the scaler's image (repository:tag, or repository@sha256:...); a private mirror works "
+                    "the same way (the nodes' pull credentials, or scaler_image_pull_secrets)",
+    )
+    scaler_image_digest: str | None = Field(
+        default=None, pattern=r"^sha256:[0-9a-f]{64}$",
+        description="the digest the release workflow printed and signed: the Deployment pulls exactly it",
+    )
+    scaler_image_pull_secrets: list[str] = Field(
+        default_factory=list, description="Secrets in the scaler's namespace to pull a private image with")
+    scaler_chart: bool = Field(
+        default=False,
+        description="install the scaler through charts/gpuburst-scaler (the chart for clusters made by hand) "
+                    "instead of declaring its objects one by one: the same objects either way",
+    )
     scaler_replicas: int = Field(default=2, ge=1, le=5)
     scaler_dry_run: bool = False
     scaler_env: dict[str, str] = Field(
@@ -67,6 +82,20 @@ class PlatformSettings(BaseModel):
             raise ValueError(f"{v!r}: pin the image with a version tag or a digest (not latest)")
         return v
 
+    @model_validator(mode="after")
+    def _one_digest(self) -> PlatformSettings:
+        _, _, pinned = self.scaler_image.partition("@")
+        if self.scaler_image_digest and pinned and pinned != self.scaler_image_digest:
+            raise ValueError(f"scaler_image_digest {self.scaler_image_digest} differs from the digest in "
+                             f"scaler_image ({pinned}): give one")
+        return self
+
+    def scaler_image_ref(self) -> str:
+        """What the scaler's pods pull: the image, by digest when one is given."""
+        if self.scaler_image_digest and "@" not in self.scaler_image:
+            return f"{self.scaler_image}@{self.scaler_image_digest}"
+        return self.scaler_image
+
     @field_validator("metrics_ca_bundle")
     @classmethod
     def _pem(cls, v: str | None) -> str | None:
@@ -85,7 +114,7 @@ def parse_settings(data: Any, source: str) -> PlatformSettings:
         return PlatformSettings.model_validate(data)
     except ValidationError as err:
         lines = [
-            f"{source}: platform.{'.'.join(str(p) for p in e['loc'])}: {e['msg'].removeprefix('Value error, ')}"
+            f"{source}: platform{''.join('.' + str(p) for p in e['loc'])}: {e['msg'].removeprefix('Value error, ')}"
             for e in err.errors()
         ]
         raise ValueError("\n".join(lines)) from None

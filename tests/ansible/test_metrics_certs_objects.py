@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -101,3 +102,42 @@ def test_apiservices_trust_the_ca_that_signed_the_serving_certificate(
 def test_second_run_changes_nothing(rendered: tuple[Path, list[dict[str, Any]], str]) -> None:
     *_, second = rendered
     assert "changed=0" in second
+
+
+def _pem(tmp: Path, name: str) -> dict[str, Any]:
+    return {o["metadata"]["name"]: o for o in yaml.safe_load((tmp / name).read_text())}
+
+
+def test_the_ca_is_kept_as_a_secret_and_read_back_on_a_fresh_machine(tmp_path: Path) -> None:
+    """A CI deploy runs on a new runner each time: the CA must come from the cluster, not from the
+    runner's disk, or every run would mint a CA the APIServices do not trust yet."""
+    first = tmp_path / "first"
+    first.mkdir()
+    work_dirs = set(Path(tempfile.gettempdir()).glob("*.gpuburst-pki"))
+    _run_role(first, metrics_certs_dir="")  # a temporary working directory
+    assert set(Path(tempfile.gettempdir()).glob("*.gpuburst-pki")) == work_dirs, "the working directory is left"
+    ca_secret = _pem(first, "metrics-certs-ca.yml")["prometheus-adapter-ca"]
+    assert ca_secret["type"] == "Opaque" and set(ca_secret["data"]) == {"ca.crt", "ca.key"}
+    ca = x509.load_pem_x509_certificate(base64.b64decode(ca_secret["data"]["ca.crt"]))
+    key = serialization.load_pem_private_key(base64.b64decode(ca_secret["data"]["ca.key"]), password=None)
+    assert key.public_key() == ca.public_key()
+    # A second run on "another machine": an empty working directory, the same store (the rendered
+    # objects here, the cluster's Secrets for real): the same CA, and the serving certificate kept.
+    before = _objects(first)[0]["data"]
+    _run_role(first, metrics_certs_dir=str(tmp_path / "other-runner"))
+    assert _pem(first, "metrics-certs-ca.yml")["prometheus-adapter-ca"]["data"] == ca_secret["data"]
+    assert _objects(first)[0]["data"] == before
+
+
+def test_a_renewal_rotates_the_serving_key_and_keeps_the_ca(tmp_path: Path) -> None:
+    _run_role(tmp_path)
+    old = _objects(tmp_path)[0]["data"]
+    old_ca = _pem(tmp_path, "metrics-certs-ca.yml")["prometheus-adapter-ca"]["data"]
+    _run_role(tmp_path, metrics_certs_renew_days=400)  # the 365-day serving certificate is due
+    new = _objects(tmp_path)[0]["data"]
+    assert new["tls.crt"] != old["tls.crt"]
+    assert new["tls.key"] != old["tls.key"], "a renewed certificate must come with a new key"
+    assert _pem(tmp_path, "metrics-certs-ca.yml")["prometheus-adapter-ca"]["data"] == old_ca
+    ca = x509.load_pem_x509_certificate(base64.b64decode(old_ca["ca.crt"]))
+    x509.load_pem_x509_certificate(base64.b64decode(new["tls.crt"])).verify_directly_issued_by(ca)
+

@@ -9,14 +9,14 @@ from typing import Any
 import pytest
 import yaml
 from gpuburst_infra.azure import AKS_SPOT_TAINT, aks_managed_labels
-from gpuburst_infra.offline import SUBSCRIPTION, render, stack_file_config
+from gpuburst_infra.offline import render, stack_file_config
 from gpuburst_infra.stack import StackConfigError, load_stack
 from stack_helpers import ROOT, pool_entry, rendered, write_stack
 
 from scaler.core import keys
 from scaler.core.config import parse_config
 from scaler.core.pool import Pool, TaintSpec
-from scaler.permissions import AZURE_SCALER_ACTIONS
+from scaler.permissions import AZURE_AGENT_POOL_ACTIONS
 
 STACKS = ["azure-dev", "azure-prod"]
 AGENT_POOL = "azure-native:containerservice:AgentPool"
@@ -126,23 +126,27 @@ def test_gpu_driver_follows_config(stack: str, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("stack", STACKS)
-def test_scaler_role_allows_only_the_listed_actions_on_this_cluster(stack: str) -> None:
-    r = rendered(stack)
+def test_scaler_role_allows_only_the_agent_pool_actions_on_the_scalers_pools(stack: str) -> None:
+    r, s = rendered(stack), _stack(stack)
     (role,) = r.of_type("azure-native:authorization:RoleDefinition")
     (perm,) = role.inputs["permissions"]
-    assert perm["actions"] == list(AZURE_SCALER_ACTIONS)
+    # Every pool is an AKS agent pool: no Compute (scale set) action at all.
+    assert perm["actions"] == list(AZURE_AGENT_POOL_ACTIONS)
+    assert not any(a.startswith("Microsoft.Compute/") for a in perm["actions"])
     assert not perm.get("dataActions") and not perm.get("notActions")
     assert not any("*" in a for a in perm["actions"])
     identity = r.one("azure-native:managedidentity:UserAssignedIdentity", "scaler")
     assignments = [a for a in r.of_type("azure-native:authorization:RoleAssignment") if a.name.startswith("scaler")]
     cluster_id = r.one(CLUSTER, "cluster").id
-    node_rg = f"/subscriptions/{SUBSCRIPTION}/resourceGroups/{r.outputs['nodeResourceGroup']}"
-    assert sorted(a.inputs["scope"] for a in assignments) == sorted([cluster_id, node_rg])
+    # One assignment per pool the scaler owns, on that agent pool; none on the cluster or the node group.
+    expected = sorted(f"{cluster_id}/agentPools/{p.provider_ref}" for p in s.pools)
+    assert sorted(a.inputs["scope"] for a in assignments) == expected
     for a in assignments:
         assert a.inputs["roleDefinitionId"] == role.id
         assert a.inputs["principalType"] == "ServicePrincipal"
     assert {a.inputs["principalId"] for a in assignments} == {_principal_of(identity)}
-    assert set(role.inputs["assignableScopes"]) >= {node_rg}
+    rg = r.one("azure-native:resources:ResourceGroup", "rg").id
+    assert role.inputs["assignableScopes"] == [rg]
 
 
 def _principal_of(identity: Any) -> str:
