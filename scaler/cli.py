@@ -1,4 +1,4 @@
-"""`python -m scaler run | plan | explain | simulate`.
+"""`python -m scaler run | plan | explain | simulate | import-pools`.
 
 Each command lives in its own module with `add_arguments(parser)` and `main(args) -> int`;
 only the chosen one is imported, so `simulate` never loads the cloud SDKs.
@@ -18,6 +18,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "plan": ("scaler.sim.explain", "print the plan for a kubectl JSON snapshot and a pools file"),
     "explain": ("scaler.sim.explain", "alias of plan"),
     "simulate": ("scaler.sim.command", "replay a GPU job trace through the scaler in a simulated cloud"),
+    "import-pools": ("scaler.importpools", "write the pools file of an existing cluster's node groups"),
 }
 
 

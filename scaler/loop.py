@@ -28,6 +28,7 @@ from typing import Any, Protocol
 
 from scaler.actuator import Actuator
 from scaler.configfile import load_config
+from scaler.core import provreq
 from scaler.core.capacity import zone_hints
 from scaler.core.config import ConfigError, ScalerConfig
 from scaler.core.filters import Storage
@@ -35,9 +36,10 @@ from scaler.core.model import Node, Pod
 from scaler.core.planner import plan as core_plan
 from scaler.core.snapshot import Interruption, Plan, Snapshot, State
 from scaler.core.state import fmt_time
-from scaler.kube.actions import KubeActions, Leader, ObjectRef
+from scaler.kube.actions import KubeActions, KubeError, Leader, ObjectRef
 from scaler.kube.cache import ClusterCache
 from scaler.kube.client import api_client
+from scaler.kube.provreq import ProvisioningRequests
 from scaler.metrics import Health, Metrics, serve, setup_logging
 from scaler.permissions import LEASE_NAME
 from scaler.providers.base import PoolProvider, ProviderError
@@ -76,8 +78,10 @@ class Runtime:
     def __init__(self, config: ScalerConfig, provider: PoolProvider, cluster: Cluster, actions: KubeActions | None,
                  *, leader: Leader | None = None, metrics: Metrics | None = None, health: Health | None = None,
                  dry_run: bool = False, planner: Planner = core_plan, clock: Callable[[], float] = time.time,
-                 interval: float | None = None) -> None:
+                 interval: float | None = None, requests: ProvisioningRequests | None = None) -> None:
         self.config = config
+        # ProvisioningRequests (Kueue's admission check), planned with the pods by scaler.core.provreq.
+        self.requests = requests
         self.provider = provider
         self.cluster = cluster
         self.actions = None if dry_run else actions
@@ -138,7 +142,8 @@ class Runtime:
                             pdbs_fresh=self.cluster.pdbs_fresh, interruptions=list(self.notices),
                             draining=self.actuator.draining() if self.actuator is not None else {},
                             abandoned=abandoned, refused=refused, storage=storage, namespaces=namespaces)
-        plan, self.state = self.planner(snapshot, self.state, self.config)
+        requests = self._read_requests() if fresh else []
+        plan, self.state, answers = provreq.serve(snapshot, self.state, self.config, requests, self.planner)
         self.last_plan = plan
         self._log_plan(plan, snapshot)
         if self.actuator is not None:
@@ -147,7 +152,32 @@ class Runtime:
             self._events(plan, snapshot)
             self._warnings(plan)
             self._status(plan, snapshot)
+            self._answer(requests, answers)
         return plan, snapshot
+
+    def _read_requests(self) -> list[provreq.ProvisioningRequest]:
+        """The cluster's ProvisioningRequests still in play (on stale pod data none: bookings would be
+        computed against pods that may have moved)."""
+        if self.requests is None:
+            return []
+        try:
+            return [r for r in self.requests.read() if not r.done]
+        except KubeError as err:
+            self.metrics.kube_errors.labels("provisioningrequests").inc()
+            log.warning("reading ProvisioningRequests failed: %s", err)
+            return []
+
+    def _answer(self, requests: list[provreq.ProvisioningRequest],
+                answers: dict[str, dict[str, provreq.Condition]]) -> None:
+        if self.requests is None:
+            return
+        for req in requests:
+            self._guard()
+            try:
+                self.requests.write(req, answers[req.key])
+            except KubeError as err:
+                self.metrics.kube_errors.labels("provisioningrequest-status").inc()
+                log.warning("%s", err)
 
     def _read_notices(self) -> None:
         try:
@@ -258,6 +288,7 @@ class Runtime:
         stale = set(self.cluster.stale())
         m.replace(m.watch_synced, {(k,): 0 if k in stale else 1 for k in ("pods", "nodes", "poddisruptionbudgets")})
         m.replace(m.pool_refused, {(p,): 1 for p in self.state.refused})
+        m.observe_pools(snapshot, plan, self.state, self.config)
 
     # --- the loop ------------------------------------------------------------------------------------
     def run(self, once: bool = False) -> int:
@@ -359,7 +390,7 @@ def main(args: argparse.Namespace) -> int:
     actions = KubeActions(api, args.namespace)
     leader = Leader(api, args.namespace, args.identity, lease_seconds=max(15, int(3 * interval)))
     runtime = Runtime(config, provider, cache, actions, leader=leader, metrics=metrics, health=health,
-                      dry_run=args.dry_run, interval=interval)
+                      dry_run=args.dry_run, interval=interval, requests=ProvisioningRequests(api))
     signal.signal(signal.SIGTERM, lambda *_: runtime.stop.set())  # finish the pass, then exit
     log.info("gpuburst scaler running: cluster %s, %d configured pools, every %.0fs%s", config.cluster,
              len(config.pools), interval, " (dry run)" if args.dry_run else "")

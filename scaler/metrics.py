@@ -12,6 +12,9 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app
 
+from scaler.core.config import ScalerConfig
+from scaler.core.snapshot import Plan, Snapshot, State
+
 StartResponse = Callable[..., Any]
 
 
@@ -45,6 +48,60 @@ class Metrics:
                                   "refusal that retrying cannot fix", ["pool"], registry=r)
         self.last_pass = Gauge("gpuburst_last_pass_timestamp_seconds", "End of the last successful pass",
                                registry=r)
+        # Per pool, for the alerts and the dashboard (pulumi/gpuburst_platform/monitoring.py reads these names).
+        self.pool_info = Gauge("gpuburst_pool_info", "1 per pool, its capacity type, role and fallback as labels",
+                               ["pool", "capacity_type", "role", "fallback"], registry=r)
+        self.pool_gpus = Gauge("gpuburst_pool_gpus_per_node", "GPUs of one node of the pool", ["pool"], registry=r)
+        self.pool_max = Gauge("gpuburst_pool_max_nodes", "The pool's max size (the smaller of config and cloud)",
+                              ["pool"], registry=r)
+        self.pool_desired = Gauge("gpuburst_pool_desired_nodes", "The cloud's target size of the pool", ["pool"],
+                                  registry=r)
+        self.pool_price = Gauge("gpuburst_pool_price_per_node_hour", "What one node of the pool costs an hour",
+                                ["pool"], registry=r)
+        self.pool_backoff = Gauge("gpuburst_pool_backoff", "1 while scale-ups of the pool back off after failures",
+                                  ["pool"], registry=r)
+        self.fallback_active = Gauge("gpuburst_fallback_active", "1 while a spot pool's every zone is unavailable "
+                                     "and its pods go to the fallback pool", ["pool", "fallback"], registry=r)
+        self.launch_failures = Counter("gpuburst_launch_failures_total", "Launches the cloud refused, by pool and "
+                                       "kind (capacity, quota, price, config, other)", ["pool", "kind"], registry=r)
+        self.cost = Gauge("gpuburst_cost_per_hour", "What the pools' target sizes cost an hour", registry=r)
+        self.limit = Gauge("gpuburst_limit", "The config's caps that are set (max_nodes, max_gpus, "
+                           "max_cost_per_hour)", ["limit"], registry=r)
+        self.oldest_pending = Gauge("gpuburst_oldest_pending_pod_seconds", "Age of the oldest unschedulable pod, "
+                                    "by the planner's verdict", ["reason"], registry=r)
+
+    def observe_pools(self, snapshot: Snapshot, plan: Plan, state: State, config: ScalerConfig) -> None:
+        """The per-pool series of one pass: sizes, prices, backoff, fallback, launch failures, cost, waits."""
+        pools = {name: obs.pool for name, obs in snapshot.pools.items()}
+        self.replace(self.pool_info, {(p.name, p.capacity_type, p.role, p.fallback or ""): 1 for p in pools.values()})
+        self.replace(self.pool_gpus, {(n,): p.gpus_per_node or 0 for n, p in pools.items()})
+        self.replace(self.pool_max, {(n,): p.max_size for n, p in pools.items()})
+        self.replace(self.pool_desired, {(n,): obs.desired for n, obs in snapshot.pools.items()})
+        self.replace(self.pool_price, {(n,): config.price(p) for n, p in pools.items()})
+        self.replace(self.pool_backoff, {(n,): 1 if n in state.backoff and state.backoff[n].until > snapshot.now
+                                         else 0 for n in pools})
+        out: dict[tuple[str, ...], float] = {}
+        for n, p in pools.items():
+            if p.capacity_type == "spot" and p.fallback and \
+                    all(state.unavailable.get((n, z), 0.0) > snapshot.now for z in p.zones):
+                out[(n, p.fallback)] = 1
+        self.replace(self.fallback_active, out)
+        for name, obs in snapshot.pools.items():
+            for failure in obs.failures:
+                self.launch_failures.labels(name, failure.kind).inc()
+        self.cost.set(sum(obs.desired * config.price(obs.pool) for obs in snapshot.pools.values()))
+        limits = config.limits
+        self.replace(self.limit, {(k,): float(v) for k, v in (("max_nodes", limits.max_nodes),
+                                                              ("max_gpus", limits.max_gpus),
+                                                              ("max_cost_per_hour", limits.max_cost_per_hour))
+                                  if v is not None})
+        created = {f"{p.namespace}/{p.name}": p.created_at for p in snapshot.pending if p.created_at}
+        oldest: dict[tuple[str, ...], float] = {}
+        for verdict in plan.verdicts.values():
+            if verdict.pod in created:
+                age = max(0.0, snapshot.now - created[verdict.pod])
+                oldest[(verdict.outcome,)] = max(oldest.get((verdict.outcome,), 0.0), age)
+        self.replace(self.oldest_pending, oldest)
 
     @staticmethod
     def replace(gauge: Gauge, values: dict[tuple[str, ...], float]) -> None:

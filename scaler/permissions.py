@@ -100,6 +100,11 @@ KUBERNETES_RBAC_RULES: Final[list[dict[str, list[str]]]] = [
     {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
     # list: an Event written before a restart is updated, not created again
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch", "list"]},
+    # ProvisioningRequests (Kueue's admission check): read them and the PodTemplates they name, answer
+    # through the status subresource only.
+    {"apiGroups": ["autoscaling.x-k8s.io"], "resources": ["provisioningrequests"], "verbs": ["list"]},
+    {"apiGroups": ["autoscaling.x-k8s.io"], "resources": ["provisioningrequests/status"], "verbs": ["patch"]},
+    {"apiGroups": [""], "resources": ["podtemplates"], "verbs": ["get"]},
 ]
 
 # Role in the scaler's own namespace: its Lease and its status ConfigMap. `create` cannot be

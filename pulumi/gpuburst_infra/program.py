@@ -90,6 +90,7 @@ def deploy_platform(stack: Stack, cloud: Any, outputs: dict[str, Any], settings:
     return deploy("platform", kubeconfig=outputs["kubeconfig"], config=stack.scaler, identity=identity,
                   kubernetes_version=stack.settings.kubernetes_version, settings=settings,
                   namespace=scaler.namespace, service_account=scaler.service_account, scaler_env=env,
+                  alerts_url=pulumi.Config(NAMESPACE).get_secret("alertsUrl"),
                   opts=pulumi.ResourceOptions(depends_on=cloud.ready()))
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -30,11 +31,13 @@ import pulumi_kubernetes as k8s
 import yaml
 
 import pulumi
-from gpuburst_platform import render
+from gpuburst_platform import kueue, render
+from gpuburst_platform import monitoring as mon
 from gpuburst_platform.settings import (
     ADAPTER_SERVICE,
     CUSTOM_METRICS_APISERVICE,
     KEDA_NAMESPACE,
+    KUEUE_NAMESPACE,
     MONITORING_NAMESPACE,
     SCALER_NAMESPACE,
     PlatformSettings,
@@ -53,6 +56,11 @@ WORKLOAD_IDENTITY_POD_LABEL = "azure.workload.identity/use"
 PROMETHEUS_RELEASE = "gpuburst-prom"  # fullnameOverride: the Prometheus Service is "<this>-prometheus"
 PROMETHEUS_URL = f"http://{PROMETHEUS_RELEASE}-prometheus.{MONITORING_NAMESPACE}.svc"
 PROMETHEUS_PORT = 9090
+# The Secret holding the alert receiver's URL (the stack secret gpuburst:alertsUrl), mounted into Alertmanager.
+ALERTS_SECRET = "gpuburst-alerts"  # noqa: S105 -- a Secret's name, not its value
+ALERTS_URL_FILE = f"/etc/alertmanager/secrets/{ALERTS_SECRET}/url"
+# kube-prometheus-stack's Grafana sidecar loads ConfigMaps with this label (its chart default).
+GRAFANA_DASHBOARD_LABEL = ("grafana_dashboard", "1")
 # The labels the Prometheus operator gives the pods of the Prometheus "<release>-prometheus" (the chart's
 # own Service selects them so): the only pods the scaler's NetworkPolicy admits.
 PROMETHEUS_POD_LABELS = {"app.kubernetes.io/name": "prometheus",
@@ -103,6 +111,7 @@ class Platform(pulumi.ComponentResource):
         namespace: str = SCALER_NAMESPACE,
         service_account: str = render.SCALER_NAME,
         scaler_env: Mapping[str, pulumi.Input[str]] | None = None,
+        alerts_url: pulumi.Input[str] | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("gpuburst:platform:Platform", name, None, opts)
@@ -114,6 +123,10 @@ class Platform(pulumi.ComponentResource):
                 f"platform {name}: the pools have no role 'system' pool; the scaler, Prometheus and the "
                 f"schedulers are pinned to {keys.LABEL_ROLE}=system nodes"
             )
+        if settings.alerts.receiver != "none" and alerts_url is None:
+            raise ValueError(f"platform {name}: alerts.receiver is {settings.alerts.receiver} but the stack has no "
+                             "receiver URL: pulumi config set --secret gpuburst:alertsUrl <URL>")
+        self._alerts_url = alerts_url
         self._name = name
         self.scaler_namespace = namespace
         self.service_account_name = service_account
@@ -132,6 +145,7 @@ class Platform(pulumi.ComponentResource):
                                         self._prometheus_values(), [monitoring])
         self.dcgm_exporter = self._release("dcgm-exporter", "dcgm-exporter", MONITORING_NAMESPACE,
                                            self._dcgm_values(), [monitoring, self.prometheus])
+        self._alerts_and_dashboard(monitoring)
         self.adapter: k8s.helm.v3.Release | None = None
         self.apiservice: k8s.apiregistration.v1.APIService | None = None
         self.keda: k8s.helm.v3.Release | None = None
@@ -141,6 +155,9 @@ class Platform(pulumi.ComponentResource):
             self.keda = self._release("keda", "keda", KEDA_NAMESPACE, self._keda_values(), [namespaces[KEDA_NAMESPACE]])
 
         self._scaler(namespaces[namespace], identity)
+        self.kueue: k8s.helm.v3.Release | None = None
+        if settings.kueue:
+            self._kueue(namespaces[KUEUE_NAMESPACE], namespaces.get(settings.example_namespace))
         if settings.binpack_scheduler:
             self._binpack_scheduler(namespaces[namespace])
         if settings.example_inference:
@@ -163,6 +180,10 @@ class Platform(pulumi.ComponentResource):
         names = [self.scaler_namespace, MONITORING_NAMESPACE]
         if self.settings.metrics == "keda":
             names.append(KEDA_NAMESPACE)
+        if self.settings.kueue:
+            names.append(KUEUE_NAMESPACE)
+        if self.settings.kueue and self.settings.example_namespace not in names:
+            names.append(self.settings.example_namespace)  # the example LocalQueue lives there
         if self.settings.example_inference and self.settings.example_namespace not in names:
             names.append(self.settings.example_namespace)
         return names
@@ -179,7 +200,7 @@ class Platform(pulumi.ComponentResource):
             name=release,
             chart=chart.chart,
             version=chart.version,
-            repository_opts={"repo": chart.repo},
+            repository_opts={"repo": chart.repo} if chart.repo else None,
             namespace=namespace,
             values=dict(values),
             atomic=wait,
@@ -208,19 +229,33 @@ class Platform(pulumi.ComponentResource):
         system = render.system_node_selector()
         return {
             "fullnameOverride": PROMETHEUS_RELEASE,
-            "alertmanager": {"enabled": False},
-            "grafana": {"enabled": False},
+            # gpuburst's alerts to the stack's receiver (none: Alertmanager shows them, sends nothing).
+            "alertmanager": {
+                "config": mon.alertmanager_config(self.settings.alerts, ALERTS_URL_FILE),
+                "alertmanagerSpec": {
+                    "nodeSelector": system,
+                    "secrets": [ALERTS_SECRET] if self.settings.alerts.receiver != "none" else [],
+                },
+            },
+            # Grafana with its dashboard sidecar (gpuburst's fleet dashboard is a ConfigMap it loads). No
+            # admin password in the values: the Grafana chart generates one into its Secret.
+            "grafana": {"enabled": self.settings.grafana, "adminPassword": "", "nodeSelector": system,
+                        "sidecar": {"dashboards": {"enabled": True, "label": GRAFANA_DASHBOARD_LABEL[0],
+                                                   "labelValue": GRAFANA_DASHBOARD_LABEL[1]}}},
             # Managed control planes (EKS, AKS) expose none of these to scrape.
             "kubeControllerManager": {"enabled": False},
             "kubeScheduler": {"enabled": False},
             "kubeEtcd": {"enabled": False},
             "kubeProxy": {"enabled": False},
             "prometheusOperator": {"nodeSelector": system},
-            "kube-state-metrics": {"nodeSelector": system},
+            # kube_node_labels carries the pool label, so GPU utilisation joins to pools on the dashboard.
+            "kube-state-metrics": {"nodeSelector": system,
+                                   "metricLabelsAllowlist": [f"nodes=[{keys.LABEL_POOL}]"]},
             "prometheus": {"prometheusSpec": {
                 # Select every ServiceMonitor (the scaler's and dcgm-exporter's), not only this release's.
                 "serviceMonitorSelectorNilUsesHelmValues": False,
                 "podMonitorSelectorNilUsesHelmValues": False,
+                "ruleSelectorNilUsesHelmValues": False,  # and gpuburst's PrometheusRule
                 "nodeSelector": system,
                 "retention": "7d",
                 "resources": {"requests": {"cpu": "500m", "memory": "2Gi"}, "limits": {"memory": "4Gi"}},
@@ -237,9 +272,51 @@ class Platform(pulumi.ComponentResource):
                 # The exporter labels each GPU's series with the pod holding it (namespace, pod,
                 # container); honorLabels keeps those instead of the exporter pod's own.
                 "honorLabels": True,
+                # Each GPU's series names its node, to join with kube_node_labels (pools on the dashboard).
+                "relabelings": [dict(mon.DCGM_NODE_RELABELING)],
             },
             "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"memory": "512Mi"}},
         }
+
+    def _alerts_and_dashboard(self, namespace: k8s.core.v1.Namespace) -> None:
+        """gpuburst's PrometheusRule, the receiver URL's Secret and the Grafana dashboard's ConfigMap."""
+        labels = {APP_LABEL: "gpuburst-monitoring"}
+        self.rules = k8s.apiextensions.CustomResource(
+            self._rname("prometheusrule"), api_version="monitoring.coreos.com/v1", kind="PrometheusRule",
+            metadata=_meta(mon.RULE_NAME, MONITORING_NAMESPACE, **labels),
+            spec={"groups": mon.rule_groups(self._config, self.settings.alerts)},
+            opts=self._child([namespace, self.prometheus]),  # the CRD comes with kube-prometheus-stack
+        )
+        if self.settings.alerts.receiver != "none" and self._alerts_url is not None:
+            k8s.core.v1.Secret(
+                self._rname("alerts-secret"), metadata=_meta(ALERTS_SECRET, MONITORING_NAMESPACE, **labels),
+                type="Opaque", string_data={"url": pulumi.Output.secret(self._alerts_url)},
+                opts=self._child([namespace]),
+            )
+        if self.settings.grafana:
+            key, value = GRAFANA_DASHBOARD_LABEL
+            k8s.core.v1.ConfigMap(
+                self._rname("dashboard"),
+                metadata=_meta(mon.DASHBOARD_NAME, MONITORING_NAMESPACE, **labels, **{key: value}),
+                data={f"{mon.DASHBOARD_NAME}.json": json.dumps(mon.dashboard(), sort_keys=True)},
+                opts=self._child([namespace]),
+            )
+
+    def _kueue(self, namespace: k8s.core.v1.Namespace, example_ns: k8s.core.v1.Namespace | None) -> None:
+        """Kueue, the ProvisioningRequest CRD gpuburst serves, and the queue objects wired to it."""
+        self.provreq_crd = k8s.apiextensions.v1.CustomResourceDefinition(
+            self._rname("provreq-crd"), **{k: v for k, v in kueue.provisioning_request_crd().items()
+                                           if k in ("metadata", "spec")}, opts=self._child())
+        self.kueue = self._release("kueue", "kueue", KUEUE_NAMESPACE,
+                                   kueue.kueue_values(render.system_node_selector(), CHARTS["kueue"].version),
+                                   [namespace, self.provreq_crd])
+        deps: list[pulumi.Resource] = [self.kueue, *([example_ns] if example_ns else [])]
+        for obj in kueue.queue_objects(self._config, self.settings.example_namespace):
+            kind = obj["kind"]
+            k8s.apiextensions.CustomResource(
+                self._rname(f"kueue-{kind.lower()}"), api_version=obj["apiVersion"], kind=kind,
+                metadata=obj["metadata"], spec=obj["spec"], opts=self._child(deps),
+            )
 
     def _adapter(self, monitoring: k8s.core.v1.Namespace) -> None:
         """prometheus-adapter serving `gpu_utilization`, TLS from the Ansible role's Secret.
@@ -639,6 +716,7 @@ def deploy_platform(
     namespace: str = SCALER_NAMESPACE,
     service_account: str = render.SCALER_NAME,
     scaler_env: Mapping[str, pulumi.Input[str]] | None = None,
+    alerts_url: pulumi.Input[str] | None = None,
     opts: pulumi.ResourceOptions | None = None,
 ) -> Platform:
     """What pulumi/__main__.py calls once the cluster exists: a provider from its kubeconfig, then `Platform`."""
@@ -646,6 +724,6 @@ def deploy_platform(
     return Platform(
         name, provider=provider, config=config, cloud=config.cloud, identity=identity,
         kubernetes_version=kubernetes_version, settings=settings, namespace=namespace,
-        service_account=service_account, scaler_env=scaler_env,
+        service_account=service_account, scaler_env=scaler_env, alerts_url=alerts_url,
         opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[provider])),
     )

@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 import scaler
+from gpuburst_platform.monitoring import AlertSettings
 
 MetricsPath = Literal["prometheus-adapter", "keda"]
 
@@ -16,6 +17,7 @@ MetricsPath = Literal["prometheus-adapter", "keda"]
 SCALER_NAMESPACE = "gpuburst-system"
 MONITORING_NAMESPACE = "monitoring"
 KEDA_NAMESPACE = "keda"
+KUEUE_NAMESPACE = "kueue-system"
 ADAPTER_SERVICE = "custom-metrics-apiserver"
 CUSTOM_METRICS_APISERVICE = "v1beta1.custom.metrics.k8s.io"
 
@@ -61,6 +63,16 @@ class PlatformSettings(BaseModel):
     example_namespace: str = Field(default="gpu-examples", pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
     example_image: str = "nvcr.io/nvidia/cuda:12.6.3-base-ubuntu24.04"
     gpu_utilization_target: int = Field(default=60, gt=0, le=100)
+    alerts: AlertSettings = Field(
+        default_factory=AlertSettings,
+        description="where gpuburst's alerts go; the Slack / webhook URL is the stack secret gpuburst:alertsUrl",
+    )
+    grafana: bool = Field(default=True, description="Grafana with gpuburst's fleet dashboard (kube-prometheus-stack's)")
+    kueue: bool = Field(
+        default=False,
+        description="install Kueue with an AdmissionCheck that asks gpuburst for capacity (ProvisioningRequests) "
+                    "and a GPU ClusterQueue (examples/kueue-gpu-job.yaml queues a job there)",
+    )
 
     @field_validator("scaler_image", "example_image")
     @classmethod

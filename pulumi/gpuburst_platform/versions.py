@@ -26,6 +26,9 @@ CHARTS: Final[dict[str, Chart]] = {
     "prometheus-adapter": Chart("prometheus-adapter", "4.11.0", "https://prometheus-community.github.io/helm-charts"),
     # KEDA (metrics path "keda"): ScaledObjects with a Prometheus trigger.
     "keda": Chart("keda", "2.16.1", "https://kedacore.github.io/charts"),
+    # Kueue (`platform.kueue`): job queueing, its ProvisioningRequest admission check answered by gpuburst.
+    # Published as an OCI artifact only: the chart is its full reference, there is no repository.
+    "kueue": Chart("oci://registry.k8s.io/kueue/charts/kueue", "0.19.2", ""),
 }
 
 # kube-scheduler of the second (bin-packing) scheduler must match the cluster's minor version.

@@ -73,7 +73,8 @@ class ScaleDown(BaseModel):
 
 class ScalerConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
-    cluster: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9-]{0,99}$")
+    # Letters, digits, "-" and "." (kops names its clusters by DNS name: ml.example.com).
+    cluster: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9.-]{0,99}$")
     cloud: Cloud
     region: str = ""
     spot_price_factor: float = Field(default=0.4, gt=0, le=1)

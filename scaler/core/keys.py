@@ -74,6 +74,15 @@ ANNOTATION_MIRROR_POD: Final = "kubernetes.io/config.mirror"
 LABEL_POD_GROUP: Final = "scheduling.x-k8s.io/pod-group"
 ANNOTATION_POD_GROUP_MIN: Final = "scheduling.x-k8s.io/min-member"
 
+# --- ProvisioningRequests (autoscaling.x-k8s.io/v1, Kueue's ProvisioningRequest admission check) ---
+# The pods of an admitted workload name the request whose capacity they use (Kueue writes both forms).
+ANNOTATION_CONSUME_PROVREQ: Final = "autoscaling.x-k8s.io/consume-provisioning-request"
+ANNOTATION_CONSUME_PROVREQ_CA: Final = "cluster-autoscaler.kubernetes.io/consume-provisioning-request"
+# Kueue's label naming the LocalQueue a workload is queued in (the worked example sets it).
+LABEL_KUEUE_QUEUE: Final = "kueue.x-k8s.io/queue-name"
+# The gang label the scaler gives a request's stand-in pods, so the planner places them all or none.
+PROVREQ_GANG_PREFIX: Final = "provreq-"
+
 # --- cluster-autoscaler tag conventions (AWS form; Azure uses "_" for "/") -------------------
 TAG_CA_PREFIX: Final = "k8s.io/cluster-autoscaler/"
 TAG_CA_ENABLED: Final = f"{TAG_CA_PREFIX}enabled"
@@ -84,6 +93,37 @@ TAG_POOL: Final = f"{DOMAIN}/pool"
 TAG_ROLE: Final = f"{DOMAIN}/role"
 TAG_FALLBACK: Final = f"{DOMAIN}/fallback"
 TAG_CLUSTER: Final = f"{DOMAIN}/cluster"
+
+
+# --- other tools' group tags, read when adopting an existing cluster (scaler/core/adopt.py) -----
+# OpenAI's kubernetes-ec2-autoscaler (and kops before 1.x): the cluster, the group's role, and
+# `kube/<label>` tags that name the labels its nodes carry (the autoscaler's node selectors).
+TAG_KUBERNETES_CLUSTER: Final = "KubernetesCluster"
+TAG_SEED_ROLES: Final = ("KubernetesRole", "Role")
+SEED_WORKER_ROLES: Final = ("worker", "kubernetes-minion")
+TAG_SEED_SELECTOR_PREFIX: Final = "kube/"
+# eksctl's self-managed and EKS managed node groups.
+TAG_EKSCTL_CLUSTER: Final = "alpha.eksctl.io/cluster-name"
+TAG_EKSCTL_NODEGROUP: Final = "alpha.eksctl.io/nodegroup-name"
+TAG_EKS_CLUSTER: Final = "eks:cluster-name"
+TAG_EKS_NODEGROUP: Final = "eks:nodegroup-name"
+# kops: `k8s.io/role/<node|master|control-plane|bastion>` = "1"; its instance group as a node label.
+TAG_KOPS_ROLE_PREFIX: Final = "k8s.io/role/"
+KOPS_WORKER_ROLE: Final = "node"
+LABEL_KOPS_INSTANCEGROUP: Final = "kops.k8s.io/instancegroup"
+# The in-tree cloud provider's ownership tag: kubernetes.io/cluster/<name> = owned | shared.
+TAG_K8S_CLUSTER_PREFIX: Final = "kubernetes.io/cluster/"
+# Tags the clouds and tools write for their own bookkeeping: read, never mapped, never reported.
+TAG_BOOKKEEPING_PREFIXES: Final = ("aws:", "eks:", "alpha.eksctl.io/", "eksctl.io/", "eksctl.cluster.k8s.io/",
+                                   "aks-managed-")
+TAG_AKS_MANAGED_PREFIX: Final = "aks-managed-"  # on the scale sets AKS makes for its agent pools
+TAG_NAME: Final = "Name"
+# cluster-autoscaler's Azure auto-discovery of plain scale sets (`label:` discovery): these tags, with
+# the group's bounds in `min` / `max`.
+TAG_CA_AZURE_ENABLED: Final = "cluster-autoscaler-enabled"
+TAG_CA_AZURE_NAME: Final = "cluster-autoscaler-name"
+TAG_CA_AZURE_MIN: Final = "min"
+TAG_CA_AZURE_MAX: Final = "max"
 
 
 def tag_ca_cluster(cluster: str) -> str:

@@ -17,6 +17,8 @@ from typing import Any
 import responses
 from azure.core.credentials import AccessToken
 
+from scaler.core import keys
+
 ARM = "https://management.azure.com"
 JSON = dict[str, Any]
 
@@ -49,6 +51,8 @@ class FakeArm:
         aks = re.escape(f"{base}/Microsoft.ContainerService/managedClusters/{cluster}/agentPools/")
         vmss = re.escape(f"{base}/Microsoft.Compute/virtualMachineScaleSets/")
         cb = rsps.add_callback
+        cb("GET", re.compile(aks[:-1] + r"\?"), self._list_pools)
+        cb("GET", re.compile(vmss[:-1] + r"\?"), self._list_vmss)
         cb("GET", re.compile(aks + r"(?P<p>[^/?]+)\?"), self._get_pool)
         cb("PUT", re.compile(aks + r"(?P<p>[^/?]+)\?"), self._put_pool)
         cb("GET", re.compile(aks + r"(?P<p>[^/?]+)/machines\?"), self._list_machines)
@@ -69,21 +73,27 @@ class FakeArm:
         return f"aks-{pool}-12345678-vmss"
 
     def add_agent_pool(self, name: str, count: int, vm_size: str, *, spot: bool = False,
-                       zones: tuple[str, ...] = ("1",)) -> None:
-        props: JSON = {"count": count, "vmSize": vm_size, "osType": "Linux", "mode": "User",
-                       "type": "VirtualMachineScaleSets", "availabilityZones": list(zones),
-                       "enableAutoScaling": False, "provisioningState": "Succeeded",
-                       "powerState": {"code": "Running"}, "orchestratorVersion": "1.31.1"}
+                       zones: tuple[str, ...] = ("1",), **props: Any) -> None:
+        """`props`: more agent pool properties as ARM spells them (nodeLabels, nodeTaints, mode, tags...)."""
+        props = {"count": count, "vmSize": vm_size, "osType": "Linux", "mode": "User",
+                 "type": "VirtualMachineScaleSets", "availabilityZones": list(zones),
+                 "enableAutoScaling": False, "provisioningState": "Succeeded",
+                 "powerState": {"code": "Running"}, "orchestratorVersion": "1.31.1", **props}
         if spot:
-            props |= {"scaleSetPriority": "Spot", "scaleSetEvictionPolicy": "Delete", "spotMaxPrice": -1}
+            # AKS labels and taints the nodes of a Spot pool itself.
+            spot_taint = f"{keys.TAINT_AZURE_SPOT}={keys.TAINT_AZURE_SPOT_VALUE}:NoSchedule"
+            props |= {"scaleSetPriority": "Spot", "scaleSetEvictionPolicy": "Delete", "spotMaxPrice": -1,
+                      "nodeLabels": {**props.get("nodeLabels", {}), keys.LABEL_AZURE_SCALESET_PRIORITY: "spot"},
+                      "nodeTaints": [*props.get("nodeTaints", []), spot_taint]}
         self.agent_pools[name] = {
             "id": f"/subscriptions/{self.sub}/resourceGroups/{self.rg}/providers/Microsoft.ContainerService/"
                   f"managedClusters/{self.cluster}/agentPools/{name}",
             "name": name, "type": "Microsoft.ContainerService/managedClusters/agentPools", "properties": props}
         self.machines[name] = [str(i) for i in range(count)]
 
-    def add_scale_set(self, name: str, capacity: int, vm_size: str, *, spot: bool = False) -> None:
-        self.scale_sets[name] = {
+    def add_scale_set(self, name: str, capacity: int, vm_size: str, *, spot: bool = False,
+                      tags: dict[str, str] | None = None) -> None:
+        self.scale_sets[name] = {"tags": dict(tags or {}),
             "id": f"/subscriptions/{self.sub}/resourceGroups/{self.rg}/providers/Microsoft.Compute/"
                   f"virtualMachineScaleSets/{name}",
             "name": name, "type": "Microsoft.Compute/virtualMachineScaleSets", "location": "eastus",
@@ -159,6 +169,8 @@ class FakeArm:
             nxt = max((int(i) for i in have), default=-1) + 1
             self.machines[name] = have[:count] + [str(nxt + i) for i in range(max(0, count - len(have)))]
             pool["properties"]["count"] = count
+            if "tags" in body["properties"]:
+                pool["properties"]["tags"] = body["properties"]["tags"]
         return 200, headers, json.dumps(pool | {"properties": pool["properties"] | {"provisioningState": "Updating"}})
 
     def _list_machines(self, request: Any) -> tuple[int, dict[str, str], str]:
@@ -181,13 +193,24 @@ class FakeArm:
         self.agent_pools[name]["properties"]["count"] = len(self.machines[name])
         return 202, self._start("Microsoft.ContainerService", (name, "delete"), "Location"), ""
 
+    def _list_pools(self, request: Any) -> tuple[int, dict[str, str], str]:
+        return 200, {}, json.dumps({"value": list(self.agent_pools.values())})
+
+    def _list_vmss(self, request: Any) -> tuple[int, dict[str, str], str]:
+        return 200, {}, json.dumps({"value": list(self.scale_sets.values())})
+
     # --- VMSS -----------------------------------------------------------------------------------
     def _get_vmss(self, request: Any) -> tuple[int, dict[str, str], str]:
         return 200, {}, json.dumps(self.scale_sets[self._name(request, "s")])
 
     def _patch_vmss(self, request: Any) -> tuple[int, dict[str, str], str]:
         name = self._name(request, "s")
-        capacity = int(json.loads(request.body)["sku"]["capacity"])
+        body = json.loads(request.body)
+        if "sku" not in body:  # a tags update
+            self.calls.append(("PATCH vmss", f"{name} tags"))
+            self.scale_sets[name]["tags"] = body.get("tags", {})
+            return 200, self._start("Microsoft.Compute", (name, "update")), json.dumps(self.scale_sets[name])
+        capacity = int(body["sku"]["capacity"])
         self.calls.append(("PATCH vmss", f"{name} capacity={capacity}"))
         headers = self._start("Microsoft.Compute", (name, "scale"))
         failure = self.ops[headers["Azure-AsyncOperation"].split("/")[-1].split("?")[0]][-1].get("error")

@@ -3,7 +3,8 @@
 Serves the real JSON shapes over HTTP on 127.0.0.1: lists with metadata.resourceVersion, watch
 streams (one JSON event per line; ERROR 410 when the asked resourceVersion was compacted), node
 PATCH (merge), policy/v1 Eviction (201, or 429 when a PodDisruptionBudget allows no disruption),
-core/v1 Events, ConfigMaps and coordination.k8s.io/v1 Leases with optimistic concurrency (409).
+core/v1 Events, ConfigMaps and coordination.k8s.io/v1 Leases with optimistic concurrency (409),
+PodTemplates, and autoscaling.x-k8s.io/v1 ProvisioningRequests with their status subresource.
 `down = True` answers 503 to everything and ends open watches: the API server is gone.
 """
 
@@ -32,6 +33,7 @@ CLUSTER_LISTS = {
     "/api/v1/namespaces": "namespaces",
     "/apis/storage.k8s.io/v1/storageclasses": "storageclasses",
     "/apis/storage.k8s.io/v1/csinodes": "csinodes",
+    "/apis/autoscaling.x-k8s.io/v1/provisioningrequests": "provisioningrequests",
 }
 NAMESPACED = {
     ("api/v1", "pods"): "pods",
@@ -39,11 +41,14 @@ NAMESPACED = {
     ("api/v1", "configmaps"): "configmaps",
     ("apis/coordination.k8s.io/v1", "leases"): "leases",
     ("apis/policy/v1", "poddisruptionbudgets"): "poddisruptionbudgets",
+    ("api/v1", "podtemplates"): "podtemplates",
+    ("apis/autoscaling.x-k8s.io/v1", "provisioningrequests"): "provisioningrequests",
 }
 LIST_KIND = {"pods": "PodList", "nodes": "NodeList", "poddisruptionbudgets": "PodDisruptionBudgetList",
              "events": "EventList", "configmaps": "ConfigMapList", "leases": "LeaseList",
              "persistentvolumeclaims": "PersistentVolumeClaimList", "persistentvolumes": "PersistentVolumeList",
-             "namespaces": "NamespaceList", "storageclasses": "StorageClassList", "csinodes": "CSINodeList"}
+             "namespaces": "NamespaceList", "storageclasses": "StorageClassList", "csinodes": "CSINodeList",
+             "podtemplates": "PodTemplateList", "provisioningrequests": "ProvisioningRequestList"}
 
 
 def _status(code: int, reason: str, message: str, **extra: Any) -> JSON:
@@ -383,7 +388,9 @@ class FakeKube:
                 if target is None:
                     self._send(404, _status(404, "NotFound", "no route"))
                     return
-                resource, key, _ = target
+                resource, key, sub = target
+                if sub == "status":  # the status subresource: only the status changes
+                    patch = {"status": patch.get("status")}
                 kind = (self.headers.get("Content-Type") or "").split(";")[0].strip()
                 if kind == "application/json-patch+json" and not isinstance(patch, list):
                     # What the API server answers a JSON Patch that is not a list of operations.

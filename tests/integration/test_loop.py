@@ -281,6 +281,15 @@ def test_launch_failure_marks_the_offering_unavailable(world: World, kube: FakeK
     assert until is not None and until > world.clock.t
     metrics = world.runtime.metrics
     assert metrics.unavailable.labels("gpu-spot-a", "us-east-1a")._value.get() == 1
+    # What the alerts read: the failure by pool and kind, the spot pool's pods going to its fallback, sizes.
+    sample = metrics.registry.get_sample_value
+    assert sample("gpuburst_launch_failures_total", {"pool": "gpu-spot-a", "kind": "capacity"}) == 1
+    assert sample("gpuburst_fallback_active", {"pool": "gpu-spot-a", "fallback": "gpu-od"}) == 1
+    assert sample("gpuburst_pool_max_nodes", {"pool": "gpu-od"}) == 20
+    desired = {p: sample("gpuburst_pool_desired_nodes", {"pool": p}) for p in ("gpu-spot-a", "gpu-od")}
+    price = {p: sample("gpuburst_pool_price_per_node_hour", {"pool": p}) for p in ("gpu-spot-a", "gpu-od")}
+    cost = sum(desired[p] * price[p] for p in desired)  # type: ignore[operator]
+    assert cost > 0 and sample("gpuburst_cost_per_hour") == pytest.approx(cost)
     status = kube.get("configmaps", "gpuburst-system/gpuburst-scaler-status")
     assert status is not None and '"gpu-spot-a/us-east-1a"' in status["data"]["status.json"]
 

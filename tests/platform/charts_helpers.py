@@ -169,8 +169,22 @@ def platform_objects(recorder: Recorder) -> list[Obj]:
         if not r.typ.startswith("kubernetes:") or r.typ.startswith("kubernetes:helm.sh/"):
             continue
         body = {k: v for k, v in r.inputs.items() if not k.startswith("__")}
-        out.append(Obj(f"platform component: {r.name}", json.loads(json.dumps(body))))
+        out.append(Obj(f"platform component: {r.name}", _unwrap(json.loads(json.dumps(body)))))
     return out
+
+
+SECRET_SIG = "4dabf18193072939515e22adb298388d"  # Pulumi's wire marker of a secret value
+
+
+def _unwrap(value: Any) -> Any:
+    """The object as the API server gets it: Pulumi's secret envelopes replaced by their values."""
+    if isinstance(value, dict):
+        if SECRET_SIG in value:
+            return _unwrap(value.get("value"))
+        return {k: _unwrap(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_unwrap(v) for v in value]
+    return value
 
 
 def releases(recorder: Recorder) -> list[Any]:
@@ -186,6 +200,11 @@ def _strict(schema: Any) -> Any:
     if not isinstance(schema, dict):
         return schema
     out = {k: _strict(v) for k, v in schema.items()}
+    pattern = out.get("pattern")
+    if isinstance(pattern, str) and "(?i)" in pattern[1:]:
+        # Go's RE2 takes a flag group anywhere (Kueue's `^(?i)[a-z]...`); Python's re only at the start,
+        # where it means the same when nothing before it matches text.
+        out["pattern"] = "(?i)" + pattern.replace("(?i)", "")
     if ("properties" in out and "additionalProperties" not in out
             and not out.get("x-kubernetes-preserve-unknown-fields")):
         out["additionalProperties"] = False

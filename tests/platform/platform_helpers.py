@@ -82,7 +82,8 @@ def run_program(program: Callable[[], Any]) -> Recorder:
     return recorder
 
 
-def platform_program(cloud: str, metrics: str = "prometheus-adapter", **settings: Any) -> Recorder:
+def platform_program(cloud: str, metrics: str = "prometheus-adapter", *, alerts_url: str | None = None,
+                     **settings: Any) -> Recorder:
     import pulumi_kubernetes as k8s
     from gpuburst_platform import Platform, PlatformSettings
 
@@ -94,6 +95,7 @@ def platform_program(cloud: str, metrics: str = "prometheus-adapter", **settings
         return Platform(
             "platform", provider=provider, config=config, cloud=config.cloud, identity=identity,
             kubernetes_version="1.32", settings=PlatformSettings(metrics=metrics, **settings),
+            alerts_url=alerts_url,
         )
 
     return run_program(program)

@@ -1,0 +1,117 @@
+"""ProvisioningRequests (autoscaling.x-k8s.io/v1) in the cluster: read them with their PodTemplates, write
+their status conditions. The deciding is the core's (scaler.core.provreq).
+
+Calls (scaler.permissions): provisioningrequests list, provisioningrequests/status patch, podtemplates get.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import HTTPError as TransportError
+
+from scaler.core.provreq import Condition, PodSet, ProvisioningRequest
+from scaler.kube.actions import MERGE_PATCH, TIMEOUT, KubeError
+from scaler.kube.convert import SnapshotError, pod_from_json, timestamp
+
+log = logging.getLogger(__name__)
+GROUP, VERSION, PLURAL = "autoscaling.x-k8s.io", "v1", "provisioningrequests"
+JSON = dict[str, Any]
+
+
+def _time(at: float) -> str:
+    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def request_from_json(obj: JSON, templates: dict[str, JSON | None]) -> ProvisioningRequest:
+    """A ProvisioningRequest and the PodTemplates it names (`templates`: "namespace/name" -> the object, or
+    None when it does not exist). A request that cannot be read gets `problem` set, never an exception."""
+    meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
+    ns, name = str(meta.get("namespace") or "default"), str(meta.get("name") or "?")
+    conditions = {}
+    for c in (obj.get("status") or {}).get("conditions") or ():
+        if isinstance(c, dict) and c.get("type"):
+            conditions[str(c["type"])] = Condition(str(c["type"]), str(c.get("status", "")), str(c.get("reason", "")),
+                                                   str(c.get("message", "")), timestamp(c.get("lastTransitionTime")))
+    parameters = {str(k): str(v) for k, v in (spec.get("parameters") or {}).items()}
+    req = ProvisioningRequest(namespace=ns, name=name, class_name=str(spec.get("provisioningClassName") or ""),
+                              pod_sets=[], parameters=parameters, created_at=timestamp(meta.get("creationTimestamp")),
+                              conditions=conditions)
+    for i, pod_set in enumerate(spec.get("podSets") or ()):
+        ref = str(((pod_set or {}).get("podTemplateRef") or {}).get("name") or "")
+        template = templates.get(f"{ns}/{ref}")
+        if template is None:
+            req.problem = f"spec.podSets[{i}]: PodTemplate {ns}/{ref} not found"
+            return req
+        body = template.get("template") or {}
+        tmeta = {**(body.get("metadata") or {}), "namespace": ns, "name": ref}
+        try:
+            pod = pod_from_json({"metadata": tmeta, "spec": body.get("spec") or {}})
+        except (SnapshotError, ValueError) as err:
+            req.problem = f"spec.podSets[{i}]: PodTemplate {ns}/{ref}: {err}"
+            return req
+        req.pod_sets.append(PodSet(pod, int(pod_set.get("count") or 0)))
+    return req
+
+
+class ProvisioningRequests:
+    def __init__(self, api: client.ApiClient) -> None:
+        self.custom = client.CustomObjectsApi(api)
+        self.core = client.CoreV1Api(api)
+
+    def read(self) -> list[ProvisioningRequest]:
+        """Every request in the cluster (an API without the CRD has none)."""
+        try:
+            listed = self.custom.list_cluster_custom_object(GROUP, VERSION, PLURAL, _request_timeout=TIMEOUT)
+        except ApiException as err:
+            if err.status == 404:
+                return []
+            raise KubeError(f"list {PLURAL}: {err.status} {err.reason}") from err
+        except TransportError as err:
+            raise KubeError(f"list {PLURAL}: {err}") from err
+        items: list[JSON] = list((listed if isinstance(listed, dict) else {}).get("items") or ())
+        templates: dict[str, JSON | None] = {}
+        for obj in items:
+            ns = (obj.get("metadata") or {}).get("namespace") or "default"
+            for pod_set in (obj.get("spec") or {}).get("podSets") or ():
+                ref = ((pod_set or {}).get("podTemplateRef") or {}).get("name") or ""
+                if f"{ns}/{ref}" not in templates:
+                    templates[f"{ns}/{ref}"] = self._template(ns, ref)
+        return [request_from_json(obj, templates) for obj in items]
+
+    def _template(self, ns: str, name: str) -> JSON | None:
+        try:
+            found = self.core.read_namespaced_pod_template(name, ns, _request_timeout=TIMEOUT)
+        except ApiException as err:
+            if err.status == 404:
+                return None
+            raise KubeError(f"get podtemplate {ns}/{name}: {err.status} {err.reason}") from err
+        except TransportError as err:
+            raise KubeError(f"get podtemplate {ns}/{name}: {err}") from err
+        raw = self.core.api_client.sanitize_for_serialization(found)  # the API's JSON (camelCase) again
+        return raw if isinstance(raw, dict) else None
+
+    def write(self, req: ProvisioningRequest, conditions: dict[str, Condition]) -> None:
+        """Set the request's conditions (the status subresource, a merge patch of the whole list)."""
+        if conditions == req.conditions:
+            return
+        body = {"status": {"conditions": [
+            {"type": c.type, "status": c.status, "reason": c.reason, "message": c.message[:32768],
+             "lastTransitionTime": _time(c.at)} for c in sorted(conditions.values(), key=lambda c: c.type)]}}
+        try:
+            self.custom.patch_namespaced_custom_object_status(GROUP, VERSION, req.namespace, PLURAL, req.name, body,
+                                                              _request_timeout=TIMEOUT, _content_type=MERGE_PATCH)
+        except ApiException as err:
+            if err.status == 404:
+                return  # deleted meanwhile
+            raise KubeError(f"patch {PLURAL}/status {req.key}: {err.status} {err.reason}") from err
+        except TransportError as err:
+            raise KubeError(f"patch {PLURAL}/status {req.key}: {err}") from err
+        req.conditions = dict(conditions)
+        log.info("provisioning request %s: %s", req.key,
+                 ", ".join(f"{c.type}={c.status} ({c.reason})" for c in sorted(conditions.values(),
+                                                                                 key=lambda c: c.type)))

@@ -1,0 +1,114 @@
+"""ProvisioningRequests through the planner: check-capacity answers, atomic scale-ups all or none, bookings
+that keep their nodes until they expire, refusals with a reason."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from core_builders import config, node_of, pod, snapshot
+
+from scaler.core import keys, provreq
+from scaler.core.config import ScalerConfig
+from scaler.core.provreq import ATOMIC_SCALE_UP, CHECK_CAPACITY, PodSet, ProvisioningRequest
+from scaler.core.snapshot import Plan, Snapshot, State
+
+POOLS = [
+    {"name": "system", "role": "system", "instance_types": ["m6i.large"], "zones": ["us-east-1a"], "min": 1,
+     "max": 2},
+    {"name": "gpu8-od", "instance_types": ["g6.48xlarge"], "zones": ["us-east-1a"], "max": 6},
+]
+
+
+def request(cls: str, count: int = 4, **kw: object) -> ProvisioningRequest:
+    return ProvisioningRequest(namespace="ml", name="train", class_name=cls,
+                               pod_sets=[PodSet(pod("worker", cpu="8", memory="64Gi", gpu=8), count)],
+                               created_at=900.0, **kw)  # type: ignore[arg-type]
+
+
+def step(req: ProvisioningRequest, snap: Snapshot, state: State, cfg: ScalerConfig) -> tuple[Plan, State]:
+    result, state, conds = provreq.serve(snap, state, cfg, [req])
+    req.conditions = conds[req.key]
+    return result, state
+
+
+def status(req: ProvisioningRequest) -> dict[str, tuple[str, str]]:
+    return {k: (c.status, c.reason) for k, c in req.conditions.items()}
+
+
+def test_check_capacity_says_yes_within_the_pools_max_and_adds_nothing() -> None:
+    cfg = config(POOLS)
+    req = request(CHECK_CAPACITY)
+    result, _ = step(req, snapshot(cfg, []), State(), cfg)
+    assert status(req) == {"Accepted": ("True", "Accepted"), "Provisioned": ("True", "CapacityIsFound")}
+    assert result.scale_ups == []  # a question, not an order
+
+    small = config([POOLS[0], {**POOLS[1], "max": 3}])
+    req = request(CHECK_CAPACITY)
+    step(req, snapshot(small, []), State(), small)
+    assert status(req)["Provisioned"] == ("False", "CapacityIsNotFound")
+    assert "gpu8-od" in req.conditions["Provisioned"].message
+
+
+def test_atomic_scale_up_provisions_when_every_node_is_up_then_books_them_until_expiry() -> None:
+    cfg = config(POOLS, timings={"unneeded_time": 60})
+    req = request(ATOMIC_SCALE_UP)
+    result, state = step(req, snapshot(cfg, [], now=1000.0), State(), cfg)
+    assert [(u.pool, u.new_desired) for u in result.scale_ups] == [("gpu8-od", 4)]
+    assert status(req)["Provisioned"] == ("False", "Provisioning")
+
+    # The four nodes come up: every pod set fits on a node that is up.
+    nodes = [node_of(cfg, "gpu8-od", f"n{i}") for i in range(4)]
+    result, state = step(req, snapshot(cfg, [], nodes, now=1300.0, desired={"gpu8-od": 4}), state, cfg)
+    assert status(req)["Provisioned"] == ("True", "Provisioned") and result.scale_ups == []
+    provisioned = req.conditions["Provisioned"].at
+
+    # Booked: the empty nodes are not removed, pass after pass, past the unneeded time.
+    for now in (1400.0, 1500.0, 1600.0, provisioned + provreq.BOOKING_TTL - 10):
+        nodes = [node_of(cfg, "gpu8-od", f"n{i}") for i in range(4)]
+        result, state = step(req, snapshot(cfg, [], nodes, now=now, desired={"gpu8-od": 4}), state, cfg)
+        assert result.scale_downs == [] and result.unneeded == {} and not req.true(provreq.BOOKING_EXPIRED)
+
+    # The booking expires: the request says so, and the idle nodes go like any other.
+    nodes = [node_of(cfg, "gpu8-od", f"n{i}") for i in range(4)]
+    now = provisioned + provreq.BOOKING_TTL + 1
+    step(req, snapshot(cfg, [], nodes, now=now, desired={"gpu8-od": 4}), state, cfg)
+    assert status(req)["BookingExpired"] == ("True", "CapacityReservationTimeExpired")
+    for later in (now + 10, now + 100):
+        result, state = step(req, snapshot(cfg, [], nodes, now=later, desired={"gpu8-od": 4}), state, cfg)
+    assert set(result.unneeded) == {"n0", "n1", "n2", "n3"} and result.scale_downs  # within the drain budget
+
+
+def test_a_booking_serves_its_own_pods_and_is_revoked_when_its_nodes_go() -> None:
+    cfg = config(POOLS)
+    req = request(ATOMIC_SCALE_UP)
+    nodes = [node_of(cfg, "gpu8-od", f"n{i}") for i in range(4)]
+    _, state = step(req, snapshot(cfg, [], nodes, now=1000.0, desired={"gpu8-od": 4}), State(), cfg)
+    assert req.true(provreq.PROVISIONED)
+    # Kueue admits the job: its pods (pending a moment) consume the request; no further scale-up for them.
+    consumers = [dataclasses.replace(pod(f"job-{i}", cpu="8", memory="64Gi", gpu=8, ns="ml"),
+                                     annotations={keys.ANNOTATION_CONSUME_PROVREQ: "train"}) for i in range(4)]
+    result, state = step(req, snapshot(cfg, consumers, nodes, now=1100.0, desired={"gpu8-od": 4}), state, cfg)
+    assert result.scale_ups == []
+    # A spot reclaim takes two of the booked nodes before the pods land.
+    result, state = step(req, snapshot(cfg, [], nodes[:2], now=1200.0, desired={"gpu8-od": 4}), state, cfg)
+    assert status(req)["CapacityRevoked"] == ("True", "CapacityRevoked")
+
+
+def test_atomic_fails_with_the_reason_when_a_pool_max_forbids_it() -> None:
+    cfg = config([POOLS[0], {**POOLS[1], "max": 3}])
+    req = request(ATOMIC_SCALE_UP)
+    result, _ = step(req, snapshot(cfg, []), State(), cfg)
+    assert result.scale_ups == []  # none rather than three of four
+    assert status(req)["Failed"] == ("True", "CapacityIsNotFound")
+    assert "gpu8-od" in req.conditions["Failed"].message and "max" in req.conditions["Failed"].message
+
+
+def test_unsupported_class_or_parameter_is_refused_with_a_reason() -> None:
+    cfg = config(POOLS)
+    odd = request("queued-provisioning.gke.io")
+    step(odd, snapshot(cfg, []), State(), cfg)
+    assert status(odd)["Failed"] == ("True", "Rejected") and "not served" in odd.conditions["Failed"].message
+    param = request(ATOMIC_SCALE_UP, parameters={"MaxRunDurationSeconds": "3600"})
+    result, _ = step(param, snapshot(cfg, []), State(), cfg)
+    assert status(param)["Accepted"] == ("False", "Rejected") and result.scale_ups == []
+    assert "MaxRunDurationSeconds" in param.conditions["Failed"].message
