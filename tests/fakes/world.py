@@ -102,7 +102,8 @@ class World:
         self.kube.put("pods", obj)
 
     def caught_up(self) -> bool:
-        for inf, resource in ((self.cache.pods, "pods"), (self.cache.nodes, "nodes")):
+        for inf, resource in ((self.cache.pods, "pods"), (self.cache.nodes, "nodes"),
+                              (self.cache.pvcs, "persistentvolumeclaims"), (self.cache.pvs, "persistentvolumes")):
             mine = {o["metadata"]["name"]: o["metadata"]["resourceVersion"] for o in inf.items()}
             theirs = {o["metadata"]["name"]: o["metadata"]["resourceVersion"] for o in self.kube.objects(resource)}
             if mine != theirs:
