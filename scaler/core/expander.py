@@ -266,10 +266,7 @@ class Expander:
                 pick = self._pick(cls, ranked, 1, excluded, reasons, admits=admits, presorted=True)
                 if pick is None:
                     break
-                why = self.caps.limit(pick.slot)
-                if why is not None:
-                    reasons.setdefault(pick.slot.pool.name, why)
-                    excluded.add(id(pick.slot))
+                if self._capped(pick.slot, reasons, excluded):
                     continue
                 target = self._open(pick)
             if target is None:
@@ -293,6 +290,15 @@ class Expander:
             keep = {id(p) for p in unplaced}
             cls.pods[:] = [p for p in cls.pods if id(p) not in keep] + unplaced
         return out
+
+    def _capped(self, slot: Slot, reasons: dict[str, str], excluded: set[int]) -> bool:
+        """A cap (the pool's max, the cluster's limits) forbids one more node of the slot: say why, skip it."""
+        why = self.caps.limit(slot)
+        if why is None:
+            return False
+        reasons.setdefault(slot.pool.name, why)
+        excluded.add(id(slot))
+        return True
 
     def _open(self, c: Candidate) -> Bin:
         key = (c.slot.pool.name, c.slot.zone)
@@ -321,10 +327,7 @@ class Expander:
             if c is None:
                 break
             while placed < n:
-                why = self.caps.limit(c.slot)
-                if why is not None:
-                    reasons.setdefault(c.slot.pool.name, why)
-                    excluded.add(id(c.slot))
+                if self._capped(c.slot, reasons, excluded):
                     break
                 b = self._open(c)
                 k = min(c.per_node, n - placed)
