@@ -8,8 +8,14 @@ included) is not inflated by a previous size. Prints one line per size, the 10,0
 
     plan_p50_s=<x> plan_max_s=<y> rss_mb=<z> pods=<n> nodes=<m> pools=<k>
 
-Usage: python bench/plan_scale.py [--repeat R] [--seed S] [--workloads W]
-(target on a 2-core machine: p50 <= 0.5 s, rss <= 300 MB at 10,000 pods)
+Then the same 10,000-pod pass with the *constrained* mix (`mix=constrained` on its line): a fifth of
+the workloads carry kube-scheduler constraints the planner must honour (zone topology spread,
+hostname anti-affinity or hostname spread, hard), a tenth use a zonal volume per pod (a PV bound in
+one zone, or an unbound WaitForFirstConsumer claim whose class allows one zone), and some of their
+pods already run, so the counts start from the cluster.
+
+Usage: python bench/plan_scale.py [--repeat R] [--seed S] [--workloads W] [--mix plain|constrained|both]
+(target on a 2-core machine: p50 <= 0.5 s, rss <= 300 MB at 10,000 pods, both mixes)
 """
 
 from __future__ import annotations
@@ -28,7 +34,20 @@ from typing import Any
 
 from scaler.core import keys
 from scaler.core.config import ScalerConfig, parse_config
-from scaler.core.model import Node, Pod, SelectorRequirement, Toleration
+from scaler.core.filters import Storage
+from scaler.core.model import (
+    ClaimRef,
+    LabelSelector,
+    Node,
+    PersistentVolume,
+    PersistentVolumeClaim,
+    Pod,
+    PodAffinityTerm,
+    SelectorRequirement,
+    SpreadConstraint,
+    StorageClass,
+    Toleration,
+)
 from scaler.core.planner import plan
 from scaler.core.predicates import effective_request
 from scaler.core.resources import parse_resources
@@ -102,8 +121,48 @@ def _pod(rng: random.Random, name: str, node: str | None = None) -> Pod:
                phase="Running" if node else "Pending", labels={"app": name.rsplit("-", 1)[0]})
 
 
-def make_snapshot(n_pods: int, cfg: ScalerConfig, seed: int, workloads: int = 500) -> Snapshot:
+def _constrain(rng: random.Random, tpl: Pod) -> Pod:
+    """A fifth of the workloads get a hard spread or anti-affinity, a tenth a zonal volume per pod."""
+    app = LabelSelector((SelectorRequirement("app", "In", (tpl.labels["app"],)),))
+    r = rng.random()
+    if r < 0.10:
+        return dataclasses.replace(tpl, spread=(SpreadConstraint(1, keys.LABEL_ZONE, app),))
+    if r < 0.15:
+        return dataclasses.replace(tpl, pod_anti_affinity=(PodAffinityTerm(app, keys.LABEL_HOSTNAME,
+                                                                           (tpl.namespace,)),))
+    if r < 0.20:
+        return dataclasses.replace(tpl, spread=(SpreadConstraint(1, keys.LABEL_HOSTNAME, app),))
+    if r < 0.30:
+        return dataclasses.replace(tpl, claims=(ClaimRef("zonal"),))  # a claim of its own, named per pod
+    return tpl
+
+
+def _volume(rng: random.Random, pod: Pod, storage: Storage) -> Pod:
+    """Give a pod of a zonal-volume workload its own claim: bound in a zone, or WaitForFirstConsumer."""
+    claim = f"{pod.name}-data"
+    zone = rng.choice(ZONES)
+    if rng.random() < 0.5:
+        pv = PersistentVolume(f"pv-{claim}", {keys.LABEL_ZONE: zone},
+                              ((SelectorRequirement(keys.LABEL_ZONE, "In", (zone,)),),),
+                              "gp3", 100 << 30, ("ReadWriteOnce",), f"{pod.namespace}/{claim}", "Bound",
+                              keys.CSI_EBS, f"vol-{claim}")
+        storage.volumes[pv.name] = pv
+        pvc = PersistentVolumeClaim(claim, pod.namespace, pv.name, "gp3", ("ReadWriteOnce",), 100 << 30, "Bound",
+                                    True)
+    else:
+        pvc = PersistentVolumeClaim(claim, pod.namespace, "", f"gp3-{zone}", ("ReadWriteOnce",), 100 << 30)
+    storage.claims[pvc.key] = pvc
+    return dataclasses.replace(pod, claims=(ClaimRef(claim),))
+
+
+def make_snapshot(n_pods: int, cfg: ScalerConfig, seed: int, workloads: int = 500, mix: str = "plain") -> Snapshot:
     rng = random.Random(seed)
+    constrained = mix == "constrained"
+    storage = Storage(classes={
+        f"gp3-{z}": StorageClass(f"gp3-{z}", keys.CSI_EBS, "WaitForFirstConsumer",
+                                 ((SelectorRequirement(keys.LABEL_ZONE, "In", (z,)),),)) for z in ZONES})
+    crng = random.Random(seed + 1)
+    running_templates = [_constrain(crng, _pod(crng, f"wl{w}")) for w in range(workloads)] if constrained else []
     nodes: list[Node] = []
     registered: dict[str, int] = {}
     for i in range(NODES):
@@ -119,6 +178,11 @@ def make_snapshot(n_pods: int, cfg: ScalerConfig, seed: int, workloads: int = 50
                 free[r] = free.get(r, 0) - v
         for j in range(rng.randint(3, 12)):  # running pods that fit, taints and selectors ignored
             p = _pod(rng, f"run-{i}-{j}", node=name)
+            if running_templates and rng.random() < 0.2:  # some pods of the constrained workloads run
+                tpl = rng.choice(running_templates)
+                p = dataclasses.replace(tpl, name=f"run-{i}-{j}", node_name=name, phase="Running")
+                if p.claims:
+                    p = _volume(rng, p, storage)
             if all(free.get(r, 0) >= v for r, v in p.requests.items()):
                 node.pods.append(p)
                 for r, v in p.requests.items():
@@ -128,6 +192,9 @@ def make_snapshot(n_pods: int, cfg: ScalerConfig, seed: int, workloads: int = 50
     # Pending pods come from 500 workloads (Deployments / Jobs with replicas), as in a real cluster,
     # plus gangs of 8-GPU pods; --workloads 0 makes every pod's spec random (the worst case).
     templates = [_pod(rng, f"wl{w}") for w in range(workloads)]
+    if constrained:  # the same workloads as the running ones (same random draws), so counts add up
+        crng = random.Random(seed + 1)
+        templates = [_constrain(crng, _pod(crng, f"wl{w}")) for w in range(workloads)]
     pending: list[Pod] = []
     gang_n = 0
     while len(pending) < n_pods:
@@ -142,16 +209,17 @@ def make_snapshot(n_pods: int, cfg: ScalerConfig, seed: int, workloads: int = 50
                     labels={keys.LABEL_POD_GROUP: f"gang{gang_n}"}, tolerations=(GPU_TOL, MIN_TOL),
                     owner_kind="Job"))
         elif templates:
-            pending.append(dataclasses.replace(rng.choice(templates), name=f"pend-{len(pending)}"))
+            p = dataclasses.replace(rng.choice(templates), name=f"pend-{len(pending)}")
+            pending.append(_volume(rng, p, storage) if p.claims else p)
         else:
             pending.append(_pod(rng, f"pend-{len(pending)}"))
     obs = {p.name: PoolObservation(p, registered.get(p.name, 0), registered.get(p.name, 0)) for p in cfg.pools}
-    return Snapshot(now=10_000.0, pending=pending, nodes=nodes, pools=obs)
+    return Snapshot(now=10_000.0, pending=pending, nodes=nodes, pools=obs, storage=storage)
 
 
-def run_one(n_pods: int, repeat: int, seed: int, workloads: int) -> str:
+def run_one(n_pods: int, repeat: int, seed: int, workloads: int, mix: str = "plain") -> str:
     cfg = make_config()
-    snap = make_snapshot(n_pods, cfg, seed, workloads)
+    snap = make_snapshot(n_pods, cfg, seed, workloads, mix)
     # Every node has been under the threshold for long: the pass also runs the scale-down planner's
     # drain simulation (budget 10% of the nodes), not only the scale-up.
     state = State(unneeded_since={n.name: 0.0 for n in snap.nodes})
@@ -165,10 +233,11 @@ def run_one(n_pods: int, repeat: int, seed: int, workloads: int) -> str:
         assert len(result.verdicts) == len(snap.pending)
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # kilobytes on Linux
     # On a shared machine the wall clock includes waiting for a core: say how busy it was (stderr).
-    print(f"pods={len(snap.pending)}: cpu_p50_s={statistics.median(cpu):.3f} "
+    print(f"pods={len(snap.pending)} mix={mix}: cpu_p50_s={statistics.median(cpu):.3f} "
           f"loadavg_1m={os.getloadavg()[0]:.1f} cores={os.cpu_count()}", file=sys.stderr)
+    tail = " mix=constrained" if mix == "constrained" else ""
     return (f"plan_p50_s={statistics.median(times):.3f} plan_max_s={max(times):.3f} rss_mb={rss_mb:.0f} "
-            f"pods={len(snap.pending)} nodes={len(snap.nodes)} pools={len(snap.pools)}")
+            f"pods={len(snap.pending)} nodes={len(snap.nodes)} pools={len(snap.pools)}{tail}")
 
 
 def main() -> None:
@@ -176,14 +245,19 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--workloads", type=int, default=500, help="distinct pod specs among the pending pods")
+    ap.add_argument("--mix", choices=("plain", "constrained", "both"), default="both",
+                    help="plain: every size; constrained: the 10k pass with the constrained mix; both (default)")
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)  # internal: run one size in this process
     args = ap.parse_args()
     if args.one:
-        print(run_one(args.one, args.repeat, args.seed, args.workloads))
+        print(run_one(args.one, args.repeat, args.seed, args.workloads, args.mix))
         return
-    for size in SIZES:
+    runs = [(size, "plain") for size in SIZES] if args.mix in ("plain", "both") else []
+    if args.mix in ("constrained", "both"):
+        runs.append((10_000, "constrained"))
+    for size, mix in runs:
         out = subprocess.run([sys.executable, __file__, "--one", str(size), "--repeat", str(args.repeat),
-                              "--seed", str(args.seed), "--workloads", str(args.workloads)],
+                              "--seed", str(args.seed), "--workloads", str(args.workloads), "--mix", mix],
                              check=True, capture_output=True, text=True)
         print(out.stderr.strip(), file=sys.stderr, flush=True)
         print(out.stdout.strip(), flush=True)

@@ -1,7 +1,8 @@
 """Replay the shared GPU traces through the scaler: both traces x {default, binpack} placement, plus a
-two-hour spot outage of one zone and random spot reclaims (0.05 per spot instance-hour, each with the
+two-hour spot outage of one zone, random spot reclaims (0.05 per spot instance-hour, each with the
 cloud's two-minute notice: drains through the Eviction API that gang jobs' PodDisruptionBudgets can
-block, replacements planned by the core). Prints the command line of each run and one line of figures; these
+block, replacements planned by the core) and the Alibaba trace's GPU-sharing pods on time-sliced pools
+(examples/pools-aws-shared.yaml, `--gpu-sharing`). Prints the command line of each run and one line of figures; these
 are the figures docs/simulator.md and the README quote.
 
     .venv/bin/python bench/simulate_traces.py [--traces DIR] [--pools FILE] [--out DIR] [--jobs N] [--readme FILE]
@@ -30,6 +31,7 @@ from scaler.sim.report import one_line  # noqa: E402
 
 OUTAGE = "us-east-1a:36000:43200"  # hours 10 to 12 of PHILLY-A: the first busy morning
 INTERRUPTION_RATE = 0.05  # spot reclaims per spot instance-hour
+SHARED_POOLS = "examples/pools-aws-shared.yaml"
 
 
 def without_min_gpus(pools: str, directory: Path) -> str:
@@ -53,6 +55,9 @@ def runs(traces: Path, pools: str, untainted: str | None) -> list[tuple[str, dic
     out.append((f"PHILLY-A.csv default, spot reclaims {INTERRUPTION_RATE}/instance-h",
                 {"trace": str(traces / "PHILLY-A.csv"), "pools": pools, "scheduler": "default", "outages": [],
                  "interruption_rate": INTERRUPTION_RATE}))
+    out.append(("ALIBABA-OPENB2023-A.csv default, time-sliced pools (--gpu-sharing)",
+                {"trace": str(traces / "ALIBABA-OPENB2023-A.csv"), "pools": SHARED_POOLS, "scheduler": "default",
+                 "outages": [], "gpu_sharing": True}))
     if untainted:
         for trace in ("PHILLY-A.csv", "ALIBABA-OPENB2023-A.csv"):
             for scheduler in ("default", "binpack"):
@@ -65,6 +70,8 @@ def command_line(kw: dict[str, Any]) -> str:
     outages = "".join(f" --spot-outage {o}" for o in kw["outages"])
     if kw.get("interruption_rate"):
         outages += f" --interruption-rate {kw['interruption_rate']}"
+    if kw.get("gpu_sharing"):
+        outages += " --gpu-sharing"
     if "untainted-" in kw["pools"]:
         return f"(pools: {Path(kw['pools']).name[len('untainted-'):]} with every min_pod_gpus removed)"
     return (f"python -m scaler simulate --trace {kw['trace']} --pools {kw['pools']} "
@@ -79,9 +86,9 @@ def markdown(rows: list[tuple[str, dict[str, Any], dict[str, Any]]]) -> str:
     """The README table. A run with jobs that never started says how many, and its paid / demand also shows the
     ratio on the work actually done (demand counts jobs that never ran)."""
     lines = [
-        "| run | jobs done | never started | demand GPU-h | paid GPU-h | paid / demand | cost $ | lower bound $ "
-        "| spot share | pending p50 / p95 / max s | fallbacks (max delay s) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| run | jobs done | never started | demand GPU-h | fractional demand GPU-h | paid GPU-h | paid / demand "
+        "| cost $ | lower bound $ | spot share | pending p50 / p95 / max s | fallbacks (max delay s) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for label, _, r in rows:
         fallback = f"{r['fallback_events']} ({r['fallback_delay_max_s']})" if r["fallback_events"] else "-"
@@ -90,7 +97,8 @@ def markdown(rows: list[tuple[str, dict[str, Any], dict[str, Any]]]) -> str:
             ratio += f" ({r['paid_over_demand_done']:.4f} on work done)"
         lines.append(
             f"| {label} | {r['jobs_completed']}/{r['jobs_total']} | {r['jobs_never_started']} "
-            f"| {r['demand_gpu_hours']:,.1f} | {r['paid_gpu_hours']:,.1f} | {ratio} | {r['cost_usd']:,.0f} "
+            f"| {r['demand_gpu_hours']:,.1f} | {r['demand_fractional_gpu_hours']:,.1f} | {r['paid_gpu_hours']:,.1f} "
+            f"| {ratio} | {r['cost_usd']:,.0f} "
             f"| {r['lower_bound_cost_usd']:,.0f} | {r['spot_share']} "
             f"| {r['pending_p50_s']:.0f} / **{r['pending_p95_s']:.0f}** / {r['pending_max_s']:.0f} | {fallback} |"
         )
@@ -107,7 +115,7 @@ def write_readme(path: Path, table: str) -> None:
 
 def _one(kw: dict[str, Any]) -> dict[str, Any]:
     _, report = simulate(kw["trace"], kw["pools"], scheduler=kw["scheduler"], outages=kw["outages"],
-                         interruption_rate=kw.get("interruption_rate", 0.0))
+                         interruption_rate=kw.get("interruption_rate", 0.0), gpu_sharing=kw.get("gpu_sharing", False))
     return report
 
 

@@ -30,6 +30,7 @@ from scaler.actuator import Actuator
 from scaler.configfile import load_config
 from scaler.core.capacity import zone_hints
 from scaler.core.config import ConfigError, ScalerConfig
+from scaler.core.filters import Storage
 from scaler.core.model import Node, Pod
 from scaler.core.planner import plan as core_plan
 from scaler.core.snapshot import Interruption, Plan, Snapshot, State
@@ -61,6 +62,8 @@ class Cluster(Protocol):
         ...
 
     def view(self, pool_of: Callable[[str], str | None]) -> tuple[list[Pod], list[Node], list[Any]]: ...
+
+    def scheduling_view(self) -> tuple[Storage, dict[str, dict[str, str]]]: ...
 
     def raw_node(self, name: str) -> dict[str, Any] | None: ...
 
@@ -127,13 +130,14 @@ class Runtime:
         fresh = self.cluster.fresh
         observations = self.provider.observe(now)
         pending, nodes, pdbs = self.cluster.view(self.provider.pool_of)
+        storage, namespaces = self.cluster.scheduling_view()  # what the volume / namespace filters read
         if self.actuator is not None:
             self._read_notices()
         abandoned, refused = self.actuator.report() if self.actuator is not None else ({}, {})
         snapshot = Snapshot(now=now, pending=pending, nodes=nodes, pools=observations, pdbs=pdbs, fresh=fresh,
                             pdbs_fresh=self.cluster.pdbs_fresh, interruptions=list(self.notices),
                             draining=self.actuator.draining() if self.actuator is not None else {},
-                            abandoned=abandoned, refused=refused)
+                            abandoned=abandoned, refused=refused, storage=storage, namespaces=namespaces)
         plan, self.state = self.planner(snapshot, self.state, self.config)
         self.last_plan = plan
         self._log_plan(plan, snapshot)

@@ -93,6 +93,10 @@ KUBERNETES_RBAC_RULES: Final[list[dict[str, list[str]]]] = [
     # delete: a Node whose instance is long gone, where no cloud controller manager deletes it
     {"apiGroups": [""], "resources": ["nodes"], "verbs": ["list", "watch", "patch", "delete"]},
     {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["list", "watch"]},
+    # kube-scheduler's volume filters and namespaceSelector: read only.
+    {"apiGroups": [""], "resources": ["persistentvolumeclaims", "persistentvolumes", "namespaces"],
+     "verbs": ["list", "watch"]},
+    {"apiGroups": ["storage.k8s.io"], "resources": ["storageclasses", "csinodes"], "verbs": ["list", "watch"]},
     {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
     # list: an Event written before a restart is updated, not created again
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch", "list"]},

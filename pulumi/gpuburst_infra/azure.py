@@ -194,6 +194,9 @@ class AzureStack:
             profile.update(scale_set_eviction_policy="Delete", spot_max_price=-1)
         if pool.gpus:
             profile["gpu_profile"] = {"driver": "Install" if self.settings.gpu_driver == "install" else "None"}
+        mig = pool.sharing.aks_gpu_instance_profile() if pool.sharing else None
+        if mig:
+            profile["gpu_instance_profile"] = mig
         return profile
 
     def _agent_pool(self, pool: Pool) -> containerservice.AgentPool:

@@ -2,7 +2,10 @@
 
 The kubelet flags carry the pool model's labels and taints (`--node-labels`, `--register-with-taints`),
 so a node registers with exactly what the scaler's template node and the ASG's node-template tags
-say. Pure: no Pulumi, no I/O; `aws.py` feeds it the cluster's endpoint, CA and service CIDR.
+say. A MIG pool adds a shell part that cuts every GPU into the pool's layout (NVIDIA mig-parted's
+config, applied with mig-parted where the AMI has it, else with nvidia-smi); AL2023 runs user-data
+scripts before nodeadm starts the kubelet, so the device plugin finds the MIG devices at once.
+Pure: no Pulumi, no I/O; `aws.py` feeds it the cluster's endpoint, CA and service CIDR.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ import yaml
 from scaler.core.pool import Pool
 
 NODECONFIG_CONTENT_TYPE = ("application", "node.eks.aws")
+SCRIPT_CONTENT_TYPE = ("text", "x-shellscript")
+MIG_PARTED_CONFIG = "/etc/gpuburst/mig-parted.yaml"
 _BOUNDARY = "GPUBURST-NODECONFIG"  # fixed, so the same pool renders the same bytes
 
 
@@ -55,4 +60,39 @@ def user_data(pool: Pool, *, cluster: str, endpoint: str, certificate_authority:
     part.set_payload(node_config(pool, cluster=cluster, endpoint=endpoint,
                                  certificate_authority=certificate_authority, service_cidr=service_cidr))
     message.attach(part)
+    script = mig_script(pool)
+    if script:
+        shell = MIMENonMultipart(*SCRIPT_CONTENT_TYPE)
+        shell.set_payload(script)
+        message.attach(shell)
     return message.as_string()
+
+
+def mig_script(pool: Pool) -> str | None:
+    """The boot script that applies a MIG pool's layout to every GPU; None for other pools."""
+    parted = pool.sharing.mig_parted_config(pool.name) if pool.sharing else None
+    if parted is None or pool.sharing is None:
+        return None
+    name = next(iter(parted["mig-configs"]))
+    # nvidia-smi places GPU instances best largest first.
+    profiles = sorted(pool.sharing.per_gpu.items(), key=lambda kv: (-int(kv[0].split("g.")[0]), kv[0]))
+    instances = ",".join(p for p, n in profiles for _ in range(n))
+    config = yaml.safe_dump(parted, sort_keys=False)
+    return "\n".join([
+        "#!/bin/bash",
+        f"# gpuburst: MIG layout of pool {pool.name} ({pool.sharing.mig_strategy} strategy)",
+        "set -euo pipefail",
+        f"install -d -m 0755 {MIG_PARTED_CONFIG.rsplit('/', 1)[0]}",
+        f"cat > {MIG_PARTED_CONFIG} <<'MIGCONFIG'",
+        config.rstrip("\n"),
+        "MIGCONFIG",
+        "if command -v nvidia-mig-parted >/dev/null; then",
+        f"  nvidia-mig-parted apply -f {MIG_PARTED_CONFIG} -c {name}",
+        "else",
+        "  nvidia-smi -mig 1",
+        "  nvidia-smi mig -dci || true",
+        "  nvidia-smi mig -dgi || true",
+        f"  nvidia-smi mig -cgi {instances} -C",
+        "fi",
+        "",
+    ])

@@ -18,8 +18,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from scaler.core import keys
 from scaler.core.catalogue import CATALOGUE, Cloud, InstanceType
 from scaler.core.errors import ConfigError, FieldError, Issue, KeyPath
-from scaler.core.pool import InstanceTypeSpec, Pool
+from scaler.core.pool import Pool
 from scaler.core.quantity import format_units
+from scaler.core.specs import InstanceTypeSpec
 
 __all__ = ["ConfigError", "Limits", "ScaleDown", "ScalerConfig", "Timings", "parse_config"]
 

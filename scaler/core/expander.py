@@ -3,12 +3,16 @@ offerings and the fallback chain. Pure."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from scaler.core import keys, predicates
 from scaler.core.capacity import build_packer
 from scaler.core.config import ScalerConfig
-from scaler.core.packing import Placement, PodClass, Slot, dominant, fit_count
+from scaler.core.constrained import Filtered, append_one
+from scaler.core.filters import PodCheck
+from scaler.core.model import Pod
+from scaler.core.packing import Bin, Placement, PodClass, Slot, dominant, fit_count
 from scaler.core.queue_order import Chooser
 from scaler.core.snapshot import Snapshot
 from scaler.core.state import Advanced, fmt_time, node_pool
@@ -100,6 +104,10 @@ class Expander:
         self.config = config
         self.adv = adv
         self.packer, self.slots = build_packer(snapshot, config, adv)
+        pending = [p for p in snapshot.pending if p.owner_kind != "DaemonSet"]
+        self.filtered = Filtered(self.packer, snapshot.nodes, pending, snapshot.storage, snapshot.namespaces)
+        self.refused_everywhere: set[str] = set()  # pods kube-scheduler's filters keep off every pool
+        self.pod_reasons: dict[str, dict[str, str]] = {}  # pod -> pool -> the filters' refusal
         self.caps = _Caps(snapshot, config, adv)
         self.by_pool: dict[str, list[Slot]] = {}
         for s in self.slots:
@@ -172,16 +180,20 @@ class Expander:
         return c.slot.price / m, 0 if c.slot.spot else 1, waste, c.slot.pool.name, c.slot.zone
 
     def _pick(self, cls: PodClass, cands: list[Candidate], n: int, excluded: set[int], reasons: dict[str, str],
-              only: str | None = None, seen: set[str] | None = None) -> Candidate | None:
+              only: str | None = None, seen: set[str] | None = None,
+              admits: Callable[[Candidate], bool] | None = None, presorted: bool = False) -> Candidate | None:
         """The best-ranked slot that may open a node now: the one fallback-and-limits rule.
 
         A slot at a cap (pool max, cluster limits, per-pass rate) is skipped for the next in rank. A slot
         that cannot launch now (backoff, offering unavailable) hands over to its pool's declared
-        fallback first, along the chain, before the other pools."""
+        fallback first, along the chain, before the other pools. `admits`: the pod's other filters on
+        the slot's template, asked lazily in rank order (`cands` already ranked when `presorted`)."""
         seen = set() if seen is None else seen
-        ranked = sorted((c for c in cands if id(c.slot) not in excluded and only in (None, c.slot.pool.name)),
-                        key=lambda c: self._score(c, cls, n))
+        mine = (c for c in cands if id(c.slot) not in excluded and only in (None, c.slot.pool.name))
+        ranked = list(mine) if presorted else sorted(mine, key=lambda c: self._score(c, cls, n))
         for c in ranked:
+            if admits is not None and not admits(c):
+                continue
             name = c.slot.pool.name
             unavailable = self.caps.availability(c.slot)
             why = unavailable or self.caps.limit(c.slot)
@@ -192,7 +204,7 @@ class Expander:
             fallback = c.slot.pool.fallback
             if unavailable and fallback is not None and fallback not in seen:
                 seen.update((name, fallback))
-                found = self._pick(cls, cands, n, excluded, reasons, fallback, seen)
+                found = self._pick(cls, cands, n, excluded, reasons, fallback, seen, admits, presorted)
                 if found is not None:
                     return found
         return None
@@ -201,6 +213,97 @@ class Expander:
               existing: Placement | None = None) -> Placement:
         """Existing and coming nodes (`existing` when already placed in queue order), then booting
         ones and nodes opened this pass, then new nodes."""
+        filtered = self.filtered
+        if filtered.active and filtered.is_constrained(cls):
+            return self._place_checked(cls, cands, reasons, existing)
+        out = self._place(cls, cands, reasons, existing)
+        if filtered.active:
+            done = sum(k for _, k in existing) if existing else 0
+            filtered.record_placement(cls.pods[done:], out[len(existing) if existing else 0:])
+        return out
+
+    def _place_checked(self, cls: PodClass, cands: list[Candidate], reasons: dict[str, str],
+                       existing: Placement | None) -> Placement:
+        """A constrained class (`scaler.core.constrained`), one pod at a time: existing and coming
+        nodes (in queue order, already done when `existing` is given), booting nodes and those opened
+        this pass, then a new node of the best slot whose template the pod's filters admit. The pods
+        placed come first in `cls.pods` afterwards."""
+        filtered = self.filtered
+        out: Placement = []
+        if existing is None:
+            left = Chooser(self.packer, cls).take_checked(cls.pods, filtered, out)
+        else:
+            out.extend(existing)
+            left = cls.pods[sum(k for _, k in existing):]
+        groups = [c.slot.group for c in cands] + [
+            g for g in self.in_flight_groups if self.packer.static_reason(cls.static_id, g) is None]
+        excluded: set[int] = set()
+        unplaced: list[Pod] = []
+        ranked = sorted(cands, key=lambda c: self._score(c, cls, 1))  # one pod a node at a time
+        for pod in left:
+            check = filtered.check(pod)
+            if check.pod_reason is not None:
+                self.pod_reasons[pod.key] = {"*": check.pod_reason}
+                self.refused_everywhere.add(pod.key)
+                unplaced.append(pod)
+                continue
+            target = filtered.first_fit(check, cls.nz, groups, self.template_kinds)  # booting, opened
+            if target is not None:
+                filtered.take(target, cls.nz)
+                append_one(out, target)
+                filtered.record(pod, target)
+                continue
+            verdicts: dict[int, str | None] = {}
+
+            def admits(c: Candidate, check: PodCheck = check, verdicts: dict[int, str | None] = verdicts) -> bool:
+                key = id(c.slot)
+                if key not in verdicts:
+                    verdicts[key] = check.reason(c.slot.group.node)
+                return verdicts[key] is None
+
+            target = None
+            while target is None:
+                pick = self._pick(cls, ranked, 1, excluded, reasons, admits=admits, presorted=True)
+                if pick is None:
+                    break
+                why = self.caps.limit(pick.slot)
+                if why is not None:
+                    reasons.setdefault(pick.slot.pool.name, why)
+                    excluded.add(id(pick.slot))
+                    continue
+                target = self._open(pick)
+            if target is None:
+                for c in ranked:  # every pool's answer, for the pod's reasons
+                    admits(c)
+            # why not the pools the filters refused (in every zone that was asked): this pod's own
+            by_id = {id(c.slot): c.slot.pool.name for c in ranked}
+            passed = {by_id[k] for k, why in verdicts.items() if why is None}
+            mine = {by_id[k]: why for k, why in verdicts.items() if why is not None and by_id[k] not in passed}
+            if mine:
+                self.pod_reasons[pod.key] = mine
+            if target is None:
+                if all(why is not None for why in verdicts.values()):
+                    self.refused_everywhere.add(pod.key)  # no pool's node would take it: no scale-up helps
+                unplaced.append(pod)
+                continue
+            filtered.take(target, cls.nz)
+            append_one(out, target)
+            filtered.record(pod, target)
+        if unplaced:
+            keep = {id(p) for p in unplaced}
+            cls.pods[:] = [p for p in cls.pods if id(p) not in keep] + unplaced
+        return out
+
+    def _open(self, c: Candidate) -> Bin:
+        key = (c.slot.pool.name, c.slot.zone)
+        i = self.opened.get(key, 0)
+        self.opened[key] = i + 1
+        b = self.packer.open_bin(c.slot, f"new-{c.slot.pool.name}-{c.slot.zone}-{i}")
+        self.caps.take(c.slot)
+        return b
+
+    def _place(self, cls: PodClass, cands: list[Candidate], reasons: dict[str, str],
+               existing: Placement | None = None) -> Placement:
         n = len(cls.pods)
         out: Placement = []
         if existing is None:
@@ -223,11 +326,7 @@ class Expander:
                     reasons.setdefault(c.slot.pool.name, why)
                     excluded.add(id(c.slot))
                     break
-                key = (c.slot.pool.name, c.slot.zone)
-                i = self.opened.get(key, 0)
-                self.opened[key] = i + 1
-                b = self.packer.open_bin(c.slot, f"new-{c.slot.pool.name}-{c.slot.zone}-{i}")
-                self.caps.take(c.slot)
+                b = self._open(c)
                 k = min(c.per_node, n - placed)
                 for idx, a in cls.nz:
                     b.free[idx] -= a * k

@@ -29,6 +29,13 @@ ANNOTATION_CONFIG_HASH: Final = f"{DOMAIN}/config-sha256"
 LABEL_GPU_PRESENT: Final = "nvidia.com/gpu.present"
 LABEL_GPU_PRODUCT: Final = "nvidia.com/gpu.product"
 LABEL_GPU_COUNT: Final = "nvidia.com/gpu.count"
+# Shared GPUs: the device plugin's per-node config selector, GPU feature discovery's sharing labels
+# and NVIDIA mig-manager's layout selector (scaler/core/sharing.py derives them from the pool).
+LABEL_DEVICE_PLUGIN_CONFIG: Final = "nvidia.com/device-plugin.config"
+LABEL_GPU_SHARING_STRATEGY: Final = "nvidia.com/gpu.sharing-strategy"
+LABEL_GPU_REPLICAS: Final = "nvidia.com/gpu.replicas"
+LABEL_MIG_STRATEGY: Final = "nvidia.com/mig.strategy"
+LABEL_MIG_CONFIG: Final = "nvidia.com/mig.config"
 # The label cluster-autoscaler treats as "this node has a GPU" per cloud.
 LABEL_ACCELERATOR_AWS: Final = "k8s.amazonaws.com/accelerator"
 LABEL_ACCELERATOR_AZURE: Final = "kubernetes.azure.com/accelerator"
@@ -51,6 +58,8 @@ TAINT_GPU: Final = "nvidia.com/gpu"
 TAINT_GPU_VALUE: Final = "present"
 # Multi-GPU pools: only pods that ask for at least the pool's minimum GPUs tolerate it.
 TAINT_MIN_GPUS: Final = f"{DOMAIN}/min-gpus"
+# Pools whose nvidia.com/gpu is a share (time-slicing, MIG single): only pods that opt in land there.
+TAINT_GPU_SHARING: Final = f"{DOMAIN}/gpu-sharing"
 TAINT_AZURE_SPOT: Final = LABEL_AZURE_SCALESET_PRIORITY
 TAINT_AZURE_SPOT_VALUE: Final = "spot"
 # Put on a node the scaler is draining, with spec.unschedulable.
@@ -85,3 +94,20 @@ def tag_ca_cluster(cluster: str) -> str:
 def azure_tag_key(aws_key: str) -> str:
     """Azure tag names may not contain '/': cluster-autoscaler's Azure form uses '_'."""
     return aws_key.replace("/", "_")
+
+# --- what kube-scheduler's volume, topology and affinity filters read ------------------------
+# Deprecated zone / region labels, still honoured on PersistentVolumes by VolumeZone.
+LABEL_ZONE_BETA: Final = "failure-domain.beta.kubernetes.io/zone"
+LABEL_REGION_BETA: Final = "failure-domain.beta.kubernetes.io/region"
+# Set by the API server on every Namespace: what a namespaceSelector can always match.
+LABEL_NAMESPACE_NAME: Final = "kubernetes.io/metadata.name"
+# PVC annotations of the PV controller / scheduler.
+ANNOTATION_SELECTED_NODE: Final = "volume.kubernetes.io/selected-node"
+ANNOTATION_BIND_COMPLETED: Final = "pv.kubernetes.io/bind-completed"
+ANNOTATION_DEFAULT_STORAGE_CLASS: Final = "storageclass.kubernetes.io/is-default-class"
+# CSI drivers whose per-node attach limits the planner knows for templates, and the in-tree
+# provisioner names that CSI migration maps onto them.
+CSI_EBS: Final = "ebs.csi.aws.com"
+CSI_AZURE_DISK: Final = "disk.csi.azure.com"
+INTREE_EBS: Final = "kubernetes.io/aws-ebs"
+INTREE_AZURE_DISK: Final = "kubernetes.io/azure-disk"

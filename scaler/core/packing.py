@@ -16,7 +16,7 @@ re-places evicted pods with the same Packer, so nothing is double-booked.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -135,6 +135,7 @@ class Packer:
         self._eligible: dict[int, list[Group]] = {}
         self._classes: dict[tuple[object, ...], PodClass] = {}
         self._journal: list[tuple[Bin, list[int] | None]] | None = None
+        self._hints: dict[tuple[int, tuple[tuple[int, int], ...]], int] = {}  # (group, request) -> first bin
         self.changed: list[Bin] = []  # existing / coming bins whose free changed, in order (for _Chooser)
         # (profile, request) -> bin -> (version, resource score): classes that differ only in their
         # statics share the per-node part of their scores.
@@ -219,15 +220,17 @@ class Packer:
             self._statics.append(pair)
         return sid
 
-    def classify(self, pods: Iterable[Pod], gang_of: Mapping[str, str] | None = None) -> list[PodClass]:
-        """Pods into classes (a class never mixes gangs); classes in first-seen order."""
+    def classify(self, pods: Iterable[Pod], gang_of: Mapping[str, str] | None = None,
+                 extra: Callable[[Pod], object] | None = None) -> list[PodClass]:
+        """Pods into classes (a class never mixes gangs); classes in first-seen order. `extra`: more of
+        a pod that must be equal within a class (what kube-scheduler's other filters read)."""
         out: list[PodClass] = []
         seen: dict[tuple[object, ...], PodClass] = {}
         for pod in pods:
             gang = gang_of.get(pod.key) if gang_of else None
             req_key = tuple(sorted(pod.requests.items()))
             sid = self.static_id(pod)
-            key = (req_key, sid, pod.priority, pod.scheduler_name, gang)
+            key = (req_key, sid, pod.priority, pod.scheduler_name, gang, extra(pod) if extra else None)
             cls = seen.get(key)
             if cls is None:
                 nz = tuple(sorted((self.index[n], v) for n, v in pod.requests.items() if v > 0))
@@ -251,7 +254,9 @@ class Packer:
         sk = (sel_id, group.label_id)
         match = self._sel_cache.get(sk)
         if match is None:
-            match = self._sel_cache[sk] = predicates.matches_node_affinity(self._sel_reps[sel_id], group.node.labels)
+            rep = self._sel_reps[sel_id]  # matchFields (node names) are checked per node, by the filters
+            name = predicates.ANY_NODE_NAME if predicates.has_field_affinity(rep) else None
+            match = self._sel_cache[sk] = predicates.matches_node_affinity(rep, group.node.labels, name)
         if not match:
             return predicates.REASON_SELECTOR
         return self.taint_reason(static_id, group)
@@ -295,6 +300,11 @@ class Packer:
                 while start < len(bins) and any(bins[start].free[i] < m for i, m in dead):
                     start += 1
                 group.start = start
+            # Bins only lose room while a pass places pods (a rollback forgets the hints): the bins
+            # before the first that had room for this request still have none.
+            hint_key = (id(group), nz)
+            start = max(start, self._hints.get(hint_key, 0))
+            first = len(bins)
             for j in range(start, len(bins)):
                 b = bins[j]
                 free = b.free
@@ -305,7 +315,12 @@ class Packer:
                         k = q
                         if k <= 0:
                             break
-                if k <= 0 or b.removed or b.kind not in kinds:
+                if k <= 0:
+                    continue
+                if j < first:
+                    first = j
+                    self._hints[hint_key] = j
+                if b.removed or b.kind not in kinds:
                     continue
                 if journal is not None:
                     journal.append((b, list(free)))
@@ -318,7 +333,10 @@ class Packer:
                 placed += k
                 if placed >= n:
                     return placed
-            self.tighten(group)  # the whole group was looked at and could not take the rest
+            if first == len(bins):
+                self._hints[hint_key] = first
+            if start == group.start:  # (with a hint, the scan was short and the bound can stay loose)
+                self.tighten(group)  # the whole group was looked at and could not take the rest
         return placed
 
     def tighten(self, group: Group) -> None:
@@ -336,6 +354,7 @@ class Packer:
         """Undo every placement and opened bin since begin()."""
         journal = self._journal or []
         self._journal = None
+        self._hints.clear()  # bins get their room back, opened ones go
         for b, old in reversed(journal):
             if old is None:  # an opened bin
                 b.group.bins.remove(b)

@@ -12,79 +12,25 @@ import re
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from scaler.core import keys
 from scaler.core.catalogue import AWS_ACCELERATOR, CATALOGUE, Cloud, InstanceType
 from scaler.core.errors import FieldError
-from scaler.core.model import Node, Pod, Taint, TaintEffect
+from scaler.core.model import Node, Pod, Taint
 from scaler.core.resources import Resources, parse_resources
+from scaler.core.sharing import GpuSharing, SharingPlan, plan_sharing, sharing_from_tags
+from scaler.core.specs import LABEL_KEY, StrictModel, TaintSpec, taint_spec
 
 Role = Literal["system", "general", "gpu"]
 CapacityType = Literal["spot", "on-demand"]
 
 _NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$")
-_LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 GiB = 2**30
 MiB = 2**20
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True, allow_inf_nan=False)
-
-
-class TaintSpec(_Strict):
-    key: str
-    value: str = ""
-    effect: TaintEffect = "NoSchedule"
-
-    @field_validator("key")
-    @classmethod
-    def _key(cls, v: str) -> str:
-        if not _LABEL_KEY.match(v):
-            raise ValueError(f"{v!r} is not a valid taint key")
-        return v
-
-    def to_taint(self) -> Taint:
-        return Taint(self.key, self.value, self.effect)
-
-    @classmethod
-    def parse(cls, text: str) -> TaintSpec:
-        """`key=value:Effect` or `key:Effect`, as kubectl and the kubelet flag write them."""
-        body, _, effect = text.rpartition(":")
-        if not body:
-            raise ValueError(f"taint {text!r} must look like key=value:Effect")
-        key, _, value = body.partition("=")
-        return cls.model_validate({"key": key, "value": value, "effect": effect})
-
-
-class InstanceTypeSpec(_Strict):
-    """A catalogue entry given in a pools file (override or addition)."""
-
-    vcpu: int = Field(gt=0)
-    memory_gib: float = Field(gt=0)
-    gpus: int = Field(default=0, ge=0)
-    gpu_model: str | None = None
-    gpu_memory_gib: int = 0
-    price_per_hour: float = Field(ge=0)
-    arch: Literal["amd64", "arm64"] = "amd64"
-
-
-def _taint_spec(taint: Any, index: int) -> Any:
-    """A taint written `key=value:Effect` as its spec; a mapping is left to the model."""
-    if not isinstance(taint, str):
-        return taint
-    try:
-        return TaintSpec.parse(taint)
-    except ValidationError as err:
-        first = err.errors()[0]
-        raise FieldError(("taints", f"[{index}]", *(str(p) for p in first["loc"])),
-                         f"{taint!r}: {first['msg'].removeprefix('Value error, ')}") from None
-    except ValueError as err:
-        raise FieldError(("taints", f"[{index}]"), str(err)) from None
-
-
-class Pool(_Strict):
+class Pool(StrictModel):
     """One group of identical nodes the scaler can grow and shrink."""
 
     name: str
@@ -111,8 +57,11 @@ class Pool(_Strict):
     max_pods: int = Field(default=110, gt=0)
     root_volume_gib: int = Field(default=100, gt=0)
     daemonset_overhead: dict[str, str | int | float] | None = None
+    gpu_sharing: GpuSharing | None = Field(
+        default=None, description="time-slicing or MIG (scaler/core/sharing.py); whole GPUs when unset")
     # Filled in by validation from the catalogue (plus the pools file's overrides).
     instance: InstanceType | None = Field(default=None, exclude=True, repr=False)
+    sharing: SharingPlan | None = Field(default=None, exclude=True, repr=False)
 
     @model_validator(mode="before")
     @classmethod
@@ -127,7 +76,7 @@ class Pool(_Strict):
             if "zone" in data:
                 data["zones"] = [data.pop("zone")]
             if isinstance(data.get("taints"), list):
-                data["taints"] = [_taint_spec(t, i) for i, t in enumerate(data["taints"])]
+                data["taints"] = [taint_spec(t, i) for i, t in enumerate(data["taints"])]
         return data
 
     @field_validator("name")
@@ -141,7 +90,7 @@ class Pool(_Strict):
     @classmethod
     def _labels(cls, v: dict[str, str]) -> dict[str, str]:
         for k in v:
-            if not _LABEL_KEY.match(k):
+            if not LABEL_KEY.match(k):
                 raise ValueError(f"{k!r} is not a valid label key")
         return v
 
@@ -186,9 +135,20 @@ class Pool(_Strict):
             raise FieldError("role", f"role {self.role} on GPU type {entries[0].name}: use role gpu")
         if self.min_pod_gpus > gpus:
             raise FieldError("min_pod_gpus", f"min_pod_gpus {self.min_pod_gpus} exceeds the node's {gpus} GPUs")
+        if self.min_pod_gpus and self.gpu_sharing is not None:
+            raise FieldError("gpu_sharing", "a shared pool serves pods of a GPU share: drop min_pod_gpus")
         # The smallest type is the template: the scaler never promises more than any type gives.
         smallest = min(entries, key=lambda e: (e.vcpu, e.memory_gib, e.price_per_hour))
-        return self.model_copy(update={"gpus_per_node": gpus, "instance": smallest})
+        sharing = None
+        if self.gpu_sharing is not None:
+            if len({(e.gpu_model, e.gpu_memory_gib) for e in entries}) > 1:
+                raise FieldError("gpu_sharing", "instance_types mix GPU models: a shared pool's GPUs must be alike")
+            sharing = plan_sharing(self.gpu_sharing, smallest, self.max_pods)
+            if self.cloud == "azure" and sharing.mig_strategy == "mixed":
+                # AKS cuts GPUs only through an agent pool's gpuInstanceProfile: one profile per GPU.
+                raise FieldError(("gpu_sharing", "mig", "strategy"), "Azure applies MIG as one profile per GPU "
+                                   "(gpuInstanceProfile): use strategy single")
+        return self.model_copy(update={"gpus_per_node": gpus, "instance": smallest, "sharing": sharing})
 
     @property
     def itype(self) -> InstanceType:
@@ -214,6 +174,8 @@ class Pool(_Strict):
                 out[keys.LABEL_ACCELERATOR_AWS] = AWS_ACCELERATOR.get(model, f"nvidia-{model.lower()}")
             else:
                 out[keys.LABEL_ACCELERATOR_AZURE] = "nvidia"
+        if self.sharing is not None:
+            out.update(self.sharing.labels(self.name))
         out.update(self.labels)
         return out
 
@@ -223,6 +185,9 @@ class Pool(_Strict):
             out.append(Taint(keys.TAINT_GPU, keys.TAINT_GPU_VALUE, "NoSchedule"))
         if self.min_pod_gpus > 1:
             out.append(Taint(keys.TAINT_MIN_GPUS, str(self.min_pod_gpus), "NoSchedule"))
+        shared = self.sharing.taint_value() if self.sharing is not None else None
+        if shared:
+            out.append(Taint(keys.TAINT_GPU_SHARING, shared, "NoSchedule"))
         if self.cloud == "azure" and self.capacity_type == "spot":
             out.append(Taint(keys.TAINT_AZURE_SPOT, keys.TAINT_AZURE_SPOT_VALUE, "NoSchedule"))
         return out
@@ -241,7 +206,9 @@ class Pool(_Strict):
             keys.RES_EPHEMERAL: self.root_volume_gib * GiB,
             keys.RES_PODS: self.max_pods,
         }
-        if t.gpus:
+        if self.sharing is not None:
+            out.update(self.sharing.resources())
+        elif t.gpus:
             out[keys.RES_GPU] = t.gpus
         return out
 
@@ -308,7 +275,10 @@ class Pool(_Strict):
             tags[keys.TAG_CA_TEMPLATE_LABEL + k] = v
         for t in self.node_taints():
             tags[keys.TAG_CA_TEMPLATE_TAINT + t.key] = f"{t.value}:{t.effect}"
-        if self.gpus:
+        if self.sharing is not None:
+            for name, count in self.sharing.resources().items():
+                tags[keys.TAG_CA_TEMPLATE_RESOURCES + name] = str(count)
+        elif self.gpus:
             tags[keys.TAG_CA_TEMPLATE_RESOURCES + keys.RES_GPU] = str(self.gpus)
         tags[keys.TAG_CA_TEMPLATE_RESOURCES + keys.RES_EPHEMERAL] = f"{self.root_volume_gib}Gi"
         if self.cloud == "azure":
@@ -362,6 +332,7 @@ class Pool(_Strict):
             "instance_types": instance_types, "capacity_type": capacity_type, "zones": zones,
             "min": min_size, "max": max_size, "fallback": tags.get(keys.TAG_FALLBACK),
             "min_pod_gpus": int(min_gpus),
+            "gpu_sharing": sharing_from_tags(labels, tags, entry.gpus if entry else 0),
         })
         ephemeral = tags.get(keys.TAG_CA_TEMPLATE_RESOURCES + keys.RES_EPHEMERAL)
         update: dict[str, Any] = {}

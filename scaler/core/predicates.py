@@ -15,6 +15,9 @@ from scaler.core.resources import Resources, insufficient
 
 REASON_SELECTOR = "node(s) didn't match Pod's node affinity/selector"
 REASON_UNSCHEDULABLE = "node(s) were unschedulable"
+# Passed as a node's name by callers that judge a group of nodes by their labels and check matchFields
+# per node later: a matchFields requirement is then taken as met (never a real name: not a DNS name).
+ANY_NODE_NAME = "*"
 
 
 def effective_request(
@@ -41,8 +44,14 @@ def effective_request(
     return out
 
 
-def _requirement_matches(req: SelectorRequirement, labels: Mapping[str, str]) -> bool:
+def _requirement_matches(req: SelectorRequirement, labels: Mapping[str, str], name: str | None = None) -> bool:
     op = req.operator
+    if req.field:  # matchFields: only metadata.name exists (In / NotIn); unknown name: no match
+        if name is None:
+            return False
+        if name == ANY_NODE_NAME:
+            return True
+        return (name in req.values) == (op == "In") if op in ("In", "NotIn") else False
     if op == "Exists":
         return req.key in labels
     if op == "DoesNotExist":
@@ -62,18 +71,26 @@ def _requirement_matches(req: SelectorRequirement, labels: Mapping[str, str]) ->
     return have > want if op == "Gt" else have < want
 
 
-def term_matches(term: SelectorTerm, labels: Mapping[str, str]) -> bool:
-    """Requirements of a term are ANDed; an empty term matches nothing (as in the API)."""
-    return bool(term) and all(_requirement_matches(r, labels) for r in term)
+def term_matches(term: SelectorTerm, labels: Mapping[str, str], name: str | None = None) -> bool:
+    """Requirements of a term are ANDed; an empty term matches nothing (as in the API). A matchFields
+    requirement on metadata.name needs the node's `name`."""
+    return bool(term) and all(_requirement_matches(r, labels, name) for r in term)
 
 
-def matches_node_affinity(pod: Pod, labels: Mapping[str, str]) -> bool:
+def matches_node_affinity(pod: Pod, labels: Mapping[str, str], name: str | None = None) -> bool:
+    """nodeSelector and required node affinity; `name` is the node's, for matchFields (without it a
+    term that has matchFields does not match: callers that group nodes by labels cannot tell)."""
     for k, v in pod.node_selector.items():
         if labels.get(k) != v:
             return False
     if pod.required_affinity:
-        return any(term_matches(t, labels) for t in pod.required_affinity)
+        return any(term_matches(t, labels, name) for t in pod.required_affinity)
     return True
+
+
+def has_field_affinity(pod: Pod) -> bool:
+    """The pod's required node affinity names nodes by matchFields: decided per node, not per label set."""
+    return bool(pod.required_affinity) and any(r.field for term in pod.required_affinity for r in term)
 
 
 def toleration_matches(tol: Toleration, taint: Taint) -> bool:
@@ -116,7 +133,7 @@ def static_reason(pod: Pod, node: Node) -> str | None:
         toleration_matches(t, Taint(keys.TAINT_UNSCHEDULABLE, "", "NoSchedule")) for t in pod.tolerations
     ):
         return REASON_UNSCHEDULABLE
-    if not matches_node_affinity(pod, node.labels):
+    if not matches_node_affinity(pod, node.labels, node.name):
         return REASON_SELECTOR
     taint = untolerated_taint(pod.tolerations, node.taints)
     return None if taint is None else taint_reason(taint)

@@ -7,6 +7,8 @@ import heapq
 from collections.abc import Sequence
 
 from scaler.core import scoring
+from scaler.core.constrained import Filtered, append_one
+from scaler.core.model import Pod
 from scaler.core.packing import Bin, Group, Packer, Placement, PodClass
 
 
@@ -120,14 +122,59 @@ class Chooser:
             self.dead = True  # nothing frees capacity while a pass places pods (bar a rolled-back gang)
         return placed
 
+    def take_checked(self, pods: Sequence[Pod], filtered: Filtered, out: Placement) -> list[Pod]:
+        """Place the pods one by one, each on the best-scoring node with room that kube-scheduler's
+        other filters admit for it (`scaler.core.constrained`); returns the pods left, in order."""
+        packer = self.packer
+        changed = packer.changed
+        for b in changed[self.synced:]:
+            if id(b.group) in self.groups and self._open(b):
+                self._push(b)
+        self.synced = len(changed)
+        heap = self.heap
+        left: list[Pod] = []
+        for pod in pods:
+            refused: list[tuple[int, str, int, int, Bin]] = []
+            target: Bin | None = None
+            check = None  # computed when a node with room turns up: most pods of a full cluster have none
+            while heap:
+                entry = heap[0]
+                b = entry[4]
+                if entry[3] != b.version or not self._open(b):
+                    heapq.heappop(heap)
+                    continue
+                if check is None:
+                    check = filtered.check(pod)
+                    if check.pod_reason is not None:
+                        break
+                heapq.heappop(heap)
+                if check.reason(b.node) is None:
+                    target = b
+                    break
+                refused.append(entry)
+            for entry in refused:
+                heapq.heappush(heap, entry)
+            if target is None:
+                left.append(pod)
+                continue
+            filtered.take(target, self.cls.nz)
+            append_one(out, target)
+            filtered.record(pod, target)
+            if self._open(target):
+                self._push(target)
+        self.synced = len(changed)
+        return left
+
 
 
 def place_in_queue_order(packer: Packer, classes: Sequence[PodClass],
-                         choosers: dict[int, Chooser] | None = None) -> dict[int, Placement]:
+                         choosers: dict[int, Chooser] | None = None,
+                         filtered: Filtered | None = None) -> dict[int, Placement]:
     """Existing and coming nodes, as the scheduler will fill them: pods in its queue order (priority,
     then creation time), each where the profile it names would bind it. Returns the placement per
-    class (by id); each class's pods are put in queue order first. `choosers` (by `PodClass.origin`)
-    carries the choosers of classes split into runs over from one run to the next."""
+    class (by id); each class's pods are put in queue order first, and a constrained class's pods
+    that found a node before those that did not (`scaler.core.constrained`). `choosers` (by
+    `PodClass.origin`) carries the choosers of classes split into runs over from one run to the next."""
     runs: list[tuple[int, float, int]] = []
     for ci, c in enumerate(classes):
         c.pods.sort(key=lambda p: p.created_at)
@@ -135,6 +182,9 @@ def place_in_queue_order(packer: Packer, classes: Sequence[PodClass],
     runs.sort()
     out: dict[int, Placement] = {id(c): [] for c in classes}
     choosers = {} if choosers is None else choosers
+    active = filtered is not None and filtered.active
+    cursor = [0] * len(classes)  # pods of each class handed out so far
+    left: dict[int, list[Pod]] = {}  # constrained classes: pods that found no node
     i = 0
     while i < len(runs):
         ci = runs[i][2]
@@ -145,7 +195,27 @@ def place_in_queue_order(packer: Packer, classes: Sequence[PodClass],
         chooser = choosers.get(id(cls.origin or cls))
         if chooser is None:
             chooser = choosers[id(cls.origin or cls)] = Chooser(packer, cls.origin or cls)
-        if not chooser.dead:
-            chooser.take(j - i, out[id(classes[ci])])
+        start, cursor[ci] = cursor[ci], cursor[ci] + j - i
+        if active and filtered is not None and filtered.is_constrained(cls):
+            left.setdefault(ci, []).extend(chooser.take_checked(cls.pods[start:cursor[ci]], filtered, out[id(cls)]))
+        elif not chooser.dead:
+            placement = out[id(cls)]
+            before = len(placement), placement[-1][1] if placement else 0
+            placed = chooser.take(j - i, placement)
+            if active and filtered is not None and placed:
+                filtered.record_placement(cls.pods[start:start + placed], _since(placement, before))
         i = j
+    for ci, rest in left.items():  # placed pods first: the placement hands pods out in class order
+        cls = classes[ci]
+        keep = {id(p) for p in rest}
+        cls.pods[:] = [p for p in cls.pods if id(p) not in keep] + rest
     return out
+
+
+def _since(placement: Placement, before: tuple[int, int]) -> Placement:
+    """The entries a take() added to a placement (it may have grown the last entry's count)."""
+    n, last_k = before
+    if n and placement[n - 1][1] > last_k:
+        b, k = placement[n - 1]
+        return [(b, k - last_k), *placement[n:]]
+    return placement[n:]

@@ -9,11 +9,12 @@ within the pool's min, the PDBs and the per-pass budget. Empty nodes go first.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from scaler.core import keys
 from scaler.core.config import ScalerConfig
+from scaler.core.constrained import Filtered
 from scaler.core.model import Node, Pod, PodDisruptionBudget
 from scaler.core.packing import Placement
 from scaler.core.pool import Pool
@@ -51,12 +52,24 @@ def to_evict(pods: Iterable[Pod]) -> list[Pod]:
     return [p for p in pods if p.phase not in TERMINATED_PHASES and p.owner_kind != "DaemonSet" and not is_mirror(p)]
 
 
+def gpu_devices(resources: Mapping[str, int]) -> int:
+    """GPU devices in a resource vector: whole GPUs, time-sliced replicas or MIG slices alike."""
+    return sum(v for k, v in resources.items() if k == keys.RES_GPU or k.startswith(keys.MIG_RESOURCE_PREFIX))
+
+
 def utilization(node: Node, pool: Pool | None) -> float:
+    """The busiest share of the node: GPUs when it has any, else cpu or memory.
+
+    A shared GPU (time-slicing replicas, MIG slices) counts as used while any of its devices is, and
+    the device plugin may hand a node's busy devices out on different GPUs: `used` devices keep up
+    to `used` GPUs busy.
+    """
     counted = to_evict(node.pods)
-    alloc_gpu = node.allocatable.get(keys.RES_GPU, 0)
-    if alloc_gpu > 0 or (pool is not None and pool.gpus > 0 and alloc_gpu > 0):
-        used = sum(p.requests.get(keys.RES_GPU, 0) for p in node.pods if p.phase not in TERMINATED_PHASES)
-        return used / alloc_gpu
+    devices = gpu_devices(node.allocatable)
+    if devices > 0:
+        gpus = pool.gpus if pool is not None and pool.gpus else devices
+        used = sum(gpu_devices(p.requests) for p in node.pods if p.phase not in TERMINATED_PHASES)
+        return min(used, gpus) / gpus
     share = 0.0
     for res in (keys.RES_CPU, keys.RES_MEMORY):
         alloc = node.allocatable.get(res, 0)
@@ -83,13 +96,15 @@ class ScaleDownResult:
     moves: dict[str, str] = field(default_factory=dict)  # evicted pod key -> the node it was re-placed on
 
 
-def cheaper_home(pods: list[Pod], pool: Pool, config: ScalerConfig, adv: Advanced, now: float) -> str | None:
+def cheaper_home(pods: list[Pod], pool: Pool, config: ScalerConfig, adv: Advanced, now: float,
+                 admits: Callable[[Pod, Node], bool] | None = None) -> str | None:
     """Why the pods may leave their node for new nodes of cheaper pools, or None.
 
     Every pod must fit a template of a pool of smaller nodes (fewer GPUs; for CPU pools fewer vCPUs:
     a move to the same shape would only shift the hole) that is cheaper per hour than the node's
     pool, not in backoff and with an available zone; counting one new node per pod (an upper bound), the new
-    nodes must cost less than the node they replace. Gang members never move alone.
+    nodes must cost less than the node they replace. Gang members never move alone. `admits`: the
+    pod's other kube-scheduler filters on a template (a volume's zone, anti-affinity).
     """
     price = config.price(pool)
     if any(config.gang_label in p.labels for p in pods):
@@ -110,7 +125,7 @@ def cheaper_home(pods: list[Pod], pool: Pool, config: ScalerConfig, adv: Advance
             if other.name not in templates:
                 templates[other.name] = [other.template_node(z) for z in other.zones
                                          if adv.state.unavailable.get((other.name, z), 0.0) <= now]
-            if any(fits(pod, t) for t in templates[other.name]):
+            if any(fits(pod, t) and (admits is None or admits(pod, t)) for t in templates[other.name]):
                 best = (cost, other.name)
         if best is None:
             return None
@@ -148,6 +163,7 @@ def plan_scale_down(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, up:
     sd = config.scale_down
     out = ScaleDownResult()
     packer = up.packer
+    filtered = up.filtered if up.filtered is not None else Filtered(packer, (), ())
     if not sd.enabled:
         adv.state.unneeded_since = {}
         return out
@@ -223,26 +239,43 @@ def plan_scale_down(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, up:
             assert b is not None  # only broken nodes have no bin, and they have nothing to evict
             attempts -= 1
             packer.begin()
+            filtered.begin()
             b.removed = True
+            filtered.remove(b)
             placement: Placement = []
             ok = True
-            classes = packer.classify(evict)
+            classes = packer.classify(evict, None, filtered.class_key if filtered.active else None)
             for cls in classes:
                 n = len(cls.pods)
-                if packer.fill(cls, packer.eligible_real(cls.static_id), n, _EXISTING, placement) < n:
+                groups = packer.eligible_real(cls.static_id)
+                if filtered.active and filtered.is_constrained(cls):
+                    # kube-scheduler's other filters decide where it may go (anti-affinity, volume zone, ...)
+                    if filtered.fill(cls, groups, cls.pods, _EXISTING, placement):
+                        ok = False
+                        break
+                    continue
+                before = len(placement)
+                if packer.fill(cls, groups, n, _EXISTING, placement) < n:
                     ok = False
                     break
+                filtered.record_placement(cls.pods, placement[before:])
             if not ok:
                 packer.rollback()
+                filtered.rollback()
                 b.group.bound = None  # it may have been tightened without this node
                 if sd.consolidate:
-                    consolidation = cheaper_home(evict, pool, config, adv, now)
+                    def admits(pod: Pod, template: Node) -> bool:
+                        return not filtered.constrained(pod) or filtered.check(pod).reason(template) is None
+
+                    consolidation = cheaper_home(evict, pool, config, adv, now,
+                                                 admits if filtered.active else None)
                 if consolidation is None:
                     b.removed = False
                     kept.append(f"{node.name}: its pods do not fit on the other nodes")
                     continue
             else:
                 packer.commit()
+                filtered.commit()
                 pods_by_class = iter(p for cls in classes for p in cls.pods)  # fill placed them in this order
                 for target, k in placement:
                     target.touched = True
@@ -250,6 +283,7 @@ def plan_scale_down(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, up:
                         out.moves[next(pods_by_class).key] = target.name
         elif b is not None:
             b.removed = True
+            filtered.remove(b)
         for i, n in need.items():
             allowed[i] -= n
         room[pool.name] -= 1

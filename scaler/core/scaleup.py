@@ -14,6 +14,7 @@ import contextlib
 from dataclasses import dataclass, field
 
 from scaler.core.config import ScalerConfig
+from scaler.core.constrained import Filtered
 from scaler.core.expander import Candidate, Expander
 from scaler.core.model import Node, Pod
 from scaler.core.packing import Packer, Placement, PodClass
@@ -42,6 +43,7 @@ class ScaleUpResult:
     placed_on: dict[str, str]  # pod key -> existing / coming node name
     packer: Packer
     notes: list[str] = field(default_factory=list)
+    filtered: Filtered | None = None  # kube-scheduler's other filters, as the pass left them (drain check)
 
 
 def _gangs(snapshot: Snapshot, config: ScalerConfig) -> tuple[dict[str, str], dict[str, int], dict[str, int]]:
@@ -145,7 +147,8 @@ def plan_scale_up(snapshot: Snapshot, config: ScalerConfig, adv: Advanced) -> Sc
         else:
             pending.append(pod)
     gang_of, minimum, running = _gangs(snapshot, config)
-    classes = packer.classify(pending, gang_of)
+    filtered = planner.filtered
+    classes = packer.classify(pending, gang_of, filtered.class_key if filtered.active else None)
     info = {id(c): planner.candidates(c) for c in classes}
     gangs: dict[str, list[PodClass]] = {}
     singles: list[PodClass] = []
@@ -160,7 +163,7 @@ def plan_scale_up(snapshot: Snapshot, config: ScalerConfig, adv: Advanced) -> Sc
     segments = _segments(singles, [_queue_key(m) for _, m in ordered], info)
     choosers: dict[int, Chooser] = {}
     for i, run in enumerate(segments):
-        on_existing = place_in_queue_order(packer, run, choosers)
+        on_existing = place_in_queue_order(packer, run, choosers, filtered)
         run.sort(key=planner.sort_key)
         for c in run:
             cands, reasons = info[id(c)]
@@ -181,16 +184,19 @@ def plan_scale_up(snapshot: Snapshot, config: ScalerConfig, adv: Advanced) -> Sc
         saved = planner.caps.save()
         opened = dict(planner.opened)
         packer.begin()
+        filtered.begin()
         planner.caps.gang = True
         placements = [planner.place(c, *info[id(c)]) for c in members]
         planner.caps.gang = False
         got = sum(k for p in placements for _, k in p)
         if got == pending_n:
             packer.commit()
+            filtered.commit()
             for c, p in zip(members, placements, strict=True):
                 _verdicts(c, p, info[id(c)][1], "waiting", None, verdicts, new_pods, placed_on)
             continue
         packer.rollback()
+        filtered.rollback()
         planner.caps.restore(saved)
         planner.opened = opened
         for c in members:
@@ -198,6 +204,14 @@ def plan_scale_up(snapshot: Snapshot, config: ScalerConfig, adv: Advanced) -> Sc
             outcome: Outcome = "unschedulable" if no_home else "waiting"
             msg = f"gang {gid}: room for {got} of {pending_n} pending members; all or none"
             _verdicts(c, [], info[id(c)][1], outcome, msg, verdicts, new_pods, placed_on)
+    for key, mine in planner.pod_reasons.items():  # a constrained pod's own refusals by the filters
+        v = verdicts.get(key)
+        if v is not None:
+            v.reasons = {**v.reasons, **{p: r for p, r in mine.items() if p != v.pool}}
+    for key in planner.refused_everywhere:  # the filters refuse every pool's template: never a scale-up
+        v = verdicts.get(key)
+        if v is not None and v.outcome == "waiting":
+            v.outcome = "unschedulable"
     # The nodes asked for, per (pool, zone), with the pods packed on each.
     new_nodes: list[NewNode] = []
     counts: dict[tuple[str, str], list[str]] = {}
@@ -219,4 +233,4 @@ def plan_scale_up(snapshot: Snapshot, config: ScalerConfig, adv: Advanced) -> Sc
         n = n_nodes[(pool, zone)]
         running_desired[pool] = running_desired.get(pool, 0) + n
         scale_ups.append(ScaleUp(pool, zone, n, running_desired[pool], tuple(pod_keys)))
-    return ScaleUpResult(scale_ups, verdicts, new_nodes, placed_on, packer)
+    return ScaleUpResult(scale_ups, verdicts, new_nodes, placed_on, packer, filtered=filtered)

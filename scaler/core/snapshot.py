@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from scaler.core.filters import Storage
 from scaler.core.model import Node, Pod, PodDisruptionBudget
 from scaler.core.pool import Pool
 
@@ -92,6 +93,10 @@ class Snapshot:
     # the refused pods), and cloud refusals that cannot succeed on retry (pool -> the error).
     abandoned: dict[str, tuple[str, ...]] = field(default_factory=dict)
     refused: dict[str, str] = field(default_factory=dict)
+    # What kube-scheduler's volume and namespaceSelector filters read (scaler.core.filters): claims,
+    # volumes, classes, CSINodes; namespace -> labels (None: only the name label is known).
+    storage: Storage = field(default_factory=Storage)
+    namespaces: dict[str, dict[str, str]] | None = None
 
 
 # --- state that outlives one pass -----------------------------------------------------------

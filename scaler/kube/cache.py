@@ -22,8 +22,9 @@ from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
 from scaler.core import keys
+from scaler.core.filters import Storage
 from scaler.core.model import Node, Pod, PodDisruptionBudget
-from scaler.kube.convert import cluster_view, pdb_from_json
+from scaler.kube.convert import SnapshotError, cluster_view, pdb_from_json, storage_view
 
 log = logging.getLogger(__name__)
 JSON = dict[str, Any]
@@ -160,7 +161,16 @@ class ClusterCache:
         self.nodes = Informer("nodes", core.list_node, **informer_options)
         self.pdbs = Informer("poddisruptionbudgets", policy.list_pod_disruption_budget_for_all_namespaces,
                              **informer_options)
-        self.informers = (self.pods, self.nodes, self.pdbs)
+        # What kube-scheduler's volume and namespaceSelector filters read (scaler.core.filters).
+        storage = client.StorageV1Api(api)
+        self.pvcs = Informer("persistentvolumeclaims", core.list_persistent_volume_claim_for_all_namespaces,
+                             **informer_options)
+        self.pvs = Informer("persistentvolumes", core.list_persistent_volume, **informer_options)
+        self.storage_classes = Informer("storageclasses", storage.list_storage_class, **informer_options)
+        self.csinodes = Informer("csinodes", storage.list_csi_node, **informer_options)
+        self.namespaces = Informer("namespaces", core.list_namespace, **informer_options)
+        self.informers = (self.pods, self.nodes, self.pdbs, self.pvcs, self.pvs, self.storage_classes,
+                          self.csinodes, self.namespaces)
 
     def start(self) -> None:
         for inf in self.informers:
@@ -206,3 +216,13 @@ class ClusterCache:
                 node.pool = pool_of(node.provider_id) or node.pool
         pdbs = [pdb_from_json(o) for o in self.pdbs.items()]
         return view.pending, list(view.nodes.values()), pdbs
+
+    def scheduling_view(self) -> tuple[Storage, dict[str, dict[str, str]]]:
+        """(the storage objects, namespace -> labels) for the filters; objects that do not convert are
+        logged and left out (a pod whose claim is left out is planned as the scheduler would: unbound)."""
+        def skip(err: SnapshotError) -> None:
+            log.warning("skipping %s", err)
+
+        storage, namespaces = storage_view(self.pvcs.items(), self.pvs.items(), self.storage_classes.items(),
+                                           self.csinodes.items(), self.namespaces.items(), skip=skip)
+        return storage, namespaces or {}

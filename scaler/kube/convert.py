@@ -12,14 +12,26 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from scaler.core import keys
 from scaler.core.errors import FieldError, render_path
+from scaler.core.filters.labels import merge_label_keys
+from scaler.core.filters.volumes import Storage, csi_driver
 from scaler.core.model import (
+    ClaimRef,
+    CSINode,
+    HostPort,
+    LabelSelector,
     Node,
+    PersistentVolume,
+    PersistentVolumeClaim,
     Pod,
+    PodAffinityTerm,
     PodDisruptionBudget,
     PreferredTerm,
     SelectorRequirement,
     SelectorTerm,
+    SpreadConstraint,
+    StorageClass,
     Taint,
     Toleration,
 )
@@ -71,6 +83,15 @@ def _term(raw: JSON, where: str) -> SelectorTerm:
         if operator not in _SELECTOR_OPERATORS:
             raise FieldError(f"{at}.operator", f"{operator!r} is not one of {', '.join(_SELECTOR_OPERATORS)}")
         out.append(SelectorRequirement(_text(r, "key", at), operator, tuple(values)))  # type: ignore[arg-type]
+    for i, r in enumerate(_objects(raw.get("matchFields"), f"{where}.matchFields")):  # only metadata.name exists
+        at = f"{where}.matchFields[{i}]"
+        values = r.get("values") or []
+        if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+            raise FieldError(f"{at}.values", "expected a list of strings")
+        operator = _text(r, "operator", at)
+        if operator not in ("In", "NotIn"):
+            raise FieldError(f"{at}.operator", f"{operator!r} is not In or NotIn")
+        out.append(SelectorRequirement(_text(r, "key", at), operator, tuple(values), field=True))  # type: ignore[arg-type]
     return tuple(out)
 
 
@@ -154,11 +175,166 @@ def pod_from_json(obj: JSON) -> Pod:
             scheduler_name=_text(spec, "schedulerName", "spec") or "default-scheduler",
             phase=_text(obj.get("status") or {}, "phase", "status", "Pending"),
             created_at=timestamp(meta.get("creationTimestamp")),
+            **_scheduling_fields(meta, spec),
         )
     except FieldError as err:
         raise SnapshotError(f"pod {name}: {render_path(err.path)}: {err.message}") from None
     except (AttributeError, KeyError, TypeError, ValueError) as err:
         raise SnapshotError(f"pod {name}: {err.__class__.__name__}: {err}") from None
+
+
+# --- what kube-scheduler's pod-to-pod and volume filters read (scaler.core.filters) ------------
+def label_selector(raw: JSON | None) -> LabelSelector | None:
+    """A metav1.LabelSelector; None for a null one (it selects nothing)."""
+    if raw is None:
+        return None
+    reqs = [SelectorRequirement(k, "In", (str(v),)) for k, v in (raw.get("matchLabels") or {}).items()]
+    reqs += [SelectorRequirement(r["key"], r["operator"], tuple(r.get("values") or ()))
+             for r in raw.get("matchExpressions") or ()]
+    return LabelSelector(tuple(reqs))
+
+
+def _affinity_terms(raw: Any, meta: JSON) -> tuple[PodAffinityTerm, ...]:
+    labels = meta.get("labels") or {}
+    out = []
+    for t in raw or ():
+        ns_selector = label_selector(t.get("namespaceSelector"))
+        namespaces = tuple(t.get("namespaces") or ())
+        if not namespaces and ns_selector is None:
+            namespaces = (meta.get("namespace", "default"),)
+        selector = merge_label_keys(label_selector(t.get("labelSelector")), labels,
+                                    tuple(t.get("matchLabelKeys") or ()), tuple(t.get("mismatchLabelKeys") or ()))
+        out.append(PodAffinityTerm(selector, t["topologyKey"], namespaces, ns_selector))
+    return tuple(out)
+
+
+def _scheduling_fields(meta: JSON, spec: JSON) -> dict[str, Any]:
+    labels = meta.get("labels") or {}
+    spread = []
+    for c in spec.get("topologySpreadConstraints") or ():
+        if c.get("whenUnsatisfiable") != "DoNotSchedule":
+            continue  # ScheduleAnyway only scores
+        spread.append(SpreadConstraint(
+            max_skew=int(c["maxSkew"]), topology_key=c["topologyKey"],
+            selector=merge_label_keys(label_selector(c.get("labelSelector")), labels,
+                                      tuple(c.get("matchLabelKeys") or ())),
+            min_domains=int(c.get("minDomains") or 1),
+            node_affinity_policy=c.get("nodeAffinityPolicy") or "Honor",
+            node_taints_policy=c.get("nodeTaintsPolicy") or "Ignore",
+        ))
+    affinity = spec.get("affinity") or {}
+    required = "requiredDuringSchedulingIgnoredDuringExecution"
+    ports = []
+    sidecars = [c for c in spec.get("initContainers") or () if c.get("restartPolicy") == "Always"]
+    for c in [*(spec.get("containers") or ()), *sidecars]:
+        for p in c.get("ports") or ():
+            if int(p.get("hostPort") or 0) > 0:
+                ports.append(HostPort(int(p["hostPort"]), p.get("protocol") or "TCP", p.get("hostIP") or "0.0.0.0"))  # noqa: S104
+    claims = []
+    for v in spec.get("volumes") or ():
+        if v.get("persistentVolumeClaim"):
+            claims.append(ClaimRef(v["persistentVolumeClaim"]["claimName"]))
+        elif v.get("ephemeral"):
+            claims.append(ClaimRef(f"{meta.get('name', '')}-{v['name']}", ephemeral=True))
+    return {
+        "spread": tuple(spread),
+        "pod_affinity": _affinity_terms((affinity.get("podAffinity") or {}).get(required), meta),
+        "pod_anti_affinity": _affinity_terms((affinity.get("podAntiAffinity") or {}).get(required), meta),
+        "host_ports": tuple(ports),
+        "claims": tuple(claims),
+        "terminating": bool(meta.get("deletionTimestamp")),
+    }
+
+
+def _storage_bytes(raw: Any) -> int:
+    return parse_resources({"storage": raw})["storage"] if raw is not None else 0
+
+
+def pvc_from_json(obj: JSON) -> PersistentVolumeClaim:
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    ann = meta.get("annotations") or {}
+    owners = [o for o in meta.get("ownerReferences") or () if o.get("controller")]
+    try:
+        return PersistentVolumeClaim(
+            name=meta["name"], namespace=meta.get("namespace", "default"),
+            volume_name=spec.get("volumeName") or "",
+            storage_class=spec.get("storageClassName") or "",
+            access_modes=tuple(spec.get("accessModes") or ()),
+            request=_storage_bytes(((spec.get("resources") or {}).get("requests") or {}).get("storage")),
+            phase=(obj.get("status") or {}).get("phase", "Pending"),
+            bind_completed=keys.ANNOTATION_BIND_COMPLETED in ann,
+            selected_node=ann.get(keys.ANNOTATION_SELECTED_NODE, ""),
+            terminating=bool(meta.get("deletionTimestamp")),
+            owner_uid=owners[0].get("uid", "") if owners else "",
+        )
+    except (KeyError, TypeError, ValueError) as err:
+        raise SnapshotError(f"persistentvolumeclaim {meta.get('namespace', '?')}/{meta.get('name', '?')}: "
+                            f"{err.__class__.__name__}: {err}") from None
+
+
+def pv_from_json(obj: JSON) -> PersistentVolume:
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    try:
+        ref = spec.get("claimRef") or {}
+        required = ((spec.get("nodeAffinity") or {}).get("required") or {}).get("nodeSelectorTerms")
+        driver, handle = "", ""
+        if spec.get("csi"):
+            driver, handle = spec["csi"]["driver"], spec["csi"].get("volumeHandle", "")
+        elif spec.get("awsElasticBlockStore"):
+            driver, handle = keys.CSI_EBS, spec["awsElasticBlockStore"].get("volumeID", "")
+        elif spec.get("azureDisk"):
+            driver, handle = keys.CSI_AZURE_DISK, spec["azureDisk"].get("diskURI", "")
+        return PersistentVolume(
+            name=meta["name"], labels=dict(meta.get("labels") or {}),
+            node_affinity=tuple(_term(t, f"spec.nodeAffinity.required.nodeSelectorTerms[{i}]")
+                                for i, t in enumerate(required or ())),
+            storage_class=spec.get("storageClassName") or "",
+            capacity=_storage_bytes((spec.get("capacity") or {}).get("storage")),
+            access_modes=tuple(spec.get("accessModes") or ()),
+            claim=f"{ref.get('namespace', '')}/{ref['name']}" if ref.get("name") else "",
+            phase=(obj.get("status") or {}).get("phase", "Available"),
+            driver=driver, handle=handle,
+        )
+    except (KeyError, TypeError, ValueError) as err:
+        raise SnapshotError(f"persistentvolume {meta.get('name', '?')}: {err.__class__.__name__}: {err}") from None
+
+
+def storage_class_from_json(obj: JSON) -> StorageClass:
+    meta = obj.get("metadata") or {}
+    try:
+        topologies = tuple(
+            tuple(SelectorRequirement(e["key"], "In", tuple(e.get("values") or ()))
+                  for e in t.get("matchLabelExpressions") or ())
+            for t in obj.get("allowedTopologies") or ())
+        return StorageClass(
+            name=meta["name"], provisioner=obj.get("provisioner") or "",
+            binding_mode=obj.get("volumeBindingMode") or "Immediate",
+            allowed_topologies=tuple(t for t in topologies if t),
+            is_default=(meta.get("annotations") or {}).get(keys.ANNOTATION_DEFAULT_STORAGE_CLASS) == "true",
+        )
+    except (KeyError, TypeError, ValueError) as err:
+        raise SnapshotError(f"storageclass {meta.get('name', '?')}: {err.__class__.__name__}: {err}") from None
+
+
+def csinode_from_json(obj: JSON) -> CSINode:
+    meta = obj.get("metadata") or {}
+    try:
+        limits = {}
+        for d in (obj.get("spec") or {}).get("drivers") or ():
+            count = (d.get("allocatable") or {}).get("count")
+            if count is not None:
+                limits[csi_driver(d["name"])] = int(count)
+        return CSINode(meta["name"], limits)
+    except (KeyError, TypeError, ValueError) as err:
+        raise SnapshotError(f"csinode {meta.get('name', '?')}: {err.__class__.__name__}: {err}") from None
+
+
+def namespace_labels_from_json(obj: JSON) -> tuple[str, dict[str, str]]:
+    meta = obj.get("metadata") or {}
+    name = meta.get("name", "")
+    return name, {keys.LABEL_NAMESPACE_NAME: name, **(meta.get("labels") or {})}
 
 
 def is_unschedulable(obj: JSON) -> bool:
@@ -271,3 +447,28 @@ def cluster_view(nodes: Iterable[JSON], pods: Iterable[JSON], pool_label: str | 
         else:
             out.waiting += 1
     return out
+
+
+def storage_view(claims: Iterable[JSON], volumes: Iterable[JSON], classes: Iterable[JSON], csinodes: Iterable[JSON],
+                 namespaces: Iterable[JSON] | None = None, *, skip: Callable[[SnapshotError], None] | None = None
+                 ) -> tuple[Storage, dict[str, dict[str, str]] | None]:
+    """The storage objects and the namespaces' labels as the filters read them (`scaler.core.filters`).
+    An object that does not convert raises SnapshotError, or goes to `skip` and is left out. The
+    namespaces are None when none were given (namespaceSelector then sees the name label only)."""
+    storage = Storage()
+    kinds: list[tuple[Iterable[JSON], Callable[[JSON], Any], Callable[[Any], None]]] = [
+        (claims, pvc_from_json, lambda c: storage.claims.__setitem__(c.key, c)),
+        (volumes, pv_from_json, lambda v: storage.volumes.__setitem__(v.name, v)),
+        (classes, storage_class_from_json, lambda c: storage.classes.__setitem__(c.name, c)),
+        (csinodes, csinode_from_json, lambda n: storage.csinodes.__setitem__(n.name, n)),
+    ]
+    for objs, fn, put in kinds:
+        for obj in objs:
+            try:
+                put(fn(obj))
+            except SnapshotError as err:
+                if skip is None:
+                    raise
+                skip(err)
+    labels = None if namespaces is None else dict(namespace_labels_from_json(o) for o in namespaces)
+    return storage, labels

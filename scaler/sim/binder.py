@@ -1,7 +1,9 @@
 """The simulator's kube-scheduler: filter with the core's predicates, score like a real profile.
 
 Filter: NodeUnschedulable, NodeAffinity (nodeSelector, required terms), TaintToleration and
-NodeResourcesFit, through `scaler.core.predicates` (the planner's own filters).
+NodeResourcesFit, through `scaler.core.predicates` (the planner's own filters), then, for the pods
+they concern, NodeName, matchFields, NodePorts, the volume filters, PodTopologySpread and
+InterPodAffinity through `scaler.core.filters` (a `Cluster` kept in step with every bind).
 
 Score with `scaler.core.scoring`, the planner's own implementation of the profiles (weights,
 integer arithmetic and the documented tie-break to the first node name are there). Every feasible
@@ -20,14 +22,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from scaler.core import keys
+from scaler.core.filters import Cluster, Storage
 from scaler.core.model import Node, Pod
-from scaler.core.predicates import free_resources, static_reason
+from scaler.core.predicates import free_resources, has_field_affinity, static_reason
 from scaler.core.resources import Resources, fits
 from scaler.core.scoring import ScoringProfile, select_node
 
 
 def _mentions_hostname(pod: Pod) -> bool:
-    return keys.LABEL_HOSTNAME in pod.node_selector or any(
+    """The static filters must look at every node (its hostname label or its name), not one per group."""
+    return keys.LABEL_HOSTNAME in pod.node_selector or has_field_affinity(pod) or any(
         r.key == keys.LABEL_HOSTNAME for term in pod.required_affinity for r in term)
 
 
@@ -40,9 +44,13 @@ class _Group:
 class Binder:
     """A cluster's nodes, their bound pods and free resources; binds pods as a scheduler profile would."""
 
-    def __init__(self, profiles: dict[str, ScoringProfile]) -> None:
-        """`profiles`: scheduler name -> profile; a pod naming another scheduler stays pending."""
+    def __init__(self, profiles: dict[str, ScoringProfile], storage: Storage | None = None,
+                 namespaces: dict[str, dict[str, str]] | None = None) -> None:
+        """`profiles`: scheduler name -> profile; a pod naming another scheduler stays pending.
+        `storage`, `namespaces`: what the volume filters and namespaceSelector read (none by default)."""
         self.profiles = profiles
+        self.cluster = Cluster((), storage, namespaces)
+        self.last_reason: str | None = None  # why the last pod `bind` refused fits no node (filters only)
         self.nodes: dict[str, Node] = {}
         self.free: dict[str, Resources] = {}
         self._groups: dict[tuple[str, str], _Group] = {}
@@ -58,10 +66,12 @@ class Binder:
         self.free[node.name] = free_resources(node)
         group = self._groups.setdefault(self._group_key(node), _Group())
         group.nodes[node.name] = node
+        self.cluster.add_node(node)
         self._refresh(node)
 
     def remove_node(self, name: str) -> list[Pod]:
         """Forget a node; returns the workload pods that were bound to it (DaemonSet pods dropped)."""
+        self.cluster.remove_node(name)
         node = self.nodes.pop(name)
         self.free.pop(name, None)
         group = self._groups[self._group_key(node)]
@@ -104,7 +114,13 @@ class Binder:
 
     def candidates(self, pod: Pod) -> list[tuple[Node, Resources]]:
         """Feasible nodes with their free resources. The static filters are checked once per
-        (pod shape, pool, zone): nodes of a group differ only in their hostname label."""
+        (pod shape, pool, zone): nodes of a group differ only in their hostname label; the filters
+        that look at the pods around (`scaler.core.filters`) per node, for the pods they concern."""
+        self.last_reason = None
+        check = self.cluster.check(pod) if self.cluster.needs_check(pod) else None
+        if check is not None and check.pod_reason is not None:
+            self.last_reason = check.pod_reason
+            return []
         shape = self._shape(pod)
         per_node = _mentions_hostname(pod)
         out: list[tuple[Node, Resources]] = []
@@ -125,6 +141,11 @@ class Binder:
                 node = self.nodes[name]
                 free = self.free[name]
                 if fits(pod.requests, free) and (not per_node or static_reason(pod, node) is None):
+                    if check is not None:
+                        why = check.reason(node)
+                        if why is not None:
+                            self.last_reason = why
+                            continue
                     out.append((node, free))
         return out
 
@@ -143,6 +164,7 @@ class Binder:
         node.pods.append(pod)
         pod.node_name = node_name
         pod.phase = "Running"
+        self.cluster.place(pod, node_name)
         free = self.free[node_name]
         for name, value in pod.requests.items():
             free[name] = free.get(name, 0) - value
@@ -155,6 +177,7 @@ class Binder:
             return
         node = self.nodes[pod.node_name]
         node.pods = [p for p in node.pods if p is not pod]
+        self.cluster.unplace(pod, node.name)
         free = self.free[node.name]
         for name, value in pod.requests.items():
             free[name] = free.get(name, 0) + value

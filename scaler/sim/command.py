@@ -42,6 +42,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="spot reclaims per spot instance-hour (default 0)")
     parser.add_argument("--device-plugin-delay", type=float, default=0.0, metavar="S",
                         help="GPU nodes register Ready with 0 GPUs and publish them S seconds later (default 0)")
+    parser.add_argument("--gpu-sharing", action="store_true",
+                        help="GPU-sharing jobs (gpu_milli < 1000) ask for a share on the pools' time-sliced or MIG "
+                             "pools instead of a whole GPU (rule: docs/gpu-sharing.md)")
     parser.add_argument("--report", help="write the JSON report here")
     parser.add_argument("--plot", help="write the PNG timeline here")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random spot reclaims")
@@ -85,13 +88,15 @@ def check_output(option: str, path: str | None) -> None:
 def simulate(
     trace: str, pools: str, *, hours: float | None = None, outages: list[str] | None = None,
     scheduler: str = "default", interruption_rate: float = 0.0, seed: int = 0, quiet: bool = True,
-    planner: Planner = plan, device_plugin_delay: float = 0.0,
+    planner: Planner = plan, device_plugin_delay: float = 0.0, gpu_sharing: bool = False,
 ) -> tuple[SimResult, dict[str, Any]]:
     """Run one simulation; returns the raw result and the report (raises on bad input)."""
     config = load_config(pools)
     specs = list(outages or [])
     parsed = parse_outages(specs, config)
     jobs = load_trace(trace, hours)
+    if gpu_sharing and not any(p.sharing is not None for p in config.pools):
+        raise InputError(f"--gpu-sharing: {pools} has no pool with gpu_sharing (time_slicing or mig)")
     provider = SimProvider(config, outages=parsed, interruption_rate=interruption_rate, seed=seed)
 
     def progress(line: str) -> None:
@@ -99,7 +104,8 @@ def simulate(
 
     started = time.monotonic()
     engine = Engine(config, jobs, provider, planner, profile=PROFILES[scheduler],
-                    progress=None if quiet else progress, device_plugin_delay=device_plugin_delay)
+                    progress=None if quiet else progress, device_plugin_delay=device_plugin_delay,
+                    gpu_sharing=gpu_sharing)
     result = engine.run()
     report = build_report(result, trace=trace, pools_file=pools, seed=seed, outages=specs,
                           wall_s=time.monotonic() - started)
@@ -121,7 +127,7 @@ def main(args: argparse.Namespace) -> int:
         result, report = simulate(
             args.trace, args.pools, hours=args.hours, outages=args.spot_outage, scheduler=args.scheduler,
             interruption_rate=args.interruption_rate, seed=args.seed, quiet=args.quiet,
-            device_plugin_delay=args.device_plugin_delay,
+            device_plugin_delay=args.device_plugin_delay, gpu_sharing=args.gpu_sharing,
         )
     except (ConfigError, TraceError, InputError) as err:
         print(f"error: {err}", file=sys.stderr)

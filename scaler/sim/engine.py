@@ -92,6 +92,7 @@ class SimResult:
     nodes: list[Node] = field(default_factory=list)  # the cluster and the planner's state when the run ended
     state: State = field(default_factory=State)
     evictions_refused: int = 0  # evictions a PodDisruptionBudget refused (429)
+    gpu_sharing: bool = False  # GPU-sharing jobs asked for shares on the sharing pools (trace.share_request)
 
 
 class Engine:
@@ -106,6 +107,7 @@ class Engine:
         progress: Progress | None = None,
         max_time: float | None = None,
         device_plugin_delay: float = 0.0,
+        gpu_sharing: bool = False,
     ) -> None:
         """`device_plugin_delay`: a GPU node registers Ready with no allocatable GPU and publishes its
         GPUs this many seconds later (the NVIDIA device plugin starting); 0 publishes them at once."""
@@ -116,7 +118,8 @@ class Engine:
         self.progress = progress
         self.interval = config.timings.scan_interval
         self.binder = Binder({profile.scheduler_name: profile})
-        self.runs = [JobRun(j, job_pods(j, config, profile.scheduler_name)) for j in jobs]
+        self.gpu_sharing = gpu_sharing
+        self.runs = [JobRun(j, job_pods(j, config, profile.scheduler_name, gpu_sharing)) for j in jobs]
         self.run_of: dict[str, JobRun] = {p.key: r for r in self.runs for p in r.pods}
         self._run_index = {id(r): i for i, r in enumerate(self.runs)}
         self.plan_nonempty = False
@@ -145,7 +148,7 @@ class Engine:
         self.kube = SimKube(self.binder, self._pdbs, self._bound_pod, self._evicted, self._node_deleted)
         self.actuator = Actuator(provider, self.kube)
         self.device_plugin_delay = device_plugin_delay
-        self._gpus_due: list[tuple[float, str, int]] = []  # (when, node name, GPUs to publish)
+        self._gpus_due: list[tuple[float, str, str, int]] = []  # (when, node, GPU device resource, count)
         for i, r in enumerate(self.runs):
             self._push(r.job.submit_s, "submit", i, 0)
 
@@ -170,9 +173,9 @@ class Engine:
                 self.interruptions += 1
                 self._drop_node(inst.provider_id, now)
             while self._gpus_due and self._gpus_due[0][0] <= now:
-                _, name, gpus = heapq.heappop(self._gpus_due)
+                _, name, resource, count = heapq.heappop(self._gpus_due)
                 if name in self.binder.nodes:
-                    self.binder.publish(name, keys.RES_GPU, gpus)
+                    self.binder.publish(name, resource, count)
                     self.capacity_changed = True
             while self.events and self.events[0][0] <= now:
                 _, _, kind, index, version = heapq.heappop(self.events)
@@ -203,10 +206,11 @@ class Engine:
                     provider_id=inst.provider_id, pool=inst.pool, created_at=now,
                     pods=[Pod(name=f"daemonsets-{name}", namespace="kube-system", requests=dict(p.requests),
                               owner_kind="DaemonSet", phase="Running", node_name=name) for p in template.pods])
-        gpus = node.allocatable.get(keys.RES_GPU, 0)
-        if gpus and self.device_plugin_delay > 0:
-            node.allocatable[keys.RES_GPU] = 0
-            heapq.heappush(self._gpus_due, (now + self.device_plugin_delay, name, gpus))
+        if self.device_plugin_delay > 0:
+            for resource, count in sorted(node.allocatable.items()):
+                if count and (resource == keys.RES_GPU or resource.startswith(keys.MIG_RESOURCE_PREFIX)):
+                    node.allocatable[resource] = 0
+                    heapq.heappush(self._gpus_due, (now + self.device_plugin_delay, name, resource, count))
         self.binder.add_node(node)
         self.node_of_instance[inst.provider_id] = name
         self.capacity_changed = True
@@ -401,8 +405,8 @@ class Engine:
             passes_planned=self.passes_planned, episodes=self.episodes, interruptions=self.interruptions,
             rescheduled_pods=self.rescheduled, scale_ups=self.scale_ups,
             scale_downs=sum(1 for i in self.provider.history if i.end_reason == "deleted"),
-            provider_errors=self.actuator.errors, nodes=list(self.binder.nodes.values()), state=self.state,
-            evictions_refused=self.kube.refused,
+            provider_errors=self.actuator.errors, evictions_refused=self.kube.refused,
+            nodes=list(self.binder.nodes.values()), state=self.state, gpu_sharing=self.gpu_sharing,
         )
 
     def _status(self, tick: float) -> str:

@@ -1,10 +1,13 @@
 """`python -m scaler plan | explain`: the plan for a real cluster snapshot, and why for every pending pod.
 
 Input: what `kubectl get pods,nodes -o json` prints (a List of Pod and Node objects) and a pools
-file. Nodes belong to the pool their gpuburst.io/pool label names; a pool's desired size is taken
-as its node count. Pending pods are those the scheduler marked PodScheduled=False/Unschedulable,
-as cluster-autoscaler reads them. The snapshot's time is its latest timestamp, so the same file
-always gives the same plan. Nothing is changed anywhere: this only prints.
+file; the List may also hold the PersistentVolumeClaims, PersistentVolumes, StorageClasses,
+CSINodes and Namespaces kube-scheduler's volume and namespaceSelector filters read (`kubectl get
+pods,nodes,pvc,pv,storageclass,csinode,namespaces -A -o json`). Nodes belong to the pool their
+gpuburst.io/pool label names; a pool's desired size is taken as its node count. Pending pods are
+those the scheduler marked PodScheduled=False/Unschedulable, as cluster-autoscaler reads them. The
+snapshot's time is its latest timestamp, so the same file always gives the same plan. Nothing is
+changed anywhere: this only prints.
 """
 
 from __future__ import annotations
@@ -22,7 +25,10 @@ from scaler.core.capacity import zone_hints
 from scaler.core.config import ConfigError, ScalerConfig
 from scaler.core.planner import plan
 from scaler.core.snapshot import Plan, PoolObservation, Snapshot, State
-from scaler.kube.convert import SnapshotError, cluster_view
+from scaler.kube.convert import SnapshotError, cluster_view, storage_view
+
+# The kinds read besides Node and Pod: what the filters of scaler.core.filters need.
+STORAGE_KINDS = ("PersistentVolumeClaim", "PersistentVolume", "StorageClass", "CSINode", "Namespace")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -54,7 +60,7 @@ def load_snapshot(path: str | Path, config: ScalerConfig) -> tuple[Snapshot, lis
     if not isinstance(data, dict) or not isinstance(data.get("items"), list):
         raise SnapshotError(f"{p}: expected a List with 'items' (kubectl get pods,nodes -o json)")
     notes: list[str] = []
-    by_kind: dict[str, list[dict[str, Any]]] = {"Node": [], "Pod": []}
+    by_kind: dict[str, list[dict[str, Any]]] = {k: [] for k in ("Node", "Pod", *STORAGE_KINDS)}
     latest = 0.0
     for i, obj in enumerate(data["items"]):
         if not isinstance(obj, dict):
@@ -70,9 +76,12 @@ def load_snapshot(path: str | Path, config: ScalerConfig) -> tuple[Snapshot, lis
         if kind in by_kind:
             by_kind[kind].append(obj)
         else:
-            notes.append(f"items[{i}]: kind {kind!r} ignored (only Pod and Node are read)")
+            notes.append(f"items[{i}]: kind {kind!r} ignored")
     try:
         view = cluster_view(by_kind["Node"], by_kind["Pod"], keys.LABEL_POOL)
+        storage, namespaces = storage_view(
+            by_kind["PersistentVolumeClaim"], by_kind["PersistentVolume"], by_kind["StorageClass"],
+            by_kind["CSINode"], by_kind["Namespace"] or None)
     except SnapshotError as err:
         raise SnapshotError(f"{p}: {err}") from None
     pools = {pool.name for pool in config.pools}
@@ -90,7 +99,8 @@ def load_snapshot(path: str | Path, config: ScalerConfig) -> tuple[Snapshot, lis
                                    sum(1 for n in nodes.values() if n.pool == pool.name))
         for pool in config.pools
     }
-    return Snapshot(now=latest, pending=view.pending, nodes=list(nodes.values()), pools=observed), notes
+    return Snapshot(now=latest, pending=view.pending, nodes=list(nodes.values()), pools=observed, storage=storage,
+                    namespaces=namespaces), notes
 
 
 def render(result: Plan, snapshot: Snapshot, notes: list[str], verbose: bool = False) -> str:

@@ -27,9 +27,11 @@ from scaler.core import keys
 from scaler.core.model import Pod
 from scaler.core.planner import plan
 from scaler.core.predicates import fits
+from scaler.core.scaledown import gpu_devices
 from scaler.core.snapshot import PoolObservation, Snapshot
 from scaler.sim.engine import JobRun, SimResult
 from scaler.sim.explain import reasons_by_text
+from scaler.sim.trace import fractional_gpus
 
 FIRST_JOBS = 5  # job ids the report names (the count says how many more)
 
@@ -42,35 +44,35 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[max(math.ceil(q * len(ordered)) - 1, 0)]
 
 
-def _cheapest_rate(result: SimResult, pod: Pod) -> tuple[float, str] | None:
-    """(price per GPU-hour, or per vCPU-hour for a 0-GPU pod; pool) of the cheapest pool the pod fits."""
+def _cheapest_rate(result: SimResult, pod: Pod) -> float | None:
+    """What the pod alone costs per hour on the cheapest pool it fits: its share of a node's GPU devices
+    (whole GPUs, time-sliced replicas, MIG slices), or of its vCPUs for a pod without GPUs."""
     config = result.config
-    best: tuple[float, str] | None = None
-    gpus = pod.requests.get(keys.RES_GPU, 0)
+    best: float | None = None
+    devices = gpu_devices(pod.requests)
     for pool in config.pools:
         template = pool.template_node(pool.zones[0], config.region)
         if not fits(pod, template):
             continue
-        per_unit = config.price(pool) / (pool.gpus if gpus else pool.itype.vcpu)
-        if best is None or per_unit < best[0]:
-            best = (per_unit, pool.name)
+        share = devices / gpu_devices(template.allocatable) if devices else \
+            pod.requests.get(keys.RES_CPU, 0) / 1000 / pool.itype.vcpu
+        rate = config.price(pool) * share
+        if best is None or rate < best:
+            best = rate
     return best
 
 
 def lower_bound_cost(result: SimResult) -> float:
-    cache: dict[tuple[object, ...], tuple[float, str] | None] = {}
+    cache: dict[tuple[object, ...], float | None] = {}
     total = 0.0
     for run in result.jobs:
         for pod in run.pods:
-            shape = (tuple(sorted(pod.requests.items())), pod.tolerations)
+            shape = (tuple(sorted(pod.requests.items())), pod.tolerations, tuple(sorted(pod.node_selector.items())))
             if shape not in cache:
                 cache[shape] = _cheapest_rate(result, pod)
             rate = cache[shape]
-            if rate is None:
-                continue
-            gpus = pod.requests.get(keys.RES_GPU, 0)
-            units = gpus if gpus else pod.requests.get("cpu", 0) / 1000
-            total += rate[0] * units * run.job.duration_s / 3600
+            if rate is not None:
+                total += rate * run.job.duration_s / 3600
     return total
 
 
@@ -131,6 +133,7 @@ def build_report(result: SimResult, *, trace: str, pools_file: str, seed: int, o
     spot = sum(i.gpus * i.life(end) for i in history if i.spot) / 3600
     cost = sum(i.price_per_hour * i.life(end) for i in history) / 3600
     demand = sum(r.job.gpus * r.job.duration_s for r in result.jobs) / 3600
+    fractional = sum(fractional_gpus(r.job) * r.job.duration_s for r in result.jobs) / 3600
     done = sum(r.job.gpus * _done_s(r, end) for r in result.jobs) / 3600
     pendings = [_pending(r) for r in result.jobs if r.first_start is not None]
     never = never_started(result)
@@ -151,6 +154,9 @@ def build_report(result: SimResult, *, trace: str, pools_file: str, seed: int, o
         "jobs_never_started": never["jobs"],
         "demand_gpu_hours": round(demand, 1),
         "demand_done_gpu_hours": round(done, 1),
+        # GPU-sharing jobs at their share of one GPU (gpu_milli / 1000): what sharing could save at best.
+        "demand_fractional_gpu_hours": round(fractional, 1),
+        "gpu_sharing": result.gpu_sharing,
         "paid_gpu_hours": round(paid, 1),
         "paid_over_demand": round(paid / demand, 4) if demand else None,
         "paid_over_demand_done": round(paid / done, 4) if done else None,
@@ -183,7 +189,7 @@ def build_report(result: SimResult, *, trace: str, pools_file: str, seed: int, o
 
 SUMMARY_KEYS = (
     "scheduler", "jobs_completed", "jobs_total", "jobs_never_started", "demand_gpu_hours", "demand_done_gpu_hours",
-    "paid_gpu_hours", "paid_over_demand", "paid_over_demand_done",
+    "demand_fractional_gpu_hours", "paid_gpu_hours", "paid_over_demand", "paid_over_demand_done",
     "cost_usd", "lower_bound_cost_usd", "spot_share", "pending_p50_s", "pending_p95_s", "pending_max_s",
     "fallback_events", "fallback_delay_max_s", "interruptions", "rescheduled_pods", "plan_p50_s", "plan_max_s",
     "passes_planned", "simulated_hours", "wall_s",
@@ -216,7 +222,7 @@ def never_started_lines(report: dict[str, Any]) -> list[str]:
 def one_line(report: dict[str, Any]) -> str:
     """The figures of a run on one line (bench/simulate_traces.py prints these)."""
     keys = ("scheduler", "jobs_completed", "jobs_total", "jobs_never_started", "demand_gpu_hours",
-            "paid_gpu_hours", "paid_over_demand", "paid_over_demand_done",
+            "demand_fractional_gpu_hours", "paid_gpu_hours", "paid_over_demand", "paid_over_demand_done",
             "cost_usd", "lower_bound_cost_usd", "spot_share", "pending_p50_s", "pending_p95_s", "pending_max_s",
             "fallback_events", "fallback_delay_max_s", "plan_p50_s", "plan_max_s", "wall_s")
     return " ".join(f"{k}={report[k]}" for k in keys)

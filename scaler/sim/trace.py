@@ -13,6 +13,14 @@ proportional to its GPUs (PER_GPU_CPU_M, PER_GPU_MEMORY). Pods tolerate what the
 templates tolerate: the GPU taint (GPU pods), the min-gpus taint of every pool whose minimum they
 reach, and AKS's Spot taint when the pools have Azure Spot pools. GPU-sharing pods (``gpu_milli`` < 1000)
 ask for one whole GPU: nvidia.com/gpu is an integer resource unless time-slicing is configured.
+
+With ``gpu_sharing`` (``simulate --gpu-sharing``) such a pod asks for a share instead, on the sharing
+pools of the pools file (docs/gpu-sharing.md), by this rule: a job of ``gpu_milli`` m takes the smallest
+slice count covering m/1000 of a GPU. On time-sliced pools (replicas R; with several, the smallest R)
+that is ceil(m x R / 1000) replicas of nvidia.com/gpu, with the sharing taint tolerated and a node
+selector on the time-slicing label; without time-sliced pools, on MIG mixed pools, it is one device of
+the smallest profile whose compute slices cover m (the fewest memory slices among equals). MIG single
+pools are not mapped. A job that no sharing pool offers keeps its whole GPU.
 """
 
 from __future__ import annotations
@@ -157,7 +165,36 @@ def min_gpu_tolerations(config: ScalerConfig, pod_gpus: int) -> tuple[Toleration
     return tuple(Toleration(keys.TAINT_MIN_GPUS, "Equal", str(v), "NoSchedule") for v in values)
 
 
-def job_pods(job: Job, config: ScalerConfig, scheduler_name: str = "default-scheduler") -> list[Pod]:
+def share_request(milli: int, config: ScalerConfig) -> tuple[dict[str, int], tuple[Toleration, ...], dict[str, str]]:
+    """(resources, tolerations, node selector) of a pod that needs `milli`/1000 of one GPU, on the
+    config's sharing pools (the rule in this module's docstring); empty resources when none offers it."""
+    replicas = [p.gpu_sharing.time_slicing.replicas for p in config.pools
+                if p.gpu_sharing is not None and p.gpu_sharing.time_slicing is not None]
+    if replicas:
+        r = min(replicas)
+        return ({keys.RES_GPU: max(1, math.ceil(milli * r / 1000))},
+                (Toleration(keys.TAINT_GPU_SHARING, "Equal", "time-slicing", "NoSchedule"),),
+                {keys.LABEL_GPU_SHARING_STRATEGY: "time-slicing"})
+    best: tuple[float, int, str] | None = None
+    for pool in config.pools:
+        plan = pool.sharing
+        if plan is None or plan.mig_strategy != "mixed" or pool.gpu_sharing is None:
+            continue
+        geometry = plan.geometry
+        if geometry is None:
+            continue
+        for profile in plan.per_gpu:
+            fraction = geometry.profiles[profile].compute / geometry.compute
+            if fraction * 1000 >= milli:
+                key = (fraction, geometry.profiles[profile].memory, profile)
+                best = key if best is None or key < best else best
+    if best is None:
+        return {}, (), {}
+    return {keys.MIG_RESOURCE_PREFIX + best[2]: 1}, (), {}
+
+
+def job_pods(job: Job, config: ScalerConfig, scheduler_name: str = "default-scheduler",
+             gpu_sharing: bool = False) -> list[Pod]:
     """The pods of one job, as its Job / PyTorchJob / JobSet would create them."""
     count, per_pod = gang_split(job.gpus, largest_gpu_node(config))
     share = 1 / count
@@ -172,7 +209,15 @@ def job_pods(job: Job, config: ScalerConfig, scheduler_name: str = "default-sche
     if any(p.cloud == "azure" and p.capacity_type == "spot" for p in config.pools):
         # Batch work may run on Spot: AKS taints Spot nodes, the pod templates tolerate it.
         tolerations = (Toleration(keys.TAINT_AZURE_SPOT, "Equal", keys.TAINT_AZURE_SPOT_VALUE, "NoSchedule"),)
-    if per_pod:
+    selector: dict[str, str] = {}
+    gpu_share: dict[str, int] = {}
+    share_tolerations: tuple[Toleration, ...] = ()
+    if gpu_sharing and per_pod == 1 and count == 1 and 0 < job.gpu_milli < 1000:
+        gpu_share, share_tolerations, selector = share_request(job.gpu_milli, config)
+    if gpu_share:
+        container.update(gpu_share)
+        tolerations = (*tolerations, Toleration(keys.TAINT_GPU, "Exists", "", "NoSchedule"), *share_tolerations)
+    elif per_pod:
         container[keys.RES_GPU] = per_pod
         tolerations = (*tolerations, Toleration(keys.TAINT_GPU, "Exists", "", "NoSchedule"),
                        *min_gpu_tolerations(config, per_pod))
@@ -185,7 +230,8 @@ def job_pods(job: Job, config: ScalerConfig, scheduler_name: str = "default-sche
         Pod(
             name=f"job-{job.job_id}-{i}", namespace=SIM_NAMESPACE, uid=f"{job.job_id}-{i}",
             requests=effective_request([container]), labels=dict(labels), annotations=dict(annotations),
-            tolerations=tolerations, owner_kind="Job", scheduler_name=scheduler_name, created_at=job.submit_s,
+            tolerations=tolerations, node_selector=dict(selector), owner_kind="Job", scheduler_name=scheduler_name,
+            created_at=job.submit_s,
         )
         for i in range(count)
     ]
@@ -193,3 +239,8 @@ def job_pods(job: Job, config: ScalerConfig, scheduler_name: str = "default-sche
 
 def demand_gpu_hours(jobs: Iterable[Job]) -> float:
     return sum(j.gpus * j.duration_s for j in jobs) / 3600
+
+
+def fractional_gpus(job: Job) -> float:
+    """What a job really uses of its GPUs: a GPU-sharing job (gpu_milli < 1000) its share of one."""
+    return job.gpu_milli / 1000 if job.gpus == 1 and 0 < job.gpu_milli < 1000 else float(job.gpus)

@@ -12,7 +12,7 @@ export CONTAINERS_CONF=${CONTAINERS_CONF:-$here/containers.conf}
 export ANSIBLE_COLLECTIONS_PATH=$repo
 export ANSIBLE_FORCE_COLOR=0 PY_COLORS=0 ANSIBLE_NOCOLOR=1
 export GPUBURST_MOLECULE_IMAGE=${GPUBURST_MOLECULE_IMAGE:-localhost/gpuburst-molecule-debian12:2}
-ROLES_WITH_SCENARIOS=(metrics_certs nvidia_container_toolkit nvidia_driver)
+ROLES_WITH_SCENARIOS=(metrics_certs mig_layout nvidia_container_toolkit nvidia_driver)
 what=${1:-all}
 [ $# -gt 0 ] && shift
 

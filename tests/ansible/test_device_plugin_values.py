@@ -107,3 +107,49 @@ def test_bad_pools_file_is_refused_naming_the_file_and_pool(tmp_path: Path) -> N
     assert proc.returncode == 1
     assert str(bad) in proc.stderr and "gpu1" in proc.stderr
     assert proc.stdout == ""
+
+
+SHARED_POOLS = """\
+cluster: c
+cloud: aws
+region: us-east-1
+pools:
+  - {name: whole, instance_types: [g6.xlarge], zones: [us-east-1a], max: 2}
+  - {name: l4-shared, instance_types: [g6.xlarge], zones: [us-east-1a], max: 2,
+     gpu_sharing: {time_slicing: {replicas: 4}}}
+  - {name: h100-mig, instance_types: [p5.48xlarge], zones: [us-east-1a], max: 1,
+     gpu_sharing: {mig: {strategy: mixed, layout: all-balanced}}}
+"""
+
+
+def _chart_keys(tree: Any, prefix: str = "") -> set[str]:
+    if not isinstance(tree, dict) or not tree:
+        return {prefix}
+    return {k for key, sub in tree.items() for k in _chart_keys(sub, f"{prefix}.{key}" if prefix else key)}
+
+
+def test_one_device_plugin_config_per_sharing_pool_selected_by_its_nodes_label(tmp_path: Path) -> None:
+    pools_file = tmp_path / "pools.yaml"
+    pools_file.write_text(SHARED_POOLS)
+    values = _render(tmp_path, str(pools_file))
+    config = values["config"]
+    assert set(config["map"]) == {config["default"], "l4-shared", "h100-mig"}
+    parsed = {name: yaml.safe_load(text) for name, text in config["map"].items()}
+    assert parsed["l4-shared"]["sharing"]["timeSlicing"]["resources"] == [{"name": keys.RES_GPU, "replicas": 4}]
+    assert parsed["h100-mig"]["flags"]["migStrategy"] == "mixed"
+    assert parsed[config["default"]]["flags"]["migStrategy"] == "none"
+    # A chart-wide migStrategy would override every per-node config.
+    assert "migStrategy" not in values
+    # Each sharing pool's nodes name their config; whole-GPU nodes take the default.
+    pools = {p.name: p for p in load_config(pools_file).pools}
+    for name in ("l4-shared", "h100-mig"):
+        assert pools[name].template_node().labels[keys.LABEL_DEVICE_PLUGIN_CONFIG] == name
+    assert keys.LABEL_DEVICE_PLUGIN_CONFIG not in pools["whole"].template_node().labels
+    # The plugin tolerates the time-sliced pool's sharing taint.
+    tolerations = [Toleration(**t) for t in values["tolerations"]]
+    assert untolerated_taint(tolerations, pools["l4-shared"].template_node().taints) is None
+    # Every key we set is one the pinned chart declares.
+    chart = yaml.safe_load((REPO.parent / "shared" / "charts" / "nvidia-device-plugin" / "values.yaml").read_text())
+    declared = _chart_keys(chart)
+    for key in _chart_keys({k: v for k, v in values.items() if k != "config"}) | {"config.map", "config.default"}:
+        assert any(key == d or key.startswith(d + ".") for d in declared), key

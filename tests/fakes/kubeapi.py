@@ -27,6 +27,11 @@ CLUSTER_LISTS = {
     "/api/v1/pods": "pods",
     "/api/v1/nodes": "nodes",
     "/apis/policy/v1/poddisruptionbudgets": "poddisruptionbudgets",
+    "/api/v1/persistentvolumeclaims": "persistentvolumeclaims",
+    "/api/v1/persistentvolumes": "persistentvolumes",
+    "/api/v1/namespaces": "namespaces",
+    "/apis/storage.k8s.io/v1/storageclasses": "storageclasses",
+    "/apis/storage.k8s.io/v1/csinodes": "csinodes",
 }
 NAMESPACED = {
     ("api/v1", "pods"): "pods",
@@ -36,7 +41,9 @@ NAMESPACED = {
     ("apis/policy/v1", "poddisruptionbudgets"): "poddisruptionbudgets",
 }
 LIST_KIND = {"pods": "PodList", "nodes": "NodeList", "poddisruptionbudgets": "PodDisruptionBudgetList",
-             "events": "EventList", "configmaps": "ConfigMapList", "leases": "LeaseList"}
+             "events": "EventList", "configmaps": "ConfigMapList", "leases": "LeaseList",
+             "persistentvolumeclaims": "PersistentVolumeClaimList", "persistentvolumes": "PersistentVolumeList",
+             "namespaces": "NamespaceList", "storageclasses": "StorageClassList", "csinodes": "CSINodeList"}
 
 
 def _status(code: int, reason: str, message: str, **extra: Any) -> JSON:

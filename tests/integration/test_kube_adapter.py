@@ -60,6 +60,30 @@ def test_list_then_watch_builds_the_snapshot_parts(kube: FakeKube, cache: Cluste
     assert eventually(lambda: {p.name for p in cache.view(lambda _: None)[0]} == {"train-2"})
 
 
+def test_storage_objects_and_namespaces_are_watched_for_the_filters(kube: FakeKube, cache: ClusterCache) -> None:
+    """PVCs, PVs, StorageClasses, CSINodes and Namespaces are listed and watched like pods."""
+    kube.put("storageclasses", {"metadata": {"name": "gp3"}, "provisioner": "ebs.csi.aws.com",
+                                "volumeBindingMode": "WaitForFirstConsumer"})
+    kube.put("persistentvolumeclaims", {"metadata": {"name": "ckpt", "namespace": "ml"},
+                                        "spec": {"storageClassName": "gp3", "volumeName": "pv-1"},
+                                        "status": {"phase": "Bound"}})
+    kube.put("persistentvolumes", {"metadata": {"name": "pv-1", "labels": {keys.LABEL_ZONE: "us-east-1a"}},
+                                   "spec": {"csi": {"driver": "ebs.csi.aws.com", "volumeHandle": "vol-1"}}})
+    kube.put("csinodes", {"metadata": {"name": "gpu-1"}, "spec": {"drivers": [
+        {"name": "ebs.csi.aws.com", "allocatable": {"count": 24}}]}})
+    kube.put("namespaces", {"metadata": {"name": "ml", "labels": {"team": "research"}}})
+    assert cache.wait_synced(5)
+    assert eventually(lambda: len(cache.scheduling_view()[0].claims) == 1 and len(cache.namespaces.items()) == 1
+                      and len(cache.csinodes.items()) == 1 and len(cache.pvs.items()) == 1)
+    storage, namespaces = cache.scheduling_view()
+    assert storage.claims["ml/ckpt"].bound and storage.volumes["pv-1"].labels[keys.LABEL_ZONE] == "us-east-1a"
+    assert storage.classes["gp3"].binding_mode == "WaitForFirstConsumer"
+    assert storage.csinodes["gpu-1"].limits == {"ebs.csi.aws.com": 24}
+    assert namespaces["ml"] == {keys.LABEL_NAMESPACE_NAME: "ml", "team": "research"}
+    kube.delete("persistentvolumeclaims", "ml/ckpt")
+    assert eventually(lambda: not cache.scheduling_view()[0].claims)
+
+
 def test_410_gone_relists_and_misses_nothing(kube: FakeKube, cache: ClusterCache) -> None:
     assert cache.wait_synced(5)
     relists = cache.pods.relists

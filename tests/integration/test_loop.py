@@ -46,6 +46,28 @@ def world(aws: MotoAws, kube: FakeKube, config: ScalerConfig, tmp_path: Path) ->
     w.close()
 
 
+def test_volume_zones_decide_the_pool_and_the_not_triggered_reason(world: World, kube: FakeKube) -> None:
+    """PVCs and PVs come through the watch cache: a pod whose PV is in 1a gets a node of the 1a spot pool;
+    one whose PV is in 1b gets VolumeZone's reason per pool: the on-demand pool spans 1a and 1b, and its
+    Auto Scaling group, not the scaler, picks the zone, so it cannot promise 1b (issue 13)."""
+    for claim, zone in (("ckpt-a", "us-east-1a"), ("ckpt-b", "us-east-1b")):
+        kube.put("persistentvolumeclaims", {"metadata": {"name": claim, "namespace": "default"},
+                                            "spec": {"storageClassName": "gp3", "volumeName": f"pv-{claim}"},
+                                            "status": {"phase": "Bound"}})
+        kube.put("persistentvolumes", {"metadata": {"name": f"pv-{claim}", "labels": {keys.LABEL_ZONE: zone}},
+                                       "spec": {"csi": {"driver": "ebs.csi.aws.com", "volumeHandle": claim}}})
+        obj = pod(claim.replace("ckpt", "train"), gpus=1, pending=True)
+        obj["spec"]["volumes"] = [{"name": "ckpt", "persistentVolumeClaim": {"claimName": claim}}]
+        kube.put("pods", obj)
+    plan = world.step()
+    assert plan is not None
+    assert [(u.pool, u.zone, u.pods) for u in plan.scale_ups] == [("gpu-spot-a", "us-east-1a", ("default/train-a",))]
+    [stuck] = [e for e in kube.objects("events") if e["involvedObject"]["name"] == "train-b"]
+    assert stuck["reason"] == "NotTriggerScaleUp"
+    assert "gpu-od: node(s) had no available volume zone" in stuck["message"]
+    assert "gpu-spot-a: node(s) had no available volume zone" in stuck["message"]
+
+
 def test_pending_gpu_pods_scale_up_spot_then_idle_nodes_go(world: World, kube: FakeKube) -> None:
     pods = world.gpu_pods("train", 3, pending=True)
     kube.put("pods", pod("huge", gpus=16, pending=True))  # no pool has 16 GPUs a node

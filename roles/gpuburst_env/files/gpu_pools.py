@@ -1,5 +1,8 @@
 """Print the GPU pools of a gpuburst scaler configuration as JSON, with their nodes' labels and taints.
 
+Each pool also carries its device plugin config (`device_plugin_config`: time-slicing replicas or
+the MIG strategy, null for whole GPUs), which the device_plugin role puts in the chart's config map
+under the pool's name, the value of the label its nodes carry (nvidia.com/device-plugin.config).
 The labels and taints come from the scaler's pool model (scaler.core.pool), the same object the
 Pulumi program derives the cloud groups' tags and the nodes' kubelet flags from, so the device
 plugin's tolerations can never drift from the pools. Reads YAML from a file or from stdin ("-").
@@ -31,7 +34,8 @@ def main() -> int:
         print(f"{source}: {err}", file=sys.stderr)
         return 1
     pools = [
-        {"name": p.name, "labels": p.node_labels(), "taints": [str(t) for t in p.node_taints()]}
+        {"name": p.name, "labels": p.node_labels(), "taints": [str(t) for t in p.node_taints()],
+         "device_plugin_config": p.sharing.device_plugin_config() if p.sharing else None}
         for p in config.pools if p.role == "gpu"
     ]
     print(json.dumps(pools))

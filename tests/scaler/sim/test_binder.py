@@ -132,3 +132,50 @@ def test_a_cordoned_first_node_does_not_hide_the_pools_taints(small_config: Scal
     binder.add_node(_node(small_config, "gpu1-od", "gpu-1"))
     assert binder.bind(_pod("cpu-only")) is None  # the GPU taint still applies on gpu-1
     assert binder.bind(_pod("one", gpus=1)).name == "gpu-1"  # type: ignore[union-attr]
+
+
+# --- the filters that look at the pods around (scaler.core.filters) ------------------------------------
+def _zoned(config: ScalerConfig, names_zones: list[tuple[str, str]]) -> Binder:
+    from scaler.core.filters import Storage
+    from scaler.core.model import PersistentVolume, PersistentVolumeClaim
+
+    pv = PersistentVolume("ckpt-pv", {keys.LABEL_ZONE: "us-east-1b"}, driver=keys.CSI_EBS, handle="vol-1")
+    claim = PersistentVolumeClaim("ckpt", "default", volume_name="ckpt-pv", storage_class="gp3", phase="Bound")
+    binder = Binder({DEFAULT.scheduler_name: DEFAULT}, Storage(claims={claim.key: claim}, volumes={pv.name: pv}))
+    for name, zone in names_zones:
+        t = config.pool("gpu1-od").template_node(zone)
+        binder.add_node(Node(name=name, labels={**t.labels, keys.LABEL_HOSTNAME: name}, taints=t.taints,
+                             allocatable=dict(t.allocatable), pool="gpu1-od"))
+    return binder
+
+
+def test_hostname_anti_affinity_binds_one_replica_per_node(small_config: ScalerConfig) -> None:
+    from scaler.core.filters import reasons
+    from scaler.core.model import LabelSelector, PodAffinityTerm
+
+    binder = _zoned(small_config, [("n1", "us-east-1a"), ("n2", "us-east-1a")])
+    term = PodAffinityTerm(LabelSelector((SelectorRequirement("app", "In", ("db",)),)), keys.LABEL_HOSTNAME,
+                           ("default",))
+    placed = []
+    for i in range(3):
+        replica = _pod(f"db-{i}", cpu=100, tolerations=(GPU_TOL,))
+        replica.labels = {"app": "db"}
+        replica.pod_anti_affinity = (term,)
+        node = binder.bind(replica)
+        placed.append(node.name if node else None)
+    assert placed == ["n1", "n2", None]
+    assert binder.last_reason == reasons.ANTI_AFFINITY
+
+
+def test_a_pod_with_a_zonal_volume_binds_in_the_volumes_zone(small_config: ScalerConfig) -> None:
+    from scaler.core.model import ClaimRef
+
+    binder = _zoned(small_config, [("a1", "us-east-1a"), ("b1", "us-east-1b")])
+    p = _pod("train", gpus=1)
+    p.claims = (ClaimRef("ckpt"),)
+    node = binder.bind(p)
+    assert node is not None and node.name == "b1"  # a1 sorts first and is just as empty
+    missing = _pod("other", gpus=1)
+    missing.claims = (ClaimRef("nope"),)
+    assert binder.bind(missing) is None
+    assert binder.last_reason == 'persistentvolumeclaim "nope" not found'

@@ -197,3 +197,37 @@ def test_simulate_names_the_jobs_that_never_ran_and_why(tmp_path: Path, pools_fi
     # demand counts the 1000-GPU job that never ran; the work done is the two small ones
     assert report["paid_over_demand"] < 1 < report["paid_over_demand_done"]
     assert report["demand_done_gpu_hours"] == pytest.approx(2 * 600 / 3600, abs=0.1)
+
+
+def test_explain_reads_volumes_and_gives_the_schedulers_reason(tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """The List may carry PVCs, PVs and StorageClasses: a pod whose checkpoint PV is bound in 1b gets its
+    node in 1b; one whose PV is in a zone no pool has fits no pool, with VolumeZone's reason."""
+    data = json.loads(SNAPSHOT.read_text())
+    pods = {i["metadata"]["name"]: i for i in data["items"] if i["kind"] == "Pod"}
+    eval_pod = pods["eval-resnet-0"]
+    eval_pod["spec"]["volumes"] = [{"name": "ckpt", "persistentVolumeClaim": {"claimName": "ckpt"}}]
+    stuck = json.loads(json.dumps(eval_pod))
+    stuck["metadata"]["name"] = "eval-resnet-1"
+    stuck["spec"]["volumes"] = [{"name": "ckpt", "persistentVolumeClaim": {"claimName": "ckpt-c"}}]
+    data["items"].append(stuck)
+    for claim, zone in (("ckpt", "us-east-1b"), ("ckpt-c", "us-east-1c")):
+        data["items"].append({"kind": "PersistentVolumeClaim", "metadata": {"name": claim, "namespace": "ml"},
+                              "spec": {"storageClassName": "gp3", "volumeName": f"pv-{claim}"},
+                              "status": {"phase": "Bound"}})
+        data["items"].append({"kind": "PersistentVolume", "metadata": {
+            "name": f"pv-{claim}", "labels": {"topology.kubernetes.io/zone": zone}},
+            "spec": {"storageClassName": "gp3", "csi": {"driver": "ebs.csi.aws.com", "volumeHandle": claim}}})
+    data["items"].append({"kind": "StorageClass", "metadata": {"name": "gp3"}, "provisioner": "ebs.csi.aws.com",
+                          "volumeBindingMode": "WaitForFirstConsumer"})
+    snap = tmp_path / "snap.json"
+    snap.write_text(json.dumps(data))
+    assert main(["plan", "--snapshot", str(snap), "--pools", str(POOLS), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["pods"]["ml/eval-resnet-0"]["outcome"] == "scale-up"
+    assert out["pods"]["ml/eval-resnet-0"]["pool"] == "gpu1-spot-b"
+    assert not any("kind" in n for n in out["snapshot_notes"])
+    assert main(["explain", "--snapshot", str(snap), "--pools", str(POOLS)]) == 0
+    text = capsys.readouterr().out
+    assert "ml/eval-resnet-1: unschedulable" in text
+    assert "gpu1-spot-a: node(s) had no available volume zone" in text
