@@ -60,6 +60,9 @@ TAINT_GPU_VALUE: Final = "present"
 TAINT_MIN_GPUS: Final = f"{DOMAIN}/min-gpus"
 # Pools whose nvidia.com/gpu is a share (time-slicing, MIG single): only pods that opt in land there.
 TAINT_GPU_SHARING: Final = f"{DOMAIN}/gpu-sharing"
+# Values of that taint, and of GPU feature discovery's sharing-strategy label for time-slicing.
+SHARING_TIME_SLICING: Final = "time-slicing"
+SHARING_MIG_SINGLE: Final = "mig-single"
 TAINT_AZURE_SPOT: Final = LABEL_AZURE_SCALESET_PRIORITY
 TAINT_AZURE_SPOT_VALUE: Final = "spot"
 # Put on a node the scaler is draining, with spec.unschedulable.

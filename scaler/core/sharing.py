@@ -123,7 +123,7 @@ class GpuSharing(_Strict):
 
     @property
     def strategy(self) -> str:
-        return "time-slicing" if self.time_slicing else "mig"
+        return keys.SHARING_TIME_SLICING if self.time_slicing else "mig"
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,7 +155,7 @@ class SharingPlan:
         """The device plugin's config selector and GPU feature discovery's labels for the sharing."""
         out = {keys.LABEL_DEVICE_PLUGIN_CONFIG: pool}
         if self.sharing.time_slicing:
-            out[keys.LABEL_GPU_SHARING_STRATEGY] = "time-slicing"
+            out[keys.LABEL_GPU_SHARING_STRATEGY] = keys.SHARING_TIME_SLICING
             out[keys.LABEL_GPU_REPLICAS] = str(self.sharing.time_slicing.replicas)
             out[keys.LABEL_GPU_PRODUCT] = f"{self.product}-SHARED"
         else:
@@ -168,8 +168,8 @@ class SharingPlan:
     def taint_value(self) -> str | None:
         """Where nvidia.com/gpu is a share (time-slicing, MIG single), whole-GPU pods must stay off."""
         if self.sharing.time_slicing:
-            return "time-slicing"
-        return "mig-single" if self.mig_strategy == "single" else None
+            return keys.SHARING_TIME_SLICING
+        return keys.SHARING_MIG_SINGLE if self.mig_strategy == "single" else None
 
     def device_plugin_config(self) -> dict[str, Any]:
         """The device plugin's config file for this pool (one named entry of the chart's config.map)."""

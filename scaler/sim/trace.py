@@ -173,8 +173,8 @@ def share_request(milli: int, config: ScalerConfig) -> tuple[dict[str, int], tup
     if replicas:
         r = min(replicas)
         return ({keys.RES_GPU: max(1, math.ceil(milli * r / 1000))},
-                (Toleration(keys.TAINT_GPU_SHARING, "Equal", "time-slicing", "NoSchedule"),),
-                {keys.LABEL_GPU_SHARING_STRATEGY: "time-slicing"})
+                (Toleration(keys.TAINT_GPU_SHARING, "Equal", keys.SHARING_TIME_SLICING, "NoSchedule"),),
+                {keys.LABEL_GPU_SHARING_STRATEGY: keys.SHARING_TIME_SLICING})
     best: tuple[float, int, str] | None = None
     for pool in config.pools:
         plan = pool.sharing
