@@ -12,11 +12,12 @@ Two classes, as cluster-autoscaler serves them:
   cap) is Failed with the planner's reasons.
 
 A Provisioned request books its capacity for `BOOKING_TTL` seconds: its stand-in pods, less the real pods
-that already consume it (annotation autoscaling.x-k8s.io/consume-provisioning-request), are placed on the
-nodes as pods without a controller, so scale-down keeps those nodes; the real consumers pending meanwhile
-are the booking's, not a reason to scale up. When the booking ends the request gets BookingExpired; if its
-nodes go (a spot reclaim) before then, CapacityRevoked. Parameters other than `ValidUntilSeconds` are
-refused with a reason, as is any other class.
+that consume it (annotation autoscaling.x-k8s.io/consume-provisioning-request) and already run, are placed
+on the nodes as pods without a controller, so scale-down keeps those nodes; the real consumers pending
+meanwhile are the booking's, not a reason to scale up. When the booking ends the request gets
+BookingExpired; if its nodes go (a spot reclaim) before then and the pods not running no longer fit on the
+nodes there are, CapacityRevoked, and its pending consumers ask for nodes like any pod. Parameters other
+than `ValidUntilSeconds` are refused with a reason, as is any other class.
 """
 
 from __future__ import annotations
@@ -148,13 +149,15 @@ def inject(snapshot: Snapshot, requests: Iterable[ProvisioningRequest], config: 
     for req in requests:
         if req.done or refusal(req) is not None or req.class_name != ATOMIC_SCALE_UP:
             continue
-        mine = consumers(req, [*snapshot.pending, *running])
         if booked(req, snapshot.now):
-            # The booking's own pods are served by it: they must not trigger another scale-up.
-            taken = {p.key for p in mine}
-            snapshot.pending = [p for p in snapshot.pending if p.key not in taken]
-            left = stand_ins(req, config, max(0, req.total - len(mine)))
+            # Room is held for every pod of the request not running yet (a consumer back to pending after
+            # its node went needs room again). While it is all held, the booking's pending pods are its own,
+            # not a reason for another scale-up; when it is not, the booking is revoked and they ask again.
+            left = stand_ins(req, config, max(0, req.total - len(consumers(req, running))))
             out.unplaced[req.key] = _place(left, snapshot.nodes)
+            if not out.unplaced[req.key]:
+                taken = {p.key for p in consumers(req, snapshot.pending)}
+                snapshot.pending = [p for p in snapshot.pending if p.key not in taken]
         elif not req.true(PROVISIONED):
             pods = stand_ins(req, config)
             snapshot.pending.extend(pods)
@@ -163,17 +166,22 @@ def inject(snapshot: Snapshot, requests: Iterable[ProvisioningRequest], config: 
 
 
 def _place(pods: list[Pod], nodes: list[Node]) -> int:
-    """First fit of the stand-ins onto ready, schedulable nodes (they become pods there); returns how many
-    found no node."""
+    """First fit of the stand-ins onto ready, schedulable nodes, all or none: when every one finds a node they
+    become pods there and 0 is returned, else nothing is placed and the count that found no node is."""
     ordered = sorted((n for n in nodes if n.ready and not n.unschedulable and not n.is_template),
                      key=lambda n: n.name)
+    placed: list[tuple[Node, Pod]] = []
     left = 0
     for pod in pods:
         node = next((n for n in ordered if fits(pod, n)), None)
         if node is None:
             left += 1
             continue
-        node.pods.append(dataclasses.replace(pod, node_name=node.name, phase="Running"))
+        placed.append((node, dataclasses.replace(pod, node_name=node.name, phase="Running")))
+        node.pods.append(placed[-1][1])
+    if left:
+        for node, pod in placed:
+            node.pods.remove(pod)
     return left
 
 

@@ -112,3 +112,20 @@ def test_unsupported_class_or_parameter_is_refused_with_a_reason() -> None:
     result, _ = step(param, snapshot(cfg, []), State(), cfg)
     assert status(param)["Accepted"] == ("False", "Rejected") and result.scale_ups == []
     assert "MaxRunDurationSeconds" in param.conditions["Failed"].message
+
+
+def test_a_consumer_back_to_pending_after_its_node_went_asks_for_a_node_at_once() -> None:
+    cfg = config(POOLS)
+    req = request(ATOMIC_SCALE_UP)
+    nodes = [node_of(cfg, "gpu8-od", f"n{i}") for i in range(4)]
+    _, state = step(req, snapshot(cfg, [], nodes, now=1000.0, desired={"gpu8-od": 4}), State(), cfg)
+    workers = [dataclasses.replace(pod(f"job-{i}", cpu="8", memory="64Gi", gpu=8, ns="ml"),
+                                   annotations={keys.ANNOTATION_CONSUME_PROVREQ: "train"}) for i in range(4)]
+    # The job runs on the booked nodes; a spot reclaim takes n3 and its worker is pending again, while the
+    # booking still has minutes to go: nothing is left to hold room for it, so it must not wait for expiry.
+    left = [node_of(cfg, "gpu8-od", f"n{i}") for i in range(3)]
+    for node, worker in zip(left, workers, strict=False):
+        node.pods.append(dataclasses.replace(worker, node_name=node.name, phase="Running"))
+    result, state = step(req, snapshot(cfg, [workers[3]], left, now=1100.0, desired={"gpu8-od": 3}), state, cfg)
+    assert status(req)["CapacityRevoked"] == ("True", "CapacityRevoked")
+    assert [(u.pool, u.new_desired) for u in result.scale_ups] == [("gpu8-od", 4)]
