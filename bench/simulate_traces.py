@@ -1,7 +1,8 @@
 """Replay the shared GPU traces through the scaler: both traces x {default, binpack} placement, plus a
 two-hour spot outage of one zone, random spot reclaims (0.05 per spot instance-hour, each with the
 cloud's two-minute notice: drains through the Eviction API that gang jobs' PodDisruptionBudgets can
-block, replacements planned by the core) and the Alibaba trace's GPU-sharing pods on time-sliced pools
+block, replacements planned by the core), PHILLY-A's gang jobs queued behind ProvisioningRequests as
+Kueue queues them (`--provisioning-requests`) and the Alibaba trace's GPU-sharing pods on time-sliced pools
 (examples/pools-aws-shared.yaml, `--gpu-sharing`). Prints the command line of each run and one line of figures; these
 are the figures docs/simulator.md and the README quote.
 
@@ -55,6 +56,9 @@ def runs(traces: Path, pools: str, untainted: str | None) -> list[tuple[str, dic
     out.append((f"PHILLY-A.csv default, spot reclaims {INTERRUPTION_RATE}/instance-h",
                 {"trace": str(traces / "PHILLY-A.csv"), "pools": pools, "scheduler": "default", "outages": [],
                  "interruption_rate": INTERRUPTION_RATE}))
+    out.append(("PHILLY-A.csv default, gangs queued as ProvisioningRequests (--provisioning-requests)",
+                {"trace": str(traces / "PHILLY-A.csv"), "pools": pools, "scheduler": "default", "outages": [],
+                 "provisioning_requests": True}))
     out.append(("ALIBABA-OPENB2023-A.csv default, time-sliced pools (--gpu-sharing)",
                 {"trace": str(traces / "ALIBABA-OPENB2023-A.csv"), "pools": SHARED_POOLS, "scheduler": "default",
                  "outages": [], "gpu_sharing": True}))
@@ -72,6 +76,8 @@ def command_line(kw: dict[str, Any]) -> str:
         outages += f" --interruption-rate {kw['interruption_rate']}"
     if kw.get("gpu_sharing"):
         outages += " --gpu-sharing"
+    if kw.get("provisioning_requests"):
+        outages += " --provisioning-requests"
     if "untainted-" in kw["pools"]:
         return f"(pools: {Path(kw['pools']).name[len('untainted-'):]} with every min_pod_gpus removed)"
     return (f"python -m scaler simulate --trace {kw['trace']} --pools {kw['pools']} "
@@ -115,7 +121,8 @@ def write_readme(path: Path, table: str) -> None:
 
 def _one(kw: dict[str, Any]) -> dict[str, Any]:
     _, report = simulate(kw["trace"], kw["pools"], scheduler=kw["scheduler"], outages=kw["outages"],
-                         interruption_rate=kw.get("interruption_rate", 0.0), gpu_sharing=kw.get("gpu_sharing", False))
+                         interruption_rate=kw.get("interruption_rate", 0.0), gpu_sharing=kw.get("gpu_sharing", False),
+                         provisioning_requests=kw.get("provisioning_requests", False))
     return report
 
 

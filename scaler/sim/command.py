@@ -45,6 +45,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gpu-sharing", action="store_true",
                         help="GPU-sharing jobs (gpu_milli < 1000) ask for a share on the pools' time-sliced or MIG "
                              "pools instead of a whole GPU (rule: docs/gpu-sharing.md)")
+    parser.add_argument("--provisioning-requests", action="store_true",
+                        help="queue gang jobs as Kueue does with a ProvisioningRequest admission check: each asks "
+                             "for all its pods (best-effort-atomic-scale-up) and starts when it is Provisioned")
     parser.add_argument("--report", help="write the JSON report here")
     parser.add_argument("--plot", help="write the PNG timeline here")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random spot reclaims")
@@ -89,6 +92,7 @@ def simulate(
     trace: str, pools: str, *, hours: float | None = None, outages: list[str] | None = None,
     scheduler: str = "default", interruption_rate: float = 0.0, seed: int = 0, quiet: bool = True,
     planner: Planner = plan, device_plugin_delay: float = 0.0, gpu_sharing: bool = False,
+    provisioning_requests: bool = False,
 ) -> tuple[SimResult, dict[str, Any]]:
     """Run one simulation; returns the raw result and the report (raises on bad input)."""
     config = load_config(pools)
@@ -105,7 +109,7 @@ def simulate(
     started = time.monotonic()
     engine = Engine(config, jobs, provider, planner, profile=PROFILES[scheduler],
                     progress=None if quiet else progress, device_plugin_delay=device_plugin_delay,
-                    gpu_sharing=gpu_sharing)
+                    gpu_sharing=gpu_sharing, provisioning_requests=provisioning_requests)
     result = engine.run()
     report = build_report(result, trace=trace, pools_file=pools, seed=seed, outages=specs,
                           wall_s=time.monotonic() - started)
@@ -128,6 +132,7 @@ def main(args: argparse.Namespace) -> int:
             args.trace, args.pools, hours=args.hours, outages=args.spot_outage, scheduler=args.scheduler,
             interruption_rate=args.interruption_rate, seed=args.seed, quiet=args.quiet,
             device_plugin_delay=args.device_plugin_delay, gpu_sharing=args.gpu_sharing,
+            provisioning_requests=args.provisioning_requests,
         )
     except (ConfigError, TraceError, InputError) as err:
         print(f"error: {err}", file=sys.stderr)

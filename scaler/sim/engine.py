@@ -17,6 +17,16 @@ Jobs: a job starts when all its pods run and completes `duration_s` of running l
 by a drain or lost to a spot reclaim goes back to pending (counted in `rescheduled_pods`); its job
 stops and resumes from where it was when all its pods run again (training jobs checkpoint), so the
 time lost is paid for, the work is not counted twice.
+
+With `provisioning_requests` the gang jobs (more than one pod) are queued the way Kueue queues them behind
+a ProvisioningRequest admission check: at submission the job is suspended (no pods yet) and a
+ProvisioningRequest of class best-effort-atomic-scale-up.autoscaling.x-k8s.io asks for all its pods; the
+pass serves it through `scaler.core.provreq.serve`, the call `scaler run` makes, and the job is admitted
+(its pods created, each consuming the request) when the request is Provisioned. A Failed request is
+retried as Kueue's ProvisioningRequestConfig retryStrategy does by default (3 retries, backoff 60 s
+doubling); after the last one the job is rejected and the report says why. A request that is revoked or
+whose booking expires leaves the admitted pods as they are (Kueue does not evict a workload whose pods
+are created).
 """
 
 from __future__ import annotations
@@ -28,7 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from scaler.actuator import Actuator
-from scaler.core import keys
+from scaler.core import keys, provreq
 from scaler.core.config import ScalerConfig
 from scaler.core.model import Node, Pod, PodDisruptionBudget
 from scaler.core.scoring import DEFAULT, ScoringProfile
@@ -39,6 +49,8 @@ from scaler.sim.cluster import SimKube
 from scaler.sim.trace import SIM_NAMESPACE, Job, job_pods
 
 Planner = Callable[[Snapshot, State, ScalerConfig], tuple[Plan, State]]
+KUEUE_RETRIES = 3  # ProvisioningRequestConfig retryStrategy.backoffLimitCount, Kueue's default
+KUEUE_BACKOFF_S = 60.0  # its backoffBaseSeconds; each retry waits twice the one before
 Progress = Callable[[str], None]
 
 
@@ -52,6 +64,10 @@ class JobRun:
     done_s: float = 0.0  # run time accumulated by earlier runs
     completed_at: float | None = None
     version: int = 0  # bumped when a run stops, so its completion event is ignored
+    request: provreq.ProvisioningRequest | None = None  # a queued gang's current ProvisioningRequest
+    attempts: int = 0  # ProvisioningRequests made for it
+    admitted_at: float | None = None  # when its request was Provisioned and its pods created
+    rejected: str = ""  # why the queue gave up on it (its last request Failed)
 
 
 @dataclass(slots=True)
@@ -93,6 +109,7 @@ class SimResult:
     state: State = field(default_factory=State)
     evictions_refused: int = 0  # evictions a PodDisruptionBudget refused (429)
     gpu_sharing: bool = False  # GPU-sharing jobs asked for shares on the sharing pools (trace.share_request)
+    requests: dict[str, int] | None = None  # gangs queued behind ProvisioningRequests: condition -> count
 
 
 class Engine:
@@ -108,6 +125,7 @@ class Engine:
         max_time: float | None = None,
         device_plugin_delay: float = 0.0,
         gpu_sharing: bool = False,
+        provisioning_requests: bool = False,
     ) -> None:
         """`device_plugin_delay`: a GPU node registers Ready with no allocatable GPU and publishes its
         GPUs this many seconds later (the NVIDIA device plugin starting); 0 publishes them at once."""
@@ -148,6 +166,10 @@ class Engine:
         self.kube = SimKube(self.binder, self._pdbs, self._bound_pod, self._evicted, self._node_deleted)
         self.actuator = Actuator(provider, self.kube)
         self.device_plugin_delay = device_plugin_delay
+        self.queue_gangs = provisioning_requests
+        self.requests: dict[str, JobRun] = {}  # live ProvisioningRequests (by key) -> their job
+        self.request_counts: dict[str, int] = {}  # "created" and each condition that became True
+        self.rejected = 0
         self._gpus_due: list[tuple[float, str, str, int]] = []  # (when, node, GPU device resource, count)
         for i, r in enumerate(self.runs):
             self._push(r.job.submit_s, "submit", i, 0)
@@ -182,8 +204,13 @@ class Engine:
                 run = self.runs[index]
                 if kind == "submit":
                     self.demand_gpus += run.job.gpus
-                    for pod in run.pods:
-                        self._enqueue(pod, now)
+                    if self.queue_gangs and len(run.pods) > 1:
+                        self._request(run, now)
+                    else:
+                        for pod in run.pods:
+                            self._enqueue(pod, now)
+                elif kind == "retry" and not run.rejected:
+                    self._request(run, now)
                 elif kind == "complete" and version == run.version and run.completed_at is None:
                     self._complete(run, now)
             self._bind(now)
@@ -266,10 +293,56 @@ class Engine:
         self.completed += 1
         self.running_gangs.pop(id(run), None)
         self.demand_gpus -= run.job.gpus
+        if run.request is not None:
+            self.requests.pop(run.request.key, None)  # Kueue deletes a finished workload's request
         for pod in run.pods:
             self.binder.unbind(pod)
             pod.phase = "Succeeded"
         self.capacity_changed = True
+
+    # --- Kueue's side of ProvisioningRequests --------------------------------------------------------
+    def _request(self, run: JobRun, now: float) -> None:
+        """The job waits for admission: one ProvisioningRequest for all its pods (Kueue's PodTemplate is the
+        job's pod)."""
+        run.attempts += 1
+        name = f"job-{run.job.job_id}" + (f"-{run.attempts}" if run.attempts > 1 else "")
+        req = provreq.ProvisioningRequest(SIM_NAMESPACE, name, provreq.ATOMIC_SCALE_UP,
+                                          [provreq.PodSet(run.pods[0], len(run.pods))], created_at=now)
+        run.request = req
+        self.requests[req.key] = run
+        self._count("created")
+        self.dirty = True
+
+    def _count(self, what: str) -> None:
+        self.request_counts[what] = self.request_counts.get(what, 0) + 1
+
+    def _answer(self, answers: dict[str, dict[str, provreq.Condition]], now: float) -> None:
+        """Write the requests' conditions (the API server's part) and act on them (Kueue's part)."""
+        for key, run in list(self.requests.items()):
+            req = run.request
+            assert req is not None and req.key == key
+            before = req.conditions
+            req.conditions = answers.get(key, before)
+            for kind in (provreq.PROVISIONED, provreq.FAILED, provreq.CAPACITY_REVOKED, provreq.BOOKING_EXPIRED):
+                if req.true(kind) and (kind not in before or before[kind].status != "True"):
+                    self._count(kind)
+            if req.true(provreq.PROVISIONED) and run.admitted_at is None:
+                run.admitted_at = now
+                self.dirty = True  # the next pass sees whether its pods all found their booked room
+                for pod in run.pods:
+                    pod.annotations[keys.ANNOTATION_CONSUME_PROVREQ] = req.name
+                    self._enqueue(pod, now)
+            elif req.true(provreq.FAILED) and run.admitted_at is None:
+                if run.attempts <= KUEUE_RETRIES:
+                    self._push(now + KUEUE_BACKOFF_S * 2 ** (run.attempts - 1), "retry", self._run_index[id(run)],
+                               0)
+                else:
+                    failed = req.conditions[provreq.FAILED]
+                    run.rejected = f"ProvisioningRequest {req.key} Failed ({failed.reason}): {failed.message}"
+                    self.rejected += 1
+                    self.demand_gpus -= run.job.gpus
+            if req.done:
+                del self.requests[key]
 
     def _sample(self, now: float) -> None:
         by_pool: dict[str, int] = {}
@@ -289,6 +362,8 @@ class Engine:
         times += [f.deadline for flights in self.state.in_flight.values() for f in flights]
         times += [b.until for b in self.state.backoff.values()]
         times += list(self.state.unavailable.values())
+        times += [r.request.conditions[provreq.PROVISIONED].at + provreq.BOOKING_TTL
+                  for r in self.requests.values() if r.request is not None and r.request.true(provreq.PROVISIONED)]
         future = [x for x in times if x > now]
         return min(future, default=math.inf)
 
@@ -326,10 +401,12 @@ class Engine:
         snapshot = Snapshot(now=now, pending=list(self.pending.values()), nodes=list(self.binder.nodes.values()),
                             pools=pools, pdbs=self._pdbs(), interruptions=self.provider.interruptions(),
                             draining=self.actuator.draining(), abandoned=abandoned, refused=refused)
+        requests = [r.request for r in self.requests.values() if r.request is not None]
         started = time.perf_counter()
-        plan, self.state = self.planner(snapshot, self.state, self.config)
+        plan, self.state, answers = provreq.serve(snapshot, self.state, self.config, requests, self.planner)
         self.plan_seconds.append(time.perf_counter() - started)
         self.actuator.act(plan, snapshot)
+        self._answer(answers, now)
         self._account(plan, now)
         self.plan_nonempty = not plan.empty
 
@@ -366,7 +443,7 @@ class Engine:
 
     # --- the run -------------------------------------------------------------------------------
     def finished(self) -> bool:
-        if self.completed < len(self.runs) or self.actuator.drains:
+        if self.completed + self.rejected < len(self.runs) or self.actuator.drains:
             return False
         return all(len([i for i in self.provider.alive() if i.pool == p.name]) <= p.min_size
                    for p in self.config.pools)
@@ -407,6 +484,7 @@ class Engine:
             scale_downs=sum(1 for i in self.provider.history if i.end_reason == "deleted"),
             provider_errors=self.actuator.errors, evictions_refused=self.kube.refused,
             nodes=list(self.binder.nodes.values()), state=self.state, gpu_sharing=self.gpu_sharing,
+            requests=dict(self.request_counts) if self.queue_gangs else None,
         )
 
     def _status(self, tick: float) -> str:

@@ -15,7 +15,11 @@
 - fallback_events / fallback_delay_*: a spot launch that failed while pods waited for it opens an
   episode; it closes when a scale-up in another pool is planned for those pods (the fallback). The
   delay is from the failed launch to that scale-up.
-- plan_*: wall time of `scaler.core.planner.plan` per pass that ran.
+- plan_*: wall time of `scaler.core.planner.plan` per pass that ran (with the ProvisioningRequests, if any).
+- provisioning_requests (with --provisioning-requests, else null): the gangs' ProvisioningRequests made and
+  how many became Provisioned, Failed, CapacityRevoked, BookingExpired; admission_wait_*: from a gang's
+  submission to its request being Provisioned (its pods are created then). A gang whose last request
+  Failed is rejected and named under never_started with the request's reason.
 """
 
 from __future__ import annotations
@@ -94,7 +98,7 @@ def never_started(result: SimResult) -> dict[str, Any]:
         return out
     config = result.config
     job_of = {p.key: r.job.job_id for r in runs for p in r.pods}
-    waiting = [p for r in runs for p in r.pods if p.node_name is None]
+    waiting = [p for r in runs if not r.rejected for p in r.pods if p.node_name is None]
     alive: dict[str, int] = {}
     for inst in result.provider.alive():
         alive[inst.pool] = alive.get(inst.pool, 0) + 1
@@ -110,6 +114,10 @@ def never_started(result: SimResult) -> dict[str, Any]:
         group["jobs"].add(job_of[pod.key])
 
     for r in runs:
+        if r.rejected:
+            for pod in r.pods:
+                count("rejected", {"*": r.rejected}, pod)
+            continue
         for pod in r.pods:
             v = verdicts.get(pod.key)
             if pod.node_name is not None:
@@ -137,6 +145,7 @@ def build_report(result: SimResult, *, trace: str, pools_file: str, seed: int, o
     done = sum(r.job.gpus * _done_s(r, end) for r in result.jobs) / 3600
     pendings = [_pending(r) for r in result.jobs if r.first_start is not None]
     never = never_started(result)
+    admitted = [r.admitted_at - r.job.submit_s for r in result.jobs if r.admitted_at is not None]
     delays = [e.fallback_at - e.failed_at for e in result.episodes if e.fallback_at is not None]
     timings = result.config.timings
     return {
@@ -183,6 +192,13 @@ def build_report(result: SimResult, *, trace: str, pools_file: str, seed: int, o
         "simulated_hours": round(end / 3600, 2),
         "wall_s": round(wall_s, 1),
         "provider_errors": result.provider_errors[:20],
+        # --provisioning-requests: the gangs' ProvisioningRequests, how many were made and how many reached
+        # each condition; admission_wait: submission to Provisioned (part of pending_*).
+        "provisioning_requests": None if result.requests is None else {
+            **{k: result.requests.get(k, 0) for k in ("created", "Provisioned", "Failed", "CapacityRevoked",
+                                                      "BookingExpired")},
+            "admission_wait_p95_s": percentile(admitted, 0.95), "admission_wait_max_s": max(admitted, default=0.0),
+        },
         "never_started": never,
     }
 
@@ -200,6 +216,9 @@ def summary(report: dict[str, Any]) -> str:
     width = max(len(k) for k in SUMMARY_KEYS)
     lines = [f"simulation of {report['trace']} with {report['pools_file']} ({report['placement']})"]
     lines += [f"  {k:<{width}}  {report[k]}" for k in SUMMARY_KEYS]
+    requests = report.get("provisioning_requests")
+    if requests is not None:
+        lines.append(f"  {'provisioning_requests':<{width}}  " + " ".join(f"{k}={v}" for k, v in requests.items()))
     lines += never_started_lines(report)
     return "\n".join(lines)
 

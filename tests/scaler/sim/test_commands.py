@@ -38,6 +38,21 @@ def test_simulate_writes_report_and_plot(tmp_path: Path, pools_file: Path, capsy
     assert plot_path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_simulate_queues_gangs_behind_provisioning_requests_when_asked(
+        tmp_path: Path, pools_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    trace = write_trace(tmp_path / "t.csv", ["j1,0,1,600,1", "j2,30,16,1200,2", "j3,60,16,900,4"])
+    report_path = tmp_path / "r.json"
+    assert main(["simulate", "--trace", str(trace), "--pools", str(pools_file), "--quiet", "--report",
+                 str(report_path), "--provisioning-requests"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"^  provisioning_requests +created=2 Provisioned=2 Failed=0 ", out, re.M)
+    assert json.loads(report_path.read_text())["provisioning_requests"]["Provisioned"] == 2
+    assert main(["simulate", "--trace", str(trace), "--pools", str(pools_file), "--quiet", "--report",
+                 str(report_path)]) == 0
+    assert "provisioning_requests" not in capsys.readouterr().out
+    assert json.loads(report_path.read_text())["provisioning_requests"] is None
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
