@@ -46,7 +46,7 @@ def test_aws_main_deploys_the_scaler_with_its_irsa_role_and_queue() -> None:
     role = _one(mocks, "aws:iam/role:Role", "scaler")
     assert sa["metadata"]["annotations"]["eks.amazonaws.com/role-arn"].endswith(f":role/{role['name']}")
     assert _env(mocks)["GPUBURST_INTERRUPTION_QUEUE_URL"].endswith("/gpuburst-dev-interruptions")
-    assert sum(1 for r in mocks.registered if r[0] == "aws:autoscaling/group:Group") == 4
+    assert sum(1 for r in mocks.registered if r[0] == "aws:autoscaling/group:Group") == 5
 
 
 def test_azure_main_deploys_the_scaler_with_its_workload_identity() -> None:

@@ -45,8 +45,8 @@ CASES = [
      f"{F}: gpuburst:scaler.limits.max_gpu: Extra inputs are not permitted"),
     ("min > max", _pool("gpu1-spot-a", min=9),
      f"{F}: gpuburst:pools[gpu1-spot-a].max: min (9) is greater than max (8)"),
-    ("GPU pool on a type without GPUs", _pool("gpu1-od", instance_types=["m6i.large"]),
-     f"{F}: gpuburst:pools[gpu1-od].role: role gpu on m6i.large, which has no GPU"),
+    ("GPU pool on a type without GPUs", _pool("gpu1-od-a", instance_types=["m6i.large"]),
+     f"{F}: gpuburst:pools[gpu1-od-a].role: role gpu on m6i.large, which has no GPU"),
     ("spot pool without a fallback", _pool("gpu1-spot-b", fallback=None),
      f"{F}: gpuburst:pools[gpu1-spot-b].fallback: is required for a spot GPU pool"),
     ("spot CPU pool without a fallback", lambda c: c["gpuburst:pools"].append(
@@ -69,8 +69,8 @@ CASES = [
     ("spot GPU pool over several zones", _pool("gpu1-spot-b", zones=["us-east-1a", "us-east-1b"]),
      f"{F}: gpuburst:pools[gpu1-spot-b].zones: declare one spot GPU pool per zone"),
     ("no system pool", _drop_system, f"{F}: gpuburst:pools: no pool has role system"),
-    ("unknown instance type", _pool("gpu1-od", instance_types=["g7.xlarge"]),
-     f"{F}: gpuburst:pools[gpu1-od].instance_types: instance type 'g7.xlarge' is not in the catalogue"),
+    ("unknown instance type", _pool("gpu1-od-a", instance_types=["g7.xlarge"]),
+     f"{F}: gpuburst:pools[gpu1-od-a].instance_types: instance type 'g7.xlarge' is not in the catalogue"),
     ("existing network without a subnet for a zone",
      _set("gpuburst:network", {"vpc_id": "vpc-0123456789abcdef0",
                                "private_subnets": {"us-east-1a": "subnet-0aaaaaaaa"}}),
@@ -112,7 +112,7 @@ def test_pulumi_run_fails_with_the_message_and_declares_nothing(tmp_path: Path) 
 
 def test_pulumi_run_declares_the_stack_from_a_good_file() -> None:
     mocks = run_program(DEV)
-    assert sum(1 for r in mocks.registered if r[0] == "aws:autoscaling/group:Group") == 4
+    assert sum(1 for r in mocks.registered if r[0] == "aws:autoscaling/group:Group") == 5
 
 
 def test_secret_values_never_go_into_plain_inputs(tmp_path: Path) -> None:
