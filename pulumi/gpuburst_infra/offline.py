@@ -2,8 +2,9 @@
 
 No Pulumi CLI, no plugins, no cloud: the stack file's config is handed to the runtime the way the CLI
 hands it (structured values as JSON, `secure:` values as secrets), the program runs, and every resource
-registration is recorded with the inputs and resource options the engine would receive. The tests
-use it, and so can a pull request without cloud credentials:
+registration is recorded with the inputs and resource options the engine would receive, and the
+program's warnings (printed to stderr, as `pulumi preview` shows them). The tests use it, and so can a
+pull request without cloud credentials:
 
     PYTHONPATH=pulumi .venv/bin/python -m gpuburst_infra.offline Pulumi.aws-dev.yaml
 """
@@ -14,6 +15,7 @@ import base64
 import binascii
 import hashlib
 import json
+import logging
 import os
 import sys
 import uuid
@@ -25,8 +27,8 @@ import yaml
 from pulumi.runtime.mocks import MockMonitor
 
 import pulumi
-from gpuburst_infra.program import build, platform_settings, read_pulumi_config
-from gpuburst_infra.stack import StackConfigError, load_stack
+from gpuburst_infra.program import build, load
+from gpuburst_infra.stack import StackConfigError
 from scaler.configfile import read_text
 from scaler.core.config import ConfigError
 
@@ -89,6 +91,7 @@ class Render:
     outputs: dict[str, Any]
     secret_outputs: set[str]
     calls: list[tuple[str, dict[str, Any]]]
+    warnings: list[str] = field(default_factory=list)  # what `pulumi preview` shows as warning diagnostics
 
     def of_type(self, type_: str) -> list[Registration]:
         return [r for r in self.resources if r.type == type_]
@@ -260,6 +263,18 @@ def _computed(typ: str, name: str, region: str, state: dict[str, Any]) -> dict[s
     return {}
 
 
+class _Diagnostics(logging.Handler):
+    """The program's `pulumi.log.warn` lines: the mocked engine hands them to a logger."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.levelno == logging.WARNING:
+            self.lines.append(record.getMessage())
+
+
 class RecordingMonitor(MockMonitor):
     """The mock monitor, also recording the resource options the engine receives (ignoreChanges, protect)."""
 
@@ -282,12 +297,15 @@ def render(path: str | Path) -> Render:
     region = config.get("aws:region") or config.get("azure-native:location") or ""
     mocks = CloudMocks(region)
     monitor = RecordingMonitor(mocks)
-    pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack_name, preview=False, monitor=monitor)
+    diagnostics = _Diagnostics()
+    engine_log = logging.Logger(f"{__name__}.engine")
+    engine_log.addHandler(diagnostics)
+    pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack_name, preview=False, monitor=monitor,
+                             logger=engine_log)
     pulumi.runtime.set_all_config(config, secrets)
     # Validate first, outside the runtime's event loop, so a bad config raises its own error; the
-    # platform section too, as `pulumi up` does before declaring anything.
-    stack = load_stack(read_pulumi_config(), path.name)
-    platform_settings(stack)
+    # platform section too, as `pulumi up` does before declaring anything (and its warnings).
+    stack, _settings = load(path.name)
     result: dict[str, Any] = {}
     secret_outputs: set[str] = set()
 
@@ -312,7 +330,8 @@ def render(path: str | Path) -> Render:
         ignore, protect = monitor.options.get((typ, name), ([], False))
         resources.append(Registration(type=typ, name=name, inputs=inputs, custom=custom, id=rid,
                                       ignore_changes=ignore, protect=protect))
-    return Render(resources=resources, outputs=result, secret_outputs=secret_outputs, calls=mocks.calls)
+    return Render(resources=resources, outputs=result, secret_outputs=secret_outputs, calls=mocks.calls,
+                  warnings=diagnostics.lines)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -321,11 +340,14 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m gpuburst_infra.offline Pulumi.<stack>.yaml", file=sys.stderr)
         return 2
     try:
-        snapshot = render(args[0]).snapshot()
+        rendered = render(args[0])
     except StackConfigError as err:
         # What `pulumi preview` prints for the same file (the program raises it as a RunError).
         print(f"error: {err}", file=sys.stderr)
         return 2
+    for warning in rendered.warnings:  # the stack deploys, but `pulumi preview` would show these too
+        print(f"warning: {warning}", file=sys.stderr)
+    snapshot = rendered.snapshot()
     try:
         sys.stdout.write(snapshot)
         sys.stdout.flush()

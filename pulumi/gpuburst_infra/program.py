@@ -35,6 +35,16 @@ def read_pulumi_config() -> dict[str, Any]:
     return out
 
 
+def load(file: str) -> tuple[Stack, Any]:
+    """The running stack's config validated before anything is declared (the platform section too), and
+    what the scaler would warn about in it (`Stack.warnings`) shown as Pulumi warnings."""
+    stack = load_stack(read_pulumi_config(), file)
+    settings = platform_settings(stack)
+    for warning in stack.warnings:
+        pulumi.log.warn(warning)
+    return stack, settings
+
+
 def declare(stack: Stack) -> Any:
     """The cloud's resources (AwsStack or AzureStack); only that cloud's SDK is imported."""
     if stack.cloud == "aws":
@@ -97,8 +107,7 @@ def deploy_platform(stack: Stack, cloud: Any, outputs: dict[str, Any], settings:
 def main() -> None:
     file = stack_file(pulumi.get_stack())
     try:
-        stack = load_stack(read_pulumi_config(), file)
-        settings = platform_settings(stack)
+        stack, settings = load(file)
     except StackConfigError as err:
         raise pulumi.RunError(str(err)) from None
     cloud = declare(stack)

@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from scaler.core.capacity import zone_hints
 from scaler.core.catalogue import Cloud
 from scaler.core.config import AZURE_ZONES, ConfigError, ScalerConfig, parse_config
 from scaler.core.errors import FieldError, KeyPath, render_path
@@ -291,6 +292,12 @@ class Stack:
     @property
     def zones(self) -> list[str]:
         return sorted({z for p in self.scaler.pools for z in p.zones})
+
+    @property
+    def warnings(self) -> list[str]:
+        """What the scaler warns about at start (`zone_hints`: a one-zone pool whose fallback spans zones), named
+        as stack keys. Not errors: the stack deploys, but a zone-pinned pod could not fall back."""
+        return [f"{self.file}: {NAMESPACE}:{hint}" for hint in zone_hints(self.scaler.pools)]
 
     def scaler_config_dict(self) -> dict[str, Any]:
         """What the scaler reads (`scaler.configfile.load_config` accepts it as YAML)."""
