@@ -22,7 +22,6 @@ than `ValidUntilSeconds` are refused with a reason, as is any other class.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -194,7 +193,7 @@ def check(req: ProvisioningRequest, snapshot: Snapshot, config: ScalerConfig, *,
         pools = {name: PoolObservation(pool=obs.pool, desired=0, instances=0) for name, obs in snapshot.pools.items()}
         alone = Snapshot(now=snapshot.now, pending=pending, nodes=[], pools=pools)
     else:
-        alone = dataclasses.replace(snapshot, pending=pending, nodes=copy.deepcopy(snapshot.nodes))
+        alone = dataclasses.replace(snapshot, pending=pending)  # the planner changes no node
     result, _ = plan(alone, State(), config)
     verdicts = [result.verdicts[p.key] for p in pending if p.key in result.verdicts]
     stuck = [v for v in verdicts if v.outcome not in _FITS]
@@ -282,7 +281,9 @@ def serve(snapshot: Snapshot, state: State, config: ScalerConfig, requests: list
     if not requests:
         result, new_state = planner(snapshot, state, config)
         return result, new_state, {}
-    view = dataclasses.replace(snapshot, pending=list(snapshot.pending), nodes=copy.deepcopy(snapshot.nodes))
+    # `inject` adds stand-ins to the nodes' pod lists and changes nothing else: each node gets a list of its own.
+    view = dataclasses.replace(snapshot, pending=list(snapshot.pending),
+                               nodes=[dataclasses.replace(n, pods=list(n.pods)) for n in snapshot.nodes])
     injected = inject(view, requests, config)
     result, new_state = planner(view, state, config)
     nodes = {n.name: n for n in snapshot.nodes}

@@ -129,3 +129,15 @@ def test_a_consumer_back_to_pending_after_its_node_went_asks_for_a_node_at_once(
     result, state = step(req, snapshot(cfg, [workers[3]], left, now=1100.0, desired={"gpu8-od": 3}), state, cfg)
     assert status(req)["CapacityRevoked"] == ("True", "CapacityRevoked")
     assert [(u.pool, u.new_desired) for u in result.scale_ups] == [("gpu8-od", 4)]
+
+
+def test_serving_leaves_the_callers_snapshot_as_it_was() -> None:
+    cfg = config(POOLS)
+    req = request(ATOMIC_SCALE_UP)
+    nodes = [node_of(cfg, "gpu8-od", f"n{i}") for i in range(4)]
+    before = [list(n.pods) for n in nodes]
+    _, state = step(req, snapshot(cfg, [], nodes, now=1000.0, desired={"gpu8-od": 4}), State(), cfg)
+    snap = snapshot(cfg, [], nodes, now=1100.0, desired={"gpu8-od": 4})
+    result, _ = step(req, snap, state, cfg)  # booked: the stand-ins sit on the nodes of the planner's view only
+    assert req.true(provreq.PROVISIONED) and result.scale_downs == [] and result.unneeded == {}
+    assert [list(n.pods) for n in snap.nodes] == before and snap.pending == []
