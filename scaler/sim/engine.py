@@ -24,9 +24,9 @@ ProvisioningRequest of class best-effort-atomic-scale-up.autoscaling.x-k8s.io as
 pass serves it through `scaler.core.provreq.serve`, the call `scaler run` makes, and the job is admitted
 (its pods created, each consuming the request) when the request is Provisioned. A Failed request is
 retried as Kueue's ProvisioningRequestConfig retryStrategy does by default (3 retries, backoff 60 s
-doubling); after the last one the job is rejected and the report says why. A request that is revoked or
-whose booking expires leaves the admitted pods as they are (Kueue does not evict a workload whose pods
-are created).
+doubling, the defaults in Kueue's ProvisioningRequestConfig CRD); after the last one Kueue deactivates
+the workload: the job is rejected and the report says why. Not modelled: Kueue's eviction of a workload
+whose request is revoked (its pods, once created, stay and are scheduled like any pod).
 """
 
 from __future__ import annotations
