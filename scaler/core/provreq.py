@@ -13,11 +13,12 @@ Two classes, as cluster-autoscaler serves them:
 
 A Provisioned request books its capacity for `BOOKING_TTL` seconds: its stand-in pods, less the real pods
 that consume it (annotation autoscaling.x-k8s.io/consume-provisioning-request) and already run, are placed
-on the nodes as pods without a controller, so scale-down keeps those nodes; the real consumers pending
-meanwhile are the booking's, not a reason to scale up. When the booking ends the request gets
-BookingExpired; if its nodes go (a spot reclaim) before then and the pods not running no longer fit on the
-nodes there are, CapacityRevoked, and its pending consumers ask for nodes like any pod. Parameters other
-than `ValidUntilSeconds` are refused with a reason, as is any other class.
+on the nodes as pods without a controller, all or none, so scale-down keeps those nodes; while they all
+find room, the real consumers pending meanwhile are the booking's, not a reason to scale up, and when they
+do not (another pod took the room, a node went) those consumers ask for nodes like any pending pod. The
+nodes a booking holds are remembered (State.booked); when one of them is gone (a spot reclaim) before the
+booking ends, the request gets CapacityRevoked, else BookingExpired when it ends. Parameters other than
+`ValidUntilSeconds` are refused with a reason, as is any other class.
 """
 
 from __future__ import annotations
@@ -137,13 +138,18 @@ class Injected:
     """What `inject` did to the snapshot, for `conditions` to read back."""
 
     asking: dict[str, list[str]] = field(default_factory=dict)  # request -> its stand-in pods' keys (pending)
-    unplaced: dict[str, int] = field(default_factory=dict)  # booked request -> stand-ins no node could hold
+    booked: dict[str, frozenset[str]] = field(default_factory=dict)  # booked request -> the nodes it holds
+    lost: dict[str, list[str]] = field(default_factory=dict)  # booked request -> its nodes that are gone
 
 
-def inject(snapshot: Snapshot, requests: Iterable[ProvisioningRequest], config: ScalerConfig) -> Injected:
-    """Put the requests into the snapshot (changed in place; give it a copy): an accepted atomic request not
-    yet provisioned asks as pending stand-ins; a booked one holds its nodes with stand-ins placed on them."""
+def inject(snapshot: Snapshot, requests: Iterable[ProvisioningRequest], config: ScalerConfig,
+           state: State | None = None) -> Injected:
+    """Put the requests into the snapshot (its pending list and nodes' pod lists changed in place; give it
+    copies): an accepted atomic request not yet provisioned asks as pending stand-ins; a booked one holds its
+    nodes with stand-ins placed on them. `state.booked`: the nodes each booking held in earlier passes."""
     out = Injected()
+    remembered = state.booked if state is not None else {}
+    present = {n.name for n in snapshot.nodes}
     running = [p for n in snapshot.nodes for p in n.pods]
     for req in requests:
         if req.done or refusal(req) is not None or req.class_name != ATOMIC_SCALE_UP:
@@ -152,11 +158,16 @@ def inject(snapshot: Snapshot, requests: Iterable[ProvisioningRequest], config: 
             # Room is held for every pod of the request not running yet (a consumer back to pending after
             # its node went needs room again). While it is all held, the booking's pending pods are its own,
             # not a reason for another scale-up; when it is not, the booking is revoked and they ask again.
-            left = stand_ins(req, config, max(0, req.total - len(consumers(req, running))))
-            out.unplaced[req.key] = _place(left, snapshot.nodes)
-            if not out.unplaced[req.key]:
+            mine = consumers(req, running)
+            hosts = _place(stand_ins(req, config, max(0, req.total - len(mine))), snapshot.nodes)
+            if hosts is not None:
                 taken = {p.key for p in consumers(req, snapshot.pending)}
                 snapshot.pending = [p for p in snapshot.pending if p.key not in taken]
+            held = remembered.get(req.key)
+            if held is None:  # the first pass of the booking (or after a restart): what it holds now
+                held = frozenset({p.node_name for p in mine if p.node_name} | (hosts or set()))
+            out.booked[req.key] = held
+            out.lost[req.key] = sorted(held - present)
         elif not req.true(PROVISIONED):
             pods = stand_ins(req, config)
             snapshot.pending.extend(pods)
@@ -164,9 +175,9 @@ def inject(snapshot: Snapshot, requests: Iterable[ProvisioningRequest], config: 
     return out
 
 
-def _place(pods: list[Pod], nodes: list[Node]) -> int:
+def _place(pods: list[Pod], nodes: list[Node]) -> set[str] | None:
     """First fit of the stand-ins onto ready, schedulable nodes, all or none: when every one finds a node they
-    become pods there and 0 is returned, else nothing is placed and the count that found no node is."""
+    become pods there and the names of those nodes are returned, else nothing is placed and None is."""
     ordered = sorted((n for n in nodes if n.ready and not n.unschedulable and not n.is_template),
                      key=lambda n: n.name)
     placed: list[tuple[Node, Pod]] = []
@@ -181,7 +192,8 @@ def _place(pods: list[Pod], nodes: list[Node]) -> int:
     if left:
         for node, pod in placed:
             node.pods.remove(pod)
-    return left
+        return None
+    return {node.name for node, _ in placed}
 
 
 def check(req: ProvisioningRequest, snapshot: Snapshot, config: ScalerConfig, *, empty: bool = False) -> \
@@ -243,9 +255,9 @@ def conditions(req: ProvisioningRequest, *, now: float, plan: Plan | None, injec
         return conds
     if req.true(PROVISIONED):
         provisioned = conds[PROVISIONED].at
-        if injected.unplaced.get(req.key):
+        if injected.lost.get(req.key):
             _set(conds, CAPACITY_REVOKED, "True", "CapacityRevoked",
-                 f"{injected.unplaced[req.key]} of the booked pods no longer fit on the nodes there are", now)
+                 f"booked nodes are gone: {', '.join(injected.lost[req.key])}", now)
         elif now >= provisioned + BOOKING_TTL:
             _set(conds, BOOKING_EXPIRED, "True", "CapacityReservationTimeExpired",
                  f"capacity was kept for {BOOKING_TTL:g} s after it was provisioned", now)
@@ -280,12 +292,14 @@ def serve(snapshot: Snapshot, state: State, config: ScalerConfig, requests: list
     scale-down), the next state, and each request's conditions. Without requests it is `planner` itself."""
     if not requests:
         result, new_state = planner(snapshot, state, config)
+        new_state.booked = {}
         return result, new_state, {}
     # `inject` adds stand-ins to the nodes' pod lists and changes nothing else: each node gets a list of its own.
     view = dataclasses.replace(snapshot, pending=list(snapshot.pending),
                                nodes=[dataclasses.replace(n, pods=list(n.pods)) for n in snapshot.nodes])
-    injected = inject(view, requests, config)
+    injected = inject(view, requests, config, state)
     result, new_state = planner(view, state, config)
+    new_state.booked = {k: v for k, v in injected.booked.items() if not injected.lost.get(k)}
     nodes = {n.name: n for n in snapshot.nodes}
     out: dict[str, dict[str, Condition]] = {}
     for req in requests:

@@ -135,6 +135,8 @@ class State:
     gone_since: dict[str, float] = field(default_factory=dict)  # node -> first seen without its instance
     held: dict[str, Held] = field(default_factory=dict)
     refused: dict[str, tuple[float, str]] = field(default_factory=dict)  # pool -> (until, the cloud's error)
+    # ProvisioningRequest -> the nodes its booking holds (scaler.core.provreq; after a restart, those it finds)
+    booked: dict[str, frozenset[str]] = field(default_factory=dict)
 
 
 # --- the plan ------------------------------------------------------------------------------------

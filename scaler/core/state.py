@@ -49,6 +49,7 @@ def copy_state(state: State) -> State:
         gone_since=dict(state.gone_since),
         held=dict(state.held),
         refused=dict(state.refused),
+        booked=dict(state.booked),
     )
 
 

@@ -31,6 +31,7 @@ from scaler.core import keys
 from scaler.core.model import Pod
 from scaler.core.planner import plan
 from scaler.core.predicates import fits
+from scaler.core.provreq import FAILED, PROVISIONED
 from scaler.core.scaledown import gpu_devices
 from scaler.core.snapshot import PoolObservation, Snapshot
 from scaler.sim.engine import JobRun, SimResult
@@ -98,7 +99,8 @@ def never_started(result: SimResult) -> dict[str, Any]:
         return out
     config = result.config
     job_of = {p.key: r.job.job_id for r in runs for p in r.pods}
-    waiting = [p for r in runs if not r.rejected for p in r.pods if p.node_name is None]
+    waiting = [p for r in runs if r.request is None or r.admitted_at is not None for p in r.pods
+               if p.node_name is None]
     alive: dict[str, int] = {}
     for inst in result.provider.alive():
         alive[inst.pool] = alive.get(inst.pool, 0) + 1
@@ -114,9 +116,15 @@ def never_started(result: SimResult) -> dict[str, Any]:
         group["jobs"].add(job_of[pod.key])
 
     for r in runs:
-        if r.rejected:
+        if r.rejected or (r.request is not None and r.admitted_at is None):
+            # Rejected by the queue, or still queued (no pods yet): the request's say, without its name.
+            req = r.request
+            assert req is not None
+            cond = req.conditions.get(FAILED if r.rejected else PROVISIONED)
+            why = f"{cond.reason}: {cond.message}" if cond is not None else "not answered yet"
+            outcome = "rejected" if r.rejected else "queued"
             for pod in r.pods:
-                count("rejected", {"*": r.rejected}, pod)
+                count(outcome, {"*": f"ProvisioningRequest {why}"}, pod)
             continue
         for pod in r.pods:
             v = verdicts.get(pod.key)

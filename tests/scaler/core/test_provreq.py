@@ -9,6 +9,7 @@ from core_builders import config, node_of, pod, snapshot
 
 from scaler.core import keys, provreq
 from scaler.core.config import ScalerConfig
+from scaler.core.model import Node, Pod
 from scaler.core.provreq import ATOMIC_SCALE_UP, CHECK_CAPACITY, PodSet, ProvisioningRequest
 from scaler.core.snapshot import Plan, Snapshot, State
 
@@ -114,21 +115,52 @@ def test_unsupported_class_or_parameter_is_refused_with_a_reason() -> None:
     assert "MaxRunDurationSeconds" in param.conditions["Failed"].message
 
 
+def _running(cfg: ScalerConfig, names: list[str], workers: list[Pod]) -> list[Node]:
+    nodes = [node_of(cfg, "gpu8-od", n) for n in names]
+    for node, worker in zip(nodes, workers, strict=False):
+        node.pods.append(dataclasses.replace(worker, node_name=node.name, phase="Running"))
+    return nodes
+
+
+def _workers() -> list[Pod]:
+    return [dataclasses.replace(pod(f"job-{i}", cpu="8", memory="64Gi", gpu=8, ns="ml"),
+                                annotations={keys.ANNOTATION_CONSUME_PROVREQ: "train"}) for i in range(4)]
+
+
 def test_a_consumer_back_to_pending_after_its_node_went_asks_for_a_node_at_once() -> None:
     cfg = config(POOLS)
     req = request(ATOMIC_SCALE_UP)
     nodes = [node_of(cfg, "gpu8-od", f"n{i}") for i in range(4)]
     _, state = step(req, snapshot(cfg, [], nodes, now=1000.0, desired={"gpu8-od": 4}), State(), cfg)
-    workers = [dataclasses.replace(pod(f"job-{i}", cpu="8", memory="64Gi", gpu=8, ns="ml"),
-                                   annotations={keys.ANNOTATION_CONSUME_PROVREQ: "train"}) for i in range(4)]
-    # The job runs on the booked nodes; a spot reclaim takes n3 and its worker is pending again, while the
-    # booking still has minutes to go: nothing is left to hold room for it, so it must not wait for expiry.
-    left = [node_of(cfg, "gpu8-od", f"n{i}") for i in range(3)]
-    for node, worker in zip(left, workers, strict=False):
-        node.pods.append(dataclasses.replace(worker, node_name=node.name, phase="Running"))
+    workers = _workers()
+    # The job runs on the four booked nodes.
+    running = _running(cfg, ["n0", "n1", "n2", "n3"], workers)
+    _, state = step(req, snapshot(cfg, [], running, now=1050.0, desired={"gpu8-od": 4}), state, cfg)
+    assert state.booked == {req.key: frozenset({"n0", "n1", "n2", "n3"})} and not req.done
+    # A spot reclaim takes n3 and its worker is pending again, while the booking still has minutes to go:
+    # the booking is revoked and the worker asks for a node now, not when the booking expires.
+    left = _running(cfg, ["n0", "n1", "n2"], workers)
     result, state = step(req, snapshot(cfg, [workers[3]], left, now=1100.0, desired={"gpu8-od": 3}), state, cfg)
     assert status(req)["CapacityRevoked"] == ("True", "CapacityRevoked")
+    assert "n3" in req.conditions["CapacityRevoked"].message
     assert [(u.pool, u.new_desired) for u in result.scale_ups] == [("gpu8-od", 4)]
+
+
+def test_room_taken_by_another_pod_is_asked_for_again_without_revoking_the_booking() -> None:
+    cfg = config(POOLS)
+    req = request(ATOMIC_SCALE_UP)
+    nodes = [node_of(cfg, "gpu8-od", f"n{i}") for i in range(4)]
+    _, state = step(req, snapshot(cfg, [], nodes, now=1000.0, desired={"gpu8-od": 4}), State(), cfg)
+    _, state = step(req, snapshot(cfg, [], nodes, now=1050.0, desired={"gpu8-od": 4}), state, cfg)  # booked
+    # Kueue admits the job; before its pods bind, another team's 8-GPU pod lands on n3. Nothing the booking
+    # holds is gone, so it is not revoked (Kueue would deactivate the job), but the fourth worker asks for a
+    # node like any pending pod instead of waiting for the booking to expire.
+    workers = _workers()
+    taken = [*(node_of(cfg, "gpu8-od", f"n{i}") for i in range(3)),
+             _running(cfg, ["n3"], [pod("other", cpu="8", memory="64Gi", gpu=8, ns="team-b")])[0]]
+    result, state = step(req, snapshot(cfg, workers, taken, now=1100.0, desired={"gpu8-od": 4}), state, cfg)
+    assert not req.true(provreq.CAPACITY_REVOKED) and req.true(provreq.PROVISIONED)
+    assert [(u.pool, u.new_desired) for u in result.scale_ups] == [("gpu8-od", 5)]
 
 
 def test_serving_leaves_the_callers_snapshot_as_it_was() -> None:

@@ -78,7 +78,20 @@ def test_a_gang_no_pool_can_hold_is_retried_then_rejected_with_the_reason(small_
     assert made == [0.0, KUEUE_BACKOFF_S, KUEUE_BACKOFF_S * 3, KUEUE_BACKOFF_S * 7]
     group = next(g for g in report["never_started"]["reasons"] if g["outcome"] == "rejected")  # type: ignore[index]
     why = group["per_pool"]["*"]
-    assert "ProvisioningRequest trace/job-huge-4 Failed (CapacityIsNotFound)" in why and "max" in why
+    assert why.startswith("ProvisioningRequest CapacityIsNotFound: 25 pods fit no pool") and "at max" in why
+    assert report["never_started"]["first_job_ids"] == ["huge"]  # type: ignore[index]
     assert result.end < 3600  # the run ends when the rest is done, not at the safety stop
     assert result.requests is not None and result.requests["created"] == KUEUE_RETRIES + 1
     assert run.request.class_name == provreq.ATOMIC_SCALE_UP  # type: ignore[union-attr]
+
+
+def test_a_gang_still_queued_when_the_run_stops_is_reported_as_queued(small_config: ScalerConfig,
+                                                                      tmp_path: Path) -> None:
+    jobs = load_trace(write_trace(tmp_path / "t.csv", ["gang,0,16,600,2"]))
+    result = Engine(small_config, jobs, SimProvider(small_config), plan, provisioning_requests=True,
+                    max_time=0).run()  # stopped at the first pass: its nodes boot in 240 s
+    report = build_report(result, trace="t.csv", pools_file="small", seed=0, outages=[], wall_s=0)
+    [group] = report["never_started"]["reasons"]
+    # Its pods do not exist yet: the report gives the request's answer, not a verdict on pods never created.
+    assert group["outcome"] == "queued" and group["pods"] == 2
+    assert group["per_pool"] == {"*": "ProvisioningRequest Provisioning: 2 of 2 pods wait for nodes to come up"}
