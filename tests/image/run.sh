@@ -68,7 +68,8 @@ run() {
 mkdir -p "$work/data"
 # A small trace: the packaged sample's header (and comments) plus its first 40 jobs.
 grep '^#' "$repo/scaler/sim/data/philly-sample.csv" >"$work/data/trace.csv"
-grep -v '^#' "$repo/scaler/sim/data/philly-sample.csv" | head -n 41 >>"$work/data/trace.csv"
+# (awk reads the whole file: `grep | head` can die of SIGPIPE under pipefail when head stops reading first)
+awk '!/^#/ && n++ < 41' "$repo/scaler/sim/data/philly-sample.csv" >>"$work/data/trace.csv"
 cp "$repo/examples/pools-aws.yaml" "$repo/examples/snapshot-aws.json" "$repo/scaler/requirements.lock" \
   "$here/locked_set.py" "$work/data/"
 
