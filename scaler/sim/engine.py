@@ -167,7 +167,8 @@ class Engine:
         self.actuator = Actuator(provider, self.kube)
         self.device_plugin_delay = device_plugin_delay
         self.queue_gangs = provisioning_requests
-        self.requests: dict[str, JobRun] = {}  # live ProvisioningRequests (by key) -> their job
+        # The live ProvisioningRequests (by key), each with its job.
+        self.requests: dict[str, tuple[provreq.ProvisioningRequest, JobRun]] = {}
         self.request_counts: dict[str, int] = {}  # "created" and each condition that became True
         self.rejected = 0
         self._gpus_due: list[tuple[float, str, str, int]] = []  # (when, node, GPU device resource, count)
@@ -309,7 +310,7 @@ class Engine:
         req = provreq.ProvisioningRequest(SIM_NAMESPACE, name, provreq.ATOMIC_SCALE_UP,
                                           [provreq.PodSet(run.pods[0], len(run.pods))], created_at=now)
         run.request = req
-        self.requests[req.key] = run
+        self.requests[req.key] = (req, run)
         self._count("created")
         self.dirty = True
 
@@ -318,9 +319,7 @@ class Engine:
 
     def _answer(self, answers: dict[str, dict[str, provreq.Condition]], now: float) -> None:
         """Write the requests' conditions (the API server's part) and act on them (Kueue's part)."""
-        for key, run in list(self.requests.items()):
-            req = run.request
-            assert req is not None and req.key == key
+        for key, (req, run) in list(self.requests.items()):
             before = req.conditions
             req.conditions = answers.get(key, before)
             for kind in (provreq.PROVISIONED, provreq.FAILED, provreq.CAPACITY_REVOKED, provreq.BOOKING_EXPIRED):
@@ -362,8 +361,8 @@ class Engine:
         times += [f.deadline for flights in self.state.in_flight.values() for f in flights]
         times += [b.until for b in self.state.backoff.values()]
         times += list(self.state.unavailable.values())
-        times += [r.request.conditions[provreq.PROVISIONED].at + provreq.BOOKING_TTL
-                  for r in self.requests.values() if r.request is not None and r.request.true(provreq.PROVISIONED)]
+        times += [req.conditions[provreq.PROVISIONED].at + provreq.BOOKING_TTL
+                  for req, _ in self.requests.values() if req.true(provreq.PROVISIONED)]
         future = [x for x in times if x > now]
         return min(future, default=math.inf)
 
@@ -401,7 +400,7 @@ class Engine:
         snapshot = Snapshot(now=now, pending=list(self.pending.values()), nodes=list(self.binder.nodes.values()),
                             pools=pools, pdbs=self._pdbs(), interruptions=self.provider.interruptions(),
                             draining=self.actuator.draining(), abandoned=abandoned, refused=refused)
-        requests = [r.request for r in self.requests.values() if r.request is not None]
+        requests = [req for req, _ in self.requests.values()]
         started = time.perf_counter()
         plan, self.state, answers = provreq.serve(snapshot, self.state, self.config, requests, self.planner)
         self.plan_seconds.append(time.perf_counter() - started)

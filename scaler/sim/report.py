@@ -116,10 +116,9 @@ def never_started(result: SimResult) -> dict[str, Any]:
         group["jobs"].add(job_of[pod.key])
 
     for r in runs:
-        if r.rejected or (r.request is not None and r.admitted_at is None):
+        req = r.request
+        if req is not None and r.admitted_at is None:
             # Rejected by the queue, or still queued (no pods yet): the request's say, without its name.
-            req = r.request
-            assert req is not None
             cond = req.conditions.get(FAILED if r.rejected else PROVISIONED)
             why = f"{cond.reason}: {cond.message}" if cond is not None else "not answered yet"
             outcome = "rejected" if r.rejected else "queued"
