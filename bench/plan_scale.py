@@ -2,7 +2,7 @@
 
 Builds a synthetic snapshot: N pending pods (mixed GPU / CPU, node selectors, tolerations, gangs),
 2,000 registered nodes with running pods (all of them unneeded for long, so the scale-down planner
-works too) and 100 pools, then times one `scaler.core.planner.plan` pass on it (wall clock).
+works too) and 100 pools, then times one `scaler.core.planning.planner.plan` pass on it (wall clock).
 Each size runs in a fresh subprocess so that `rss_mb` (peak resident set of that process, snapshot
 included) is not inflated by a previous size. Prints one line per size, the 10,000-pod one last:
 
@@ -32,10 +32,9 @@ import sys
 import time
 from typing import Any
 
-from scaler.core import keys
-from scaler.core.config import ScalerConfig, parse_config
-from scaler.core.filters import Storage
-from scaler.core.model import (
+from scaler.core.config.settings import ScalerConfig, parse_config
+from scaler.core.model import keys
+from scaler.core.model.objects import (
     ClaimRef,
     LabelSelector,
     Node,
@@ -48,10 +47,12 @@ from scaler.core.model import (
     StorageClass,
     Toleration,
 )
-from scaler.core.planner import plan
-from scaler.core.predicates import effective_request
-from scaler.core.resources import parse_resources
-from scaler.core.snapshot import PoolObservation, Snapshot, State
+from scaler.core.model.resources import parse_resources
+from scaler.core.planning.planner import plan
+from scaler.core.planning.snapshot import PoolObservation, Snapshot
+from scaler.core.planning.state import State
+from scaler.core.scheduling.filters import Storage
+from scaler.core.scheduling.predicates import effective_request
 
 SIZES = (1000, 5000, 20000, 10000)  # the acceptance figure (10k) is printed last
 NODES = 2000

@@ -2,7 +2,7 @@
 
 `scaler run` (`scaler.loop.Runtime`) and the simulator (`scaler.sim.engine.Engine`) both act through
 it, so the simulator's figures come from the code production runs. It decides nothing: every size,
-replacement, give-back and drain is the core's (`scaler.core.planner.plan`).
+replacement, give-back and drain is the core's (`scaler.core.planning.planner.plan`).
 
 Order within a pass:
 1. size resets, terminating first exactly the instances that never registered;
@@ -28,10 +28,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from scaler.core import keys
-from scaler.core.model import Node, Pod
-from scaler.core.scaledown import blocker, to_evict
-from scaler.core.snapshot import DrainState, Plan, ScaleDown, Snapshot
+from scaler.core.model import keys
+from scaler.core.model.objects import Node, Pod
+from scaler.core.planning.decisions import Plan, ScaleDown
+from scaler.core.planning.scaledown import blocker, to_evict
+from scaler.core.planning.snapshot import DrainState, Snapshot
 from scaler.kube.actions import EvictResult, KubeError, ObjectRef
 from scaler.metrics import Metrics
 from scaler.providers.base import PoolProvider, ProviderError

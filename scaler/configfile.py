@@ -6,8 +6,8 @@ from pathlib import Path
 
 import yaml
 
-from scaler.core.config import ConfigError, ScalerConfig, parse_config
-from scaler.core.errors import Issue
+from scaler.core.config.settings import ConfigError, ScalerConfig, parse_config
+from scaler.core.model.errors import Issue
 
 
 def read_text(path: Path) -> str:

@@ -1,7 +1,7 @@
 """`python -m scaler import-pools`: adopt an existing cluster's node groups as a pools file.
 
 Reads the groups (AWS Auto Scaling groups; AKS agent pools and the resource group's VM scale sets),
-maps them with scaler.core.adopt and prints the pools file (or writes it to --output), its header
+maps them with scaler.core.config.adopt and prints the pools file (or writes it to --output), its header
 naming every group, tag, label or taint it could not map. Then it adds the tags the scaler (or
 cluster-autoscaler) needs to own the groups; `--dry-run` prints those tags instead and changes nothing.
 The file passes the same checks as `run` and `simulate`.
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import yaml
 
-from scaler.core.adopt import Adoption, NodeGroup, adopt
-from scaler.core.config import ConfigError
+from scaler.core.config.adopt import Adoption, NodeGroup, adopt
+from scaler.core.config.settings import ConfigError
 from scaler.providers.aws_groups import AwsGroups
 from scaler.providers.azure_groups import AzureGroups
 from scaler.providers.base import ProviderError

@@ -2,7 +2,7 @@
 
 observe: the kube cache (pods, nodes, PDBs), the provider's pools and instances, its interruption
          notices, and the actuator's drains in progress -> Snapshot
-decide:  scaler.core.planner.plan (pure): sizes, replacements, give-backs, drains
+decide:  scaler.core.planning.planner.plan (pure): sizes, replacements, give-backs, drains
 act:     scaler.actuator.Actuator, the same one the simulator acts through
 
 The loop itself decides nothing and writes no planner State; it keeps the State plan() returns, the
@@ -28,14 +28,15 @@ from typing import Any, Protocol
 
 from scaler.actuator import Actuator
 from scaler.configfile import load_config
-from scaler.core import provreq
-from scaler.core.capacity import zone_hints
-from scaler.core.config import ConfigError, ScalerConfig
-from scaler.core.filters import Storage
-from scaler.core.model import Node, Pod
-from scaler.core.planner import plan as core_plan
-from scaler.core.snapshot import Interruption, Plan, Snapshot, State
-from scaler.core.state import fmt_time
+from scaler.core.config.settings import ConfigError, ScalerConfig
+from scaler.core.model.objects import Node, Pod
+from scaler.core.planning import provreq
+from scaler.core.planning.capacity import zone_hints
+from scaler.core.planning.decisions import Plan
+from scaler.core.planning.planner import plan as core_plan
+from scaler.core.planning.snapshot import Interruption, Snapshot
+from scaler.core.planning.state import State, fmt_time
+from scaler.core.scheduling.filters import Storage
 from scaler.kube.actions import KubeActions, KubeError, Leader, ObjectRef
 from scaler.kube.cache import ClusterCache
 from scaler.kube.client import api_client
@@ -80,7 +81,7 @@ class Runtime:
                  dry_run: bool = False, planner: Planner = core_plan, clock: Callable[[], float] = time.time,
                  interval: float | None = None, requests: ProvisioningRequests | None = None) -> None:
         self.config = config
-        # ProvisioningRequests (Kueue's admission check), planned with the pods by scaler.core.provreq.
+        # ProvisioningRequests (Kueue's admission check), planned with the pods by scaler.core.planning.provreq.
         self.requests = requests
         self.provider = provider
         self.cluster = cluster

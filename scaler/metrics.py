@@ -12,8 +12,10 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app
 
-from scaler.core.config import ScalerConfig
-from scaler.core.snapshot import Plan, Snapshot, State
+from scaler.core.config.settings import ScalerConfig
+from scaler.core.planning.decisions import Plan
+from scaler.core.planning.snapshot import Snapshot
+from scaler.core.planning.state import State
 
 StartResponse = Callable[..., Any]
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from scaler.core import keys
+from scaler.core.model import keys
 
 # Names of the objects the scaler owns in its own namespace (the Role scopes get/update to them).
 LEASE_NAME: Final = "gpuburst-scaler"

@@ -3,7 +3,7 @@ and the spot interruption queue.
 
 Everything a pool's group carries (tags, kubelet labels and taints, sizes, instance types, capacity
 type) comes from the pool model; nothing here spells a label or tag key of the scaler (see
-`scaler.core.keys`). The few AWS / Kubernetes integration tags below are not the scaler's and are
+`scaler.core.model.keys`). The few AWS / Kubernetes integration tags below are not the scaler's and are
 spelled here once.
 """
 
@@ -20,8 +20,8 @@ import yaml
 import pulumi
 from gpuburst_infra.stack import AwsStackConfig, Stack
 from gpuburst_infra.userdata import user_data
-from scaler.core import keys
-from scaler.core.pool import Pool
+from scaler.core.config.pool import Pool
+from scaler.core.model import keys
 from scaler.permissions import aws_scaler_policy
 
 # Tags AWS integrations read (not the scaler's): subnet discovery for load balancers and the

@@ -18,9 +18,9 @@ from pulumi_azure_native import authorization, containerservice, managedidentity
 
 import pulumi
 from gpuburst_infra.stack import AzureStackConfig, Stack
-from scaler.core import keys
-from scaler.core.model import Taint
-from scaler.core.pool import Pool
+from scaler.core.config.pool import Pool
+from scaler.core.model import keys
+from scaler.core.model.objects import Taint
 from scaler.permissions import azure_scaler_actions
 
 # AKS reserves its own label domain and sets those labels itself (accelerator on GPU sizes,

@@ -30,7 +30,7 @@ import pulumi
 from gpuburst_infra.program import build, load
 from gpuburst_infra.stack import StackConfigError
 from scaler.configfile import read_text
-from scaler.core.config import ConfigError
+from scaler.core.config.settings import ConfigError
 
 PROJECT = "gpuburst"
 ACCOUNT = "123456789012"

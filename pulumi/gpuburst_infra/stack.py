@@ -2,7 +2,7 @@
 
 A stack file (`Pulumi.<stack>.yaml`) holds the cloud provider's region key (`aws:region` or
 `azure-native:location`) and gpuburst's own keys (`gpuburst:*`). `gpuburst:pools` and
-`gpuburst:catalogue` ARE the scaler's pool model: they are validated by `scaler.core.config.parse_config`
+`gpuburst:catalogue` ARE the scaler's pool model: they are validated by `scaler.core.config.settings.parse_config`
 together with the scaler's knobs from `gpuburst:scaler`, so the pools Pulumi creates and the pools the
 scaler reads are one object. Every error names the stack file and the key, e.g.
 `Pulumi.aws-dev.yaml: gpuburst:pools[gpu1-spot-a].max: ...`.
@@ -21,11 +21,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from scaler.core.capacity import zone_hints
-from scaler.core.catalogue import Cloud
-from scaler.core.config import AZURE_ZONES, ConfigError, ScalerConfig, parse_config
-from scaler.core.errors import FieldError, KeyPath, render_path
-from scaler.core.pool import Pool
+from scaler.core.config.catalogue import Cloud
+from scaler.core.config.pool import Pool
+from scaler.core.config.settings import AZURE_ZONES, ConfigError, ScalerConfig, parse_config
+from scaler.core.model.errors import FieldError, KeyPath, render_path
+from scaler.core.planning.capacity import zone_hints
 
 NAMESPACE = "gpuburst"
 REGION_KEY: dict[Cloud, str] = {"aws": "aws:region", "azure": "azure-native:location"}

@@ -15,7 +15,7 @@ from email.mime.nonmultipart import MIMENonMultipart
 
 import yaml
 
-from scaler.core.pool import Pool
+from scaler.core.config.pool import Pool
 
 NODECONFIG_CONTENT_TYPE = ("application", "node.eks.aws")
 SCRIPT_CONTENT_TYPE = ("text", "x-shellscript")

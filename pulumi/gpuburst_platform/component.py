@@ -44,9 +44,9 @@ from gpuburst_platform.settings import (
 )
 from gpuburst_platform.versions import CHARTS, kube_scheduler_image
 from scaler import permissions
-from scaler.core import keys
-from scaler.core.catalogue import Cloud
-from scaler.core.config import ScalerConfig
+from scaler.core.config.catalogue import Cloud
+from scaler.core.config.settings import ScalerConfig
+from scaler.core.model import keys
 
 # Annotations / labels the clouds' identity webhooks read (spelled by AWS and Azure, not by us).
 IRSA_ANNOTATION = "eks.amazonaws.com/role-arn"

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from scaler.core import keys
-from scaler.core.config import ScalerConfig
-from scaler.core.provreq import ATOMIC_SCALE_UP, CLASSES
+from scaler.core.config.settings import ScalerConfig
+from scaler.core.model import keys
+from scaler.core.planning.provreq import ATOMIC_SCALE_UP, CLASSES
 
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
 ADMISSION_CHECK = "gpuburst"

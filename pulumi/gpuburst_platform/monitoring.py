@@ -17,8 +17,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from scaler.core import keys
-from scaler.core.config import ScalerConfig
+from scaler.core.config.settings import ScalerConfig
+from scaler.core.model import keys
 
 RULE_NAME = "gpuburst-scaler"
 DASHBOARD_NAME = "gpuburst-fleet"

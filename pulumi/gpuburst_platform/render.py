@@ -10,10 +10,10 @@ from typing import Any, Final
 
 import yaml
 
-from scaler.core import keys
-from scaler.core import scoring as profiles
-from scaler.core.config import ScalerConfig
-from scaler.core.model import Taint
+from scaler.core.config.settings import ScalerConfig
+from scaler.core.model import keys
+from scaler.core.model.objects import Taint
+from scaler.core.scheduling import scoring as profiles
 
 SCALER_NAME: Final = "gpuburst-scaler"
 SCALER_CONFIG_DIR: Final = "/etc/gpuburst"
@@ -34,7 +34,7 @@ PRIORITY_INFERENCE: Final = "gpuburst-gpu-inference"
 def scaler_config_yaml(config: ScalerConfig) -> str:
     """The scaler's config file: the same validated pools that made the cloud groups.
 
-    `scaler.core.config.parse_config(yaml.safe_load(text), ...)` gives back an equal ScalerConfig.
+    `scaler.core.config.settings.parse_config(yaml.safe_load(text), ...)` gives back an equal ScalerConfig.
     """
     data = config.model_dump(mode="json", by_alias=True, exclude_none=True)
     return yaml.safe_dump(data, sort_keys=True, default_flow_style=False)
@@ -127,7 +127,7 @@ def keda_query(namespace: str, pod_prefix: str) -> str:
 
 # --- the bin-packing scheduler ------------------------------------------------------------------
 def scheduler_configuration() -> dict[str, Any]:
-    """Exactly the profile the simulator models (`scaler.core.scoring.BINPACK`)."""
+    """Exactly the profile the simulator models (`scaler.core.scheduling.scoring.BINPACK`)."""
     return profiles.kube_scheduler_configuration(profiles.BINPACK)
 
 

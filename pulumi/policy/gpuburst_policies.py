@@ -2,7 +2,7 @@
 
 Each rule is `rule(args, report_violation)` with pulumi-policy's `ResourceValidationArgs`, so the
 pack (`__main__.py`) uses them as they are and unit tests call them with passing and failing inputs.
-Keys are read from `scaler.core.keys` (this repository's package; only its standard-library part is
+Keys are read from `scaler.core.model.keys` (this repository's package; only its standard-library part is
 imported, so the pack's virtualenv needs no more than pulumi-policy).
 """
 
@@ -22,10 +22,10 @@ from pulumi_policy import (
 )
 
 try:
-    from scaler.core import keys
+    from scaler.core.model import keys
 except ImportError:  # the pack runs from its own folder: the repository root holds the package
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-    from scaler.core import keys
+    from scaler.core.model import keys
 
 ReportViolation = Callable[[str, str | None], None]
 Rule = Callable[[ResourceValidationArgs, ReportViolation], None]

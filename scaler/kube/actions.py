@@ -20,7 +20,7 @@ from kubernetes.leaderelection import electionconfig, leaderelection
 from kubernetes.leaderelection.resourcelock.leaselock import LeaseLock
 from urllib3.exceptions import HTTPError as TransportError
 
-from scaler.core import keys
+from scaler.core.model import keys
 from scaler.permissions import LEASE_NAME, STATUS_CONFIGMAP
 
 log = logging.getLogger(__name__)

@@ -21,9 +21,9 @@ from typing import Any
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
-from scaler.core import keys
-from scaler.core.filters import Storage
-from scaler.core.model import Node, Pod, PodDisruptionBudget
+from scaler.core.model import keys
+from scaler.core.model.objects import Node, Pod, PodDisruptionBudget
+from scaler.core.scheduling.filters import Storage
 from scaler.kube.convert import SnapshotError, cluster_view, pdb_from_json, storage_view
 
 log = logging.getLogger(__name__)
@@ -161,7 +161,7 @@ class ClusterCache:
         self.nodes = Informer("nodes", core.list_node, **informer_options)
         self.pdbs = Informer("poddisruptionbudgets", policy.list_pod_disruption_budget_for_all_namespaces,
                              **informer_options)
-        # What kube-scheduler's volume and namespaceSelector filters read (scaler.core.filters).
+        # What kube-scheduler's volume and namespaceSelector filters read (scaler.core.scheduling.filters).
         storage = client.StorageV1Api(api)
         self.pvcs = Informer("persistentvolumeclaims", core.list_persistent_volume_claim_for_all_namespaces,
                              **informer_options)

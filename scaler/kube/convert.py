@@ -1,7 +1,7 @@
 """Kubernetes JSON (as the API and `kubectl get -o json` give it) to the core's model.
 
 Pure functions on dicts, shared by the watch-fed cache, `python -m scaler plan` and the
-simulator's fixtures. Quantities go through `scaler.core.quantity` (checked against the
+simulator's fixtures. Quantities go through `scaler.core.model.quantity` (checked against the
 official client's parser in the tests).
 """
 
@@ -12,11 +12,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from scaler.core import keys
-from scaler.core.errors import FieldError, render_path
-from scaler.core.filters.labels import merge_label_keys
-from scaler.core.filters.volumes import Storage, csi_driver
-from scaler.core.model import (
+from scaler.core.model import keys
+from scaler.core.model.errors import FieldError, render_path
+from scaler.core.model.objects import (
     ClaimRef,
     CSINode,
     HostPort,
@@ -35,8 +33,10 @@ from scaler.core.model import (
     Taint,
     Toleration,
 )
-from scaler.core.predicates import TERMINATED_PHASES, effective_request
-from scaler.core.resources import Resources, parse_resources
+from scaler.core.model.resources import Resources, parse_resources
+from scaler.core.scheduling.filters.labels import merge_label_keys
+from scaler.core.scheduling.filters.volumes import Storage, csi_driver
+from scaler.core.scheduling.predicates import TERMINATED_PHASES, effective_request
 
 JSON = Mapping[str, Any]
 
@@ -183,7 +183,7 @@ def pod_from_json(obj: JSON) -> Pod:
         raise SnapshotError(f"pod {name}: {err.__class__.__name__}: {err}") from None
 
 
-# --- what kube-scheduler's pod-to-pod and volume filters read (scaler.core.filters) ------------
+# --- what kube-scheduler's pod-to-pod and volume filters read (scaler.core.scheduling.filters) ------------
 def label_selector(raw: JSON | None) -> LabelSelector | None:
     """A metav1.LabelSelector; None for a null one (it selects nothing)."""
     if raw is None:
@@ -452,7 +452,7 @@ def cluster_view(nodes: Iterable[JSON], pods: Iterable[JSON], pool_label: str | 
 def storage_view(claims: Iterable[JSON], volumes: Iterable[JSON], classes: Iterable[JSON], csinodes: Iterable[JSON],
                  namespaces: Iterable[JSON] | None = None, *, skip: Callable[[SnapshotError], None] | None = None
                  ) -> tuple[Storage, dict[str, dict[str, str]] | None]:
-    """The storage objects and the namespaces' labels as the filters read them (`scaler.core.filters`).
+    """The storage objects and the namespaces' labels as the filters read them (`scaler.core.scheduling.filters`).
     An object that does not convert raises SnapshotError, or goes to `skip` and is left out. The
     namespaces are None when none were given (namespaceSelector then sees the name label only)."""
     storage = Storage()

@@ -1,5 +1,5 @@
 """ProvisioningRequests (autoscaling.x-k8s.io/v1) in the cluster: read them with their PodTemplates, write
-their status conditions. The deciding is the core's (scaler.core.provreq).
+their status conditions. The deciding is the core's (scaler.core.planning.provreq).
 
 Calls (scaler.permissions): provisioningrequests list, provisioningrequests/status patch, podtemplates get.
 """
@@ -14,7 +14,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError as TransportError
 
-from scaler.core.provreq import Condition, PodSet, ProvisioningRequest
+from scaler.core.planning.provreq import Condition, PodSet, ProvisioningRequest
 from scaler.kube.actions import MERGE_PATCH, TIMEOUT, KubeError
 from scaler.kube.convert import SnapshotError, pod_from_json, timestamp
 

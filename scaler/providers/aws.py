@@ -28,10 +28,16 @@ import boto3
 from botocore.config import Config as BotoConfig
 from botocore.exceptions import BotoCoreError, ClientError, ConnectTimeoutError, EndpointConnectionError
 
-from scaler.core import keys
-from scaler.core.config import ScalerConfig
-from scaler.core.pool import Pool
-from scaler.core.snapshot import CloudInstance, FailureKind, Interruption, LaunchFailure, PoolObservation
+from scaler.core.config.pool import Pool
+from scaler.core.config.settings import ScalerConfig
+from scaler.core.model import keys
+from scaler.core.planning.snapshot import (
+    CloudInstance,
+    FailureKind,
+    Interruption,
+    LaunchFailure,
+    PoolObservation,
+)
 from scaler.providers import base
 from scaler.providers.base import ProviderError, check_size
 

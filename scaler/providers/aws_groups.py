@@ -5,7 +5,7 @@ and whether it is spot, what launches its instances: a mixed instances policy (i
 spot when no on-demand capacity is asked for), a launch template version (InstanceType,
 InstanceMarketOptions) or a launch configuration (InstanceType, SpotPrice), the kind the
 kubernetes-ec2-autoscaler recipes and kops made. Which groups belong to the cluster is the core's
-call (scaler.core.adopt).
+call (scaler.core.config.adopt).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import boto3
 from botocore.config import Config as BotoConfig
 from botocore.exceptions import BotoCoreError, ClientError
 
-from scaler.core.adopt import NodeGroup
+from scaler.core.config.adopt import NodeGroup
 from scaler.providers.aws import provider_error
 
 

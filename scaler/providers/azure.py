@@ -38,9 +38,15 @@ from azure.mgmt.compute import models as cm
 from azure.mgmt.containerservice import ContainerServiceClient
 from azure.mgmt.containerservice import models as csm
 
-from scaler.core.config import ScalerConfig
-from scaler.core.pool import Pool
-from scaler.core.snapshot import CloudInstance, FailureKind, Interruption, LaunchFailure, PoolObservation
+from scaler.core.config.pool import Pool
+from scaler.core.config.settings import ScalerConfig
+from scaler.core.planning.snapshot import (
+    CloudInstance,
+    FailureKind,
+    Interruption,
+    LaunchFailure,
+    PoolObservation,
+)
 from scaler.providers import base
 from scaler.providers.base import ProviderError, check_size
 

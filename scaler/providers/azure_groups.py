@@ -4,7 +4,7 @@ and tagging them.
 Agent pools are the managed cluster's (azure-mgmt-containerservice): VM size, zones, Spot priority,
 System mode, node labels and taints, and the autoscaler bounds when AKS's own autoscaler is on. Scale
 sets are listed in the resource group (azure-mgmt-compute); which belong to the cluster is the
-core's call (cluster-autoscaler's tags, scaler.core.adopt). Tags are merged, never replaced.
+core's call (cluster-autoscaler's tags, scaler.core.config.adopt). Tags are merged, never replaced.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from azure.mgmt.compute import ComputeManagementClient
 from azure.mgmt.compute import models as cm
 from azure.mgmt.containerservice import ContainerServiceClient
 
-from scaler.core import keys
-from scaler.core.adopt import NodeGroup
+from scaler.core.config.adopt import NodeGroup
+from scaler.core.model import keys
 from scaler.providers.azure import default_credential, provider_error
 
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Literal, Protocol
 
-from scaler.core.pool import Pool
-from scaler.core.snapshot import Interruption, PoolObservation
+from scaler.core.config.pool import Pool
+from scaler.core.planning.snapshot import Interruption, PoolObservation
 
 ErrorKind = Literal["throttled", "capacity", "quota", "auth", "not-found", "invalid", "server", "network", "other"]
 

@@ -24,9 +24,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from scaler.core.config import ScalerConfig
-from scaler.core.pool import Pool
-from scaler.core.snapshot import CloudInstance, Interruption, LaunchFailure, PoolObservation
+from scaler.core.config.pool import Pool
+from scaler.core.config.settings import ScalerConfig
+from scaler.core.planning.snapshot import CloudInstance, Interruption, LaunchFailure, PoolObservation
 from scaler.providers.base import NotFound, ProviderError, check_size
 
 CAPACITY_REASON = {"aws": "InsufficientInstanceCapacity", "azure": "ZonalAllocationFailed"}

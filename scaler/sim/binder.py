@@ -1,11 +1,11 @@
 """The simulator's kube-scheduler: filter with the core's predicates, score like a real profile.
 
 Filter: NodeUnschedulable, NodeAffinity (nodeSelector, required terms), TaintToleration and
-NodeResourcesFit, through `scaler.core.predicates` (the planner's own filters), then, for the pods
+NodeResourcesFit, through `scaler.core.scheduling.predicates` (the planner's own filters), then, for the pods
 they concern, NodeName, matchFields, NodePorts, the volume filters, PodTopologySpread and
-InterPodAffinity through `scaler.core.filters` (a `Cluster` kept in step with every bind).
+InterPodAffinity through `scaler.core.scheduling.filters` (a `Cluster` kept in step with every bind).
 
-Score with `scaler.core.scoring`, the planner's own implementation of the profiles (weights,
+Score with `scaler.core.scheduling.scoring`, the planner's own implementation of the profiles (weights,
 integer arithmetic and the documented tie-break to the first node name are there). Every feasible
 node is scored (percentageOfNodesToScore's sampling in clusters over 100 nodes is not modelled).
 
@@ -21,12 +21,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from scaler.core import keys
-from scaler.core.filters import Cluster, Storage
-from scaler.core.model import Node, Pod
-from scaler.core.predicates import free_resources, has_field_affinity, static_reason
-from scaler.core.resources import Resources, fits
-from scaler.core.scoring import ScoringProfile, select_node
+from scaler.core.model import keys
+from scaler.core.model.objects import Node, Pod
+from scaler.core.model.resources import Resources, fits
+from scaler.core.scheduling.filters import Cluster, Storage
+from scaler.core.scheduling.predicates import free_resources, has_field_affinity, static_reason
+from scaler.core.scheduling.scoring import ScoringProfile, select_node
 
 
 def _mentions_hostname(pod: Pod) -> bool:
@@ -115,7 +115,7 @@ class Binder:
     def candidates(self, pod: Pod) -> list[tuple[Node, Resources]]:
         """Feasible nodes with their free resources. The static filters are checked once per
         (pod shape, pool, zone): nodes of a group differ only in their hostname label; the filters
-        that look at the pods around (`scaler.core.filters`) per node, for the pods they concern."""
+        that look at the pods around (`scaler.core.scheduling.filters`) per node, for the pods they concern."""
         self.last_reason = None
         check = self.cluster.check(pod) if self.cluster.needs_check(pod) else None
         if check is not None and check.pod_reason is not None:

@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from scaler.core import keys
-from scaler.core.model import Pod, PodDisruptionBudget, Taint
+from scaler.core.model import keys
+from scaler.core.model.objects import Pod, PodDisruptionBudget, Taint
 from scaler.kube.actions import EvictResult, ObjectRef
 from scaler.sim.binder import Binder
 

@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from scaler.configfile import load_config
-from scaler.core.config import ConfigError, ScalerConfig
-from scaler.core.planner import plan
-from scaler.core.scoring import PROFILES
+from scaler.core.config.settings import ConfigError, ScalerConfig
+from scaler.core.planning.planner import plan
+from scaler.core.scheduling.scoring import PROFILES
 from scaler.providers.sim import Outage, SimProvider
 from scaler.sim.engine import Engine, Planner, SimResult
 from scaler.sim.report import build_report, summary

@@ -8,7 +8,7 @@ a backoff or an unavailable offering expiring) would decide the same thing again
 that is what makes six days of trace run in minutes. Each pass that runs is what `scaler run` does:
 observe the pools and the interruption notices through the provider, build a Snapshot of the cluster
 (pending pods are the ones the scheduler could not bind; PodDisruptionBudgets; the drains in
-progress), call `scaler.core.planner.plan`, and act the Plan through `scaler.actuator.Actuator`, the
+progress), call `scaler.core.planning.planner.plan`, and act the Plan through `scaler.actuator.Actuator`, the
 same actuator `scaler run` uses, on the sim provider and the simulated Kubernetes API
 (`scaler.sim.cluster.SimKube`: cordons, and evictions answered 429 while a PodDisruptionBudget
 allows no disruption). The engine never writes the planner's State.
@@ -21,7 +21,7 @@ time lost is paid for, the work is not counted twice.
 With `provisioning_requests` the gang jobs (more than one pod) are queued the way Kueue queues them behind
 a ProvisioningRequest admission check: at submission the job is suspended (no pods yet) and a
 ProvisioningRequest of class best-effort-atomic-scale-up.autoscaling.x-k8s.io asks for all its pods; the
-pass serves it through `scaler.core.provreq.serve`, the call `scaler run` makes, and the job is admitted
+pass serves it through `scaler.core.planning.provreq.serve`, the call `scaler run` makes, and the job is admitted
 (its pods created, each consuming the request) when the request is Provisioned. A Failed request is
 retried as Kueue's ProvisioningRequestConfig retryStrategy does by default (3 retries, backoff 60 s
 doubling, the defaults in Kueue's ProvisioningRequestConfig CRD); after the last one Kueue deactivates
@@ -38,11 +38,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from scaler.actuator import Actuator
-from scaler.core import keys, provreq
-from scaler.core.config import ScalerConfig
-from scaler.core.model import Node, Pod, PodDisruptionBudget
-from scaler.core.scoring import DEFAULT, ScoringProfile
-from scaler.core.snapshot import Plan, Snapshot, State
+from scaler.core.config.settings import ScalerConfig
+from scaler.core.model import keys
+from scaler.core.model.objects import Node, Pod, PodDisruptionBudget
+from scaler.core.planning import provreq
+from scaler.core.planning.decisions import Plan
+from scaler.core.planning.snapshot import Snapshot
+from scaler.core.planning.state import State
+from scaler.core.scheduling.scoring import DEFAULT, ScoringProfile
 from scaler.providers.sim import Instance, SimProvider
 from scaler.sim.binder import Binder
 from scaler.sim.cluster import SimKube

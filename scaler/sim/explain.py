@@ -20,14 +20,16 @@ from pathlib import Path
 from typing import Any
 
 from scaler.configfile import load_config, read_text
-from scaler.core import keys
-from scaler.core.capacity import zone_hints
-from scaler.core.config import ConfigError, ScalerConfig
-from scaler.core.planner import plan
-from scaler.core.snapshot import Plan, PoolObservation, Snapshot, State
+from scaler.core.config.settings import ConfigError, ScalerConfig
+from scaler.core.model import keys
+from scaler.core.planning.capacity import zone_hints
+from scaler.core.planning.decisions import Plan
+from scaler.core.planning.planner import plan
+from scaler.core.planning.snapshot import PoolObservation, Snapshot
+from scaler.core.planning.state import State
 from scaler.kube.convert import SnapshotError, cluster_view, storage_view
 
-# The kinds read besides Node and Pod: what the filters of scaler.core.filters need.
+# The kinds read besides Node and Pod: what the filters of scaler.core.scheduling.filters need.
 STORAGE_KINDS = ("PersistentVolumeClaim", "PersistentVolume", "StorageClass", "CSINode", "Namespace")
 
 

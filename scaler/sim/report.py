@@ -15,7 +15,7 @@
 - fallback_events / fallback_delay_*: a spot launch that failed while pods waited for it opens an
   episode; it closes when a scale-up in another pool is planned for those pods (the fallback). The
   delay is from the failed launch to that scale-up.
-- plan_*: wall time of `scaler.core.planner.plan` per pass that ran (with the ProvisioningRequests, if any).
+- plan_*: wall time of `scaler.core.planning.planner.plan` per pass that ran (with the ProvisioningRequests, if any).
 - provisioning_requests (with --provisioning-requests, else null): the gangs' ProvisioningRequests made and
   how many became Provisioned, Failed, CapacityRevoked, BookingExpired; admission_wait_*: from a gang's
   submission to its request being Provisioned (its pods are created then). A gang whose last request
@@ -27,13 +27,13 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from scaler.core import keys
-from scaler.core.model import Pod
-from scaler.core.planner import plan
-from scaler.core.predicates import fits
-from scaler.core.provreq import FAILED, PROVISIONED
-from scaler.core.scaledown import gpu_devices
-from scaler.core.snapshot import PoolObservation, Snapshot
+from scaler.core.model import keys
+from scaler.core.model.objects import Pod
+from scaler.core.planning.planner import plan
+from scaler.core.planning.provreq import FAILED, PROVISIONED
+from scaler.core.planning.scaledown import gpu_devices
+from scaler.core.planning.snapshot import PoolObservation, Snapshot
+from scaler.core.scheduling.predicates import fits
 from scaler.sim.engine import JobRun, SimResult
 from scaler.sim.explain import reasons_by_text
 from scaler.sim.trace import fractional_gpus

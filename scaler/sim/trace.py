@@ -33,10 +33,10 @@ from pathlib import Path
 from typing import Final
 
 from scaler.configfile import read_text
-from scaler.core import keys
-from scaler.core.config import ConfigError, ScalerConfig
-from scaler.core.model import Pod, Toleration
-from scaler.core.predicates import effective_request
+from scaler.core.config.settings import ConfigError, ScalerConfig
+from scaler.core.model import keys
+from scaler.core.model.objects import Pod, Toleration
+from scaler.core.scheduling.predicates import effective_request
 
 PHILLY_COLUMNS: Final = ("job_id", "submit_s", "gpus", "duration_s", "num_workers")
 ALIBABA_COLUMNS: Final = ("job_id", "submit_s", "gpus", "duration_s", "gpu_milli", "cpu", "mem_mib", "qos", "status")

@@ -4,7 +4,7 @@
 the example inventory, the gpuburst_env site role reading a pools file through the scaler's pool
 model) with the cluster calls switched off and the chart values written to a file. The test then
 checks what a user would notice: the plugin's DaemonSet can land on every node of every GPU pool
-(kube-scheduler's taint and node-selector rules, as scaler.core.predicates implements them) and
+(kube-scheduler's taint and node-selector rules, as scaler.core.scheduling.predicates implements them) and
 on no CPU node.
 """
 
@@ -21,9 +21,9 @@ import pytest
 import yaml
 
 from scaler.configfile import load_config
-from scaler.core import keys
-from scaler.core.model import Toleration
-from scaler.core.predicates import untolerated_taint
+from scaler.core.model import keys
+from scaler.core.model.objects import Toleration
+from scaler.core.scheduling.predicates import untolerated_taint
 
 REPO = Path(__file__).resolve().parents[2]
 

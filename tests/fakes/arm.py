@@ -17,7 +17,7 @@ from typing import Any
 import responses
 from azure.core.credentials import AccessToken
 
-from scaler.core import keys
+from scaler.core.model import keys
 
 ARM = "https://management.azure.com"
 JSON = dict[str, Any]

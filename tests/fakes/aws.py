@@ -10,7 +10,7 @@ from typing import Any
 
 import boto3
 
-from scaler.core.config import ScalerConfig
+from scaler.core.config.settings import ScalerConfig
 
 
 class MotoAws:

@@ -11,9 +11,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from scaler.core.config import ScalerConfig
-from scaler.core.resources import format_resources
-from scaler.core.snapshot import Plan
+from scaler.core.config.settings import ScalerConfig
+from scaler.core.model.resources import format_resources
+from scaler.core.planning.decisions import Plan
 from scaler.kube.actions import KubeActions, Leader
 from scaler.kube.cache import ClusterCache
 from scaler.kube.client import api_client

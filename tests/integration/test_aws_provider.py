@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from scaler.core.config import ScalerConfig, parse_config
+from scaler.core.config.settings import ScalerConfig, parse_config
 from scaler.providers.aws import AwsProvider, provider_id
 from scaler.providers.base import ProviderError
 from tests.fakes.aws import Faults, MotoAws

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 import responses
 
-from scaler.core.config import ScalerConfig, parse_config
+from scaler.core.config.settings import ScalerConfig, parse_config
 from scaler.providers.azure import AzureProvider
 from scaler.providers.base import ProviderError
 from tests.fakes.arm import FakeArm, FakeCredential

@@ -17,7 +17,7 @@ import yaml
 
 from scaler.cli import main
 from scaler.configfile import load_config
-from scaler.core import keys
+from scaler.core.model import keys
 from scaler.providers.aws import AwsProvider
 from tests.fakes.arm import FakeArm, FakeCredential
 from tests.fakes.aws import MotoAws

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
-from scaler.core import keys
+from scaler.core.model import keys
 from scaler.kube.actions import KubeActions, KubeError, Leader, ObjectRef
 from scaler.kube.cache import ClusterCache
 from scaler.kube.client import api_client

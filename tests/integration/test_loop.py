@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from scaler.core import keys
-from scaler.core.config import ScalerConfig, parse_config
+from scaler.core.config.settings import ScalerConfig, parse_config
+from scaler.core.model import keys
 from scaler.kube.actions import Leader
 from scaler.loop import LostLease
 from tests.fakes.aws import FailedLaunch, Faults, MotoAws

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import responses
 
-from scaler.core.config import ScalerConfig, parse_config
-from scaler.core.resources import format_resources
+from scaler.core.config.settings import ScalerConfig, parse_config
+from scaler.core.model.resources import format_resources
 from scaler.kube.actions import KubeActions, Leader
 from scaler.kube.cache import ClusterCache
 from scaler.kube.client import api_client

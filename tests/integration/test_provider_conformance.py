@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 import pytest
 import responses
 
-from scaler.core.config import ScalerConfig, parse_config
-from scaler.core.interruptions import node_of
-from scaler.core.model import Node
+from scaler.core.config.settings import ScalerConfig, parse_config
+from scaler.core.model.objects import Node
+from scaler.core.planning.interruptions import node_of
 from scaler.providers.aws import AwsProvider
 from scaler.providers.azure import AzureProvider
 from scaler.providers.base import NotFound, PoolProvider, ProviderError, Throttled

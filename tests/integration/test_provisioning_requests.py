@@ -14,10 +14,11 @@ from typing import Any
 
 import pytest
 
-from scaler.core import keys, provreq
-from scaler.core.config import ScalerConfig, parse_config
-from scaler.core.resources import format_resources
-from scaler.core.snapshot import Plan
+from scaler.core.config.settings import ScalerConfig, parse_config
+from scaler.core.model import keys
+from scaler.core.model.resources import format_resources
+from scaler.core.planning import provreq
+from scaler.core.planning.decisions import Plan
 from scaler.kube.actions import KubeActions
 from scaler.kube.cache import ClusterCache
 from scaler.kube.client import api_client

@@ -40,7 +40,7 @@ ABSENT_SUBCHART_DEFAULTS: dict[str, dict[str, Any]] = {
     },
 }
 # Value keys whose contents are the user's own map (Kubernetes fields, labels), not chart settings;
-# and our chart's `config`, the scaler's config file (its own model checks it: scaler.core.config).
+# and our chart's `config`, the scaler's config file (its own model checks it: scaler.core.config.settings).
 FREE_FORM = {"nodeSelector", "resources", "labels", "annotations", "podLabels", "podAnnotations", "podMetadata"}
 FREE_FORM_OF = {"gpuburst-scaler": {"config"}}
 

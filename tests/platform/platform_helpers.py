@@ -19,7 +19,7 @@ for extra in (ROOT / "pulumi", ROOT / "pulumi" / "policy"):
 
 import pulumi  # noqa: E402
 from scaler.configfile import load_config  # noqa: E402
-from scaler.core.config import ScalerConfig  # noqa: E402
+from scaler.core.config.settings import ScalerConfig  # noqa: E402
 
 AZURE_POOLS = ROOT / "tests" / "platform" / "pools-azure.yaml"
 AWS_POOLS = ROOT / "examples" / "pools-aws.yaml"

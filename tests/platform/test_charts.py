@@ -43,8 +43,8 @@ from gpuburst_platform.versions import CHARTS
 from platform_helpers import ROOT, platform_program
 
 from scaler import permissions
-from scaler.core import keys
-from scaler.core.config import parse_config
+from scaler.core.config.settings import parse_config
+from scaler.core.model import keys
 
 VERSIONS = sorted({v for vs in SUPPORTED_KUBERNETES.values() for v in vs}, key=lambda v: tuple(map(int, v.split("."))))
 VARIANTS = [("aws", "prometheus-adapter"), ("azure", "prometheus-adapter"), ("aws", "keda"), ("azure", "keda")]

@@ -10,10 +10,10 @@ import yaml
 from platform_helpers import CLIENT_ID, IRSA_ARN, Recorder, scaler_config
 
 from scaler import permissions
-from scaler.core import keys
-from scaler.core import scoring as profiles
-from scaler.core.config import parse_config
-from scaler.core.predicates import fits
+from scaler.core.config.settings import parse_config
+from scaler.core.model import keys
+from scaler.core.scheduling import scoring as profiles
+from scaler.core.scheduling.predicates import fits
 from scaler.kube.convert import pod_from_json
 
 CA_PEM = "-----BEGIN CERTIFICATE-----\nMIIBfake\n-----END CERTIFICATE-----\n"

@@ -10,8 +10,10 @@ from gpuburst_platform import kueue
 from platform_helpers import AWS_POOLS, ROOT
 
 from scaler.configfile import load_config
-from scaler.core import keys, provreq
-from scaler.core.snapshot import PoolObservation, Snapshot, State
+from scaler.core.model import keys
+from scaler.core.planning import provreq
+from scaler.core.planning.snapshot import PoolObservation, Snapshot
+from scaler.core.planning.state import State
 from scaler.kube.provreq import request_from_json
 
 CONFIG = load_config(AWS_POOLS)

@@ -17,7 +17,7 @@ from gpuburst_platform import monitoring
 from platform_helpers import AWS_POOLS, ROOT, scaler_config
 
 from scaler.configfile import load_config
-from scaler.core import keys
+from scaler.core.model import keys
 from scaler.metrics import Metrics
 
 PROMTOOL = shutil.which("promtool")

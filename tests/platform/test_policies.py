@@ -9,8 +9,8 @@ import gpuburst_policies as gp
 import pytest
 import yaml
 
-from scaler.core import keys
-from scaler.core.config import parse_config
+from scaler.core.config.settings import parse_config
+from scaler.core.model import keys
 
 ASG = gp.ASG
 POOL = gp.AGENT_POOL

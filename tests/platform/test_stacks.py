@@ -14,7 +14,7 @@ import pytest
 import yaml
 from platform_helpers import ROOT, run_program
 
-from scaler.core.config import parse_config
+from scaler.core.config.settings import parse_config
 
 STACKS = sorted(ROOT.glob("Pulumi.*.yaml"))
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from scaler.core.pool import TaintSpec
+from scaler.core.config.pool import TaintSpec
 
 
 def asg_tags(inputs: dict[str, Any]) -> dict[str, str]:

@@ -14,9 +14,9 @@ import pytest
 import yaml
 from stack_helpers import ROOT, asg_tags, kubelet_flags, parse_labels, parse_taints, policy, rendered
 
-from scaler.core import keys
-from scaler.core.config import parse_config
-from scaler.core.pool import Pool
+from scaler.core.config.pool import Pool
+from scaler.core.config.settings import parse_config
+from scaler.core.model import keys
 
 STACKS = ["aws-dev", "aws-prod"]
 GROUP = "aws:autoscaling/group:Group"

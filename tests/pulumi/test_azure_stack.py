@@ -13,9 +13,9 @@ from gpuburst_infra.offline import render, stack_file_config
 from gpuburst_infra.stack import StackConfigError, load_stack
 from stack_helpers import ROOT, pool_entry, rendered, write_stack
 
-from scaler.core import keys
-from scaler.core.config import parse_config
-from scaler.core.pool import Pool, TaintSpec
+from scaler.core.config.pool import Pool, TaintSpec
+from scaler.core.config.settings import parse_config
+from scaler.core.model import keys
 from scaler.permissions import AZURE_AGENT_POOL_ACTIONS
 
 STACKS = ["azure-dev", "azure-prod"]

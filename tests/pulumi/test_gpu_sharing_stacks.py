@@ -13,7 +13,7 @@ from gpuburst_infra.offline import render
 from gpuburst_infra.stack import StackConfigError
 from stack_helpers import ROOT, asg_tags, kubelet_flags, parse_labels, parse_taints, write_stack
 
-from scaler.core import keys
+from scaler.core.model import keys
 
 GROUP = "aws:autoscaling/group:Group"
 TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"

@@ -12,8 +12,8 @@ from gpuburst_infra.offline import main as offline
 from stack_helpers import ROOT, pool_entry, rendered, run_program, write_stack
 
 from scaler.configfile import load_config
-from scaler.core.capacity import zone_hints
-from scaler.core.config import parse_config
+from scaler.core.config.settings import parse_config
+from scaler.core.planning.capacity import zone_hints
 
 STACKS = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in ROOT.glob("Pulumi.*.yaml"))
 EXAMPLES = sorted(p for p in (ROOT / "examples").glob("*.yaml") if p.name.startswith(("pools-", "scaler-")))

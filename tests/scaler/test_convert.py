@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from scaler.core import keys
+from scaler.core.model import keys
 from scaler.kube.convert import node_from_json
 
 

@@ -3,7 +3,7 @@
 Each pool also carries its device plugin config (`device_plugin_config`: time-slicing replicas or
 the MIG strategy, null for whole GPUs), which the device_plugin role puts in the chart's config map
 under the pool's name, the value of the label its nodes carry (nvidia.com/device-plugin.config).
-The labels and taints come from the scaler's pool model (scaler.core.pool), the same object the
+The labels and taints come from the scaler's pool model (scaler.core.config.pool), the same object the
 Pulumi program derives the cloud groups' tags and the nodes' kubelet flags from, so the device
 plugin's tolerations can never drift from the pools. Reads YAML from a file or from stdin ("-").
 
@@ -18,7 +18,7 @@ import sys
 
 import yaml
 
-from scaler.core.config import ConfigError, parse_config
+from scaler.core.config.settings import ConfigError, parse_config
 
 
 def main() -> int:

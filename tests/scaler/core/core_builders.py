@@ -6,12 +6,12 @@ from pathlib import Path
 from typing import Any
 
 from scaler.configfile import load_config
-from scaler.core import keys
-from scaler.core.config import ScalerConfig, parse_config
-from scaler.core.model import Node, Pod, SelectorRequirement, Toleration
-from scaler.core.predicates import effective_request
-from scaler.core.resources import parse_resources
-from scaler.core.snapshot import LaunchFailure, PoolObservation, Snapshot
+from scaler.core.config.settings import ScalerConfig, parse_config
+from scaler.core.model import keys
+from scaler.core.model.objects import Node, Pod, SelectorRequirement, Toleration
+from scaler.core.model.resources import parse_resources
+from scaler.core.planning.snapshot import LaunchFailure, PoolObservation, Snapshot
+from scaler.core.scheduling.predicates import effective_request
 
 ROOT = Path(__file__).resolve().parents[3]
 GPU_TOL = Toleration(keys.TAINT_GPU, "Exists", "", "NoSchedule")

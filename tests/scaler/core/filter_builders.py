@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from scaler.core.filters import Cluster, Storage
-from scaler.core.model import (
+from scaler.core.model.objects import (
     ClaimRef,
     HostPort,
     LabelSelector,
@@ -17,6 +16,7 @@ from scaler.core.model import (
     Taint,
     Toleration,
 )
+from scaler.core.scheduling.filters import Cluster, Storage
 
 
 def exists(key: str) -> LabelSelector:

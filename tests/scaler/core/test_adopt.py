@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from scaler.core import keys
-from scaler.core.adopt import NodeGroup, adopt
-from scaler.core.config import parse_config
-from scaler.core.pool import Pool
+from scaler.core.config.adopt import NodeGroup, adopt
+from scaler.core.config.pool import Pool
+from scaler.core.config.settings import parse_config
+from scaler.core.model import keys
 
 SEED = {keys.TAG_KUBERNETES_CLUSTER: "ml"}
 

@@ -1,6 +1,6 @@
 """The filters' incremental index against a from-scratch reading of kube-scheduler's algorithm.
 
-`scaler.core.filters` keeps counts, eligible domains and anti-affinity terms up to date as pods are
+`scaler.core.scheduling.filters` keeps counts, eligible domains and anti-affinity terms up to date as pods are
 placed and unplaced and nodes come and go (the planner's pass, the drain simulation's rollbacks).
 Here a hypothesis sequence of such operations is replayed, and after each the verdicts for random
 incoming pods must equal those of a naive implementation that walks every node and pod, written
@@ -13,10 +13,10 @@ from filter_builders import exists, has, node, pod, spread, term
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scaler.core.filters import Cluster, reasons
-from scaler.core.filters.labels import selector_matches, term_matches
-from scaler.core.model import Node, Pod, Taint
-from scaler.core.predicates import matches_node_affinity, untolerated_taint
+from scaler.core.model.objects import Node, Pod, Taint
+from scaler.core.scheduling.filters import Cluster, reasons
+from scaler.core.scheduling.filters.labels import selector_matches, term_matches
+from scaler.core.scheduling.predicates import matches_node_affinity, untolerated_taint
 
 ZONES = ("z1", "z2", "z3")
 APPS = ("a", "b")

@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 from filter_builders import cluster, exists, has, node, pod, term, verdicts
 
-from scaler.core.filters import new_node, reasons
-from scaler.core.model import LabelSelector, SelectorRequirement
+from scaler.core.model.objects import LabelSelector, SelectorRequirement
+from scaler.core.scheduling.filters import new_node, reasons
 
 AFF, ANTI, EXISTING = reasons.AFFINITY, reasons.ANTI_AFFINITY, reasons.EXISTING_ANTI_AFFINITY
 SEC = {"service": "securityscan"}

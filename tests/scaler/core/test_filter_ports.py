@@ -11,9 +11,9 @@ from __future__ import annotations
 import pytest
 from filter_builders import cluster, node, pod, verdicts
 
-from scaler.core.filters import new_node, reasons
-from scaler.core.model import Pod, SelectorRequirement
-from scaler.core.predicates import REASON_SELECTOR, static_reason
+from scaler.core.model.objects import Pod, SelectorRequirement
+from scaler.core.scheduling.filters import new_node, reasons
+from scaler.core.scheduling.predicates import REASON_SELECTOR, static_reason
 from scaler.kube.convert import pod_from_json
 
 PORTS = reasons.PORTS

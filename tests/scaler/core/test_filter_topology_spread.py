@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 from filter_builders import cluster, exists, has, node, pod, spread, verdicts
 
-from scaler.core.filters import new_node, reasons
-from scaler.core.model import SelectorRequirement, Taint, Toleration
+from scaler.core.model.objects import SelectorRequirement, Taint, Toleration
+from scaler.core.scheduling.filters import new_node, reasons
 
 SPREAD, LABEL = reasons.SPREAD, reasons.SPREAD_LABEL
 

@@ -13,11 +13,8 @@ from __future__ import annotations
 import pytest
 from filter_builders import cluster, node, pod, verdicts
 
-from scaler.core import keys
-from scaler.core.attach import template_limits
-from scaler.core.filters import Storage, reasons
-from scaler.core.filters.volumes import NO_PROVISIONER
-from scaler.core.model import (
+from scaler.core.model import keys
+from scaler.core.model.objects import (
     ClaimRef,
     CSINode,
     PersistentVolume,
@@ -25,6 +22,9 @@ from scaler.core.model import (
     SelectorRequirement,
     StorageClass,
 )
+from scaler.core.scheduling.attach import template_limits
+from scaler.core.scheduling.filters import Storage, reasons
+from scaler.core.scheduling.filters.volumes import NO_PROVISIONER
 from scaler.kube.convert import pv_from_json, pvc_from_json, storage_class_from_json
 
 BETA_ZONE, BETA_REGION = keys.LABEL_ZONE_BETA, keys.LABEL_REGION_BETA

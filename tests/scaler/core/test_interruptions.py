@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from core_builders import POOLS, config, example_config, node_of, pod, snapshot
 
-from scaler.core.config import ScalerConfig
-from scaler.core.planner import plan
-from scaler.core.snapshot import Backoff, DrainState, Interruption, Snapshot, State
+from scaler.core.config.settings import ScalerConfig
+from scaler.core.planning.planner import plan
+from scaler.core.planning.snapshot import DrainState, Interruption, Snapshot
+from scaler.core.planning.state import Backoff, State
 
 
 def _interrupted(kind: str = "spot-interruption", **limits: float) -> tuple[ScalerConfig, Snapshot]:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from core_builders import example_config, node_of, pod, snapshot
 
-from scaler.core import keys
-from scaler.core.planner import plan
-from scaler.core.snapshot import State
+from scaler.core.model import keys
+from scaler.core.planning.planner import plan
+from scaler.core.planning.state import State
 
 CFG = example_config()
 

@@ -9,9 +9,8 @@ from core_builders import config, example_config, node_of, pod, snapshot
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scaler.core import keys
-from scaler.core.filters import Cluster, Storage, reasons
-from scaler.core.model import (
+from scaler.core.model import keys
+from scaler.core.model.objects import (
     ClaimRef,
     HostPort,
     LabelSelector,
@@ -23,9 +22,11 @@ from scaler.core.model import (
     SpreadConstraint,
     StorageClass,
 )
-from scaler.core.planner import plan
-from scaler.core.predicates import REASON_SELECTOR
-from scaler.core.snapshot import Plan, State
+from scaler.core.planning.decisions import Plan
+from scaler.core.planning.planner import plan
+from scaler.core.planning.state import State
+from scaler.core.scheduling.filters import Cluster, Storage, reasons
+from scaler.core.scheduling.predicates import REASON_SELECTOR
 
 CFG = example_config()
 DRAIN = example_config(scale_down=CFG.scale_down.model_copy(update={"budget_fraction": 1.0, "consolidate": False}))

@@ -9,12 +9,12 @@ import pytest
 from core_builders import POOLS, config, shipped_example
 
 from scaler.configfile import load_config
-from scaler.core import keys
-from scaler.core.capacity import zone_hints
-from scaler.core.catalogue import CATALOGUE
-from scaler.core.config import ConfigError, parse_config
-from scaler.core.pool import Pool
-from scaler.core.predicates import fits
+from scaler.core.config.catalogue import CATALOGUE
+from scaler.core.config.pool import Pool
+from scaler.core.config.settings import ConfigError, parse_config
+from scaler.core.model import keys
+from scaler.core.planning.capacity import zone_hints
+from scaler.core.scheduling.predicates import fits
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -113,7 +113,7 @@ def test_azure_spot_pool_knows_the_taint_aks_adds() -> None:
 
 
 def test_multi_gpu_pool_taint_keeps_single_gpu_pods_off() -> None:
-    from scaler.core.model import Pod, Toleration
+    from scaler.core.model.objects import Pod, Toleration
 
     pool = parse_config(_config(
         {"name": "big", "instance_types": ["g5.48xlarge"], "zones": ["us-east-1a"], "max": 2, "min_pod_gpus": 2},

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import pytest
 
-from scaler.core import keys
-from scaler.core.model import Node, Pod, SelectorRequirement, Taint, Toleration
-from scaler.core.predicates import (
+from scaler.core.model import keys
+from scaler.core.model.objects import Node, Pod, SelectorRequirement, Taint, Toleration
+from scaler.core.model.resources import parse_resources
+from scaler.core.scheduling.predicates import (
     REASON_SELECTOR,
     REASON_UNSCHEDULABLE,
     effective_request,
@@ -23,7 +24,6 @@ from scaler.core.predicates import (
     toleration_matches,
     untolerated_taint,
 )
-from scaler.core.resources import parse_resources
 
 MIG = "nvidia.com/mig-1g.10gb"
 

@@ -16,14 +16,17 @@ from core_builders import GPU_TOL, MIN_GPUS_TOL, POOLS, config, node_of, pod
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scaler.core import keys, predicates
-from scaler.core.model import Node, Pod, SelectorRequirement
-from scaler.core.planner import plan
-from scaler.core.resources import fits, total
-from scaler.core.scaledown import blocker, plan_scale_down
-from scaler.core.scaleup import plan_scale_up
-from scaler.core.snapshot import Backoff, LaunchFailure, PoolObservation, Snapshot, State
-from scaler.core.state import advance
+from scaler.core.model import keys
+from scaler.core.model.objects import Node, Pod, SelectorRequirement
+from scaler.core.model.resources import fits, total
+from scaler.core.model.workload import blocker
+from scaler.core.planning.advance import advance
+from scaler.core.planning.planner import plan
+from scaler.core.planning.scaledown import plan_scale_down
+from scaler.core.planning.scaleup import plan_scale_up
+from scaler.core.planning.snapshot import LaunchFailure, PoolObservation, Snapshot
+from scaler.core.planning.state import Backoff, State
+from scaler.core.scheduling import predicates
 
 SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 ZONES = ["us-east-1a", "us-east-1b"]

@@ -7,11 +7,14 @@ import dataclasses
 
 from core_builders import config, node_of, pod, snapshot
 
-from scaler.core import keys, provreq
-from scaler.core.config import ScalerConfig
-from scaler.core.model import Node, Pod
-from scaler.core.provreq import ATOMIC_SCALE_UP, CHECK_CAPACITY, PodSet, ProvisioningRequest
-from scaler.core.snapshot import Plan, Snapshot, State
+from scaler.core.config.settings import ScalerConfig
+from scaler.core.model import keys
+from scaler.core.model.objects import Node, Pod
+from scaler.core.planning import provreq
+from scaler.core.planning.decisions import Plan
+from scaler.core.planning.provreq import ATOMIC_SCALE_UP, CHECK_CAPACITY, PodSet, ProvisioningRequest
+from scaler.core.planning.snapshot import Snapshot
+from scaler.core.planning.state import State
 
 POOLS = [
     {"name": "system", "role": "system", "instance_types": ["m6i.large"], "zones": ["us-east-1a"], "min": 1,

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kubernetes.utils import parse_quantity as kube_parse_quantity
 
-from scaler.core.quantity import QuantityError, format_units, parse_quantity, to_units
+from scaler.core.model.quantity import QuantityError, format_units, parse_quantity, to_units
 
 SUFFIXES = ["", "m", "k", "M", "G", "T", "P", "E", "n", "u", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"]
 TABLE = ["1", "0", "1.5", "500m", "250m", "1Ki", "1.5Gi", "16Gi", "1e3", "1E3", "1E", "2e-3", "1.0E+2", "100n",

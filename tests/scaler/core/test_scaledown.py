@@ -7,11 +7,13 @@ from typing import Any
 import pytest
 from core_builders import POOLS, config, example_config, node_of, pod, snapshot
 
-from scaler.core import keys
-from scaler.core.config import ScalerConfig
-from scaler.core.model import Node, PodDisruptionBudget
-from scaler.core.planner import plan
-from scaler.core.snapshot import Plan, Snapshot, State
+from scaler.core.config.settings import ScalerConfig
+from scaler.core.model import keys
+from scaler.core.model.objects import Node, PodDisruptionBudget
+from scaler.core.planning.decisions import Plan
+from scaler.core.planning.planner import plan
+from scaler.core.planning.snapshot import Snapshot
+from scaler.core.planning.state import State
 
 T0 = 10_000.0
 CFG = example_config(scale_down=example_config().scale_down.model_copy(update={"budget_fraction": 1.0}))

@@ -7,10 +7,12 @@ from typing import Any
 import pytest
 from core_builders import POOLS, config, example_config, node_of, pod, snapshot
 
-from scaler.core import keys
-from scaler.core.model import Taint
-from scaler.core.planner import plan
-from scaler.core.snapshot import Backoff, CloudInstance, LaunchFailure, Plan, State
+from scaler.core.model import keys
+from scaler.core.model.objects import Taint
+from scaler.core.planning.decisions import Plan
+from scaler.core.planning.planner import plan
+from scaler.core.planning.snapshot import CloudInstance, LaunchFailure
+from scaler.core.planning.state import Backoff, State
 
 CFG = example_config()
 T0 = 1000.0

@@ -9,12 +9,12 @@ import random
 import pytest
 from core_builders import example_config, node_of, pod, snapshot
 
-from scaler.core import scoring
-from scaler.core.model import Node, Pod
-from scaler.core.planner import plan
-from scaler.core.predicates import free_resources, static_reason
-from scaler.core.resources import fits
-from scaler.core.snapshot import State
+from scaler.core.model.objects import Node, Pod
+from scaler.core.model.resources import fits
+from scaler.core.planning.planner import plan
+from scaler.core.planning.state import State
+from scaler.core.scheduling import scoring
+from scaler.core.scheduling.predicates import free_resources, static_reason
 
 CFG = example_config()
 BINPACK = scoring.BINPACK.scheduler_name

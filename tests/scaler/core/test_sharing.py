@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from scaler.core import keys
-from scaler.core.config import ConfigError, parse_config
-from scaler.core.pool import Pool
-from scaler.core.sharing import DEVICE_PLUGIN_DEFAULT_CONFIG, device_plugin_config_map
+from scaler.core.config.pool import Pool
+from scaler.core.config.settings import ConfigError, parse_config
+from scaler.core.config.sharing import DEVICE_PLUGIN_DEFAULT_CONFIG, device_plugin_config_map
+from scaler.core.model import keys
 
 
 def _config(**pool: Any) -> dict[str, Any]:
@@ -138,8 +138,8 @@ def _mig_pod(name: str) -> Any:
 def test_a_mig_pod_scales_up_a_mig_pool_and_explain_says_why_not_the_others() -> None:
     from core_builders import snapshot
 
-    from scaler.core.planner import plan
-    from scaler.core.snapshot import State
+    from scaler.core.planning.planner import plan
+    from scaler.core.planning.state import State
     cfg = _planning_config(MIG_POOL)
     result, _ = plan(snapshot(cfg, [_mig_pod(f"m{i}") for i in range(20)]), State(), cfg)
     # 16 x 1g.10gb per node: 20 pods need two nodes of the MIG pool and nothing else.
@@ -156,9 +156,9 @@ def test_a_mig_pod_scales_up_a_mig_pool_and_explain_says_why_not_the_others() ->
 def test_time_sliced_pool_takes_only_pods_that_opt_in() -> None:
     from core_builders import GPU_TOL, pod, snapshot
 
-    from scaler.core.model import Toleration
-    from scaler.core.planner import plan
-    from scaler.core.snapshot import State
+    from scaler.core.model.objects import Toleration
+    from scaler.core.planning.planner import plan
+    from scaler.core.planning.state import State
     cfg = _planning_config(SHARED_POOL)
     sharing_tol = Toleration(keys.TAINT_GPU_SHARING, "Equal", "time-slicing", "NoSchedule")
     shared = [pod(f"s{i}", gpu=1, tolerations=(GPU_TOL, sharing_tol),
@@ -175,8 +175,8 @@ def test_time_sliced_pool_takes_only_pods_that_opt_in() -> None:
 def test_a_shared_gpu_counts_as_used_while_any_replica_is() -> None:
     from core_builders import GPU_TOL, node_of, pod
 
-    from scaler.core.model import Toleration
-    from scaler.core.scaledown import utilization
+    from scaler.core.model.objects import Toleration
+    from scaler.core.planning.scaledown import utilization
     cfg = _planning_config(SHARED_POOL, MIG_POOL)
     tol = (GPU_TOL, Toleration(keys.TAINT_GPU_SHARING, "Equal", "time-slicing", "NoSchedule"))
     one_replica = node_of(cfg, "l4-shared", "s1", [pod("nb", gpu=1, tolerations=tol)])

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 from scaler import permissions
-from scaler.core import keys
+from scaler.core.model import keys
 
 
 def test_aws_policy_scopes_every_mutating_action_to_the_clusters_tagged_groups() -> None:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from scaler.core.config import ScalerConfig, parse_config
+from scaler.core.config.settings import ScalerConfig, parse_config
 
 ROOT = Path(__file__).resolve().parents[3]
 

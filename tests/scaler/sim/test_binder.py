@@ -3,11 +3,17 @@ the binpack profile gpuburst ships)."""
 
 from __future__ import annotations
 
-from scaler.core import keys
-from scaler.core.config import ScalerConfig
-from scaler.core.model import Node, Pod, PreferredTerm, SelectorRequirement, Taint, Toleration
-from scaler.core.predicates import effective_request
-from scaler.core.scoring import BINPACK, DEFAULT, balanced_score, fit_score, kube_scheduler_configuration
+from scaler.core.config.settings import ScalerConfig
+from scaler.core.model import keys
+from scaler.core.model.objects import Node, Pod, PreferredTerm, SelectorRequirement, Taint, Toleration
+from scaler.core.scheduling.predicates import effective_request
+from scaler.core.scheduling.scoring import (
+    BINPACK,
+    DEFAULT,
+    balanced_score,
+    fit_score,
+    kube_scheduler_configuration,
+)
 from scaler.sim.binder import Binder
 
 GPU_TOL = Toleration(keys.TAINT_GPU, "Exists", "", "NoSchedule")
@@ -134,10 +140,10 @@ def test_a_cordoned_first_node_does_not_hide_the_pools_taints(small_config: Scal
     assert binder.bind(_pod("one", gpus=1)).name == "gpu-1"  # type: ignore[union-attr]
 
 
-# --- the filters that look at the pods around (scaler.core.filters) ------------------------------------
+# --- the filters that look at the pods around (scaler.core.scheduling.filters) ------------------------------------
 def _zoned(config: ScalerConfig, names_zones: list[tuple[str, str]]) -> Binder:
-    from scaler.core.filters import Storage
-    from scaler.core.model import PersistentVolume, PersistentVolumeClaim
+    from scaler.core.model.objects import PersistentVolume, PersistentVolumeClaim
+    from scaler.core.scheduling.filters import Storage
 
     pv = PersistentVolume("ckpt-pv", {keys.LABEL_ZONE: "us-east-1b"}, driver=keys.CSI_EBS, handle="vol-1")
     claim = PersistentVolumeClaim("ckpt", "default", volume_name="ckpt-pv", storage_class="gp3", phase="Bound")
@@ -150,8 +156,8 @@ def _zoned(config: ScalerConfig, names_zones: list[tuple[str, str]]) -> Binder:
 
 
 def test_hostname_anti_affinity_binds_one_replica_per_node(small_config: ScalerConfig) -> None:
-    from scaler.core.filters import reasons
-    from scaler.core.model import LabelSelector, PodAffinityTerm
+    from scaler.core.model.objects import LabelSelector, PodAffinityTerm
+    from scaler.core.scheduling.filters import reasons
 
     binder = _zoned(small_config, [("n1", "us-east-1a"), ("n2", "us-east-1a")])
     term = PodAffinityTerm(LabelSelector((SelectorRequirement("app", "In", ("db",)),)), keys.LABEL_HOSTNAME,
@@ -168,7 +174,7 @@ def test_hostname_anti_affinity_binds_one_replica_per_node(small_config: ScalerC
 
 
 def test_a_pod_with_a_zonal_volume_binds_in_the_volumes_zone(small_config: ScalerConfig) -> None:
-    from scaler.core.model import ClaimRef
+    from scaler.core.model.objects import ClaimRef
 
     binder = _zoned(small_config, [("a1", "us-east-1a"), ("b1", "us-east-1b")])
     p = _pod("train", gpus=1)

@@ -6,11 +6,13 @@ from pathlib import Path
 
 from sim_helpers import SMALL_POOLS, write_trace
 
-from scaler.core import keys
-from scaler.core.config import ScalerConfig, parse_config
-from scaler.core.planner import plan
-from scaler.core.scoring import BINPACK, DEFAULT, ScoringProfile
-from scaler.core.snapshot import Plan, Snapshot, State
+from scaler.core.config.settings import ScalerConfig, parse_config
+from scaler.core.model import keys
+from scaler.core.planning.decisions import Plan
+from scaler.core.planning.planner import plan
+from scaler.core.planning.snapshot import Snapshot
+from scaler.core.planning.state import State
+from scaler.core.scheduling.scoring import BINPACK, DEFAULT, ScoringProfile
 from scaler.providers.sim import Outage, SimProvider
 from scaler.sim.engine import Engine, SimResult
 from scaler.sim.report import build_report

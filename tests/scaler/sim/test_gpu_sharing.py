@@ -10,7 +10,7 @@ import pytest
 
 from scaler.cli import main
 from scaler.configfile import load_config
-from scaler.core import keys
+from scaler.core.model import keys
 from scaler.sim.command import simulate
 from scaler.sim.trace import Job, job_pods
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from scaler.core.config import ScalerConfig
+from scaler.core.config.settings import ScalerConfig
 from scaler.providers.base import PoolProvider, ProviderError
 from scaler.providers.sim import Outage, SimProvider
 

@@ -1,5 +1,5 @@
 """Gang jobs replayed the way Kueue queues them behind a ProvisioningRequest admission check: the job waits
-with no pods, its request is served by the pass (scaler.core.provreq.serve, the call `scaler run` makes),
+with no pods, its request is served by the pass (scaler.core.planning.provreq.serve, the call `scaler run` makes),
 and its pods are created only once every node they need is up."""
 
 from __future__ import annotations
@@ -8,10 +8,13 @@ from pathlib import Path
 
 from sim_helpers import write_trace
 
-from scaler.core import keys, provreq
-from scaler.core.config import ScalerConfig
-from scaler.core.planner import plan
-from scaler.core.snapshot import Plan, Snapshot, State
+from scaler.core.config.settings import ScalerConfig
+from scaler.core.model import keys
+from scaler.core.planning import provreq
+from scaler.core.planning.decisions import Plan
+from scaler.core.planning.planner import plan
+from scaler.core.planning.snapshot import Snapshot
+from scaler.core.planning.state import State
 from scaler.providers.sim import SimProvider
 from scaler.sim.engine import KUEUE_BACKOFF_S, KUEUE_RETRIES, Engine, SimResult
 from scaler.sim.report import build_report, summary

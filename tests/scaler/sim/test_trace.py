@@ -8,9 +8,9 @@ import pytest
 from sim_helpers import ROOT, write_trace
 
 from scaler.configfile import load_config
-from scaler.core import keys
-from scaler.core.config import ScalerConfig
-from scaler.core.predicates import fits
+from scaler.core.config.settings import ScalerConfig
+from scaler.core.model import keys
+from scaler.core.scheduling.predicates import fits
 from scaler.sim.trace import TraceError, gang_split, job_pods, load_trace
 
 

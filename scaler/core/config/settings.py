@@ -1,0 +1,295 @@
+"""The scaler's configuration: the pools plus the knobs of the planners.
+
+Pure: `parse_config` takes the already-loaded mapping and a source name for messages;
+`scaler.configfile` reads files. Every error is an `Issue` naming the source, the key path (pool, field)
+and the fault. Besides each field's own range, the checks where one value makes another meaningless
+run at load, for `run` as for `simulate`: timings against each other, every pool's allocatable (after
+the kubelet reserve its max_pods implies and its DaemonSets) against its instance type, zones against
+the region, and caps no node of a pool could ever fit under.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from scaler.core.config.catalogue import CATALOGUE, Cloud, InstanceType
+from scaler.core.config.pool import Pool
+from scaler.core.config.specs import InstanceTypeSpec
+from scaler.core.model import keys
+from scaler.core.model.errors import ConfigError, FieldError, Issue, KeyPath
+from scaler.core.model.quantity import format_units
+
+__all__ = ["ConfigError", "Limits", "ScaleDown", "ScalerConfig", "Timings", "parse_config"]
+
+WEEK = 7 * 86400.0  # no timing of the scaler is meaningful beyond this
+AZURE_ZONES = ("1", "2", "3")
+
+
+class Limits(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    max_nodes: int | None = Field(default=None, ge=0)
+    max_gpus: int | None = Field(default=None, ge=0)
+    max_cost_per_hour: float | None = Field(default=None, ge=0)
+    max_nodes_per_pass: int = Field(default=50, gt=0)
+
+
+class Timings(BaseModel):
+    """Seconds. Defaults are what a real EKS / AKS GPU pool shows (see docs/simulator.md)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    scan_interval: float = Field(default=10, gt=0, le=3600)
+    unneeded_time: float = Field(default=600, ge=0, le=WEEK)
+    provision_timeout: float = Field(default=900, gt=0, le=WEEK)
+    unavailable_ttl: float = Field(default=1800, gt=0, le=WEEK)
+    backoff_initial: float = Field(default=300, gt=0, le=WEEK)
+    backoff_max: float = Field(default=1800, gt=0, le=WEEK)
+    gpu_boot: float = Field(default=240, gt=0, le=WEEK)
+    cpu_boot: float = Field(default=120, gt=0, le=WEEK)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Timings:
+        if self.backoff_initial > self.backoff_max:
+            raise FieldError("backoff_initial", f"{self.backoff_initial:g} s is above backoff_max "
+                             f"({self.backoff_max:g} s): the backoff could never grow")
+        if 0 < self.unneeded_time < self.scan_interval:
+            raise FieldError("unneeded_time", f"{self.unneeded_time:g} s is shorter than scan_interval "
+                             f"({self.scan_interval:g} s): a node is only seen unneeded once per pass "
+                             "(0 removes at the first pass)")
+        return self
+
+
+class ScaleDown(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    enabled: bool = True
+    utilization_threshold: float = Field(default=0.5, ge=0, le=1)
+    budget_fraction: float = Field(default=0.1, gt=0, le=1)
+    # Remove an unneeded node whose pods fit nowhere else when new nodes of cheaper pools would hold
+    # them for less (the 2-GPU pod that keeps an 8-GPU node alive); its pods wait one node boot.
+    consolidate: bool = True
+
+
+class ScalerConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    # Letters, digits, "-" and "." (kops names its clusters by DNS name: ml.example.com).
+    cluster: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9.-]{0,99}$")
+    cloud: Cloud
+    region: str = ""
+    spot_price_factor: float = Field(default=0.4, gt=0, le=1)
+    gang_label: str = keys.LABEL_POD_GROUP
+    gang_min_annotation: str = keys.ANNOTATION_POD_GROUP_MIN
+    discover: bool = Field(default=False, description="also adopt groups found by cluster-autoscaler tags")
+    limits: Limits = Limits()
+    timings: Timings = Timings()
+    scale_down: ScaleDown = ScaleDown()
+    catalogue: dict[str, InstanceTypeSpec] = Field(default_factory=dict)
+    pools: list[Pool] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _inherit_cloud(cls, data: Any) -> Any:
+        """A pool without `cloud` is in the config's cloud."""
+        if isinstance(data, dict) and isinstance(data.get("pools"), list):
+            data = {**data, "pools": [
+                {"cloud": data.get("cloud"), **p} if isinstance(p, dict) else p for p in data["pools"]
+            ]}
+        return data
+
+    @model_validator(mode="after")
+    def _pools(self) -> ScalerConfig:
+        seen: set[str] = set()
+        for pool in self.pools:
+            if pool.name in seen:
+                raise FieldError(("pools", f"[{pool.name}]", "name"), f"pool {pool.name!r} is declared twice")
+            seen.add(pool.name)
+            if pool.cloud != self.cloud:
+                raise FieldError(("pools", f"[{pool.name}]", "cloud"), f"{pool.cloud} in a {self.cloud} config")
+        by_name = {p.name: p for p in self.pools}
+        for pool in self.pools:
+            where = ("pools", f"[{pool.name}]", "fallback")
+            if pool.fallback is None:
+                if pool.capacity_type == "spot" and pool.role == "gpu":
+                    raise FieldError(where, "is required for a spot GPU pool")
+                continue
+            target = by_name.get(pool.fallback)
+            if target is None:
+                raise FieldError(where, f"{pool.fallback!r} is not a declared pool")
+            if target.name == pool.name:
+                raise FieldError(where, "names the pool itself")
+            # Follow the chain: a cycle would bounce pods forever.
+            chain, cur = [pool.name], target
+            while cur.fallback:
+                if cur.fallback in chain or cur.name in chain:
+                    raise FieldError(where, f"the fallback chain loops: {' -> '.join([*chain, cur.name])}")
+                chain.append(cur.name)
+                cur = by_name[cur.fallback]
+        return self
+
+    def full_catalogue(self) -> dict[str, InstanceType]:
+        out = dict(CATALOGUE)
+        for name, spec in self.catalogue.items():
+            out[name] = InstanceType(name=name, cloud=self.cloud, **spec.model_dump())
+        return out
+
+    def pool(self, name: str) -> Pool:
+        for p in self.pools:
+            if p.name == name:
+                return p
+        raise KeyError(name)
+
+    def price(self, pool: Pool) -> float:
+        return pool.hourly_price(self.spot_price_factor)
+
+
+
+
+# --- loading ------------------------------------------------------------------------------------------
+def _path(loc: tuple[int | str, ...], data: Any) -> KeyPath:
+    """('pools', 2, 'max') -> ('pools', '[gpu-spot-a]', 'max'), using the entry's name when it has one."""
+    parts: list[str] = []
+    node: Any = data
+    for item in loc:
+        if isinstance(item, int):
+            entry = node[item] if isinstance(node, list) and 0 <= item < len(node) else None
+            name = entry.get("name") if isinstance(entry, dict) else None
+            parts.append(f"[{name}]" if isinstance(name, str) and name else f"[{item}]")
+            node = entry
+        else:
+            parts.append(str(item))
+            node = node.get(item) if isinstance(node, dict) else None
+    return tuple(parts)
+
+
+def _issues(err: ValidationError, data: Any, source: str) -> list[Issue]:
+    out = []
+    for e in err.errors():
+        path = _path(tuple(e["loc"]), data)
+        raised = (e.get("ctx") or {}).get("error")
+        if isinstance(raised, FieldError):
+            out.append(Issue(source, (*path, *raised.path), raised.message))
+        else:
+            out.append(Issue(source, path or ("(top level)",), e["msg"].removeprefix("Value error, ")))
+    return out
+
+
+def parse_config(data: Any, source: str) -> ScalerConfig:
+    """Validate a pools / scaler config mapping; resolve pools against the catalogue; check what the
+    values mean together. Raises ConfigError with every issue found, each with its key path."""
+    if not isinstance(data, dict):
+        raise ConfigError(Issue(source, (), f"expected a mapping at the top level, got {type(data).__name__}"))
+    try:
+        config = ScalerConfig.model_validate(data)
+    except ValidationError as err:
+        raise ConfigError(_issues(err, data, source)) from None
+    catalogue = config.full_catalogue()
+    resolved: list[Pool] = []
+    issues: list[Issue] = []
+    for pool in config.pools:
+        try:
+            resolved.append(pool.resolve(catalogue))
+        except FieldError as err:
+            issues.append(Issue(source, ("pools", f"[{pool.name}]", *err.path), err.message))
+    if issues:
+        raise ConfigError(issues)
+    config = config.model_copy(update={"pools": resolved})
+    issues = [Issue(source, path, message) for path, message in meaning_errors(config)]
+    if issues:
+        raise ConfigError(issues)
+    return config
+
+
+def meaning_errors(config: ScalerConfig) -> list[tuple[KeyPath, str]]:
+    """Values each valid alone that make another meaningless (pools resolved)."""
+    out: list[tuple[KeyPath, str]] = []
+    t = config.timings
+    roles = {p.role for p in config.pools}
+    for kind, boot in (("GPU", t.gpu_boot if "gpu" in roles else 0.0),
+                       ("cpu", t.cpu_boot if roles - {"gpu"} else 0.0)):
+        if boot and t.provision_timeout < boot + t.scan_interval:
+            out.append((("timings", "provision_timeout"),
+                        f"{t.provision_timeout:g} s is shorter than a {kind} node's boot ({kind.lower()}_boot "
+                        f"{boot:g} s) plus one pass ({t.scan_interval:g} s): every such node would be given back "
+                        "before it registers"))
+            break
+    for pool in config.pools:
+        out += [(("pools", f"[{pool.name}]", *path), msg) for path, msg in _pool_errors(pool, config)]
+    out += _cap_errors(config)
+    return out
+
+
+def _pool_errors(pool: Pool, config: ScalerConfig) -> list[tuple[KeyPath, str]]:
+    out: list[tuple[KeyPath, str]] = []
+    itype = pool.itype.name
+    if pool.max_size == 0:
+        out.append((("max",), "0: the pool could never hold a node (remove it to disable it)"))
+    try:
+        daemonsets = pool.daemonset_requests()
+    except FieldError as err:
+        return [(("daemonset_overhead", *err.path), err.message)]
+    capacity, allocatable = pool.capacity(), pool.allocatable()
+    for res, value in sorted(allocatable.items()):
+        if value < 0:
+            field = "max_pods" if res == keys.RES_MEMORY else "root_volume_gib" if res == keys.RES_EPHEMERAL \
+                else "instance_types"
+            out.append(((field,), f"the kubelet reserve leaves {itype} no allocatable {res} "
+                        f"({format_units(res, capacity[res])} minus {format_units(res, capacity[res] - value)} "
+                        f"reserved{f' for {pool.max_pods} pods' if field == 'max_pods' else ''})"))
+    if out:
+        return out
+    for res, value in sorted(daemonsets.items()):
+        left = allocatable.get(res, 0) - value
+        if left < 0:
+            out.append((("daemonset_overhead", res), f"{format_units(res, value)} is more than {itype}'s allocatable "
+                        f"{res} ({format_units(res, allocatable.get(res, 0))})"))
+    if not out and (allocatable.get(keys.RES_PODS, 0) - daemonsets.get(keys.RES_PODS, 0)) < 1:
+        out.append((("max_pods",), f"{pool.max_pods} leaves no pod slot beside the pool's DaemonSets"))
+    out += _zone_errors(pool, config)
+    return out
+
+
+_AWS_ZONE = re.compile(r"^([a-z]{2}(?:-[a-z]+)+-\d+)[a-z]$")
+
+
+def _region(config: ScalerConfig) -> str:
+    """The config's region; without one, on AWS, the region of the first pool's first zone (one cluster, one
+    region: a zone of another region would never get a node)."""
+    if config.region or config.cloud != "aws":
+        return config.region
+    zones = [z for p in config.pools for z in p.zones]
+    match = _AWS_ZONE.match(zones[0]) if zones else None
+    return match.group(1) if match else ""
+
+
+def _zone_errors(pool: Pool, config: ScalerConfig) -> list[tuple[KeyPath, str]]:
+    region = _region(config)
+    if not region:
+        return []
+    if config.cloud == "aws":
+        bad = [z for z in pool.zones if not re.fullmatch(rf"{re.escape(region)}[a-z]", z)]
+    else:
+        bad = [z for z in pool.zones if z not in AZURE_ZONES and not re.fullmatch(rf"{re.escape(region)}-[123]", z)]
+    return [(("zones",), f"{bad} are not zones of {region}")] if bad else []
+
+
+def _cap_errors(config: ScalerConfig) -> list[tuple[KeyPath, str]]:
+    """Caps under which a pool could never add a node, or the pools' minimums already break."""
+    out: list[tuple[KeyPath, str]] = []
+    lim = config.limits
+    gpus = [f"{p.name!r} ({p.gpus} GPUs)" for p in config.pools if lim.max_gpus is not None and p.gpus > lim.max_gpus]
+    if gpus:
+        out.append((("limits", "max_gpus"), f"{lim.max_gpus} is below one node of pool {', '.join(gpus)}: "
+                    "it could never scale up"))
+    cost = lim.max_cost_per_hour
+    dear = [f"{p.name!r} ({config.price(p):g}/h)" for p in config.pools if cost is not None and config.price(p) > cost]
+    if dear:
+        out.append((("limits", "max_cost_per_hour"), f"{cost:g} is below one node of pool {', '.join(dear)}: "
+                    "it could never scale up"))
+    if lim.max_nodes is not None and lim.max_nodes < sum(p.min_size for p in config.pools):
+        out.append((("limits", "max_nodes"), f"{lim.max_nodes} is below the pools' minimums "
+                    f"({sum(p.min_size for p in config.pools)} nodes)"))
+    if lim.max_gpus is not None and lim.max_gpus < sum(p.min_size * p.gpus for p in config.pools):
+        out.append((("limits", "max_gpus"), f"{lim.max_gpus} is below the pools' minimums "
+                    f"({sum(p.min_size * p.gpus for p in config.pools)} GPUs)"))
+    return out

@@ -1,0 +1,175 @@
+"""The capacity a pass can place pods on: existing nodes, coming ones (registered, not ready yet),
+in-flight ones (asked for, not registered) and one template slot per (pool, zone) for new nodes. Pure."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+from scaler.core.config.pool import Pool
+from scaler.core.config.settings import ScalerConfig
+from scaler.core.model import keys
+from scaler.core.model.objects import Node, Pod, SelectorTerm
+from scaler.core.planning.advance import Advanced, may_still_boot, node_pool
+from scaler.core.planning.packing import BinKind, Group, Packer, Slot
+from scaler.core.planning.snapshot import Snapshot
+from scaler.core.scheduling import predicates
+
+# Taints a booting node carries until the kubelet / cloud controller is done: not a reason to
+# think the node will never take the pod. (Kept here: the scheduler, not gpuburst, owns them.)
+STARTUP_TAINTS = frozenset({"node.kubernetes.io/not-ready", "node.cloudprovider.kubernetes.io/uninitialized"})
+MAX_IN_FLIGHT_BINS = 1000  # per pool: beyond that many booting nodes the detail stops mattering
+
+
+def _resource_names(snapshot: Snapshot, templates: Iterable[Mapping[str, int]]) -> list[str]:
+    names: set[str] = set()
+    for pod in snapshot.pending:
+        names.update(pod.requests)
+    for node in snapshot.nodes:
+        names.update(node.allocatable)
+        for pod in node.pods:
+            names.update(pod.requests)
+    for res in templates:
+        names.update(res)
+    first = [keys.RES_GPU, keys.RES_CPU, keys.RES_MEMORY, keys.RES_PODS]
+    return [r for r in first if r in names] + sorted(names - set(first))
+
+
+def _affinity_keys(terms: tuple[SelectorTerm, ...]) -> Iterable[str]:
+    for term in terms:
+        for req in term:
+            yield req.key
+
+
+def referenced_keys(pods: Iterable[Pod]) -> set[str]:
+    out: set[str] = set()
+    seen: set[int] = set()
+    for pod in pods:
+        out.update(pod.node_selector)
+        if pod.required_affinity and id(pod.required_affinity) not in seen:
+            seen.add(id(pod.required_affinity))
+            out.update(_affinity_keys(pod.required_affinity))
+        if pod.preferred_affinity and id(pod.preferred_affinity) not in seen:  # scored, so grouped by
+            seen.add(id(pod.preferred_affinity))
+            out.update(_affinity_keys(tuple(p.term for p in pod.preferred_affinity)))
+    return out
+
+
+def is_coming(node: Node, pool: Pool | None, now: float, config: ScalerConfig) -> bool:
+    """A registered node that will take pods soon: not ready yet, or a GPU node whose device plugin
+    has not published its GPUs yet. Only within the provision timeout of its creation."""
+    if pool is None:
+        return False
+    if not may_still_boot(node, now, config):
+        return False
+    if not node.ready:
+        return True
+    return pool.gpus > 0 and node.allocatable.get(keys.RES_GPU, 0) <= 0
+
+
+def _template(pool: Pool, region: str) -> Node:
+    """The node a scale-up of the pool gets. A pool in one zone promises that zone; a pool across zones
+    does not (the Auto Scaling group or scale set picks it), so its template has no zone label and a pod
+    that needs a zone is not planned there."""
+    tmpl = pool.template_node(pool.zones[0], region)
+    if len(pool.zones) == 1:
+        return tmpl
+    labels = {k: v for k, v in tmpl.labels.items() if k not in (keys.LABEL_ZONE, keys.LABEL_HOSTNAME)}
+    return Node(f"template-{pool.name}", labels, tmpl.taints, tmpl.allocatable, pool=pool.name, pods=tmpl.pods,
+                is_template=True)
+
+
+def build_packer(snapshot: Snapshot, config: ScalerConfig, adv: Advanced) -> tuple[Packer, list[Slot]]:
+    """Bins for existing, coming and in-flight nodes, and one template slot per pool."""
+    now = snapshot.now
+    templates = {name: _template(obs.pool, config.region) for name, obs in snapshot.pools.items()}
+    running = [p for n in snapshot.nodes for p in n.pods if p.owner_kind != "DaemonSet"]
+    packer = Packer(
+        _resource_names(snapshot, [t.allocatable for t in templates.values()]),
+        referenced_keys([*snapshot.pending, *running]),
+    )
+    packer.set_min_request([*snapshot.pending, *running])
+    registered: set[str] = set()
+    for node in snapshot.nodes:
+        registered.add(node.provider_id)
+        if node.name in adv.leaving:
+            continue  # interrupted: its capacity is going, its pods are planned as pending
+        pname = node_pool(node)
+        seen = snapshot.pools.get(pname) if pname else None
+        pool = seen.pool if seen else None
+        taints = node.taints
+        if is_coming(node, pool, now, config):
+            assert pool is not None
+            kind: BinKind = "coming"
+            alloc = dict(node.allocatable)
+            if pool.gpus and alloc.get(keys.RES_GPU, 0) <= 0:
+                alloc = pool.allocatable()
+            taints = tuple(t for t in taints if t.key not in STARTUP_TAINTS)
+        elif node.ready:
+            kind, alloc = "existing", node.allocatable
+        else:
+            continue  # NotReady for long: no capacity, not ours to guess about
+        free = packer.vec(alloc)
+        vec_alloc = list(free)
+        for pod in node.pods:
+            if pod.phase not in predicates.TERMINATED_PHASES:
+                for r, v in pod.requests.items():
+                    free[packer.index[r]] -= v
+        group = packer.group_for(node, taints)
+        packer.add_bin(node, free, kind, group, pname, node.labels.get(keys.LABEL_ZONE), vec_alloc)
+    slots: list[Slot] = []
+    shapes: dict[tuple[int, ...], int] = {}
+    for name, obs in snapshot.pools.items():
+        pool = obs.pool
+        tmpl = templates[name]
+        zone = pool.zones[0] if len(pool.zones) == 1 else ""
+        empty = packer.vec(predicates.free_resources(tmpl))
+        slot = Slot(pool, zone, packer.group_for(tmpl, tmpl.taints, own=("slot", name)), empty, config.price(pool),
+                    pool.capacity_type == "spot", shapes.setdefault(tuple(empty), len(shapes)))
+        slots.append(slot)
+        count = min(adv.in_flight(name), MAX_IN_FLIGHT_BINS)
+        if not count:
+            continue
+        # A booting instance counts in the zone the cloud put it in (read from the cloud each pass, so a
+        # restart keeps it); one not launched yet where the slot promises (its zone, or none).
+        booting: dict[str, int] = {}
+        if not zone:
+            for m in obs.members:
+                if m.provider_id not in registered and m.zone in pool.zones:
+                    booting[m.zone] = booting.get(m.zone, 0) + 1
+        i = 0
+        for where, n in [*booting.items(), ("", count)]:
+            group = _zonal_group(packer, pool, where, config.region) if where else slot.group
+            free = packer.vec(predicates.free_resources(group.node)) if where else slot.empty
+            for _ in range(min(n, count - i)):
+                b = packer.add_bin(group.node, list(free), "in-flight", group, name, where or zone)
+                b.name = f"in-flight-{name}-{i}"
+                i += 1
+    return packer, slots
+
+
+def _zonal_group(packer: Packer, pool: Pool, zone: str, region: str) -> Group:
+    """The group of a multi-zone pool's booting instances in one zone (their zone is known)."""
+    name = f"in-flight-{pool.name}-{zone}"
+    for g in packer.in_flight_groups:
+        if g.node.name == name:
+            return g
+    tmpl = pool.template_node(zone, region)
+    node = Node(name, tmpl.labels, tmpl.taints, tmpl.allocatable, pool=pool.name, pods=tmpl.pods, is_template=True)
+    group = packer.group_for(node, node.taints, own=("in-flight", pool.name, zone))
+    packer.in_flight_groups.append(group)
+    return group
+
+
+def zone_hints(pools: Sequence[Pool]) -> list[str]:
+    """Where a stack mixes zonal and multi-zone pools on a fallback chain: a pool in one zone that falls
+    back to a pool across zones. A pod that needs that zone cannot fall back (the group of a pool across
+    zones picks the zone of a new node), so its fallback should be the on-demand pool of its zone."""
+    by_name = {p.name: p for p in pools}
+    out = []
+    for pool in pools:
+        fallback = by_name.get(pool.fallback or "")
+        if fallback is not None and len(pool.zones) == 1 and len(fallback.zones) > 1:
+            out.append(f"pools[{pool.name}].fallback: {fallback.name} spans {', '.join(fallback.zones)}, so a pod "
+                       f"that needs {pool.zones[0]} cannot fall back there (its group picks the zone); give the "
+                       "fallback one zone per pool")
+    return out

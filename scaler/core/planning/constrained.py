@@ -1,0 +1,210 @@
+"""The planner's side of kube-scheduler's pod-to-pod and volume filters (`scaler.core.scheduling.filters`).
+
+Most pods only meet the static filters and resources, and the planner places them by the count, per
+class. A *constrained* pod is one those other filters concern: it has hard topology spread, required
+pod (anti-)affinity, host ports, claims, a named node or matchFields, or a placed pod's anti-affinity
+matches it. Such pods are placed one at a time, each against a PreFilter state computed for it, and
+every pod the pass places (constrained or not) is recorded in the filters' `Cluster`, so the later pods
+of the pass see it: a StatefulSet of 4 with hostname anti-affinity gets 4 nodes, a spread of 6 over 3
+zones gets nodes in each.
+
+Nodes the pass opens and booting nodes become nodes of the cluster (their own name and hostname) when
+the first pod goes on them; a template being tried counts as an extra, empty node. A transaction
+(`begin` / `rollback`) undoes placements with the Packer's (gangs, drain simulation). When no pod of
+the snapshot, pending or running, is constrained, nothing here runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+from scaler.core.model.objects import Node, Pod
+from scaler.core.planning.packing import Bin, Group, Packer, Placement, PodClass
+from scaler.core.scheduling.filters import Cluster, PodCheck, Storage, new_node, own_constraints
+
+_REAL = frozenset({"existing", "coming"})
+
+
+class Filtered:
+    """The filters' Cluster of one pass, kept in step with the Packer's placements."""
+
+    def __init__(self, packer: Packer, nodes: Sequence[Node], pending: Sequence[Pod], storage: Storage | None = None,
+                 namespaces: Mapping[str, Mapping[str, str]] | None = None) -> None:
+        self.packer = packer
+        # Running pods count too: their anti-affinity keeps pending pods away, and the drain check
+        # moves them under their own constraints.
+        self.active = any(own_constraints(p) for p in pending) or any(
+            own_constraints(p) for n in nodes for p in n.pods)
+        self.cluster: Cluster | None = None
+        if self.active:
+            self.cluster = Cluster(nodes, storage, namespaces)
+            self.cluster.expect(pending)
+        self._nodes: dict[int, tuple[Bin, Node]] = {}
+        self._journal: list[tuple[str, Pod | None, str, Node | None, list[Pod]]] | None = None
+        self._constrained: dict[int, tuple[PodClass, bool]] = {}
+        self._hints: dict[tuple[int, tuple[tuple[int, int], ...]], int] = {}  # (group, request) -> first bin
+
+    # --- which pods -------------------------------------------------------------------------------
+    def constrained(self, pod: Pod) -> bool:
+        return self.cluster is not None and self.cluster.needs_check(pod)
+
+    def class_key(self, pod: Pod) -> object:
+        """Constrained pods never share a class with the others. Within a constrained class pods may
+        differ in what the filters read (labels, claims, ...): each is checked on its own, the class
+        only shares requests, statics and scores."""
+        return True if self.constrained(pod) else None
+
+    def is_constrained(self, cls: PodClass) -> bool:
+        hit = self._constrained.get(id(cls))
+        if hit is None:  # the class is kept with its answer: its id cannot be reused meanwhile
+            hit = self._constrained[id(cls)] = (cls, self.constrained(cls.rep))
+        return hit[1]
+
+    # --- nodes --------------------------------------------------------------------------------------
+    def node_of(self, b: Bin) -> Node:
+        """The node a bin stands for: a real node, or a node of its own for a booting / new one."""
+        if b.kind in _REAL:
+            return b.node
+        hit = self._nodes.get(id(b))
+        if hit is None or hit[0] is not b:  # the bin is kept with its node: its id is not reused meanwhile
+            hit = self._nodes[id(b)] = (b, new_node(b.group.node, b.name))
+        return hit[1]
+
+    def check(self, pod: Pod) -> PodCheck:
+        assert self.cluster is not None
+        return self.cluster.check(pod)
+
+    # --- placements ---------------------------------------------------------------------------------
+    def record(self, pod: Pod, b: Bin) -> None:
+        cluster = self.cluster
+        if cluster is None:
+            return
+        if b.name not in cluster.nodes:
+            cluster.add_node(self.node_of(b), (), None if b.kind in _REAL else b.group.node)
+            if self._journal is not None:
+                self._journal.append(("node", None, b.name, None, []))
+        cluster.place(pod, b.name)
+        if self._journal is not None:
+            self._journal.append(("pod", pod, b.name, None, []))
+
+    def record_placement(self, pods: Iterable[Pod], placement: Iterable[tuple[Bin, int]]) -> None:
+        """Record count placements: the pods in order, k per (bin, k)."""
+        if self.cluster is None:
+            return
+        it = iter(pods)
+        for b, k in placement:
+            for _ in range(k):
+                self.record(next(it), b)
+
+    def remove(self, b: Bin) -> None:
+        """A node leaves (the drain simulation removes it): its pods are no longer placed there."""
+        cluster = self.cluster
+        if cluster is None or b.name not in cluster.nodes:
+            return
+        node = cluster.nodes[b.name]
+        pods = cluster.remove_node(b.name)
+        if self._journal is not None:
+            self._journal.append(("gone", None, b.name, node, pods))
+
+    def begin(self) -> None:
+        self._journal = []
+
+    def commit(self) -> None:
+        self._journal = None
+
+    def rollback(self) -> None:
+        self._hints.clear()  # the Packer's rollback gave bins their room back
+        journal, self._journal = self._journal or [], None
+        cluster = self.cluster
+        if cluster is None:
+            return
+        for what, pod, name, node, pods in reversed(journal):
+            if what == "pod":
+                assert pod is not None
+                cluster.unplace(pod, name)
+            elif what == "node":
+                cluster.remove_node(name)
+            else:
+                assert node is not None
+                cluster.add_node(node, pods)
+
+    # --- one pod at a time ----------------------------------------------------------------------------
+    def fill(self, cls: PodClass, groups: Iterable[Group], pods: Sequence[Pod], kinds: frozenset[str],
+             out: Placement) -> list[Pod]:
+        """First-fit each pod into the groups' bins of `kinds` that have room and pass its filters;
+        returns the pods that found no bin, in order. Placements go to `out` as (bin, 1)."""
+        nz = cls.nz
+        groups = list(groups)
+        left: list[Pod] = []
+        for pod in pods:
+            check = self.check(pod)
+            if check.pod_reason is not None:
+                left.append(pod)
+                continue
+            target = self.first_fit(check, nz, groups, kinds)
+            if target is None:
+                left.append(pod)
+                continue
+            self.take(target, nz)
+            append_one(out, target)
+            self.record(pod, target)
+        return left
+
+    def first_fit(self, check: PodCheck, nz: tuple[tuple[int, int], ...], groups: Iterable[Group],
+                  kinds: frozenset[str]) -> Bin | None:
+        for g in groups:
+            if not g.bins:
+                continue
+            bound = g.bound
+            if bound is not None:
+                for i, a in nz:
+                    if bound[i] < a:
+                        break
+                else:
+                    bound = None
+                if bound is not None:
+                    continue  # no bin of the group has room for the request
+            if g.node.is_template and check.template_reason(g.node) is not None:
+                continue  # a template group: its nodes differ only in name and hostname
+            bins = g.bins
+            # Bins only lose room while a pass places pods (a rollback clears the hints): those before
+            # the first one that had room for this request still have none.
+            hint_key = (id(g), nz)
+            start = max(g.start, self._hints.get(hint_key, 0))
+            first_roomy = len(bins)
+            for j in range(start, len(bins)):
+                b = bins[j]
+                free = b.free
+                for i, a in nz:
+                    if free[i] < a:
+                        break
+                else:
+                    if b.removed or b.kind not in kinds:
+                        continue
+                    if j < first_roomy:
+                        first_roomy = j
+                        self._hints[hint_key] = j
+                    if check.reason(self.node_of(b)) is None:
+                        return b
+            if first_roomy == len(bins):
+                self._hints[hint_key] = len(bins)
+        return None
+
+    def take(self, b: Bin, nz: tuple[tuple[int, int], ...]) -> None:
+        """One pod's requests off a bin, as the Packer takes them (journalled, change-logged)."""
+        packer = self.packer
+        if packer._journal is not None:
+            packer._journal.append((b, list(b.free)))
+        for i, a in nz:
+            b.free[i] -= a
+        if b.alloc is not None:
+            b.version += 1
+            packer.changed.append(b)
+
+
+def append_one(out: Placement, b: Bin) -> None:
+    """One more pod on b: grow the last entry when it is the same bin (fewer objects for the pass)."""
+    if out and out[-1][0] is b:
+        out[-1] = (b, out[-1][1] + 1)
+    else:
+        out.append((b, 1))

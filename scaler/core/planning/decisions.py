@@ -1,0 +1,104 @@
+"""What one pass decides: the Plan (scale-ups, size resets, drains, Events, per-pod verdicts) that the
+actuator (`scaler.actuator`) carries out. No I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from scaler.core.planning.snapshot import Interruption
+
+Outcome = Literal["fits-existing", "fits-in-flight", "scale-up", "unschedulable", "waiting"]
+
+
+@dataclass(slots=True)
+class PodVerdict:
+    pod: str  # namespace/name
+    outcome: Outcome
+    pool: str | None = None  # where it lands / will land
+    node: str | None = None  # existing node it fits on
+    reasons: dict[str, str] = field(default_factory=dict)  # pool -> why not there
+
+
+@dataclass(frozen=True, slots=True)
+class ScaleUp:
+    pool: str
+    zone: str
+    count: int  # nodes to add on top of the current desired size
+    new_desired: int
+    pods: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SetSize:
+    """Give the cloud a target back (after a failed or timed-out launch). `strays`: instances that never
+    registered as nodes, terminated by id first (the size drops by one each); lowering the size alone
+    would leave them running in a group protected from scale-in."""
+
+    pool: str
+    desired: int
+    reason: str
+    strays: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ScaleDown:
+    """Cordon the node, evict its pods through the Eviction API, then remove exactly its instance."""
+
+    pool: str
+    node: str
+    provider_id: str
+    evict: tuple[str, ...]  # namespace/name of the pods to evict first
+    reason: str
+    deadline: float | None = None  # give up (or, forced, remove anyway) then; None: the drain timeout
+    forced: bool = False  # a spot interruption: the cloud takes the node at the deadline anyway
+
+
+@dataclass(frozen=True, slots=True)
+class NodeEvent:
+    """A Kubernetes Event the plan wants on a node (e.g. an interruption notice it decided to ignore)."""
+
+    node: str
+    reason: str
+    message: str
+    warning: bool = False
+
+
+@dataclass(slots=True)
+class Plan:
+    now: float
+    scale_ups: list[ScaleUp] = field(default_factory=list)  # replacements for interrupted nodes included
+    resets: list[SetSize] = field(default_factory=list)
+    scale_downs: list[ScaleDown] = field(default_factory=list)  # drains for interruptions first
+    verdicts: dict[str, PodVerdict] = field(default_factory=dict)
+    unneeded: dict[str, float] = field(default_factory=dict)
+    handled: list[Interruption] = field(default_factory=list)  # notices decided on: acknowledge once acted
+    events: list[NodeEvent] = field(default_factory=list)
+    delete_nodes: list[str] = field(default_factory=list)  # Node objects whose instance is long gone
+    refused: dict[str, str] = field(default_factory=dict)  # pools newly stopped by a cloud refusal
+    in_flight: dict[str, int] = field(default_factory=dict)  # pool -> nodes asked for, not registered yet
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def empty(self) -> bool:
+        return not (self.scale_ups or self.resets or self.scale_downs)
+
+    def to_dict(self, *, pods: bool = True) -> dict[str, Any]:
+        """The decisions as plain data (the status ConfigMap, `explain --json`); `pods`: with the pods each
+        scale-up is for and every pending pod's verdict."""
+        out: dict[str, Any] = {
+            "scale_ups": [{"pool": u.pool, "zone": u.zone, "count": u.count, "new_desired": u.new_desired,
+                           **({"pods": list(u.pods)} if pods else {})} for u in self.scale_ups],
+            "resets": [{"pool": r.pool, "desired": r.desired, "reason": r.reason, "terminate": list(r.strays)}
+                       for r in self.resets],
+            "scale_downs": [{"pool": d.pool, "node": d.node, "evict": list(d.evict), "reason": d.reason,
+                             "forced": d.forced} for d in self.scale_downs],
+            "in_flight": dict(self.in_flight),
+            "delete_nodes": list(self.delete_nodes),
+            "notes": list(self.notes),
+        }
+        if pods:
+            out["pods"] = {k: {"outcome": v.outcome, "pool": v.pool, "node": v.node, "reasons": v.reasons}
+                           for k, v in sorted(self.verdicts.items())}
+        return out

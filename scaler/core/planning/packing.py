@@ -1,0 +1,377 @@
+"""Bin packing for the planners: bins (nodes' free resources), node groups, pod classes, the Packer.
+
+Pure. The hot path works on equivalence classes, never on pods x nodes:
+
+- a *pod class* is the pods with the same requests, selector / affinity, tolerations, priority,
+  scheduler and gang: they are interchangeable, so the planner places counts, not pods;
+- a *group* is the nodes whose labels (restricted to the keys any pod looks at), taints and
+  unschedulable flag are equal: the static predicates are evaluated once per (pod statics, group)
+  and cached;
+- a group keeps an upper bound of the free resources of its nodes, so a class that cannot fit skips
+  the whole group without looking at its nodes.
+
+The scale-up planner fills existing, coming, in-flight and new nodes with it; the scale-down planner
+re-places evicted pods with the same Packer, so nothing is double-booked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from scaler.core.config.pool import Pool
+from scaler.core.model import keys
+from scaler.core.model.objects import Node, Pod, Taint, Toleration
+from scaler.core.scheduling import predicates
+
+BinKind = Literal["existing", "coming", "in-flight", "new"]
+_UNSCHED_TAINT = Taint(keys.TAINT_UNSCHEDULABLE, "", "NoSchedule")
+
+
+@dataclass(slots=True, eq=False)
+class Bin:
+    """A node's free capacity as a resource vector: a real node, a booting one, or a template."""
+
+    free: list[int]
+    kind: BinKind
+    name: str
+    pool: str | None
+    zone: str | None
+    group: Group
+    node: Node
+    alloc: list[int] | None = None  # allocatable of an existing / coming node (what the scheduler scores)
+    version: int = 0  # bumped whenever `free` changes: a score computed earlier is stale
+    removed: bool = False  # chosen for removal by the scale-down planner
+    touched: bool = False  # received pods in this pass
+
+
+class Group:
+    """Nodes the static predicates cannot tell apart."""
+
+    __slots__ = ("bins", "bound", "label_id", "node", "start", "taint_id", "unsched")
+
+    def __init__(self, label_id: int, taint_id: int, unsched: bool, node: Node) -> None:
+        self.label_id = label_id
+        self.taint_id = taint_id
+        self.unsched = unsched
+        self.node = node  # a representative: its labels and taints are the group's
+        self.bins: list[Bin] = []
+        self.bound: list[int] | None = None  # elementwise max of free over bins, None = unknown
+        self.start = 0  # bins before this one are too full for any pod of the pass
+
+
+class PodClass:
+    """Interchangeable pods."""
+
+    __slots__ = ("gang", "gpus", "nz", "origin", "pods", "priority", "rep", "sort_key", "static_id")
+
+    def __init__(self, rep: Pod, nz: tuple[tuple[int, int], ...], static_id: int, gang: str | None) -> None:
+        self.rep = rep
+        self.nz = nz  # (resource index, amount) of the non-zero requests
+        self.static_id = static_id
+        self.gang = gang
+        self.pods: list[Pod] = []
+        self.gpus = 0
+        self.priority = rep.priority
+        self.sort_key: tuple[float, ...] = ()
+        self.origin: PodClass | None = None  # the class this one is a part of (split by queue position)
+
+
+@dataclass(slots=True)
+class Slot:
+    """A (pool, zone) a scale-up can open nodes in, with its template node."""
+
+    pool: Pool
+    zone: str
+    group: Group
+    empty: list[int]  # free resources of a new node (allocatable minus the pool's DaemonSets)
+    price: float
+    spot: bool
+    shape: int = 0  # slots with equal `empty` share a shape
+
+
+
+
+Placement = list[tuple[Bin, int]]
+
+
+def dominant(nz: Iterable[tuple[int, int]], scale: Sequence[int]) -> float:
+    return max((a / scale[i] for i, a in nz if scale[i] > 0), default=0.0)
+
+
+def fit_count(free: list[int], nz: tuple[tuple[int, int], ...], limit: int) -> int:
+    k = limit
+    for i, a in nz:
+        q = free[i] // a
+        if q < k:
+            if q <= 0:
+                return 0
+            k = q
+    return k
+
+
+class Packer:
+    """Bins, groups and pod classes of one pass, with transactions for all-or-nothing placement."""
+
+    def __init__(self, resources: Sequence[str], ref_keys: Iterable[str]) -> None:
+        self.resources = list(resources)
+        self.index = {r: i for i, r in enumerate(self.resources)}
+        self.ref_keys = tuple(sorted(set(ref_keys)))
+        self.groups: dict[tuple[object, ...], Group] = {}
+        self.real_groups: list[Group] = []
+        self.bins: list[Bin] = []
+        self.by_node: dict[str, Bin] = {}
+        self._label_ids: dict[tuple[str | None, ...], int] = {}
+        self._taint_ids: dict[tuple[Taint, ...], int] = {}
+        self._sel_ids: dict[tuple[object, ...], int] = {}
+        self._sel_reps: list[Pod] = []
+        self._tol_ids: dict[tuple[Toleration, ...], int] = {}
+        self._tols: list[tuple[Toleration, ...]] = []
+        self._static_ids: dict[tuple[int, int], int] = {}
+        self._statics: list[tuple[int, int]] = []
+        self._sel_cache: dict[tuple[int, int], bool] = {}
+        self._taint_cache: dict[tuple[int, int], str | None] = {}
+        self._unsched_cache: dict[int, bool] = {}
+        self._eligible: dict[int, list[Group]] = {}
+        self._classes: dict[tuple[object, ...], PodClass] = {}
+        self._journal: list[tuple[Bin, list[int] | None]] | None = None
+        self._hints: dict[tuple[int, tuple[tuple[int, int], ...]], int] = {}  # (group, request) -> first bin
+        self.changed: list[Bin] = []  # existing / coming bins whose free changed, in order (for _Chooser)
+        # (profile, request) -> bin -> (version, resource score): classes that differ only in their
+        # statics share the per-node part of their scores.
+        self.scores: dict[tuple[str, tuple[tuple[int, int], ...]], dict[int, tuple[int, int]]] = {}
+        self.in_flight_groups: list[Group] = []  # booting nodes of multi-zone pools (zone unknown)
+        # (resource, amount) every pod of the pass requests at least: a bin with less is dead.
+        self.dead: tuple[tuple[int, int], ...] = ()
+
+    def set_min_request(self, pods: Iterable[Pod]) -> None:
+        """Declare every pod this pass will place (pending and evictable): bins that cannot take the
+        smallest of them on some resource they all request are skipped from then on."""
+        low: dict[str, int] | None = None
+        for pod in pods:
+            req = pod.requests
+            if low is None:
+                low = {r: v for r, v in req.items() if v > 0}
+                continue
+            for r in list(low):
+                v = req.get(r, 0)
+                if v <= 0:
+                    del low[r]
+                elif v < low[r]:
+                    low[r] = v
+            if not low:
+                break
+        self.dead = tuple((self.index[r], v) for r, v in (low or {}).items())
+
+    # --- vectors ---------------------------------------------------------------------------
+    def vec(self, res: Mapping[str, int]) -> list[int]:
+        out = [0] * len(self.resources)
+        for name, value in res.items():
+            out[self.index[name]] += value
+        return out
+
+    # --- groups ------------------------------------------------------------------------------
+    def _group_key(self, node: Node, taints: tuple[Taint, ...]) -> tuple[int, int, bool]:
+        sig = tuple(node.labels.get(k) for k in self.ref_keys)
+        label_id = self._label_ids.setdefault(sig, len(self._label_ids))
+        taint_id = self._taint_ids.setdefault(taints, len(self._taint_ids))
+        return label_id, taint_id, node.unschedulable
+
+    def group_for(self, node: Node, taints: tuple[Taint, ...], own: object = None) -> Group:
+        """The group of a node; `own` gives templates a group of their own."""
+        label_id, taint_id, unsched = self._group_key(node, taints)
+        key: tuple[object, ...] = (label_id, taint_id, unsched, own)
+        group = self.groups.get(key)
+        if group is None:
+            rep = node if taints == node.taints else Node(node.name, node.labels, taints, node.allocatable,
+                                                          node.unschedulable)
+            group = Group(label_id, taint_id, unsched, rep)
+            self.groups[key] = group
+            if own is None:
+                self.real_groups.append(group)
+        return group
+
+    def add_bin(self, node: Node, free: list[int], kind: BinKind, group: Group, pool: str | None,
+                zone: str | None, alloc: list[int] | None = None) -> Bin:
+        b = Bin(free, kind, node.name, pool, zone, group, node, alloc)
+        group.bins.append(b)
+        if group.bound is not None:
+            group.bound = list(map(max, group.bound, free))
+        self.bins.append(b)
+        if kind in ("existing", "coming"):
+            self.by_node[node.name] = b
+        return b
+
+    # --- pod classes and static predicates ------------------------------------------------
+    def static_id(self, pod: Pod) -> int:
+        sel_key = (tuple(sorted(pod.node_selector.items())), pod.required_affinity)
+        sel_id = self._sel_ids.get(sel_key)
+        if sel_id is None:
+            sel_id = self._sel_ids[sel_key] = len(self._sel_reps)
+            self._sel_reps.append(pod)
+        tol_id = self._tol_ids.get(pod.tolerations)
+        if tol_id is None:
+            tol_id = self._tol_ids[pod.tolerations] = len(self._tols)
+            self._tols.append(pod.tolerations)
+        pair = (sel_id, tol_id)
+        sid = self._static_ids.get(pair)
+        if sid is None:
+            sid = self._static_ids[pair] = len(self._statics)
+            self._statics.append(pair)
+        return sid
+
+    def classify(self, pods: Iterable[Pod], gang_of: Mapping[str, str] | None = None,
+                 extra: Callable[[Pod], object] | None = None) -> list[PodClass]:
+        """Pods into classes (a class never mixes gangs); classes in first-seen order. `extra`: more of
+        a pod that must be equal within a class (what kube-scheduler's other filters read)."""
+        out: list[PodClass] = []
+        seen: dict[tuple[object, ...], PodClass] = {}
+        for pod in pods:
+            gang = gang_of.get(pod.key) if gang_of else None
+            req_key = tuple(sorted(pod.requests.items()))
+            sid = self.static_id(pod)
+            key = (req_key, sid, pod.priority, pod.scheduler_name, gang, extra(pod) if extra else None)
+            cls = seen.get(key)
+            if cls is None:
+                nz = tuple(sorted((self.index[n], v) for n, v in pod.requests.items() if v > 0))
+                cls = seen[key] = PodClass(pod, nz, sid, gang)
+                gpu = self.index.get(keys.RES_GPU)
+                cls.gpus = pod.requests.get(keys.RES_GPU, 0) if gpu is not None else 0
+                out.append(cls)
+            cls.pods.append(pod)
+        return out
+
+    def static_reason(self, static_id: int, group: Group) -> str | None:
+        """predicates.static_reason for any pod of the statics and any node of the group, cached."""
+        sel_id, tol_id = self._statics[static_id]
+        if group.unsched:
+            ok = self._unsched_cache.get(tol_id)
+            if ok is None:
+                ok = self._unsched_cache[tol_id] = any(
+                    predicates.toleration_matches(t, _UNSCHED_TAINT) for t in self._tols[tol_id])
+            if not ok:
+                return predicates.REASON_UNSCHEDULABLE
+        sk = (sel_id, group.label_id)
+        match = self._sel_cache.get(sk)
+        if match is None:
+            rep = self._sel_reps[sel_id]  # matchFields (node names) are checked per node, by the filters
+            name = predicates.ANY_NODE_NAME if predicates.has_field_affinity(rep) else None
+            match = self._sel_cache[sk] = predicates.matches_node_affinity(rep, group.node.labels, name)
+        if not match:
+            return predicates.REASON_SELECTOR
+        return self.taint_reason(static_id, group)
+
+    def taint_reason(self, static_id: int, group: Group) -> str | None:
+        """The TaintToleration part of static_reason, cached."""
+        tol_id = self._statics[static_id][1]
+        tk = (tol_id, group.taint_id)
+        if tk in self._taint_cache:
+            return self._taint_cache[tk]
+        taint = predicates.untolerated_taint(self._tols[tol_id], group.node.taints)
+        reason = None if taint is None else predicates.taint_reason(taint)
+        self._taint_cache[tk] = reason
+        return reason
+
+    def matches_labels(self, static_id: int, labels: Mapping[str, str]) -> bool:
+        """Whether the statics' node selector and required node affinity accept these labels."""
+        return predicates.matches_node_affinity(self._sel_reps[self._statics[static_id][0]], labels)
+
+    def eligible_real(self, static_id: int) -> list[Group]:
+        groups = self._eligible.get(static_id)
+        if groups is None:
+            groups = [g for g in self.real_groups if self.static_reason(static_id, g) is None]
+            self._eligible[static_id] = groups
+        return groups
+
+    # --- placement ---------------------------------------------------------------------------
+    def fill(self, cls: PodClass, groups: Iterable[Group], n: int, kinds: frozenset[str], out: Placement) -> int:
+        """First-fit up to n pods of the class into the groups' bins; returns how many were placed."""
+        placed = 0
+        nz = cls.nz
+        journal = self._journal
+        dead = self.dead
+        for group in groups:
+            bound = group.bound
+            if bound is not None and any(bound[i] < a for i, a in nz):
+                continue
+            bins = group.bins
+            start = group.start
+            if dead:  # skip the leading bins too full for any pod of this pass (FFD fills them first)
+                while start < len(bins) and any(bins[start].free[i] < m for i, m in dead):
+                    start += 1
+                group.start = start
+            # Bins only lose room while a pass places pods (a rollback forgets the hints): the bins
+            # before the first that had room for this request still have none.
+            hint_key = (id(group), nz)
+            start = max(start, self._hints.get(hint_key, 0))
+            first = len(bins)
+            for j in range(start, len(bins)):
+                b = bins[j]
+                free = b.free
+                k = n - placed
+                for i, a in nz:  # _fit_count, inlined: this loop is the planner's hottest
+                    q = free[i] // a
+                    if q < k:
+                        k = q
+                        if k <= 0:
+                            break
+                if k <= 0:
+                    continue
+                if j < first:
+                    first = j
+                    self._hints[hint_key] = j
+                if b.removed or b.kind not in kinds:
+                    continue
+                if journal is not None:
+                    journal.append((b, list(free)))
+                for i, a in nz:
+                    free[i] -= a * k
+                if b.alloc is not None:
+                    b.version += 1
+                    self.changed.append(b)
+                out.append((b, k))
+                placed += k
+                if placed >= n:
+                    return placed
+            if first == len(bins):
+                self._hints[hint_key] = first
+            if start == group.start:  # (with a hint, the scan was short and the bound can stay loose)
+                self.tighten(group)  # the whole group was looked at and could not take the rest
+        return placed
+
+    def tighten(self, group: Group) -> None:
+        """Recompute the group's bound from its live bins (after finding it cannot take a class)."""
+        live = [b.free for b in group.bins[group.start:] if not b.removed]
+        group.bound = [max(col) for col in zip(*live, strict=True)] if live else [0] * len(self.resources)
+
+    def begin(self) -> None:
+        self._journal = []
+
+    def commit(self) -> None:
+        self._journal = None
+
+    def rollback(self) -> None:
+        """Undo every placement and opened bin since begin()."""
+        journal = self._journal or []
+        self._journal = None
+        self._hints.clear()  # bins get their room back, opened ones go
+        for b, old in reversed(journal):
+            if old is None:  # an opened bin
+                b.group.bins.remove(b)
+                self.bins.remove(b)
+            else:
+                b.free[:] = old
+                if b.alloc is not None:
+                    b.version += 1
+                    self.changed.append(b)
+            b.group.bound = None
+            b.group.start = 0
+
+    def open_bin(self, slot: Slot, name: str) -> Bin:
+        node = slot.group.node
+        b = self.add_bin(node, list(slot.empty), "new", slot.group, slot.pool.name, slot.zone)
+        b.name = name
+        if self._journal is not None:
+            self._journal.append((b, None))
+        return b

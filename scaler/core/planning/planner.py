@@ -1,0 +1,92 @@
+"""One pass of decisions: Snapshot + State + config -> Plan + next State. Pure.
+
+Implemented in state.py (what outlives a pass), interruptions.py (notices and drains in progress),
+scaleup.py and scaledown.py; this module is the entry point the loop and the simulator call, so its
+signature is the contract between them. The core decides everything the actuator does: sizes,
+replacements ahead of interruptions, the instances that never registered to terminate, drains.
+See docs/planner.md.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from scaler.core.config.settings import ScalerConfig
+from scaler.core.planning.advance import NODE_GONE_GRACE, advance, record_scale_ups
+from scaler.core.planning.decisions import Plan, SetSize
+from scaler.core.planning.interruptions import read_notices
+from scaler.core.planning.scaledown import plan_scale_down
+from scaler.core.planning.scaleup import plan_scale_up
+from scaler.core.planning.snapshot import Snapshot
+from scaler.core.planning.state import State
+
+
+def plan(snapshot: Snapshot, state: State, config: ScalerConfig) -> tuple[Plan, State]:
+    """Decide scale-ups, size resets and drains for one pass. The input state is not changed."""
+    adv = advance(snapshot, state, config)
+    leaving = read_notices(snapshot, adv.gone)
+    adv.leaving = leaving.nodes
+    view = dataclasses.replace(snapshot, pending=[*snapshot.pending, *leaving.displaced]) \
+        if leaving.displaced else snapshot
+    up = plan_scale_up(view, config, adv)
+    record_scale_ups(adv.state, up.scale_ups, snapshot.now, config)
+    down = plan_scale_down(view, config, adv, up)
+    result = Plan(
+        now=snapshot.now,
+        scale_ups=up.scale_ups,
+        resets=[with_strays(r, snapshot) for r in adv.resets],
+        scale_downs=[*leaving.drains, *down.scale_downs],
+        verdicts=up.verdicts,
+        unneeded=down.unneeded,
+        handled=leaving.handled,
+        events=leaving.events,
+        delete_nodes=sorted(n for n, since in adv.state.gone_since.items() if snapshot.now - since >= NODE_GONE_GRACE),
+        refused={p: m for p, m in snapshot.refused.items() if p in snapshot.pools},
+        in_flight={name: adv.in_flight(name) for name in snapshot.pools},
+        notes=[*adv.notes, *leaving.notes, *up.notes, *down.notes],
+    )
+    stop_refused(result, adv.state)
+    if not snapshot.fresh:
+        hold_back(result, snapshot)
+    elif not snapshot.pdbs_fresh:
+        planned = [d for d in result.scale_downs if not d.forced]
+        if planned:
+            result.notes.append(f"the PodDisruptionBudget watch is failing: {len(planned)} scale-down(s) held back")
+            result.scale_downs = [d for d in result.scale_downs if d.forced]
+    return result, adv.state
+
+
+def stop_refused(plan: Plan, state: State) -> None:
+    """No action on a pool whose cloud refused in a way asking again cannot fix, until its long backoff
+    ends (the expander already plans its pods elsewhere)."""
+    if not state.refused:
+        return
+    stopped = {p for p in state.refused}
+    plan.resets = [r for r in plan.resets if r.pool not in stopped]
+    plan.scale_downs = [d for d in plan.scale_downs if d.pool not in stopped or d.forced]
+
+
+def with_strays(reset: SetSize, snapshot: Snapshot) -> SetSize:
+    """A size given back below the instances that exist names the instances that never registered to
+    terminate, oldest first."""
+    obs = snapshot.pools.get(reset.pool)
+    if obs is None or obs.instances <= reset.desired:
+        return reset
+    registered = {n.provider_id for n in snapshot.nodes if n.provider_id}
+    strays = sorted((m for m in obs.members if m.provider_id not in registered), key=lambda m: m.launched_at)
+    return dataclasses.replace(reset, strays=tuple(m.provider_id for m in strays[:obs.instances - reset.desired]))
+
+
+def hold_back(plan: Plan, snapshot: Snapshot) -> None:
+    """On stale cluster data nothing that removes capacity is acted on: no scale-down (interruption drains
+    aside: the cloud takes those nodes anyway), and no size reset below the instances that
+    exist (those would be terminated as "never registered" on the word of a Node list that may be old)."""
+    planned = [d for d in plan.scale_downs if not d.forced]
+    if planned:
+        plan.notes.append(f"cluster state is stale: {len(planned)} scale-down(s) held back")
+        plan.scale_downs = [d for d in plan.scale_downs if d.forced]
+    held = [r for r in plan.resets if r.pool in snapshot.pools and r.desired < snapshot.pools[r.pool].instances]
+    if held:
+        plan.notes.append("cluster state is stale: size reset(s) below the existing instances held back: "
+                          + ", ".join(f"{r.pool} -> {r.desired}" for r in held))
+        plan.resets = [r for r in plan.resets if r not in held]

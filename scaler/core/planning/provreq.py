@@ -1,0 +1,313 @@
+"""ProvisioningRequests (autoscaling.x-k8s.io/v1), the way Kueue's ProvisioningRequest admission check asks
+for capacity, answered by the same planner as everything else. Pure.
+
+Two classes, as cluster-autoscaler serves them:
+
+- `check-capacity.autoscaling.x-k8s.io`: do all the pod sets fit now, on the nodes there are plus what the
+  pools may still add (within their max and the caps)? Provisioned=True (CapacityIsFound) or
+  Provisioned=False (CapacityIsNotFound, asked again next pass). Nothing is added for it.
+- `best-effort-atomic-scale-up.autoscaling.x-k8s.io`: add every node the pod sets need, or none. The
+  request's pods stand in as one pending gang (all or none, the gang rules of the planner); when every one
+  of them fits on a node that is up, Provisioned=True. A gang the pools can never hold (a pool's max, a
+  cap) is Failed with the planner's reasons.
+
+A Provisioned request books its capacity for `BOOKING_TTL` seconds: its stand-in pods, less the real pods
+that consume it (annotation autoscaling.x-k8s.io/consume-provisioning-request) and already run, are placed
+on the nodes as pods without a controller, all or none, so scale-down keeps those nodes; while they all
+find room, the real consumers pending meanwhile are the booking's, not a reason to scale up, and when they
+do not (another pod took the room, a node went) those consumers ask for nodes like any pending pod. The
+nodes a booking holds are remembered (State.booked); when one of them is gone (a spot reclaim) before the
+booking ends, the request gets CapacityRevoked, else BookingExpired when it ends. Parameters other than
+`ValidUntilSeconds` are refused with a reason, as is any other class.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+from scaler.core.config.settings import ScalerConfig
+from scaler.core.model import keys
+from scaler.core.model.objects import Node, Pod
+from scaler.core.planning.decisions import Plan, PodVerdict
+from scaler.core.planning.planner import plan
+from scaler.core.planning.snapshot import PoolObservation, Snapshot
+from scaler.core.planning.state import State
+from scaler.core.scheduling.predicates import fits
+
+CHECK_CAPACITY = "check-capacity.autoscaling.x-k8s.io"
+ATOMIC_SCALE_UP = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
+CLASSES = (CHECK_CAPACITY, ATOMIC_SCALE_UP)
+PARAM_VALID_UNTIL = "ValidUntilSeconds"
+SUPPORTED_PARAMETERS = frozenset({PARAM_VALID_UNTIL})
+BOOKING_TTL = 600.0  # seconds a Provisioned request's capacity is kept for its pods (cluster-autoscaler's 10 min)
+
+ACCEPTED, PROVISIONED, FAILED = "Accepted", "Provisioned", "Failed"
+BOOKING_EXPIRED, CAPACITY_REVOKED = "BookingExpired", "CapacityRevoked"
+_FITS = frozenset({"fits-existing", "fits-in-flight", "scale-up"})
+
+
+@dataclass(frozen=True, slots=True)
+class Condition:
+    type: str
+    status: str  # "True" | "False"
+    reason: str
+    message: str
+    at: float  # lastTransitionTime, seconds since the epoch
+
+
+@dataclass(frozen=True, slots=True)
+class PodSet:
+    template: Pod  # the PodTemplate's pod, as the planner reads pods
+    count: int
+
+
+@dataclass(slots=True)
+class ProvisioningRequest:
+    namespace: str
+    name: str
+    class_name: str
+    pod_sets: list[PodSet]
+    parameters: dict[str, str] = field(default_factory=dict)
+    created_at: float = 0.0
+    conditions: dict[str, Condition] = field(default_factory=dict)
+    problem: str = ""  # set by the reader when the request cannot be read (a missing PodTemplate)
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def total(self) -> int:
+        return sum(s.count for s in self.pod_sets)
+
+    def true(self, kind: str) -> bool:
+        cond = self.conditions.get(kind)
+        return cond is not None and cond.status == "True"
+
+    @property
+    def done(self) -> bool:
+        """Nothing more will happen to it: failed, or its booking is over."""
+        return self.true(FAILED) or self.true(BOOKING_EXPIRED) or self.true(CAPACITY_REVOKED)
+
+
+def refusal(req: ProvisioningRequest) -> str | None:
+    """Why the scaler will not serve the request, or None."""
+    if req.problem:
+        return req.problem
+    if req.class_name not in CLASSES:
+        return f"provisioningClassName {req.class_name!r} is not served (served: {', '.join(CLASSES)})"
+    unknown = sorted(set(req.parameters) - SUPPORTED_PARAMETERS)
+    if unknown:
+        return f"parameters {unknown} are not supported (supported: {sorted(SUPPORTED_PARAMETERS)})"
+    raw = req.parameters.get(PARAM_VALID_UNTIL)
+    if raw is not None and (not raw.isdigit() or int(raw) <= 0):
+        return f"parameter {PARAM_VALID_UNTIL}={raw!r} must be a whole number of seconds above 0"
+    if not req.pod_sets or any(s.count <= 0 for s in req.pod_sets):
+        return "podSets must name at least one pod, each with a count above 0"
+    return None
+
+
+def stand_ins(req: ProvisioningRequest, config: ScalerConfig, count: int | None = None) -> list[Pod]:
+    """The request's pods as the planner sees them: one gang of all of them (or the first `count`)."""
+    out: list[Pod] = []
+    gang = f"{keys.PROVREQ_GANG_PREFIX}{req.name}"
+    for i, pod_set in enumerate(req.pod_sets):
+        for j in range(pod_set.count):
+            t = pod_set.template
+            out.append(dataclasses.replace(
+                t, name=f"{req.name}-provreq-{i}-{j}", namespace=req.namespace, uid="", node_name=None,
+                phase="Pending", owner_kind=None, created_at=req.created_at,
+                labels={**t.labels, config.gang_label: gang},
+                annotations={**t.annotations, config.gang_min_annotation: str(req.total)}))
+    return out[:count] if count is not None else out
+
+
+def consumers(req: ProvisioningRequest, pods: Iterable[Pod]) -> list[Pod]:
+    names = (keys.ANNOTATION_CONSUME_PROVREQ, keys.ANNOTATION_CONSUME_PROVREQ_CA)
+    return [p for p in pods if p.namespace == req.namespace and any(p.annotations.get(n) == req.name for n in names)]
+
+
+def booked(req: ProvisioningRequest, now: float) -> bool:
+    cond = req.conditions.get(PROVISIONED)
+    return req.class_name == ATOMIC_SCALE_UP and cond is not None and cond.status == "True" and not req.done \
+        and now < cond.at + BOOKING_TTL
+
+
+@dataclass(slots=True)
+class Injected:
+    """What `inject` did to the snapshot, for `conditions` to read back."""
+
+    asking: dict[str, list[str]] = field(default_factory=dict)  # request -> its stand-in pods' keys (pending)
+    booked: dict[str, frozenset[str]] = field(default_factory=dict)  # booked request -> the nodes it holds
+    lost: dict[str, list[str]] = field(default_factory=dict)  # booked request -> its nodes that are gone
+
+
+def inject(snapshot: Snapshot, requests: Iterable[ProvisioningRequest], config: ScalerConfig,
+           state: State | None = None) -> Injected:
+    """Put the requests into the snapshot (its pending list and nodes' pod lists changed in place; give it
+    copies): an accepted atomic request not yet provisioned asks as pending stand-ins; a booked one holds its
+    nodes with stand-ins placed on them. `state.booked`: the nodes each booking held in earlier passes."""
+    out = Injected()
+    remembered = state.booked if state is not None else {}
+    present = {n.name for n in snapshot.nodes}
+    running = [p for n in snapshot.nodes for p in n.pods]
+    for req in requests:
+        if req.done or refusal(req) is not None or req.class_name != ATOMIC_SCALE_UP:
+            continue
+        if booked(req, snapshot.now):
+            # Room is held for every pod of the request not running yet (a consumer back to pending after
+            # its node went needs room again). While it is all held, the booking's pending pods are its own,
+            # not a reason for another scale-up; when it is not, the booking is revoked and they ask again.
+            mine = consumers(req, running)
+            hosts = _place(stand_ins(req, config, max(0, req.total - len(mine))), snapshot.nodes)
+            if hosts is not None:
+                taken = {p.key for p in consumers(req, snapshot.pending)}
+                snapshot.pending = [p for p in snapshot.pending if p.key not in taken]
+            held = remembered.get(req.key)
+            if held is None:  # the first pass of the booking (or after a restart): what it holds now
+                held = frozenset({p.node_name for p in mine if p.node_name} | (hosts or set()))
+            out.booked[req.key] = held
+            out.lost[req.key] = sorted(held - present)
+        elif not req.true(PROVISIONED):
+            pods = stand_ins(req, config)
+            snapshot.pending.extend(pods)
+            out.asking[req.key] = [p.key for p in pods]
+    return out
+
+
+def _place(pods: list[Pod], nodes: list[Node]) -> set[str] | None:
+    """First fit of the stand-ins onto ready, schedulable nodes, all or none: when every one finds a node they
+    become pods there and the names of those nodes are returned, else nothing is placed and None is."""
+    ordered = sorted((n for n in nodes if n.ready and not n.unschedulable and not n.is_template),
+                     key=lambda n: n.name)
+    placed: list[tuple[Node, Pod]] = []
+    left = 0
+    for pod in pods:
+        node = next((n for n in ordered if fits(pod, n)), None)
+        if node is None:
+            left += 1
+            continue
+        placed.append((node, dataclasses.replace(pod, node_name=node.name, phase="Running")))
+        node.pods.append(placed[-1][1])
+    if left:
+        for node, pod in placed:
+            node.pods.remove(pod)
+        return None
+    return {node.name for node, _ in placed}
+
+
+def check(req: ProvisioningRequest, snapshot: Snapshot, config: ScalerConfig, *, empty: bool = False) -> \
+        tuple[bool, str]:
+    """Plan the request's pods alone: on the nodes there are and what the pools may still add (check-capacity),
+    or (`empty`) on an empty cluster whose pools may all grow to their max: False there means never."""
+    pending = stand_ins(req, config)
+    if empty:
+        pools = {name: PoolObservation(pool=obs.pool, desired=0, instances=0) for name, obs in snapshot.pools.items()}
+        alone = Snapshot(now=snapshot.now, pending=pending, nodes=[], pools=pools)
+    else:
+        alone = dataclasses.replace(snapshot, pending=pending)  # the planner changes no node
+    result, _ = plan(alone, State(), config)
+    verdicts = [result.verdicts[p.key] for p in pending if p.key in result.verdicts]
+    stuck = [v for v in verdicts if v.outcome not in _FITS]
+    if len(verdicts) == req.total and not stuck:
+        where = "an empty cluster" if empty else "the nodes there are and those the pools may add"
+        return True, f"all {req.total} pods fit on {where}"
+    return False, _why(stuck)
+
+
+def _why(stuck: list[PodVerdict]) -> str:
+    if not stuck:
+        return "the planner saw none of the request's pods"
+    reasons = stuck[0].reasons
+    detail = "; ".join(f"{pool}: {why}" for pool, why in sorted(reasons.items())) or "no pool fits them"
+    return f"{len(stuck)} pods fit no pool: {detail}"
+
+
+def _set(conds: dict[str, Condition], kind: str, status: str, reason: str, message: str, now: float) -> None:
+    old = conds.get(kind)
+    at = old.at if old is not None and old.status == status else now
+    conds[kind] = Condition(kind, status, reason, message, at)
+
+
+def conditions(req: ProvisioningRequest, *, now: float, plan: Plan | None, injected: Injected,
+               nodes: Mapping[str, Node], checked: tuple[bool, str] | None = None,
+               never: tuple[bool, str] | None = None) -> dict[str, Condition]:
+    """The request's conditions after this pass (unchanged ones keep their transition time). `checked`: a
+    check-capacity request's `check`; `never`: an atomic one's `check(..., empty=True)`."""
+    conds = dict(req.conditions)
+    if req.done:
+        return conds
+    why = refusal(req)
+    if why is not None:
+        _set(conds, ACCEPTED, "False", "Rejected", why, now)
+        _set(conds, FAILED, "True", "Rejected", why, now)
+        return conds
+    _set(conds, ACCEPTED, "True", "Accepted", "ProvisioningRequest is accepted by gpuburst", now)
+    valid_until = req.parameters.get(PARAM_VALID_UNTIL)
+    if not req.true(PROVISIONED) and valid_until and now > req.created_at + int(valid_until):
+        _set(conds, FAILED, "True", "Expired", f"not provisioned within {PARAM_VALID_UNTIL}={valid_until}", now)
+        return conds
+    if req.class_name == CHECK_CAPACITY:
+        if checked is not None and not req.true(PROVISIONED):
+            ok, message = checked
+            _set(conds, PROVISIONED, "True" if ok else "False",
+                 "CapacityIsFound" if ok else "CapacityIsNotFound", message, now)
+        return conds
+    if req.true(PROVISIONED):
+        provisioned = conds[PROVISIONED].at
+        if injected.lost.get(req.key):
+            _set(conds, CAPACITY_REVOKED, "True", "CapacityRevoked",
+                 f"booked nodes are gone: {', '.join(injected.lost[req.key])}", now)
+        elif now >= provisioned + BOOKING_TTL:
+            _set(conds, BOOKING_EXPIRED, "True", "CapacityReservationTimeExpired",
+                 f"capacity was kept for {BOOKING_TTL:g} s after it was provisioned", now)
+        return conds
+    keys_ = injected.asking.get(req.key, [])
+    verdicts = [plan.verdicts[k] for k in keys_ if plan is not None and k in plan.verdicts]
+    if len(verdicts) < len(keys_) or not keys_:
+        return conds
+    if all(v.outcome == "fits-existing" and v.node is not None and v.node in nodes and nodes[v.node].ready
+           for v in verdicts):
+        _set(conds, PROVISIONED, "True", "Provisioned", f"all {req.total} pods fit on nodes that are up", now)
+        return conds
+    if never is not None and not never[0]:
+        _set(conds, FAILED, "True", "CapacityIsNotFound", never[1], now)
+        return conds
+    coming = sum(1 for v in verdicts if v.outcome in ("scale-up", "fits-in-flight"))
+    if coming + sum(1 for v in verdicts if v.outcome == "fits-existing") == len(verdicts):
+        _set(conds, PROVISIONED, "False", "Provisioning", f"{coming} of {req.total} pods wait for nodes to come up",
+             now)
+    else:
+        stuck = [v for v in verdicts if v.outcome not in _FITS]
+        _set(conds, PROVISIONED, "False", "CapacityIsNotFound", f"not now: {_why(stuck)}", now)
+    return conds
+
+
+Planner = Callable[[Snapshot, State, ScalerConfig], tuple[Plan, State]]
+
+
+def serve(snapshot: Snapshot, state: State, config: ScalerConfig, requests: list[ProvisioningRequest],
+          planner: Planner = plan) -> tuple[Plan, State, dict[str, dict[str, Condition]]]:
+    """One pass with the requests in it: the plan (scale-ups for atomic requests, booked nodes kept from
+    scale-down), the next state, and each request's conditions. Without requests it is `planner` itself."""
+    if not requests:
+        result, new_state = planner(snapshot, state, config)
+        new_state.booked = {}
+        return result, new_state, {}
+    # `inject` adds stand-ins to the nodes' pod lists and changes nothing else: each node gets a list of its own.
+    view = dataclasses.replace(snapshot, pending=list(snapshot.pending),
+                               nodes=[dataclasses.replace(n, pods=list(n.pods)) for n in snapshot.nodes])
+    injected = inject(view, requests, config, state)
+    result, new_state = planner(view, state, config)
+    new_state.booked = {k: v for k, v in injected.booked.items() if not injected.lost.get(k)}
+    nodes = {n.name: n for n in snapshot.nodes}
+    out: dict[str, dict[str, Condition]] = {}
+    for req in requests:
+        live = not req.done and refusal(req) is None and not req.true(PROVISIONED)
+        checked = check(req, snapshot, config) if live and req.class_name == CHECK_CAPACITY else None
+        never = check(req, snapshot, config, empty=True) if live and req.key in injected.asking else None
+        out[req.key] = conditions(req, now=snapshot.now, plan=result, injected=injected, nodes=nodes,
+                                  checked=checked, never=never)
+    return result, new_state, out

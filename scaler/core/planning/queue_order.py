@@ -1,0 +1,221 @@
+"""Existing and coming nodes as kube-scheduler will fill them: pods in its queue order (priority, then
+creation time), each where the scoring profile its `schedulerName` names would bind it. Pure."""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Sequence
+
+from scaler.core.model.objects import Pod
+from scaler.core.planning.constrained import Filtered, append_one
+from scaler.core.planning.packing import Bin, Group, Packer, Placement, PodClass
+from scaler.core.scheduling import scoring
+
+
+class Chooser:
+    """Where the scheduler profile a class's pods name (`schedulerName`, see `scaler.core.scheduling.scoring`)
+    would bind them among the existing and coming nodes, one pod at a time, as kube-scheduler does:
+    the best total score, ties to the first node name.
+
+    A heap of (score, name) over the nodes with room. Placing a pod changes only that node's score for
+    the class, so it is re-scored and pushed back; nodes other classes filled since are re-scored from
+    the packer's change log, and entries of an older version are dropped when they surface.
+    TaintToleration and NodeAffinity are normalised over the nodes that had room when the class was
+    first placed (the scheduler normalises over the nodes that pass its filters at each pod)."""
+
+    def __init__(self, packer: Packer, cls: PodClass) -> None:
+        self.packer = packer
+        self.cls = cls
+        self.profile = scoring.for_scheduler(cls.rep.scheduler_name)
+        self.request = cls.rep.requests
+        wanted = {r for r, _ in self.profile.fit_resources} | set(self.profile.balanced_resources)
+        self.score_idx = [(r, packer.index[r]) for r in sorted(wanted) if r in packer.index]
+        self.groups = {id(g) for g in packer.eligible_real(cls.static_id)}
+        self.heap: list[tuple[int, str, int, int, Bin]] = []
+        self.cache = packer.scores.setdefault((self.profile.name, cls.nz), {})
+        self.seq = 0
+        self.dead = False
+        found: list[Bin] = []
+        nz = cls.nz
+        for g in packer.eligible_real(cls.static_id):
+            bound = g.bound
+            if bound is not None and any(bound[i] < a for i, a in nz):
+                continue
+            before = len(found)
+            for b in g.bins[g.start:]:  # _open, inlined: this loop runs once per class and node
+                if b.removed or b.alloc is None:
+                    continue
+                free = b.free
+                for i, a in nz:
+                    if free[i] < a:
+                        break
+                else:
+                    found.append(b)
+            if len(found) == before:  # no node of the group takes the class
+                packer.tighten(g)
+        seen: dict[int, Group] = {id(b.group): b.group for b in found}
+        self.norm_nodes = [g.node for g in seen.values()]
+        values = scoring.static_scores(cls.rep, self.norm_nodes, self.profile)
+        self.static = {gid: v for gid, v in zip(seen, values, strict=True)}
+        for b in found:
+            self._push(b)
+        self.synced = len(packer.changed)
+
+    def _open(self, b: Bin) -> bool:
+        """A real (existing or coming) node, not being removed, with room for one more pod."""
+        if b.removed or b.alloc is None:
+            return False
+        free = b.free
+        return all(free[i] >= a for i, a in self.cls.nz)
+
+    def _push(self, b: Bin) -> None:
+        gid = id(b.group)
+        static = self.static.get(gid)
+        if static is None:  # a group that had no room when the class was first placed
+            static = scoring.static_scores(self.cls.rep, [*self.norm_nodes, b.group.node], self.profile)[-1]
+            self.static[gid] = static
+        cached = self.cache.get(id(b))
+        if cached is not None and cached[0] == b.version:
+            score = static + cached[1]
+        else:
+            assert b.alloc is not None
+            alloc = {r: b.alloc[i] for r, i in self.score_idx}
+            free = {r: b.free[i] for r, i in self.score_idx}
+            part = scoring.resource_score(self.request, alloc, free, self.profile)
+            self.cache[id(b)] = (b.version, part)
+            score = static + part
+        self.seq += 1
+        heapq.heappush(self.heap, (-score, b.name, self.seq, b.version, b))
+
+    def take(self, n: int, out: Placement) -> int:
+        """Place up to n pods of the class; returns how many found a node."""
+        packer = self.packer
+        changed = packer.changed
+        for b in changed[self.synced:]:
+            if id(b.group) in self.groups and self._open(b):
+                self._push(b)
+        heap = self.heap
+        nz = self.cls.nz
+        journal = packer._journal
+        placed = 0
+        while placed < n and heap:
+            b = heap[0][4]
+            if heap[0][3] != b.version or not self._open(b):
+                heapq.heappop(heap)
+                continue
+            heapq.heappop(heap)
+            if journal is not None:
+                journal.append((b, list(b.free)))
+            for i, a in nz:
+                b.free[i] -= a
+            b.version += 1
+            changed.append(b)
+            if out and out[-1][0] is b:
+                out[-1] = (b, out[-1][1] + 1)
+            else:
+                out.append((b, 1))
+            placed += 1
+            if self._open(b):
+                self._push(b)
+        self.synced = len(changed)
+        if placed < n:
+            self.dead = True  # nothing frees capacity while a pass places pods (bar a rolled-back gang)
+        return placed
+
+    def take_checked(self, pods: Sequence[Pod], filtered: Filtered, out: Placement) -> list[Pod]:
+        """Place the pods one by one, each on the best-scoring node with room that kube-scheduler's
+        other filters admit for it (`scaler.core.planning.constrained`); returns the pods left, in order."""
+        packer = self.packer
+        changed = packer.changed
+        for b in changed[self.synced:]:
+            if id(b.group) in self.groups and self._open(b):
+                self._push(b)
+        self.synced = len(changed)
+        heap = self.heap
+        left: list[Pod] = []
+        for pod in pods:
+            refused: list[tuple[int, str, int, int, Bin]] = []
+            target: Bin | None = None
+            check = None  # computed when a node with room turns up: most pods of a full cluster have none
+            while heap:
+                entry = heap[0]
+                b = entry[4]
+                if entry[3] != b.version or not self._open(b):
+                    heapq.heappop(heap)
+                    continue
+                if check is None:
+                    check = filtered.check(pod)
+                    if check.pod_reason is not None:
+                        break
+                heapq.heappop(heap)
+                if check.reason(b.node) is None:
+                    target = b
+                    break
+                refused.append(entry)
+            for entry in refused:
+                heapq.heappush(heap, entry)
+            if target is None:
+                left.append(pod)
+                continue
+            filtered.take(target, self.cls.nz)
+            append_one(out, target)
+            filtered.record(pod, target)
+            if self._open(target):
+                self._push(target)
+        self.synced = len(changed)
+        return left
+
+
+
+def place_in_queue_order(packer: Packer, classes: Sequence[PodClass],
+                         choosers: dict[int, Chooser] | None = None,
+                         filtered: Filtered | None = None) -> dict[int, Placement]:
+    """Existing and coming nodes, as the scheduler will fill them: pods in its queue order (priority,
+    then creation time), each where the profile it names would bind it. Returns the placement per
+    class (by id); each class's pods are put in queue order first, and a constrained class's pods
+    that found a node before those that did not (`scaler.core.planning.constrained`). `choosers` (by
+    `PodClass.origin`) carries the choosers of classes split into runs over from one run to the next."""
+    runs: list[tuple[int, float, int]] = []
+    for ci, c in enumerate(classes):
+        c.pods.sort(key=lambda p: p.created_at)
+        runs.extend((-c.priority, p.created_at, ci) for p in c.pods)
+    runs.sort()
+    out: dict[int, Placement] = {id(c): [] for c in classes}
+    choosers = {} if choosers is None else choosers
+    active = filtered is not None and filtered.active
+    cursor = [0] * len(classes)  # pods of each class handed out so far
+    left: dict[int, list[Pod]] = {}  # constrained classes: pods that found no node
+    i = 0
+    while i < len(runs):
+        ci = runs[i][2]
+        j = i + 1
+        while j < len(runs) and runs[j][2] == ci:
+            j += 1
+        cls = classes[ci]
+        chooser = choosers.get(id(cls.origin or cls))
+        if chooser is None:
+            chooser = choosers[id(cls.origin or cls)] = Chooser(packer, cls.origin or cls)
+        start, cursor[ci] = cursor[ci], cursor[ci] + j - i
+        if active and filtered is not None and filtered.is_constrained(cls):
+            left.setdefault(ci, []).extend(chooser.take_checked(cls.pods[start:cursor[ci]], filtered, out[id(cls)]))
+        elif not chooser.dead:
+            placement = out[id(cls)]
+            before = len(placement), placement[-1][1] if placement else 0
+            placed = chooser.take(j - i, placement)
+            if active and filtered is not None and placed:
+                filtered.record_placement(cls.pods[start:start + placed], _since(placement, before))
+        i = j
+    for ci, rest in left.items():  # placed pods first: the placement hands pods out in class order
+        cls = classes[ci]
+        keep = {id(p) for p in rest}
+        cls.pods[:] = [p for p in cls.pods if id(p) not in keep] + rest
+    return out
+
+
+def _since(placement: Placement, before: tuple[int, int]) -> Placement:
+    """The entries a take() added to a placement (it may have grown the last entry's count)."""
+    n, last_k = before
+    if n and placement[n - 1][1] > last_k:
+        b, k = placement[n - 1]
+        return [(b, k - last_k), *placement[n:]]
+    return placement[n:]

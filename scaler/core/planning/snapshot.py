@@ -1,0 +1,96 @@
+"""What one pass observes: the Snapshot an adapter builds (the cluster, the pools with their instances,
+the clouds' interruption notices, the drains in progress). `planner.plan` reads it with the `State`
+(`state`) and returns the `Plan` (`decisions`) the actuator (`scaler.actuator`) carries out. No I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from scaler.core.config.pool import Pool
+from scaler.core.model.objects import Node, Pod, PodDisruptionBudget
+from scaler.core.scheduling.filters import Storage
+
+FailureKind = Literal["capacity", "price", "quota", "config", "timeout", "other"]
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchFailure:
+    """A cloud's refusal to launch, parsed by the provider from its own error shape."""
+
+    zone: str | None  # None: the whole pool
+    kind: FailureKind
+    reason: str  # the cloud's code, e.g. InsufficientInstanceCapacity, ZonalAllocationFailed
+    message: str
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class CloudInstance:
+    """One instance of a pool as the cloud lists it, registered as a node or not."""
+
+    provider_id: str  # as the node's spec.providerID will name it
+    zone: str | None = None
+    launched_at: float = 0.0  # epoch seconds; 0 when the cloud does not say
+
+
+@dataclass(slots=True)
+class PoolObservation:
+    """A pool as its provider sees it right now."""
+
+    pool: Pool
+    desired: int  # the cloud's target size (ASG DesiredCapacity, agent pool count)
+    instances: int  # instances that exist (booting or running), registered or not
+    failures: list[LaunchFailure] = field(default_factory=list)  # new since the last pass
+    members: list[CloudInstance] = field(default_factory=list)  # the `instances` themselves
+
+
+NoticeKind = Literal["spot-interruption", "rebalance", "terminating"]
+
+
+@dataclass(frozen=True, slots=True)
+class Interruption:
+    """A cloud's notice that an instance will go, the same type for every cloud.
+
+    spot-interruption: reclaimed at `deadline` (AWS: the two-minute warning; Azure: an evicted Spot VM);
+    rebalance: at elevated risk of a reclaim (a recommendation); terminating: already stopping."""
+
+    kind: NoticeKind
+    instance: str  # the instance's providerID, or the id that ends it (an AWS instance id)
+    at: float
+    deadline: float
+    handle: str = field(default="", compare=False)  # the provider's own reference, for acknowledge()
+
+
+@dataclass(frozen=True, slots=True)
+class DrainState:
+    """A drain the actuator has in progress (the node is cordoned, its pods are being evicted)."""
+
+    node: str
+    pool: str
+    started: float
+    deadline: float
+    forced: bool = False  # the cloud takes the node at the deadline anyway (a spot interruption)
+    notice: bool = False  # started for an interruption notice: its pods need a new home
+
+
+@dataclass(slots=True)
+class Snapshot:
+    now: float
+    pending: list[Pod]  # PodScheduled=False, reason Unschedulable
+    nodes: list[Node]  # with the pods bound to them
+    pools: dict[str, PoolObservation]
+    pdbs: list[PodDisruptionBudget] = field(default_factory=list)
+    fresh: bool = True  # False when pods or nodes could not be refreshed: nothing removed then
+    pdbs_fresh: bool = True  # False when the PodDisruptionBudget watch fails: no drain then
+    interruptions: list[Interruption] = field(default_factory=list)  # notices not handled yet
+    draining: dict[str, DrainState] = field(default_factory=dict)  # node name -> drain in progress
+    # What the actuator met in the last pass: drains given up because evictions were refused (node ->
+    # the refused pods), and cloud refusals that cannot succeed on retry (pool -> the error).
+    abandoned: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    refused: dict[str, str] = field(default_factory=dict)
+    # What kube-scheduler's volume and namespaceSelector filters read (scaler.core.scheduling.filters): claims,
+    # volumes, classes, CSINodes; namespace -> labels (None: only the name label is known).
+    storage: Storage = field(default_factory=Storage)
+    namespaces: dict[str, dict[str, str]] | None = None

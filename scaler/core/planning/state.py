@@ -1,0 +1,54 @@
+"""What outlives one pass: in-flight requests, backoff, unavailable offerings, held drains, bookings.
+Re-derivable from the cloud and the cluster after a restart (`advance` folds each Snapshot in).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+
+def fmt_time(t: float) -> str:
+    """Epoch seconds as UTC ISO time; small values (simulated seconds) as "<n>s"."""
+    if t >= 1e9:
+        return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return f"{t:.0f}s"
+
+
+@dataclass(frozen=True, slots=True)
+class InFlight:
+    pool: str
+    count: int
+    requested_at: float
+    deadline: float
+    zone: str | None = None  # the zone asked for (a multi-zone pool's booting nodes); None: unknown
+
+
+@dataclass(frozen=True, slots=True)
+class Backoff:
+    until: float
+    failures: int
+
+
+@dataclass(frozen=True, slots=True)
+class Held:
+    """A node whose drain was given up because PodDisruptionBudgets refused it: not drained again
+    before `until`, unless one of those budgets allows more disruptions than it did then."""
+
+    until: float
+    allowed: tuple[tuple[str, int], ...]  # (namespace/name of a budget, its disruptionsAllowed then)
+
+
+@dataclass(slots=True)
+class State:
+    """Re-derivable from the cloud after a restart; the loop keeps it in memory only."""
+
+    in_flight: dict[str, list[InFlight]] = field(default_factory=dict)
+    backoff: dict[str, Backoff] = field(default_factory=dict)
+    unavailable: dict[tuple[str, str], float] = field(default_factory=dict)  # (pool, zone) -> until
+    unneeded_since: dict[str, float] = field(default_factory=dict)  # node name -> first seen unneeded
+    gone_since: dict[str, float] = field(default_factory=dict)  # node -> first seen without its instance
+    held: dict[str, Held] = field(default_factory=dict)
+    refused: dict[str, tuple[float, str]] = field(default_factory=dict)  # pool -> (until, the cloud's error)
+    # ProvisioningRequest -> the nodes its booking holds (scaler.core.planning.provreq; after a restart, those it finds)
+    booked: dict[str, frozenset[str]] = field(default_factory=dict)

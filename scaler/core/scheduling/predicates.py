@@ -1,0 +1,160 @@
+"""Scheduling predicates: the filters kube-scheduler applies, as pure functions.
+
+Semantics follow the scheduler's plugins: NodeResourcesFit, NodeAffinity (nodeSelector and
+requiredDuringSchedulingIgnoredDuringExecution), TaintToleration, NodeUnschedulable. Reasons
+are worded as the scheduler words them in a FailedScheduling event.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+from scaler.core.model import keys
+from scaler.core.model.objects import Node, Pod, SelectorRequirement, SelectorTerm, Taint, Toleration
+from scaler.core.model.resources import Resources, insufficient
+
+REASON_SELECTOR = "node(s) didn't match Pod's node affinity/selector"
+REASON_UNSCHEDULABLE = "node(s) were unschedulable"
+# Passed as a node's name by callers that judge a group of nodes by their labels and check matchFields
+# per node later: a matchFields requirement is then taken as met (never a real name: not a DNS name).
+ANY_NODE_NAME = "*"
+
+
+def effective_request(
+    containers: Sequence[Mapping[str, int]],
+    init_containers: Sequence[Mapping[str, int]] = (),
+    overhead: Mapping[str, int] | None = None,
+) -> Resources:
+    """The pod's request as the scheduler computes it.
+
+    max(sum of containers, each init container) + overhead, plus one `pods` slot. Sidecars
+    (init containers with restartPolicy Always) are passed in `containers`: they run beside them.
+    """
+    out: Resources = {}
+    for c in containers:
+        for name, value in c.items():
+            out[name] = out.get(name, 0) + value
+    for init in init_containers:
+        for name, value in init.items():
+            if value > out.get(name, 0):
+                out[name] = value
+    for name, value in (overhead or {}).items():
+        out[name] = out.get(name, 0) + value
+    out[keys.RES_PODS] = 1
+    return out
+
+
+def _requirement_matches(req: SelectorRequirement, labels: Mapping[str, str], name: str | None = None) -> bool:
+    op = req.operator
+    if req.field:  # matchFields: only metadata.name exists (In / NotIn); unknown name: no match
+        if name is None:
+            return False
+        if name == ANY_NODE_NAME:
+            return True
+        return (name in req.values) == (op == "In") if op in ("In", "NotIn") else False
+    if op == "Exists":
+        return req.key in labels
+    if op == "DoesNotExist":
+        return req.key not in labels
+    value = labels.get(req.key)
+    if op == "In":
+        return value is not None and value in req.values
+    if op == "NotIn":
+        return value is None or value not in req.values
+    # Gt / Lt: the label and the single value both parse as integers, else no match.
+    if value is None or len(req.values) != 1:
+        return False
+    try:
+        have, want = int(value), int(req.values[0])
+    except ValueError:
+        return False
+    return have > want if op == "Gt" else have < want
+
+
+def term_matches(term: SelectorTerm, labels: Mapping[str, str], name: str | None = None) -> bool:
+    """Requirements of a term are ANDed; an empty term matches nothing (as in the API). A matchFields
+    requirement on metadata.name needs the node's `name`."""
+    return bool(term) and all(_requirement_matches(r, labels, name) for r in term)
+
+
+def matches_node_affinity(pod: Pod, labels: Mapping[str, str], name: str | None = None) -> bool:
+    """nodeSelector and required node affinity; `name` is the node's, for matchFields (without it a
+    term that has matchFields does not match: callers that group nodes by labels cannot tell)."""
+    for k, v in pod.node_selector.items():
+        if labels.get(k) != v:
+            return False
+    if pod.required_affinity:
+        return any(term_matches(t, labels, name) for t in pod.required_affinity)
+    return True
+
+
+def has_field_affinity(pod: Pod) -> bool:
+    """The pod's required node affinity names nodes by matchFields: decided per node, not per label set."""
+    return bool(pod.required_affinity) and any(r.field for term in pod.required_affinity for r in term)
+
+
+def toleration_matches(tol: Toleration, taint: Taint) -> bool:
+    if tol.effect and tol.effect != taint.effect:
+        return False
+    if tol.operator == "Exists":
+        return not tol.key or tol.key == taint.key
+    return tol.key == taint.key and tol.value == taint.value
+
+
+def untolerated_taint(tolerations: Iterable[Toleration], taints: Iterable[Taint]) -> Taint | None:
+    """The first NoSchedule / NoExecute taint no toleration matches (PreferNoSchedule only scores)."""
+    tols = tuple(tolerations)
+    for taint in taints:
+        if taint.effect == "PreferNoSchedule":
+            continue
+        if not any(toleration_matches(t, taint) for t in tols):
+            return taint
+    return None
+
+
+# Pods in these phases hold no resources: the scheduler drops them from its node accounting.
+TERMINATED_PHASES = frozenset({"Succeeded", "Failed"})
+
+
+def free_resources(node: Node) -> Resources:
+    """Allocatable minus the requests of the pods on the node that have not terminated."""
+    free = dict(node.allocatable)
+    for pod in node.pods:
+        if pod.phase in TERMINATED_PHASES:
+            continue
+        for name, value in pod.requests.items():
+            free[name] = free.get(name, 0) - value
+    return free
+
+
+def static_reason(pod: Pod, node: Node) -> str | None:
+    """Why the pod can never go on this node, whatever runs there; None if it may."""
+    if node.unschedulable and not any(
+        toleration_matches(t, Taint(keys.TAINT_UNSCHEDULABLE, "", "NoSchedule")) for t in pod.tolerations
+    ):
+        return REASON_UNSCHEDULABLE
+    if not matches_node_affinity(pod, node.labels, node.name):
+        return REASON_SELECTOR
+    taint = untolerated_taint(pod.tolerations, node.taints)
+    return None if taint is None else taint_reason(taint)
+
+
+def taint_reason(taint: Taint) -> str:
+    """As kube-scheduler's TaintToleration plugin words it (an empty value prints as "{key: }")."""
+    return f"node(s) had untolerated taint {{{taint.key}: {taint.value}}}"
+
+
+def resource_reason(request: Mapping[str, int], free: Mapping[str, int]) -> str | None:
+    short = insufficient(request, free)
+    if not short:
+        return None
+    return ", ".join("Too many pods" if n == keys.RES_PODS else f"Insufficient {n}" for n in sorted(short))
+
+
+def fit_reason(pod: Pod, node: Node, free: Mapping[str, int] | None = None) -> str | None:
+    """Why the pod does not fit the node now; None when it fits."""
+    return static_reason(pod, node) or resource_reason(pod.requests, free_resources(node) if free is None else free)
+
+
+def fits(pod: Pod, node: Node, free: Mapping[str, int] | None = None) -> bool:
+    return fit_reason(pod, node, free) is None
