@@ -30,8 +30,8 @@ from typing import Protocol
 
 from scaler.core.model import keys
 from scaler.core.model.objects import Node, Pod
+from scaler.core.model.workload import blocker, to_evict
 from scaler.core.planning.decisions import Plan, ScaleDown
-from scaler.core.planning.scaledown import blocker, to_evict
 from scaler.core.planning.snapshot import DrainState, Snapshot
 from scaler.kube.actions import EvictResult, KubeError, ObjectRef
 from scaler.metrics import Metrics

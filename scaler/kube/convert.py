@@ -34,9 +34,10 @@ from scaler.core.model.objects import (
     Toleration,
 )
 from scaler.core.model.resources import Resources, parse_resources
+from scaler.core.model.workload import TERMINATED_PHASES
 from scaler.core.scheduling.filters.labels import merge_label_keys
 from scaler.core.scheduling.filters.volumes import Storage, csi_driver
-from scaler.core.scheduling.predicates import TERMINATED_PHASES, effective_request
+from scaler.core.scheduling.predicates import effective_request
 
 JSON = Mapping[str, Any]
 

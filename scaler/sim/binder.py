@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from scaler.core.model import keys
 from scaler.core.model.objects import Node, Pod
 from scaler.core.model.resources import Resources, fits
+from scaler.core.model.workload import is_daemonset
 from scaler.core.scheduling.filters import Cluster, Storage
 from scaler.core.scheduling.predicates import free_resources, has_field_affinity, static_reason
 from scaler.core.scheduling.scoring import ScoringProfile, select_node
@@ -77,7 +78,7 @@ class Binder:
         group = self._groups[self._group_key(node)]
         group.nodes.pop(name, None)
         group.open.discard(name)
-        out = [p for p in node.pods if p.owner_kind != "DaemonSet"]
+        out = [p for p in node.pods if not is_daemonset(p)]
         for pod in out:
             pod.node_name = None
         return out

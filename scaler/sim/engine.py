@@ -41,6 +41,7 @@ from scaler.actuator import Actuator
 from scaler.core.config.settings import ScalerConfig
 from scaler.core.model import keys
 from scaler.core.model.objects import Node, Pod, PodDisruptionBudget
+from scaler.core.model.workload import is_gpu_device
 from scaler.core.planning import provreq
 from scaler.core.planning.decisions import Plan
 from scaler.core.planning.snapshot import Snapshot
@@ -239,7 +240,7 @@ class Engine:
                               owner_kind="DaemonSet", phase="Running", node_name=name) for p in template.pods])
         if self.device_plugin_delay > 0:
             for resource, count in sorted(node.allocatable.items()):
-                if count and (resource == keys.RES_GPU or resource.startswith(keys.MIG_RESOURCE_PREFIX)):
+                if count and is_gpu_device(resource):
                     node.allocatable[resource] = 0
                     heapq.heappush(self._gpus_due, (now + self.device_plugin_delay, name, resource, count))
         self.binder.add_node(node)

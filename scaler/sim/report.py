@@ -29,9 +29,9 @@ from typing import Any
 
 from scaler.core.model import keys
 from scaler.core.model.objects import Pod
+from scaler.core.model.workload import gpu_devices
 from scaler.core.planning.planner import plan
 from scaler.core.planning.provreq import FAILED, PROVISIONED
-from scaler.core.planning.scaledown import gpu_devices
 from scaler.core.planning.snapshot import PoolObservation, Snapshot
 from scaler.core.scheduling.predicates import fits
 from scaler.sim.engine import JobRun, SimResult

@@ -12,8 +12,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from scaler.core.config.settings import ScalerConfig
-from scaler.core.model import keys
 from scaler.core.model.objects import Node
+from scaler.core.model.workload import node_pool
 from scaler.core.planning.decisions import ScaleUp, SetSize
 from scaler.core.planning.snapshot import Snapshot
 from scaler.core.planning.state import Backoff, InFlight, State, fmt_time
@@ -25,9 +25,6 @@ CAPACITY_KINDS = frozenset({"capacity", "price", "quota"})
 NODE_GONE_GRACE = 300.0
 
 
-
-def node_pool(node: Node) -> str | None:
-    return node.pool or node.labels.get(keys.LABEL_POOL)
 
 
 def may_still_boot(node: Node, now: float, config: ScalerConfig) -> bool:

@@ -9,7 +9,8 @@ from scaler.core.config.pool import Pool
 from scaler.core.config.settings import ScalerConfig
 from scaler.core.model import keys
 from scaler.core.model.objects import Node, Pod, SelectorTerm
-from scaler.core.planning.advance import Advanced, may_still_boot, node_pool
+from scaler.core.model.workload import active, gpu_devices, is_daemonset, node_pool
+from scaler.core.planning.advance import Advanced, may_still_boot
 from scaler.core.planning.packing import BinKind, Group, Packer, Slot
 from scaler.core.planning.snapshot import Snapshot
 from scaler.core.scheduling import predicates
@@ -63,7 +64,7 @@ def is_coming(node: Node, pool: Pool | None, now: float, config: ScalerConfig) -
         return False
     if not node.ready:
         return True
-    return pool.gpus > 0 and node.allocatable.get(keys.RES_GPU, 0) <= 0
+    return pool.gpus > 0 and gpu_devices(node.allocatable) <= 0
 
 
 def _template(pool: Pool, region: str) -> Node:
@@ -82,7 +83,7 @@ def build_packer(snapshot: Snapshot, config: ScalerConfig, adv: Advanced) -> tup
     """Bins for existing, coming and in-flight nodes, and one template slot per pool."""
     now = snapshot.now
     templates = {name: _template(obs.pool, config.region) for name, obs in snapshot.pools.items()}
-    running = [p for n in snapshot.nodes for p in n.pods if p.owner_kind != "DaemonSet"]
+    running = [p for n in snapshot.nodes for p in n.pods if not is_daemonset(p)]
     packer = Packer(
         _resource_names(snapshot, [t.allocatable for t in templates.values()]),
         referenced_keys([*snapshot.pending, *running]),
@@ -101,7 +102,7 @@ def build_packer(snapshot: Snapshot, config: ScalerConfig, adv: Advanced) -> tup
             assert pool is not None
             kind: BinKind = "coming"
             alloc = dict(node.allocatable)
-            if pool.gpus and alloc.get(keys.RES_GPU, 0) <= 0:
+            if pool.gpus and gpu_devices(alloc) <= 0:
                 alloc = pool.allocatable()
             taints = tuple(t for t in taints if t.key not in STARTUP_TAINTS)
         elif node.ready:
@@ -111,7 +112,7 @@ def build_packer(snapshot: Snapshot, config: ScalerConfig, adv: Advanced) -> tup
         free = packer.vec(alloc)
         vec_alloc = list(free)
         for pod in node.pods:
-            if pod.phase not in predicates.TERMINATED_PHASES:
+            if active(pod):
                 for r, v in pod.requests.items():
                     free[packer.index[r]] -= v
         group = packer.group_for(node, taints)

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from scaler.core.config.settings import ScalerConfig
 from scaler.core.model import keys
 from scaler.core.model.objects import Pod
-from scaler.core.planning.advance import Advanced, node_pool
+from scaler.core.model.workload import is_daemonset, node_pool
+from scaler.core.planning.advance import Advanced
 from scaler.core.planning.capacity import build_packer
 from scaler.core.planning.constrained import Filtered, append_one
 from scaler.core.planning.packing import Bin, Placement, PodClass, Slot, dominant, fit_count
@@ -106,7 +107,7 @@ class Expander:
         self.config = config
         self.adv = adv
         self.packer, self.slots = build_packer(snapshot, config, adv)
-        pending = [p for p in snapshot.pending if p.owner_kind != "DaemonSet"]
+        pending = [p for p in snapshot.pending if not is_daemonset(p)]
         self.filtered = Filtered(self.packer, snapshot.nodes, pending, snapshot.storage, snapshot.namespaces)
         self.refused_everywhere: set[str] = set()  # pods kube-scheduler's filters keep off every pool
         self.pod_reasons: dict[str, dict[str, str]] = {}  # pod -> pool -> the filters' refusal

@@ -16,9 +16,8 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from scaler.core.model.objects import Node, Pod
-from scaler.core.planning.advance import node_pool
+from scaler.core.model.workload import blocker, node_pool, to_evict
 from scaler.core.planning.decisions import NodeEvent, ScaleDown
-from scaler.core.planning.scaledown import blocker, to_evict
 from scaler.core.planning.snapshot import Interruption, Snapshot
 
 

@@ -9,54 +9,25 @@ within the pool's min, the PDBs and the per-pass budget. Empty nodes go first.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from scaler.core.config.pool import Pool
 from scaler.core.config.settings import ScalerConfig
 from scaler.core.model import keys
 from scaler.core.model.objects import Node, Pod, PodDisruptionBudget
-from scaler.core.planning.advance import Advanced, may_still_boot, node_pool
+from scaler.core.model.workload import active, blocker, gpu_devices, node_pool, to_evict
+from scaler.core.planning.advance import Advanced, may_still_boot
 from scaler.core.planning.constrained import Filtered
 from scaler.core.planning.decisions import ScaleDown
 from scaler.core.planning.packing import Placement
 from scaler.core.planning.scaleup import ScaleUpResult
 from scaler.core.planning.snapshot import Snapshot
 from scaler.core.planning.state import Held
-from scaler.core.scheduling.predicates import TERMINATED_PHASES, fits
+from scaler.core.scheduling.predicates import fits
 
 _EXISTING = frozenset({"existing"})
 NOTE_EXAMPLES = 5
-
-
-def is_mirror(pod: Pod) -> bool:
-    return keys.ANNOTATION_MIRROR_POD in pod.annotations or pod.owner_kind == "Node"
-
-
-def blocker(pod: Pod) -> str | None:
-    """Why this pod forbids removing its node, or None. DaemonSet and mirror pods never block."""
-    if pod.phase in TERMINATED_PHASES or is_mirror(pod):
-        return None
-    ann = pod.annotations
-    if ann.get(keys.ANNOTATION_SAFE_TO_EVICT, "").lower() == "false":
-        return f"pod {pod.key} has {keys.ANNOTATION_SAFE_TO_EVICT}=false"
-    if ann.get(keys.ANNOTATION_KARPENTER_DO_NOT_DISRUPT, "").lower() == "true":
-        return f"pod {pod.key} has {keys.ANNOTATION_KARPENTER_DO_NOT_DISRUPT}=true"
-    if ann.get(keys.ANNOTATION_OPENAI_DO_NOT_DRAIN, "").lower() == "true":
-        return f"pod {pod.key} has {keys.ANNOTATION_OPENAI_DO_NOT_DRAIN}=true"
-    if pod.owner_kind is None and ann.get(keys.ANNOTATION_SAFE_TO_EVICT, "").lower() != "true":
-        return f"pod {pod.key} has no controller"
-    return None
-
-
-def to_evict(pods: Iterable[Pod]) -> list[Pod]:
-    """The pods a drain evicts: everything running except DaemonSet and mirror pods."""
-    return [p for p in pods if p.phase not in TERMINATED_PHASES and p.owner_kind != "DaemonSet" and not is_mirror(p)]
-
-
-def gpu_devices(resources: Mapping[str, int]) -> int:
-    """GPU devices in a resource vector: whole GPUs, time-sliced replicas or MIG slices alike."""
-    return sum(v for k, v in resources.items() if k == keys.RES_GPU or k.startswith(keys.MIG_RESOURCE_PREFIX))
 
 
 def utilization(node: Node, pool: Pool | None) -> float:
@@ -70,7 +41,7 @@ def utilization(node: Node, pool: Pool | None) -> float:
     devices = gpu_devices(node.allocatable)
     if devices > 0:
         gpus = pool.gpus if pool is not None and pool.gpus else devices
-        used = sum(gpu_devices(p.requests) for p in node.pods if p.phase not in TERMINATED_PHASES)
+        used = sum(gpu_devices(p.requests) for p in node.pods if active(p))
         return min(used, gpus) / gpus
     share = 0.0
     for res in (keys.RES_CPU, keys.RES_MEMORY):

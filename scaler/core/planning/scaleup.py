@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from scaler.core.config.settings import ScalerConfig
 from scaler.core.model.objects import Node, Pod
+from scaler.core.model.workload import active, is_daemonset
 from scaler.core.planning.advance import Advanced
 from scaler.core.planning.constrained import Filtered
 from scaler.core.planning.decisions import Outcome, PodVerdict, ScaleUp
@@ -22,7 +23,6 @@ from scaler.core.planning.expander import Candidate, Expander
 from scaler.core.planning.packing import Packer, Placement, PodClass
 from scaler.core.planning.queue_order import Chooser, place_in_queue_order
 from scaler.core.planning.snapshot import Snapshot
-from scaler.core.scheduling.predicates import TERMINATED_PHASES
 
 
 @dataclass(slots=True)
@@ -68,7 +68,7 @@ def _gangs(snapshot: Snapshot, config: ScalerConfig) -> tuple[dict[str, str], di
         for node in snapshot.nodes:
             for pod in node.pods:
                 g = pod.labels.get(label)
-                if g and pod.phase not in TERMINATED_PHASES:
+                if g and active(pod):
                     gid = f"{pod.namespace}/{g}"
                     if gid in gangs:
                         running[gid] = running.get(gid, 0) + 1
@@ -142,7 +142,7 @@ def plan_scale_up(snapshot: Snapshot, config: ScalerConfig, adv: Advanced) -> Sc
     new_pods: dict[int, list[Pod]] = {}
     pending = []
     for pod in snapshot.pending:
-        if pod.owner_kind == "DaemonSet":
+        if is_daemonset(pod):
             verdicts[pod.key] = PodVerdict(pod.key, "unschedulable", reasons={
                 "*": "a DaemonSet pod is placed by its controller on its own node, not by a scale-up"})
         else:

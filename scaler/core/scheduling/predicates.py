@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from scaler.core.model import keys
 from scaler.core.model.objects import Node, Pod, SelectorRequirement, SelectorTerm, Taint, Toleration
 from scaler.core.model.resources import Resources, insufficient
+from scaler.core.model.workload import active
 
 REASON_SELECTOR = "node(s) didn't match Pod's node affinity/selector"
 REASON_UNSCHEDULABLE = "node(s) were unschedulable"
@@ -112,15 +113,11 @@ def untolerated_taint(tolerations: Iterable[Toleration], taints: Iterable[Taint]
     return None
 
 
-# Pods in these phases hold no resources: the scheduler drops them from its node accounting.
-TERMINATED_PHASES = frozenset({"Succeeded", "Failed"})
-
-
 def free_resources(node: Node) -> Resources:
     """Allocatable minus the requests of the pods on the node that have not terminated."""
     free = dict(node.allocatable)
     for pod in node.pods:
-        if pod.phase in TERMINATED_PHASES:
+        if not active(pod):
             continue
         for name, value in pod.requests.items():
             free[name] = free.get(name, 0) - value

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 
 from scaler.core.model.keys import LABEL_HOSTNAME
 from scaler.core.model.objects import HostPort, LabelSelector, Node, Pod, PodAffinityTerm
+from scaler.core.model.workload import active
 from scaler.core.scheduling.filters.labels import anchor, namespace_labels, selector_matches
-from scaler.core.scheduling.predicates import TERMINATED_PHASES
 
 # (namespaces, namespaceSelector, labelSelector): a pod matches when its namespace is listed or its
 # namespace's labels match the namespaceSelector, and its labels match the labelSelector.
@@ -175,7 +175,7 @@ class Placed:
         if hostname is not None:
             self.by_hostname[hostname] = node.name
         for pod in node.pods if pods is None else pods:
-            if pod.phase not in TERMINATED_PHASES:
+            if active(pod):
                 self.place(pod, node.name)
 
     def remove_node(self, name: str) -> list[Pod]:
