@@ -185,3 +185,22 @@ def test_a_shared_gpu_counts_as_used_while_any_replica_is() -> None:
     assert utilization(idle, cfg.pool("l4-shared")) == 0.0
     mig = node_of(cfg, "h100-mig", "m1", [_mig_pod("a"), _mig_pod("b")])
     assert utilization(mig, cfg.pool("h100-mig")) == 2 / 8  # two slices keep at most two of eight GPUs busy
+
+
+def test_a_ready_mig_mixed_node_with_its_slices_published_is_not_coming() -> None:
+    """A MIG mixed node advertises MIG devices and no whole GPU: once Ready with every slice published it
+    is an existing node (a pod on it fits existing; idle, it is unneeded), not one still booting."""
+    from core_builders import node_of, snapshot
+
+    from scaler.core.planning.planner import plan
+    from scaler.core.planning.state import State
+    cfg = _planning_config(MIG_POOL)
+    now = 1000.0
+    busy = node_of(cfg, "h100-mig", "m-busy", created_at=now - 30)
+    idle = node_of(cfg, "h100-mig", "m-idle", created_at=now - 30)
+    assert keys.RES_GPU not in busy.allocatable  # mixed: only the slices
+    result, _ = plan(snapshot(cfg, [_mig_pod("p0")], [busy, idle], now=now), State(), cfg)
+    verdict = result.verdicts["default/p0"]
+    assert (verdict.outcome, verdict.pool) == ("fits-existing", "h100-mig")
+    assert result.scale_ups == []
+    assert {busy.name, idle.name} - {verdict.node} <= set(result.unneeded)
