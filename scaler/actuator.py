@@ -26,42 +26,36 @@ import functools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from scaler.core.model import keys
 from scaler.core.model.objects import Node, Pod
 from scaler.core.model.workload import blocker, to_evict
 from scaler.core.planning.decisions import Plan, ScaleDown
+from scaler.core.planning.provreq import Condition, ProvisioningRequest
 from scaler.core.planning.snapshot import DrainState, Snapshot
-from scaler.kube.actions import EvictResult, KubeError, ObjectRef
 from scaler.metrics import Metrics
+from scaler.ports import EvictResult, Kube, KubeError, ObjectRef
 from scaler.providers.base import PoolProvider, ProviderError
 
 log = logging.getLogger("scaler.actuator")
-DRAIN_TIMEOUT = 600.0  # a planned scale-down whose pods cannot all be evicted in this time is abandoned
 
 
-class Kube(Protocol):
-    """What the actuator needs from Kubernetes: `scaler.kube.actions.KubeActions` on a live cluster,
-    `scaler.sim.cluster.SimKube` in the simulator."""
+class Acting(Protocol):
+    """What a pass acts through: the `Actuator`, or the dry run's `Recorder`."""
 
-    def cordon_node(self, name: str) -> bool:
-        """Mark the node unschedulable with the drain taint; False if there is no such node."""
-        ...
+    live: bool  # changes the cloud and the cluster (a dry run reads no interruption notices either)
+    drains: dict[str, Drain]
 
-    def uncordon_node(self, name: str) -> bool:
-        """Undo our cordon only; False if the node is gone or was not cordoned by us."""
-        ...
+    def draining(self) -> dict[str, DrainState]: ...
 
-    def evict(self, namespace: str, name: str) -> EvictResult:
-        """policy/v1 Eviction: "blocked" when a PodDisruptionBudget refuses it (429)."""
-        ...
+    def report(self) -> tuple[dict[str, tuple[str, ...]], dict[str, str]]: ...
 
-    def event(self, ref: ObjectRef, reason: str, message: str, type_: str = "Normal") -> None: ...
+    def forget(self) -> None: ...
 
-    def delete_node(self, name: str) -> None:
-        """Delete a Node object (one whose instance is long gone)."""
-        ...
+    def act(self, plan: Plan, snapshot: Snapshot) -> None: ...
+
+    def answer(self, requests: list[ProvisioningRequest], answers: dict[str, dict[str, Condition]]) -> None: ...
 
 
 @dataclass(slots=True)
@@ -79,9 +73,12 @@ class Drain:
 
 
 class Actuator:
-    def __init__(self, provider: PoolProvider, kube: Kube, metrics: Metrics | None = None, *,
-                 guard: Callable[[], None] = lambda: None, drain_timeout: float = DRAIN_TIMEOUT) -> None:
-        """`guard` runs before every change to the cloud and raises to stop it (the loop's lease check)."""
+    live = True
+
+    def __init__(self, provider: PoolProvider, kube: Kube, drain_timeout: float, metrics: Metrics | None = None, *,
+                 guard: Callable[[], None] = lambda: None) -> None:
+        """`guard` runs before every change to the cloud and raises to stop it (the loop's lease check);
+        `drain_timeout`: `timings.drain_timeout`, after which a planned drain is abandoned."""
         self.provider = provider
         self.kube = kube
         self.metrics = metrics or Metrics()
@@ -142,6 +139,18 @@ class Actuator:
                 self._delete_node(name)
         if plan.handled:
             self._cloud("acknowledge notices", lambda: self.provider.acknowledge(plan.handled), guarded=False)
+
+    def answer(self, requests: list[ProvisioningRequest], answers: dict[str, dict[str, Condition]]) -> None:
+        """Write each ProvisioningRequest's conditions (those that changed)."""
+        for req in requests:
+            conditions = answers.get(req.key)
+            if conditions is None or conditions == req.conditions:
+                continue
+            try:
+                self.kube.write_conditions(req, conditions)
+            except KubeError as err:
+                self.metrics.kube_errors.labels("provisioningrequest-status").inc()
+                log.warning("%s", err)
 
     # --- the cloud ------------------------------------------------------------------------------------
     def _cloud(self, what: str, fn: Callable[[], None], *, guarded: bool = True, pool: str | None = None,
@@ -288,3 +297,66 @@ class Actuator:
             except KubeError as err:
                 self.metrics.kube_errors.labels("uncordon").inc()
                 log.warning("%s", err)
+
+
+class Recorder:
+    """The dry run's actuator: records each plan, changes nothing, and never drains (so every pass plans
+    from the cluster as it is, as a real pass would after a restart). `kube` records the Events and the
+    status the loop would write."""
+
+    live = False
+
+    def __init__(self) -> None:
+        self.plans: list[Plan] = []
+        self.drains: dict[str, Drain] = {}
+        self.kube = RecordingKube()
+
+    def draining(self) -> dict[str, DrainState]:
+        return {}
+
+    def report(self) -> tuple[dict[str, tuple[str, ...]], dict[str, str]]:
+        return {}, {}
+
+    def forget(self) -> None:
+        return None
+
+    def act(self, plan: Plan, snapshot: Snapshot) -> None:
+        self.plans = [*self.plans[-9:], plan]  # the last few, for whoever asks
+
+    def answer(self, requests: list[ProvisioningRequest], answers: dict[str, dict[str, Condition]]) -> None:
+        self.kube.calls.extend(("write_conditions", r.key) for r in requests if answers.get(r.key) != r.conditions)
+
+
+class RecordingKube:
+    """`ports.Kube` for a dry run: remembers the last calls, changes nothing."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str]] = []
+        self.status: dict[str, Any] = {}
+
+    def _record(self, what: str, target: str) -> None:
+        self.calls = [*self.calls[-99:], (what, target)]
+
+    def cordon_node(self, name: str) -> bool:
+        self._record("cordon", name)
+        return False
+
+    def uncordon_node(self, name: str) -> bool:
+        self._record("uncordon", name)
+        return False
+
+    def evict(self, namespace: str, name: str) -> EvictResult:
+        self._record("evict", f"{namespace}/{name}")
+        return "blocked"
+
+    def delete_node(self, name: str) -> None:
+        self._record("delete_node", name)
+
+    def event(self, ref: ObjectRef, reason: str, message: str, type_: str = "Normal") -> None:
+        self._record("event", f"{ref.kind} {ref.namespace}/{ref.name} {reason}")
+
+    def write_conditions(self, request: ProvisioningRequest, conditions: dict[str, Condition]) -> None:
+        self._record("write_conditions", request.key)
+
+    def write_status(self, status: dict[str, Any]) -> None:
+        self.status = status

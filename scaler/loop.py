@@ -1,13 +1,8 @@
-"""`python -m scaler run`: the control loop. One pass = observe, decide, act.
+"""`python -m scaler run`: the control loop. Each pass is `scaler.reconcile.Reconciler.run` (observe,
+decide, act), the pass the simulator runs too, on the kube cache and the cloud's provider.
 
-observe: the kube cache (pods, nodes, PDBs), the provider's pools and instances, its interruption
-         notices, and the actuator's drains in progress -> Snapshot
-decide:  scaler.core.planning.planner.plan (pure): sizes, replacements, give-backs, drains
-act:     scaler.actuator.Actuator, the same one the simulator acts through
-
-The loop itself decides nothing and writes no planner State; it keeps the State plan() returns, the
-notices it read but has not seen acknowledged, and runs the passes (leader election, backoff on
-errors, Events, the status ConfigMap, metrics). Nothing survives a restart but what the cloud and the
+The loop itself decides nothing and writes no planner State; it runs the passes: leader election,
+backoff on errors, Events, the status ConfigMap, metrics. Nothing survives a restart but what the cloud and the
 cluster say: in-flight nodes are desired minus registered (the planner re-derives them); a node still
 carrying our disrupting taint from a previous process is uncordoned.
 """
@@ -24,86 +19,72 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Protocol
 
-from scaler.actuator import Actuator
+from scaler.actuator import Acting, Actuator, Recorder
 from scaler.configfile import load_config
 from scaler.core.config.settings import ConfigError, ScalerConfig
-from scaler.core.model.objects import Node, Pod
-from scaler.core.planning import provreq
 from scaler.core.planning.capacity import zone_hints
 from scaler.core.planning.decisions import Plan
 from scaler.core.planning.planner import plan as core_plan
-from scaler.core.planning.snapshot import Interruption, Snapshot
+from scaler.core.planning.snapshot import Snapshot
 from scaler.core.planning.state import State, fmt_time
-from scaler.core.scheduling.filters import Storage
-from scaler.kube.actions import KubeActions, KubeError, Leader, ObjectRef
+from scaler.kube.actions import KubeActions, Leader
 from scaler.kube.cache import ClusterCache
 from scaler.kube.client import api_client
-from scaler.kube.provreq import ProvisioningRequests
 from scaler.metrics import Health, Metrics, serve, setup_logging
 from scaler.permissions import LEASE_NAME
+from scaler.ports import Kube, LostLease, ObjectRef, Observer
 from scaler.providers.base import PoolProvider, ProviderError
+from scaler.reconcile import Pass, Planner, Reconciler
 
 log = logging.getLogger("scaler.loop")
-Planner = Callable[[Snapshot, State, ScalerConfig], tuple[Plan, State]]
 
 
-class Cluster(Protocol):
-    """What the loop needs from the kube side (ClusterCache)."""
+class LiveCluster(Observer, Protocol):
+    """The pass's Observer, with the watches' health (`scaler.kube.cache.ClusterCache`)."""
 
     @property
     def fresh(self) -> bool:
         """Pods and nodes are synced."""
         ...
 
-    @property
-    def pdbs_fresh(self) -> bool: ...
-
-    def stale(self) -> list[str]:
-        """The watches that are not synced."""
-        ...
-
-    def view(self, pool_of: Callable[[str], str | None]) -> tuple[list[Pod], list[Node], list[Any]]: ...
-
-    def scheduling_view(self) -> tuple[Storage, dict[str, dict[str, str]]]: ...
-
-    def raw_node(self, name: str) -> dict[str, Any] | None: ...
-
-
-class LostLease(Exception):
-    """The lease ran out during a pass: another replica may be acting now, so this one stops."""
-
 
 class Runtime:
-    def __init__(self, config: ScalerConfig, provider: PoolProvider, cluster: Cluster, actions: KubeActions | None,
-                 *, leader: Leader | None = None, metrics: Metrics | None = None, health: Health | None = None,
+    """The passes of a live scaler: leadership, retries after failed passes, Events, the status and the
+    metrics around `scaler.reconcile.Reconciler`, which runs each pass."""
+
+    def __init__(self, config: ScalerConfig, provider: PoolProvider, cluster: LiveCluster, kube: Kube, *,
+                 leader: Leader | None = None, metrics: Metrics | None = None, health: Health | None = None,
                  dry_run: bool = False, planner: Planner = core_plan, clock: Callable[[], float] = time.time,
-                 interval: float | None = None, requests: ProvisioningRequests | None = None) -> None:
+                 interval: float | None = None, namespace: str = "gpuburst-system") -> None:
+        """`kube` is built with the lease check as its `before_change` (`Leader.check`); a dry run acts
+        through a `Recorder` and changes nothing anywhere."""
         self.config = config
-        # ProvisioningRequests (Kueue's admission check), planned with the pods by scaler.core.planning.provreq.
-        self.requests = requests
         self.provider = provider
         self.cluster = cluster
-        self.actions = None if dry_run else actions
         self.metrics = metrics or Metrics()
-        self.actuator: Actuator | None = None
-        if self.actions is not None:
-            self.actions.nodes = cluster.raw_node
-            self.actions.before_change = self._guard  # every cordon, uncordon and eviction checks the lease
-            self.actuator = Actuator(provider, self.actions, self.metrics, guard=self._guard)
         self.leader = None if dry_run else leader
+        self.actuator: Acting
+        if dry_run:
+            recorder = Recorder()
+            self.actuator = recorder
+            self.kube: Kube = recorder.kube
+        else:
+            guard = self.leader.check if self.leader is not None else (lambda: None)
+            self.actuator = Actuator(provider, kube, config.timings.drain_timeout, self.metrics, guard=guard)
+            self.kube = kube
+        self.reconciler = Reconciler(config, cluster, provider, self.actuator, planner=planner, metrics=self.metrics)
         self.interval = interval or config.timings.scan_interval
         self.health = health or Health(self.interval)
         self.dry_run = dry_run
-        self.planner = planner
         self.clock = clock
-        self.state = State()
-        # Interruption notices read but not acknowledged yet: a pass that stops before acting on them
-        # (the lease ran out) decides on them again in the next pass.
-        self.notices: list[Interruption] = []
-        self.last_plan: Plan | None = None
+        self.namespace = namespace  # of the Lease and the status ConfigMap
         self.stop = threading.Event()
+
+    @property
+    def state(self) -> State:
+        return self.reconciler.state
 
     # --- one pass ---------------------------------------------------------------------------------
     def run_once(self) -> Plan | None:
@@ -112,93 +93,28 @@ class Runtime:
         now = self.clock()
         if self.leader is not None and not self.leader.try_lead():
             self.metrics.leader.set(0)
-            self._stand_down()
+            self.actuator.forget()  # the new leader gives the drained nodes back
             self.health.succeeded(self.cluster.fresh)
             log.info("not the leader: observing only")
             return None
         self.metrics.leader.set(1)
         try:
-            plan, snapshot = self._pass(now)
+            done = self.reconciler.run(now)
         except LostLease as err:
             self.metrics.leader.set(0)
-            self._stand_down()
+            self.actuator.forget()
             log.warning("%s: stopped acting for this pass", err)
             return None
-        self._observe_metrics(plan, snapshot)
+        self._log_plan(done.plan, done.snapshot)
+        self._events(done.plan, done.snapshot)
+        self._warnings(done.plan, done.view.stale)
+        self._status(done)
+        self._observe_metrics(done)
         self.metrics.pass_duration.observe(time.monotonic() - started)
         self.metrics.last_pass.set(time.time())
-        self.metrics.fresh.set(1 if snapshot.fresh else 0)
-        self.health.succeeded(snapshot.fresh)
-        return plan
-
-    def _pass(self, now: float) -> tuple[Plan, Snapshot]:
-        fresh = self.cluster.fresh
-        observations = self.provider.observe(now)
-        pending, nodes, pdbs = self.cluster.view(self.provider.pool_of)
-        storage, namespaces = self.cluster.scheduling_view()  # what the volume / namespace filters read
-        if self.actuator is not None:
-            self._read_notices()
-        abandoned, refused = self.actuator.report() if self.actuator is not None else ({}, {})
-        snapshot = Snapshot(now=now, pending=pending, nodes=nodes, pools=observations, pdbs=pdbs, fresh=fresh,
-                            pdbs_fresh=self.cluster.pdbs_fresh, interruptions=list(self.notices),
-                            draining=self.actuator.draining() if self.actuator is not None else {},
-                            abandoned=abandoned, refused=refused, storage=storage, namespaces=namespaces)
-        requests = self._read_requests() if fresh else []
-        plan, self.state, answers = provreq.serve(snapshot, self.state, self.config, requests, self.planner)
-        self.last_plan = plan
-        self._log_plan(plan, snapshot)
-        if self.actuator is not None:
-            self.actuator.act(plan, snapshot)
-            self.notices = [n for n in self.notices if n not in plan.handled]
-            self._events(plan, snapshot)
-            self._warnings(plan)
-            self._status(plan, snapshot)
-            self._answer(requests, answers)
-        return plan, snapshot
-
-    def _read_requests(self) -> list[provreq.ProvisioningRequest]:
-        """The cluster's ProvisioningRequests still in play (on stale pod data none: bookings would be
-        computed against pods that may have moved)."""
-        if self.requests is None:
-            return []
-        try:
-            return [r for r in self.requests.read() if not r.done]
-        except KubeError as err:
-            self.metrics.kube_errors.labels("provisioningrequests").inc()
-            log.warning("reading ProvisioningRequests failed: %s", err)
-            return []
-
-    def _answer(self, requests: list[provreq.ProvisioningRequest],
-                answers: dict[str, dict[str, provreq.Condition]]) -> None:
-        if self.requests is None:
-            return
-        for req in requests:
-            self._guard()
-            try:
-                self.requests.write(req, answers[req.key])
-            except KubeError as err:
-                self.metrics.kube_errors.labels("provisioningrequest-status").inc()
-                log.warning("%s", err)
-
-    def _read_notices(self) -> None:
-        try:
-            fresh = self.provider.interruptions()
-        except ProviderError as err:
-            self.metrics.cloud_errors.labels(err.kind).inc()
-            log.warning("reading interruption notices failed: %s", err)
-            return
-        self.notices.extend(n for n in fresh if n not in self.notices)
-
-    def _guard(self) -> None:
-        """Before every change to the cloud (the actuator) or the cluster (KubeActions.before_change):
-        this replica still holds the lease."""
-        if self.leader is not None and not self.leader.holds():
-            raise LostLease("the leader lease expired during the pass")
-
-    def _stand_down(self) -> None:
-        """Not the leader (any more): forget the drains; the new leader gives their nodes back."""
-        if self.actuator is not None:
-            self.actuator.forget()
+        self.metrics.fresh.set(1 if done.snapshot.fresh else 0)
+        self.health.succeeded(done.snapshot.fresh)
+        return done.plan
 
     def _log_plan(self, plan: Plan, snapshot: Snapshot) -> None:
         ups = [f"{s.pool}/{s.zone or 'any zone'} +{s.count} -> {s.new_desired}" for s in plan.scale_ups]
@@ -219,7 +135,6 @@ class Runtime:
 
     # --- events, status, metrics ----------------------------------------------------------------
     def _events(self, plan: Plan, snapshot: Snapshot) -> None:
-        assert self.actions is not None
         pods = {p.key: p for p in snapshot.pending}
         ups = {u.pool: u for u in plan.scale_ups}
         for key, verdict in plan.verdicts.items():
@@ -232,29 +147,27 @@ class Runtime:
                 obs = snapshot.pools.get(up.pool)
                 old = obs.desired if obs else up.new_desired - up.count
                 mx = obs.pool.max_size if obs else "?"
-                self.actions.event(ref, "TriggeredScaleUp",
-                                   f"pod triggered scale-up: [{{{up.pool} {old}->{up.new_desired} (max: {mx})}}]")
+                self.kube.event(ref, "TriggeredScaleUp",
+                                f"pod triggered scale-up: [{{{up.pool} {old}->{up.new_desired} (max: {mx})}}]")
             elif verdict.outcome == "unschedulable":
                 reasons = "; ".join(f"{p}: {r}" for p, r in sorted(verdict.reasons.items())) or "no pool fits"
-                self.actions.event(ref, "NotTriggerScaleUp", f"pod didn't trigger scale-up: {reasons}")
+                self.kube.event(ref, "NotTriggerScaleUp", f"pod didn't trigger scale-up: {reasons}")
 
-    def _warnings(self, plan: Plan) -> None:
+    def _warnings(self, plan: Plan, stale: list[str]) -> None:
         """What stops part of the work, on the scaler's Lease: a watch that fails, a pool the cloud refuses."""
-        assert self.actions is not None
-        lease = ObjectRef("Lease", LEASE_NAME, self.actions.namespace)
-        for kind in self.cluster.stale():
+        lease = ObjectRef("Lease", LEASE_NAME, self.namespace)
+        for kind in stale:
             stops = "drains" if kind == "poddisruptionbudgets" else "scale-downs and size resets below the instances"
-            self.actions.event(lease, "WatchFailing", f"the {kind} watch is not synced: {stops} wait for it",
-                               "Warning")
+            self.kube.event(lease, "WatchFailing", f"the {kind} watch is not synced: {stops} wait for it",
+                            "Warning")
         for pool, message in plan.refused.items():
             until = self.state.refused.get(pool, (plan.now, ""))[0]
-            self.actions.event(lease, "CloudRefused", f"pool {pool}: {message}; its actions stop until "
-                               f"{fmt_time(until)} (fix the credentials, permissions or quota)", "Warning")
+            self.kube.event(lease, "CloudRefused", f"pool {pool}: {message}; its actions stop until "
+                            f"{fmt_time(until)} (fix the credentials, permissions or quota)", "Warning")
 
-    def _status(self, plan: Plan, snapshot: Snapshot) -> None:
-        assert self.actions is not None
-        assert self.actuator is not None
-        self.actions.write_status({
+    def _status(self, done: Pass) -> None:
+        plan, snapshot = done.plan, done.snapshot
+        self.kube.write_status({
             **plan.to_dict(pods=False),
             "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(plan.now)),
             "fresh": snapshot.fresh,
@@ -265,17 +178,18 @@ class Runtime:
             "backoff": {p: fmt_time(b.until) for p, b in self.state.backoff.items()},
             "refused": {p: {"until": fmt_time(until), "error": message}
                         for p, (until, message) in self.state.refused.items()},
-            "stale_watches": self.cluster.stale(),
+            "stale_watches": done.view.stale,
         })
 
-    def _observe_metrics(self, plan: Plan, snapshot: Snapshot) -> None:
+    def _observe_metrics(self, done: Pass) -> None:
+        plan, snapshot = done.plan, done.snapshot
         m = self.metrics
         reasons: dict[tuple[str, ...], float] = {}
         for verdict in plan.verdicts.values():
             reasons[(verdict.outcome,)] = reasons.get((verdict.outcome,), 0) + 1
         m.replace(m.pending_pods, reasons)
         states: dict[tuple[str, ...], float] = {}
-        draining = self.actuator.drains if self.actuator is not None else {}
+        draining = self.actuator.drains
         for node in snapshot.nodes:
             pool = node.pool or "none"
             state = "draining" if node.name in draining else "cordoned" if node.unschedulable else \
@@ -286,7 +200,7 @@ class Runtime:
         m.replace(m.nodes, states)
         m.replace(m.unavailable, {(p, z): 1 for (p, z), until in self.state.unavailable.items()
                                   if until > snapshot.now})
-        stale = set(self.cluster.stale())
+        stale = set(done.view.stale)
         m.replace(m.watch_synced, {(k,): 0 if k in stale else 1 for k in ("pods", "nodes", "poddisruptionbudgets")})
         m.replace(m.pool_refused, {(p,): 1 for p in self.state.refused})
         m.observe_pools(snapshot, plan, self.state, self.config)
@@ -322,7 +236,7 @@ class Runtime:
         return 0
 
     def _backoff(self, failures: int) -> float:
-        base = min(self.interval * 2.0 ** failures, max(self.interval, 300.0))
+        base = min(self.interval * 2.0 ** failures, max(self.interval, self.config.timings.error_backoff_max))
         return base * random.uniform(0.5, 1.5)  # noqa: S311 -- jitter
 
 
@@ -388,10 +302,10 @@ def main(args: argparse.Namespace) -> int:
     health = Health(interval)
     if args.metrics_port:
         serve(metrics, health, args.metrics_port)
-    actions = KubeActions(api, args.namespace)
     leader = Leader(api, args.namespace, args.identity, lease_seconds=max(15, int(3 * interval)))
+    actions = KubeActions(api, args.namespace, nodes=cache.raw_node, before_change=leader.check)
     runtime = Runtime(config, provider, cache, actions, leader=leader, metrics=metrics, health=health,
-                      dry_run=args.dry_run, interval=interval, requests=ProvisioningRequests(api))
+                      dry_run=args.dry_run, interval=interval, namespace=args.namespace)
     signal.signal(signal.SIGTERM, lambda *_: runtime.stop.set())  # finish the pass, then exit
     log.info("gpuburst scaler running: cluster %s, %d configured pools, every %.0fs%s", config.cluster,
              len(config.pools), interval, " (dry run)" if args.dry_run else "")

@@ -1,4 +1,5 @@
-"""What the scaler does to the cluster: cordon, evict, uncordon, Events, the status ConfigMap, the Lease.
+"""What the scaler does to the cluster (`scaler.ports.Kube`): cordon, evict, uncordon, Events, the
+ProvisioningRequests' conditions, the status ConfigMap; and the Lease.
 
 Every call is one the RBAC rules in scaler.permissions allow, and nothing more.
 """
@@ -10,9 +11,8 @@ import logging
 import socket
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
@@ -21,28 +21,15 @@ from kubernetes.leaderelection.resourcelock.leaselock import LeaseLock
 from urllib3.exceptions import HTTPError as TransportError
 
 from scaler.core.model import keys
+from scaler.core.planning.provreq import Condition, ProvisioningRequest
+from scaler.kube.client import MERGE_PATCH, TIMEOUT
+from scaler.kube.provreq import ProvisioningRequests
 from scaler.permissions import LEASE_NAME, STATUS_CONFIGMAP
+from scaler.ports import EvictResult, KubeError, LostLease, ObjectRef
 
 log = logging.getLogger(__name__)
 COMPONENT = "gpuburst-scaler"
-EvictResult = Literal["evicted", "blocked", "gone"]
-# (connect, read) seconds for every call: a hung API server must not hold a pass past the lease.
-TIMEOUT = (5.0, 20.0)
-# The client's default PATCH type is JSON Patch (a list of operations), which the API server refuses
-# for an object body: every patch here is a JSON merge patch (lists such as spec.taints replaced).
-MERGE_PATCH = "application/merge-patch+json"
-
-
-class KubeError(Exception):
-    """A Kubernetes call that failed for a reason other than the ones the caller handles."""
-
-
-@dataclass(frozen=True, slots=True)
-class ObjectRef:
-    kind: Literal["Pod", "Node", "Lease"]
-    name: str
-    namespace: str = ""
-    uid: str = ""
+API_VERSIONS = {"Lease": "coordination.k8s.io/v1", "ProvisioningRequest": "autoscaling.x-k8s.io/v1"}
 
 
 def _now() -> datetime:
@@ -50,21 +37,22 @@ def _now() -> datetime:
 
 
 class KubeActions:
-    """The actuator's Kubernetes side on a live cluster (`scaler.actuator.Kube`), plus the status ConfigMap.
+    """`scaler.ports.Kube` on a live cluster.
 
     `nodes` looks a node up by name as the watch-fed cache has it (`ClusterCache.raw_node`): a cordon
-    is computed from that copy and carries its resourceVersion."""
+    is computed from that copy and carries its resourceVersion. `before_change` runs before every
+    change to a node, a pod or a request's status and raises to stop it (the leader lease's check)."""
 
     def __init__(self, api: client.ApiClient, namespace: str, *, event_interval: float = 300.0,
-                 nodes: Callable[[str], dict[str, Any] | None] = lambda _: None) -> None:
+                 nodes: Callable[[str], dict[str, Any] | None] = lambda _: None,
+                 before_change: Callable[[], None] = lambda: None) -> None:
         self.core = client.CoreV1Api(api)
+        self.requests = ProvisioningRequests(api)
         self.nodes = nodes
         self.namespace = namespace
         self._event_interval = event_interval
         self._events: dict[tuple[str, str, str, str], tuple[str, int, float]] = {}
-        # Called before every change to a node or a pod (cordon, uncordon, eviction); it raises to stop
-        # it. The loop sets its leader-lease check here.
-        self.before_change: Callable[[], None] = lambda: None
+        self.before_change = before_change
 
     # --- cordon / uncordon -------------------------------------------------------------------
     def cordon_node(self, name: str) -> bool:
@@ -138,6 +126,11 @@ class KubeActions:
             raise KubeError(f"evict {namespace}/{name}: {err}") from None
         return "evicted"
 
+    # --- ProvisioningRequests -----------------------------------------------------------------
+    def write_conditions(self, request: ProvisioningRequest, conditions: dict[str, Condition]) -> None:
+        self.before_change()
+        self.requests.write(request, conditions)
+
     # --- events ------------------------------------------------------------------------------
     def event(self, ref: ObjectRef, reason: str, message: str, type_: str = "Normal") -> None:
         """A core/v1 Event; the same one again within `event_interval` only bumps its count. An Event of
@@ -163,7 +156,7 @@ class KubeActions:
                 metadata=client.V1ObjectMeta(generate_name=f"{ref.name}.", namespace=ns),
                 involved_object=client.V1ObjectReference(
                     kind=ref.kind, name=ref.name, namespace=ref.namespace or None, uid=ref.uid or None,
-                    api_version="coordination.k8s.io/v1" if ref.kind == "Lease" else "v1"),
+                    api_version=API_VERSIONS.get(ref.kind, "v1")),
                 reason=reason, message=message[:1024], type=type_, count=1,
                 first_timestamp=stamp, last_timestamp=stamp,
                 source=client.V1EventSource(component=COMPONENT), reporting_component=COMPONENT,
@@ -257,3 +250,8 @@ class Leader:
     def holds(self) -> bool:
         """Still safe to act: the last renewal is younger than the renew deadline."""
         return self.is_leader and time.monotonic() < self._valid_until
+
+    def check(self) -> None:
+        """Before every change to the cloud or the cluster: this replica still holds the lease."""
+        if not self.holds():
+            raise LostLease("the leader lease expired during the pass")

@@ -22,9 +22,10 @@ from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
 from scaler.core.model import keys
-from scaler.core.model.objects import Node, Pod, PodDisruptionBudget
-from scaler.core.scheduling.filters import Storage
+from scaler.core.planning.provreq import ProvisioningRequest
 from scaler.kube.convert import SnapshotError, cluster_view, pdb_from_json, storage_view
+from scaler.kube.provreq import ProvisioningRequests
+from scaler.ports import ClusterView
 
 log = logging.getLogger(__name__)
 JSON = dict[str, Any]
@@ -152,9 +153,11 @@ def _key(obj: JSON) -> str:
 
 
 class ClusterCache:
-    """Pods, nodes and PDBs of the whole cluster, and the conversion to the core's model."""
+    """Pods, nodes and PDBs of the whole cluster, and the conversion to the core's model: the live
+    `scaler.ports.Observer`."""
 
     def __init__(self, api: client.ApiClient, **informer_options: Any) -> None:
+        self.requests = ProvisioningRequests(api)
         core = client.CoreV1Api(api)
         policy = client.PolicyV1Api(api)
         self.pods = Informer("pods", core.list_pod_for_all_namespaces, **informer_options)
@@ -207,22 +210,23 @@ class ClusterCache:
                 return obj
         return None
 
-    def view(self, pool_of: Callable[[str], str | None]) -> tuple[list[Pod], list[Node], list[PodDisruptionBudget]]:
-        """(pending pods, nodes with their pods, PDBs); objects that do not convert are logged and left out."""
-        view = cluster_view(self.nodes.items(), self.pods.items(), keys.LABEL_POOL,
-                            skip=lambda err: log.warning("skipping %s", err))
+    def observe(self, pool_of: Callable[[str], str | None]) -> ClusterView:
+        """`scaler.ports.Observer`: the pass's view of the cluster; objects that do not convert are logged
+        and left out (a pod whose claim is left out is planned as the scheduler would: unbound)."""
+        def skip(err: SnapshotError) -> None:
+            log.warning("skipping %s", err)
+
+        fresh, pdbs_fresh, stale = self.fresh, self.pdbs_fresh, self.stale()
+        view = cluster_view(self.nodes.items(), self.pods.items(), keys.LABEL_POOL, skip=skip)
         for node in view.nodes.values():
             if node.provider_id:
                 node.pool = pool_of(node.provider_id) or node.pool
         pdbs = [pdb_from_json(o) for o in self.pdbs.items()]
-        return view.pending, list(view.nodes.values()), pdbs
-
-    def scheduling_view(self) -> tuple[Storage, dict[str, dict[str, str]]]:
-        """(the storage objects, namespace -> labels) for the filters; objects that do not convert are
-        logged and left out (a pod whose claim is left out is planned as the scheduler would: unbound)."""
-        def skip(err: SnapshotError) -> None:
-            log.warning("skipping %s", err)
-
         storage, namespaces = storage_view(self.pvcs.items(), self.pvs.items(), self.storage_classes.items(),
                                            self.csinodes.items(), self.namespaces.items(), skip=skip)
-        return storage, namespaces or {}
+        return ClusterView(view.pending, list(view.nodes.values()), pdbs, fresh, pdbs_fresh, storage,
+                           namespaces or {}, stale)
+
+    def provisioning_requests(self) -> list[ProvisioningRequest]:
+        """Read when asked (a pass on fresh data), not watched: there are few, and their PodTemplates too."""
+        return self.requests.read()

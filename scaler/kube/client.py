@@ -6,6 +6,12 @@ import os
 
 from kubernetes import client, config
 
+# (connect, read) seconds for every call: a hung API server must not hold a pass past the lease.
+TIMEOUT = (5.0, 20.0)
+# The client's default PATCH type is JSON Patch (a list of operations), which the API server refuses
+# for an object body: every patch here is a JSON merge patch (lists such as spec.taints replaced).
+MERGE_PATCH = "application/merge-patch+json"
+
 
 def api_client(kubeconfig: str | None = None, context: str | None = None) -> client.ApiClient:
     """In the cluster (service account token, CA) unless a kubeconfig is given or no cluster is around."""

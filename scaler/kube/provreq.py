@@ -15,8 +15,9 @@ from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError as TransportError
 
 from scaler.core.planning.provreq import Condition, PodSet, ProvisioningRequest
-from scaler.kube.actions import MERGE_PATCH, TIMEOUT, KubeError
+from scaler.kube.client import MERGE_PATCH, TIMEOUT
 from scaler.kube.convert import SnapshotError, pod_from_json, timestamp
+from scaler.ports import KubeError
 
 log = logging.getLogger(__name__)
 GROUP, VERSION, PLURAL = "autoscaling.x-k8s.io", "v1", "provisioningrequests"

@@ -24,7 +24,8 @@ from scaler.core.config.settings import ConfigError, ScalerConfig
 from scaler.core.planning.planner import plan
 from scaler.core.scheduling.scoring import PROFILES
 from scaler.providers.sim import Outage, SimProvider
-from scaler.sim.engine import Engine, Planner, SimResult
+from scaler.reconcile import Planner
+from scaler.sim.engine import Engine, SimResult
 from scaler.sim.report import build_report, summary
 from scaler.sim.trace import TraceError, load_trace
 

@@ -5,13 +5,13 @@ spot reclaim notices and reclaims, the cloud's launch retries); the scaler's pas
 `scan_interval` grid. A pass where nothing changed since the last one, no drain is in progress and
 no timer of the planner can fire (a node's unneeded_time, an in-flight request's provision deadline,
 a backoff or an unavailable offering expiring) would decide the same thing again, so it is skipped:
-that is what makes six days of trace run in minutes. Each pass that runs is what `scaler run` does:
-observe the pools and the interruption notices through the provider, build a Snapshot of the cluster
-(pending pods are the ones the scheduler could not bind; PodDisruptionBudgets; the drains in
-progress), call `scaler.core.planning.planner.plan`, and act the Plan through `scaler.actuator.Actuator`, the
-same actuator `scaler run` uses, on the sim provider and the simulated Kubernetes API
-(`scaler.sim.cluster.SimKube`: cordons, and evictions answered 429 while a PodDisruptionBudget
-allows no disruption). The engine never writes the planner's State.
+that is what makes six days of trace run in minutes. Each pass that runs is the pass `scaler run` runs,
+`scaler.reconcile.Reconciler.run`, with the engine as its Observer (pending pods are the ones the
+scheduler could not bind; the gangs' PodDisruptionBudgets; the queued gangs' ProvisioningRequests),
+the sim provider as the cloud, and the same `scaler.actuator.Actuator` on the simulated Kubernetes API
+(`scaler.sim.kubeapi.SimKube`: cordons, evictions answered 429 while a PodDisruptionBudget allows no
+disruption, ProvisioningRequest conditions handed to the queue). The engine never writes the
+planner's State.
 
 Jobs: a job starts when all its pods run and completes `duration_s` of running later. A pod evicted
 by a drain or lost to a spot reclaim goes back to pending (counted in `rescheduled_pods`); its job
@@ -47,12 +47,13 @@ from scaler.core.planning.decisions import Plan
 from scaler.core.planning.snapshot import Snapshot
 from scaler.core.planning.state import State
 from scaler.core.scheduling.scoring import DEFAULT, ScoringProfile
+from scaler.ports import ClusterView
 from scaler.providers.sim import Instance, SimProvider
+from scaler.reconcile import Planner, Reconciler
 from scaler.sim.binder import Binder
-from scaler.sim.cluster import SimKube
+from scaler.sim.kubeapi import SimKube
 from scaler.sim.trace import SIM_NAMESPACE, Job, job_pods
 
-Planner = Callable[[Snapshot, State, ScalerConfig], tuple[Plan, State]]
 KUEUE_RETRIES = 3  # ProvisioningRequestConfig retryStrategy.backoffLimitCount, Kueue's default
 KUEUE_BACKOFF_S = 60.0  # its backoffBaseSeconds; each retry waits twice the one before
 Progress = Callable[[str], None]
@@ -152,7 +153,6 @@ class Engine:
         self.new_pending: list[Pod] = []
         self.capacity_changed = False
         self.dirty = True
-        self.state = State()
         self.events: list[tuple[float, int, str, int, int]] = []  # (t, seq, kind, run index, version)
         self._seq = 0
         self.demand_gpus = 0
@@ -167,8 +167,11 @@ class Engine:
         self.node_of_instance: dict[str, str] = {}
         self.running_gangs: dict[int, JobRun] = {}  # gang jobs with a pod bound: their PDBs
         self.now = 0.0
-        self.kube = SimKube(self.binder, self._pdbs, self._bound_pod, self._evicted, self._node_deleted)
-        self.actuator = Actuator(provider, self.kube)
+        self.kube = SimKube(self.binder, self._pdbs, self._bound_pod, self._evicted, self._node_deleted,
+                            self._write_conditions)
+        self.actuator = Actuator(provider, self.kube, config.timings.drain_timeout)
+        self._planned_s = 0.0
+        self.reconciler = Reconciler(config, self, provider, self.actuator, planner=self._timed(planner))
         self.device_plugin_delay = device_plugin_delay
         self.queue_gangs = provisioning_requests
         # The live ProvisioningRequests (by key), each with its job.
@@ -321,31 +324,33 @@ class Engine:
     def _count(self, what: str) -> None:
         self.request_counts[what] = self.request_counts.get(what, 0) + 1
 
-    def _answer(self, answers: dict[str, dict[str, provreq.Condition]], now: float) -> None:
-        """Write the requests' conditions (the API server's part) and act on them (Kueue's part)."""
-        for key, (req, run) in list(self.requests.items()):
-            before = req.conditions
-            req.conditions = answers.get(key, before)
-            for kind in (provreq.PROVISIONED, provreq.FAILED, provreq.CAPACITY_REVOKED, provreq.BOOKING_EXPIRED):
-                if req.true(kind) and (kind not in before or before[kind].status != "True"):
-                    self._count(kind)
-            if req.true(provreq.PROVISIONED) and run.admitted_at is None:
-                run.admitted_at = now
-                self.dirty = True  # the next pass sees whether its pods all found their booked room
-                for pod in run.pods:
-                    pod.annotations[keys.ANNOTATION_CONSUME_PROVREQ] = req.name
-                    self._enqueue(pod, now)
-            elif req.true(provreq.FAILED) and run.admitted_at is None:
-                if run.attempts <= KUEUE_RETRIES:
-                    self._push(now + KUEUE_BACKOFF_S * 2 ** (run.attempts - 1), "retry", self._run_index[id(run)],
-                               0)
-                else:
-                    failed = req.conditions[provreq.FAILED]
-                    run.rejected = f"ProvisioningRequest {req.key} Failed ({failed.reason}): {failed.message}"
-                    self.rejected += 1
-                    self.demand_gpus -= run.job.gpus
-            if req.done:
-                del self.requests[key]
+    def _write_conditions(self, req: provreq.ProvisioningRequest, conditions: dict[str, provreq.Condition]) -> None:
+        """A request's new conditions (the API server's part), and what Kueue does on them."""
+        entry = self.requests.get(req.key)
+        if entry is None:
+            return
+        run, now = entry[1], self.now
+        before = req.conditions
+        req.conditions = conditions
+        for kind in (provreq.PROVISIONED, provreq.FAILED, provreq.CAPACITY_REVOKED, provreq.BOOKING_EXPIRED):
+            if req.true(kind) and (kind not in before or before[kind].status != "True"):
+                self._count(kind)
+        if req.true(provreq.PROVISIONED) and run.admitted_at is None:
+            run.admitted_at = now
+            self.dirty = True  # the next pass sees whether its pods all found their booked room
+            for pod in run.pods:
+                pod.annotations[keys.ANNOTATION_CONSUME_PROVREQ] = req.name
+                self._enqueue(pod, now)
+        elif req.true(provreq.FAILED) and run.admitted_at is None:
+            if run.attempts <= KUEUE_RETRIES:
+                self._push(now + KUEUE_BACKOFF_S * 2 ** (run.attempts - 1), "retry", self._run_index[id(run)], 0)
+            else:
+                failed = req.conditions[provreq.FAILED]
+                run.rejected = f"ProvisioningRequest {req.key} Failed ({failed.reason}): {failed.message}"
+                self.rejected += 1
+                self.demand_gpus -= run.job.gpus
+        if req.done:
+            del self.requests[req.key]
 
     def _sample(self, now: float) -> None:
         by_pool: dict[str, int] = {}
@@ -365,7 +370,7 @@ class Engine:
         times += [f.deadline for flights in self.state.in_flight.values() for f in flights]
         times += [b.until for b in self.state.backoff.values()]
         times += list(self.state.unavailable.values())
-        times += [req.conditions[provreq.PROVISIONED].at + provreq.BOOKING_TTL
+        times += [req.conditions[provreq.PROVISIONED].at + self.config.timings.booking_ttl
                   for req, _ in self.requests.values() if req.true(provreq.PROVISIONED)]
         future = [x for x in times if x > now]
         return min(future, default=math.inf)
@@ -393,30 +398,45 @@ class Engine:
         if pid is not None:
             self._drop_node(pid, self.now)
 
+    # --- the Observer the pass reads (scaler.ports.Observer) ---------------------------------------
+    def observe(self, pool_of: Callable[[str], str | None]) -> ClusterView:
+        return ClusterView(list(self.pending.values()), list(self.binder.nodes.values()), self._pdbs())
+
+    def provisioning_requests(self) -> list[provreq.ProvisioningRequest]:
+        return [req for req, _ in self.requests.values()]
+
+    @property
+    def state(self) -> State:
+        return self.reconciler.state
+
+    def _timed(self, planner: Planner) -> Planner:
+        def timed(snapshot: Snapshot, state: State, config: ScalerConfig) -> tuple[Plan, State]:
+            started = time.perf_counter()
+            try:
+                return planner(snapshot, state, config)
+            finally:
+                self._planned_s += time.perf_counter() - started
+        return timed
+
     def _pass(self, now: float) -> None:
         self.passes_planned += 1
         self.now = now
-        pools = self.provider.observe(now)
-        for name, obs in pools.items():
+        self._planned_s = 0.0
+        done = self.reconciler.run(now)
+        self.plan_seconds.append(self._planned_s)
+        pending = {p.key for p in done.snapshot.pending}
+        for name, obs in done.snapshot.pools.items():
             for failure in obs.failures:
-                self._failure(name, failure.at)
-        abandoned, refused = self.actuator.report()
-        snapshot = Snapshot(now=now, pending=list(self.pending.values()), nodes=list(self.binder.nodes.values()),
-                            pools=pools, pdbs=self._pdbs(), interruptions=self.provider.interruptions(),
-                            draining=self.actuator.draining(), abandoned=abandoned, refused=refused)
-        requests = [req for req, _ in self.requests.values()]
-        started = time.perf_counter()
-        plan, self.state, answers = provreq.serve(snapshot, self.state, self.config, requests, self.planner)
-        self.plan_seconds.append(time.perf_counter() - started)
-        self.actuator.act(plan, snapshot)
-        self._answer(answers, now)
-        self._account(plan, now)
-        self.plan_nonempty = not plan.empty
+                self._failure(name, failure.at, pending)
+        self._account(done.plan, now)
+        self.plan_nonempty = not done.plan.empty
 
-    def _failure(self, pool: str, at: float) -> None:
+    def _failure(self, pool: str, at: float, pending: set[str]) -> None:
+        """A launch of the pool failed: the pods its scale-ups were for, still pending when the pass began,
+        start an episode that ends when another pool is asked for them."""
         if pool in self.open_episodes:
             return
-        pods = {k for k in self.promised.get(pool, set()) if k in self.pending}
+        pods = {k for k in self.promised.get(pool, set()) if k in pending}
         if pods:
             episode = FallbackEpisode(pool, at, pods)
             self.episodes.append(episode)

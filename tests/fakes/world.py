@@ -54,9 +54,9 @@ class World:
         provider = AwsProvider(self.config, session=self.aws.session, endpoint_url=self.aws.endpoint,
                                queue_url=self.queue, clock=self.clock)
         self.provider = provider
-        return Runtime(self.config, provider, self.cache, KubeActions(self.api, "gpuburst-system"),
-                       leader=Leader(self.api, "gpuburst-system", "test-replica"), metrics=Metrics(),
-                       clock=self.clock)
+        leader = Leader(self.api, "gpuburst-system", "test-replica")
+        kube = KubeActions(self.api, "gpuburst-system", nodes=self.cache.raw_node, before_change=leader.check)
+        return Runtime(self.config, provider, self.cache, kube, leader=leader, metrics=Metrics(), clock=self.clock)
 
     def close(self) -> None:
         self.cache.stop()

@@ -47,17 +47,18 @@ def test_list_then_watch_builds_the_snapshot_parts(kube: FakeKube, cache: Cluste
     kube.put("pods", pod("train-1", pending=True, gpus=1))
     kube.put("pods", pod("done", node_name="gpu-1") | {"status": {"phase": "Succeeded"}})
     assert cache.wait_synced(5)
-    assert eventually(lambda: len(cache.view(lambda _: None)[0]) == 1 and len(cache.nodes.items()) == 1
+    assert eventually(lambda: len(cache.observe(lambda _: None).pending) == 1 and len(cache.nodes.items()) == 1
                       and len(cache.pods.items()) == 3)
-    pending, nodes, _ = cache.view(lambda pid: "gpu1-od" if pid.endswith("i-0aa") else None)
+    view = cache.observe(lambda pid: "gpu1-od" if pid.endswith("i-0aa") else None)
+    pending, nodes = view.pending, view.nodes
     assert [p.name for p in pending] == ["train-1"]
     assert [(n.name, n.pool, [p.name for p in n.pods]) for n in nodes] == [("gpu-1", "gpu1-od", ["train-0"])]
     # A pod that is merely pending (not yet marked Unschedulable by the scheduler) is not "pending".
     kube.put("pods", pod("fresh", pending=True) | {"status": {"phase": "Pending"}})
     kube.put("pods", pod("train-2", pending=True, gpus=1))
-    assert eventually(lambda: {p.name for p in cache.view(lambda _: None)[0]} == {"train-1", "train-2"})
+    assert eventually(lambda: {p.name for p in cache.observe(lambda _: None).pending} == {"train-1", "train-2"})
     kube.delete("pods", "default/train-1")
-    assert eventually(lambda: {p.name for p in cache.view(lambda _: None)[0]} == {"train-2"})
+    assert eventually(lambda: {p.name for p in cache.observe(lambda _: None).pending} == {"train-2"})
 
 
 def test_storage_objects_and_namespaces_are_watched_for_the_filters(kube: FakeKube, cache: ClusterCache) -> None:
@@ -73,15 +74,17 @@ def test_storage_objects_and_namespaces_are_watched_for_the_filters(kube: FakeKu
         {"name": "ebs.csi.aws.com", "allocatable": {"count": 24}}]}})
     kube.put("namespaces", {"metadata": {"name": "ml", "labels": {"team": "research"}}})
     assert cache.wait_synced(5)
-    assert eventually(lambda: len(cache.scheduling_view()[0].claims) == 1 and len(cache.namespaces.items()) == 1
+    assert eventually(lambda: len(cache.observe(lambda _: None).storage.claims) == 1
+                      and len(cache.namespaces.items()) == 1
                       and len(cache.csinodes.items()) == 1 and len(cache.pvs.items()) == 1)
-    storage, namespaces = cache.scheduling_view()
+    view = cache.observe(lambda _: None)
+    storage, namespaces = view.storage, view.namespaces
     assert storage.claims["ml/ckpt"].bound and storage.volumes["pv-1"].labels[keys.LABEL_ZONE] == "us-east-1a"
     assert storage.classes["gp3"].binding_mode == "WaitForFirstConsumer"
     assert storage.csinodes["gpu-1"].limits == {"ebs.csi.aws.com": 24}
     assert namespaces["ml"] == {keys.LABEL_NAMESPACE_NAME: "ml", "team": "research"}
     kube.delete("persistentvolumeclaims", "ml/ckpt")
-    assert eventually(lambda: not cache.scheduling_view()[0].claims)
+    assert eventually(lambda: not cache.observe(lambda _: None).storage.claims)
 
 
 def test_410_gone_relists_and_misses_nothing(kube: FakeKube, cache: ClusterCache) -> None:
@@ -90,7 +93,7 @@ def test_410_gone_relists_and_misses_nothing(kube: FakeKube, cache: ClusterCache
     kube.expire_watches()
     kube.put("pods", pod("after-expiry", pending=True))
     assert eventually(lambda: cache.pods.relists > relists)
-    assert eventually(lambda: [p.name for p in cache.view(lambda _: None)[0]] == ["after-expiry"])
+    assert eventually(lambda: [p.name for p in cache.observe(lambda _: None).pending] == ["after-expiry"])
     assert eventually(lambda: cache.fresh)
 
 
@@ -101,7 +104,7 @@ def test_api_server_down_marks_the_cache_stale_then_recovers(kube: FakeKube, cac
     kube.put("nodes", node("came-while-down"))
     kube.set_down(False)
     assert eventually(lambda: cache.fresh, timeout=5)
-    assert eventually(lambda: [n.name for n in cache.view(lambda _: None)[1]] == ["came-while-down"])
+    assert eventually(lambda: [n.name for n in cache.observe(lambda _: None).nodes] == ["came-while-down"])
 
 
 def test_cordon_evict_and_uncordon(kube: FakeKube, api) -> None:  # type: ignore[no-untyped-def]
@@ -165,7 +168,7 @@ def test_large_lists_are_read_page_by_page(kube: FakeKube, api) -> None:  # type
     cache.start()
     try:
         assert cache.wait_synced(5)
-        assert sorted(p.name for p in cache.view(lambda _: None)[0]) == [f"p-{i}" for i in range(7)]
+        assert sorted(p.name for p in cache.observe(lambda _: None).pending) == [f"p-{i}" for i in range(7)]
         assert [off for res, off in kube.lists if res == "pods"] == [0, 3, 6]
     finally:
         cache.stop()

@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from scaler.actuator import Actuator
 from scaler.core.config.settings import ScalerConfig, parse_config
 from scaler.core.model import keys
-from scaler.kube.actions import Leader
-from scaler.loop import LostLease
+from scaler.kube.actions import KubeActions, Leader
+from scaler.ports import LostLease
 from tests.fakes.aws import FailedLaunch, Faults, MotoAws
 from tests.fakes.kubeapi import FakeKube, pdb, pod
 from tests.fakes.world import World
@@ -317,7 +318,8 @@ def test_a_removed_node_stays_cordoned_until_it_leaves(world: World, kube: FakeK
     world.node_gc = True
     world.step()
     assert kube.get("nodes", f"/{node}") is None
-    assert world.runtime.actuator is not None and world.runtime.actuator.removed == set()
+    actuator = world.runtime.actuator
+    assert isinstance(actuator, Actuator) and actuator.removed == set()
 
 
 def test_restart_gives_back_a_node_an_earlier_process_left_cordoned(world: World, kube: FakeKube) -> None:
@@ -440,7 +442,7 @@ def test_an_interruption_read_in_a_pass_that_stopped_is_handled_in_the_next(worl
                          at=world.clock.t + 1)
     leader = world.runtime.leader
     assert leader is not None
-    real_guard = world.runtime._guard
+    real_guard = leader.check
     calls = iter([None])
 
     def guard_once() -> None:  # the lease runs out at the first change this pass tries
@@ -448,9 +450,10 @@ def test_an_interruption_read_in_a_pass_that_stopped_is_handled_in_the_next(worl
             raise LostLease("the leader lease expired during the pass")
         real_guard()
 
-    assert world.runtime.actions is not None and world.runtime.actuator is not None
-    world.runtime.actuator.guard = guard_once  # every cloud change the actuator makes
-    world.runtime.actions.before_change = guard_once  # every cordon and eviction
+    actuator, actions = world.runtime.actuator, world.runtime.kube
+    assert isinstance(actuator, Actuator) and isinstance(actions, KubeActions)
+    actuator.guard = guard_once  # every cloud change the actuator makes
+    actions.before_change = guard_once  # every cordon and eviction
     assert world.step() is None
     assert world.desired("gpu-spot-a") + world.desired("gpu-od") == 1  # nothing done in the stopped pass
     world.step()

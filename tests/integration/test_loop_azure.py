@@ -70,8 +70,9 @@ def test_azure_scale_up_and_spot_eviction(arm: FakeArm, kube: FakeKube, config: 
         clock = Clock()
         provider = AzureProvider(config, subscription_id=SUB, resource_group=RG, credential=FakeCredential(),
                                  polling_interval=0, clock=clock)
-        runtime = Runtime(config, provider, cache, KubeActions(api, "gpuburst-system"),
-                          leader=Leader(api, "gpuburst-system", "r"), clock=clock)
+        leader = Leader(api, "gpuburst-system", "r")
+        actions = KubeActions(api, "gpuburst-system", nodes=cache.raw_node, before_change=leader.check)
+        runtime = Runtime(config, provider, cache, actions, leader=leader, clock=clock)
         spot_nodes = []
         for i in ("0", "1"):  # the scale set's two Spot instances are nodes, each running a job
             name = f"gpu-vmss00000{i}"

@@ -22,7 +22,6 @@ from scaler.core.planning.decisions import Plan
 from scaler.kube.actions import KubeActions
 from scaler.kube.cache import ClusterCache
 from scaler.kube.client import api_client
-from scaler.kube.provreq import ProvisioningRequests
 from scaler.loop import Runtime
 from scaler.metrics import Metrics
 from scaler.providers.sim import SimProvider
@@ -50,8 +49,8 @@ class SimWorld:
         self.cache = ClusterCache(api, watch_timeout=5, backoff_initial=0.05, backoff_max=0.2)
         self.cache.start()
         assert self.cache.wait_synced(5)
-        self.runtime = Runtime(config, self.provider, self.cache, KubeActions(api, "gpuburst-system"),
-                               metrics=Metrics(), clock=lambda: self.t, requests=ProvisioningRequests(api))
+        kube = KubeActions(api, "gpuburst-system", nodes=self.cache.raw_node)
+        self.runtime = Runtime(config, self.provider, self.cache, kube, metrics=Metrics(), clock=lambda: self.t)
 
     def kubelet(self) -> None:
         self.provider.advance(self.t)
@@ -145,7 +144,7 @@ def test_atomic_request_books_its_nodes_until_the_booking_expires(world: SimWorl
     assert len(world.kube.objects("nodes")) == 4
     assert world.conditions("train")["Provisioned"][:2] == ("True", "Provisioned")
     # Booked: four empty nodes, long past the 60 s unneeded time, are kept for the request's pods.
-    world.run(provreq.BOOKING_TTL - 60)
+    world.run(world.config.timings.booking_ttl - 60)
     assert world.desired() == 4 and len(world.kube.objects("nodes")) == 4
     assert "BookingExpired" not in world.conditions("train")
     # The booking expires without the pods coming: the request says so and the nodes go.

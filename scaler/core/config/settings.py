@@ -22,7 +22,7 @@ from scaler.core.model import keys
 from scaler.core.model.errors import ConfigError, FieldError, Issue, KeyPath
 from scaler.core.model.quantity import format_units
 
-__all__ = ["ConfigError", "Limits", "ScaleDown", "ScalerConfig", "Timings", "parse_config"]
+__all__ = ["ConfigError", "Limits", "ScaleDownSettings", "ScalerConfig", "Timings", "parse_config"]
 
 WEEK = 7 * 86400.0  # no timing of the scaler is meaningful beyond this
 AZURE_ZONES = ("1", "2", "3")
@@ -48,6 +48,15 @@ class Timings(BaseModel):
     backoff_max: float = Field(default=1800, gt=0, le=WEEK)
     gpu_boot: float = Field(default=240, gt=0, le=WEEK)
     cpu_boot: float = Field(default=120, gt=0, le=WEEK)
+    # A planned drain whose pods cannot all be evicted in this time is abandoned (the node uncordoned).
+    drain_timeout: float = Field(default=600, gt=0, le=WEEK)
+    # A Node whose instance is gone is normally deleted by the cloud controller manager within a minute;
+    # after this long the scaler deletes it (some clusters run none).
+    node_gone_grace: float = Field(default=300, gt=0, le=WEEK)
+    # How long a Provisioned ProvisioningRequest's capacity is kept for its pods (cluster-autoscaler's 10 min).
+    booking_ttl: float = Field(default=600, gt=0, le=WEEK)
+    # The longest wait between two passes after failed passes (the wait doubles from scan_interval).
+    error_backoff_max: float = Field(default=300, gt=0, le=WEEK)
 
     @model_validator(mode="after")
     def _consistent(self) -> Timings:
@@ -61,7 +70,7 @@ class Timings(BaseModel):
         return self
 
 
-class ScaleDown(BaseModel):
+class ScaleDownSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     enabled: bool = True
     utilization_threshold: float = Field(default=0.5, ge=0, le=1)
@@ -83,7 +92,7 @@ class ScalerConfig(BaseModel):
     discover: bool = Field(default=False, description="also adopt groups found by cluster-autoscaler tags")
     limits: Limits = Limits()
     timings: Timings = Timings()
-    scale_down: ScaleDown = ScaleDown()
+    scale_down: ScaleDownSettings = ScaleDownSettings()
     catalogue: dict[str, InstanceTypeSpec] = Field(default_factory=dict)
     pools: list[Pool] = Field(default_factory=list)
 

@@ -20,9 +20,6 @@ from scaler.core.planning.state import Backoff, InFlight, State, fmt_time
 
 # Launch failures that mean "this offering has no capacity now": mark (pool, zone) unavailable.
 CAPACITY_KINDS = frozenset({"capacity", "price", "quota"})
-# A Node whose instance is gone is normally deleted by the cloud controller manager within a minute;
-# after this long the scaler deletes it (some clusters run none).
-NODE_GONE_GRACE = 300.0
 
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 
 from scaler.core.config.settings import ScalerConfig
-from scaler.core.planning.advance import NODE_GONE_GRACE, advance, record_scale_ups
+from scaler.core.planning.advance import advance, record_scale_ups
 from scaler.core.planning.decisions import Plan, SetSize
 from scaler.core.planning.interruptions import read_notices
 from scaler.core.planning.scaledown import plan_scale_down
@@ -40,7 +40,8 @@ def plan(snapshot: Snapshot, state: State, config: ScalerConfig) -> tuple[Plan, 
         unneeded=down.unneeded,
         handled=leaving.handled,
         events=leaving.events,
-        delete_nodes=sorted(n for n, since in adv.state.gone_since.items() if snapshot.now - since >= NODE_GONE_GRACE),
+        delete_nodes=sorted(n for n, since in adv.state.gone_since.items()
+                            if snapshot.now - since >= config.timings.node_gone_grace),
         refused={p: m for p, m in snapshot.refused.items() if p in snapshot.pools},
         in_flight={name: adv.in_flight(name) for name in snapshot.pools},
         notes=[*adv.notes, *leaving.notes, *up.notes, *down.notes],

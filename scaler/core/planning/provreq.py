@@ -11,7 +11,7 @@ Two classes, as cluster-autoscaler serves them:
   of them fits on a node that is up, Provisioned=True. A gang the pools can never hold (a pool's max, a
   cap) is Failed with the planner's reasons.
 
-A Provisioned request books its capacity for `BOOKING_TTL` seconds: its stand-in pods, less the real pods
+A Provisioned request books its capacity for `timings.booking_ttl` seconds: its stand-in pods, less the real pods
 that consume it (annotation autoscaling.x-k8s.io/consume-provisioning-request) and already run, are placed
 on the nodes as pods without a controller, all or none, so scale-down keeps those nodes; while they all
 find room, the real consumers pending meanwhile are the booking's, not a reason to scale up, and when they
@@ -41,7 +41,6 @@ ATOMIC_SCALE_UP = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
 CLASSES = (CHECK_CAPACITY, ATOMIC_SCALE_UP)
 PARAM_VALID_UNTIL = "ValidUntilSeconds"
 SUPPORTED_PARAMETERS = frozenset({PARAM_VALID_UNTIL})
-BOOKING_TTL = 600.0  # seconds a Provisioned request's capacity is kept for its pods (cluster-autoscaler's 10 min)
 
 ACCEPTED, PROVISIONED, FAILED = "Accepted", "Provisioned", "Failed"
 BOOKING_EXPIRED, CAPACITY_REVOKED = "BookingExpired", "CapacityRevoked"
@@ -129,10 +128,10 @@ def consumers(req: ProvisioningRequest, pods: Iterable[Pod]) -> list[Pod]:
     return [p for p in pods if p.namespace == req.namespace and any(p.annotations.get(n) == req.name for n in names)]
 
 
-def booked(req: ProvisioningRequest, now: float) -> bool:
+def booked(req: ProvisioningRequest, now: float, ttl: float) -> bool:
     cond = req.conditions.get(PROVISIONED)
     return req.class_name == ATOMIC_SCALE_UP and cond is not None and cond.status == "True" and not req.done \
-        and now < cond.at + BOOKING_TTL
+        and now < cond.at + ttl
 
 
 @dataclass(slots=True)
@@ -156,7 +155,7 @@ def inject(snapshot: Snapshot, requests: Iterable[ProvisioningRequest], config: 
     for req in requests:
         if req.done or refusal(req) is not None or req.class_name != ATOMIC_SCALE_UP:
             continue
-        if booked(req, snapshot.now):
+        if booked(req, snapshot.now, config.timings.booking_ttl):
             # Room is held for every pod of the request not running yet (a consumer back to pending after
             # its node went needs room again). While it is all held, the booking's pending pods are its own,
             # not a reason for another scale-up; when it is not, the booking is revoked and they ask again.
@@ -233,9 +232,10 @@ def _set(conds: dict[str, Condition], kind: str, status: str, reason: str, messa
 
 def conditions(req: ProvisioningRequest, *, now: float, plan: Plan | None, injected: Injected,
                nodes: Mapping[str, Node], checked: tuple[bool, str] | None = None,
-               never: tuple[bool, str] | None = None) -> dict[str, Condition]:
+               never: tuple[bool, str] | None = None, ttl: float = 600.0) -> dict[str, Condition]:
     """The request's conditions after this pass (unchanged ones keep their transition time). `checked`: a
-    check-capacity request's `check`; `never`: an atomic one's `check(..., empty=True)`."""
+    check-capacity request's `check`; `never`: an atomic one's `check(..., empty=True)`; `ttl`: how long a
+    booking holds."""
     conds = dict(req.conditions)
     if req.done:
         return conds
@@ -260,9 +260,9 @@ def conditions(req: ProvisioningRequest, *, now: float, plan: Plan | None, injec
         if injected.lost.get(req.key):
             _set(conds, CAPACITY_REVOKED, "True", "CapacityRevoked",
                  f"booked nodes are gone: {', '.join(injected.lost[req.key])}", now)
-        elif now >= provisioned + BOOKING_TTL:
+        elif now >= provisioned + ttl:
             _set(conds, BOOKING_EXPIRED, "True", "CapacityReservationTimeExpired",
-                 f"capacity was kept for {BOOKING_TTL:g} s after it was provisioned", now)
+                 f"capacity was kept for {ttl:g} s after it was provisioned", now)
         return conds
     keys_ = injected.asking.get(req.key, [])
     verdicts = [plan.verdicts[k] for k in keys_ if plan is not None and k in plan.verdicts]
@@ -309,5 +309,5 @@ def serve(snapshot: Snapshot, state: State, config: ScalerConfig, requests: list
         checked = check(req, snapshot, config) if live and req.class_name == CHECK_CAPACITY else None
         never = check(req, snapshot, config, empty=True) if live and req.key in injected.asking else None
         out[req.key] = conditions(req, now=snapshot.now, plan=result, injected=injected, nodes=nodes,
-                                  checked=checked, never=never)
+                                  checked=checked, never=never, ttl=config.timings.booking_ttl)
     return result, new_state, out

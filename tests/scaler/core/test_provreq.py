@@ -67,14 +67,14 @@ def test_atomic_scale_up_provisions_when_every_node_is_up_then_books_them_until_
     provisioned = req.conditions["Provisioned"].at
 
     # Booked: the empty nodes are not removed, pass after pass, past the unneeded time.
-    for now in (1400.0, 1500.0, 1600.0, provisioned + provreq.BOOKING_TTL - 10):
+    for now in (1400.0, 1500.0, 1600.0, provisioned + cfg.timings.booking_ttl - 10):
         nodes = [node_of(cfg, "gpu8-od", f"n{i}") for i in range(4)]
         result, state = step(req, snapshot(cfg, [], nodes, now=now, desired={"gpu8-od": 4}), state, cfg)
         assert result.scale_downs == [] and result.unneeded == {} and not req.true(provreq.BOOKING_EXPIRED)
 
     # The booking expires: the request says so, and the idle nodes go like any other.
     nodes = [node_of(cfg, "gpu8-od", f"n{i}") for i in range(4)]
-    now = provisioned + provreq.BOOKING_TTL + 1
+    now = provisioned + cfg.timings.booking_ttl + 1
     step(req, snapshot(cfg, [], nodes, now=now, desired={"gpu8-od": 4}), state, cfg)
     assert status(req)["BookingExpired"] == ("True", "CapacityReservationTimeExpired")
     for later in (now + 10, now + 100):

@@ -1,4 +1,4 @@
-"""The simulator's Kubernetes API, as the actuator sees it (`scaler.actuator.Kube`).
+"""The simulator's Kubernetes API, as the actuator sees it (`scaler.ports.Kube`).
 
 Cordon and uncordon set the node unschedulable in the scheduler (`Binder`) and put or take the drain
 taint, as `KubeActions` does on a cluster. Evictions are answered the way the API server answers
@@ -13,10 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from scaler.core.model import keys
 from scaler.core.model.objects import Pod, PodDisruptionBudget, Taint
-from scaler.kube.actions import EvictResult, ObjectRef
+from scaler.core.planning.provreq import Condition, ProvisioningRequest
+from scaler.ports import EvictResult, ObjectRef
 from scaler.sim.binder import Binder
 
 _DRAIN_TAINT = Taint(keys.TAINT_DISRUPTING, "true", "NoSchedule")
@@ -29,8 +31,11 @@ class SimKube:
     pod: Callable[[str], Pod | None]  # a bound pod by namespace/name
     deleted: Callable[[Pod], None]  # an evicted pod: its controller recreates it
     node_deleted: Callable[[str], None]  # a Node object deleted: its pods are lost with it
+    # a ProvisioningRequest's new conditions (the API server stores them; Kueue acts on them)
+    conditions: Callable[[ProvisioningRequest, dict[str, Condition]], None]
     refused: int = 0  # evictions answered 429
     events: dict[str, int] = field(default_factory=dict)  # reason -> count
+    status: dict[str, Any] = field(default_factory=dict)
 
     def cordon_node(self, name: str) -> bool:
         node = self.binder.nodes.get(name)
@@ -67,3 +72,9 @@ class SimKube:
 
     def event(self, ref: ObjectRef, reason: str, message: str, type_: str = "Normal") -> None:
         self.events[reason] = self.events.get(reason, 0) + 1
+
+    def write_conditions(self, request: ProvisioningRequest, conditions: dict[str, Condition]) -> None:
+        self.conditions(request, conditions)
+
+    def write_status(self, status: dict[str, Any]) -> None:
+        self.status = status

@@ -1,0 +1,95 @@
+"""The interfaces a pass uses, owned here by their user and implemented by the adapters.
+
+- `Observer`: what the pass reads from the cluster. `scaler.kube.cache.ClusterCache` on a live cluster
+  (the watch-fed cache), `scaler.sim.engine.Engine` in the simulator.
+- `Kube`: what the actuator (`scaler.actuator`) and the loop's Events and status change in the cluster.
+  `scaler.kube.actions.KubeActions` on a live cluster, `scaler.sim.kubeapi.SimKube` in the simulator.
+- The cloud side is `scaler.providers.base.PoolProvider`.
+
+Nothing here imports an SDK: the simulator and `plan` run on these types without `kubernetes`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from scaler.core.model.objects import Node, Pod, PodDisruptionBudget
+from scaler.core.planning.provreq import Condition, ProvisioningRequest
+from scaler.core.scheduling.filters import Storage
+
+EvictResult = Literal["evicted", "blocked", "gone"]
+
+
+class KubeError(Exception):
+    """A Kubernetes call that failed for a reason other than the ones the caller handles."""
+
+
+class LostLease(Exception):
+    """The lease ran out during a pass: another replica may be acting now, so this one stops."""
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectRef:
+    kind: Literal["Pod", "Node", "Lease", "ProvisioningRequest"]
+    name: str
+    namespace: str = ""
+    uid: str = ""
+
+
+@dataclass(slots=True)
+class ClusterView:
+    """The cluster side of a Snapshot, as one observation."""
+
+    pending: list[Pod]  # PodScheduled=False, reason Unschedulable
+    nodes: list[Node]  # with the pods bound to them
+    pdbs: list[PodDisruptionBudget] = field(default_factory=list)
+    fresh: bool = True  # pods and nodes are synced
+    pdbs_fresh: bool = True  # the PodDisruptionBudgets are synced
+    storage: Storage = field(default_factory=Storage)
+    namespaces: dict[str, dict[str, str]] | None = None
+    stale: list[str] = field(default_factory=list)  # the watches that are not synced
+
+
+class Observer(Protocol):
+    """What a pass reads from the cluster."""
+
+    def observe(self, pool_of: Callable[[str], str | None]) -> ClusterView:
+        """Pending pods, nodes with their pods, PodDisruptionBudgets, storage and namespaces; a node's pool
+        is `pool_of(providerID)` where the provider knows it."""
+        ...
+
+    def provisioning_requests(self) -> list[ProvisioningRequest]:
+        """The ProvisioningRequests still in play; raises KubeError when they cannot be read."""
+        ...
+
+
+class Kube(Protocol):
+    """What the actuator and the loop change in the cluster."""
+
+    def cordon_node(self, name: str) -> bool:
+        """Mark the node unschedulable with the drain taint; False if there is no such node."""
+        ...
+
+    def uncordon_node(self, name: str) -> bool:
+        """Undo our cordon only; False if the node is gone or was not cordoned by us."""
+        ...
+
+    def evict(self, namespace: str, name: str) -> EvictResult:
+        """policy/v1 Eviction: "blocked" when a PodDisruptionBudget refuses it (429)."""
+        ...
+
+    def delete_node(self, name: str) -> None:
+        """Delete a Node object (one whose instance is long gone)."""
+        ...
+
+    def event(self, ref: ObjectRef, reason: str, message: str, type_: str = "Normal") -> None: ...
+
+    def write_conditions(self, request: ProvisioningRequest, conditions: dict[str, Condition]) -> None:
+        """Set a ProvisioningRequest's status conditions."""
+        ...
+
+    def write_status(self, status: dict[str, Any]) -> None:
+        """The scaler's status (a ConfigMap on a live cluster)."""
+        ...

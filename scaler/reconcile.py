@@ -1,0 +1,94 @@
+"""One pass, the same for `scaler run` (`scaler.loop.Runtime`) and the simulator (`scaler.sim.engine`):
+
+observe: the cluster (`ports.Observer`), the pools and their instances (`PoolProvider.observe`), the
+         cloud's interruption notices, the actuator's drains in progress and what it met -> Snapshot
+decide:  `scaler.core.planning.provreq.serve`: the ProvisioningRequests in play, planned with the pods
+         by `scaler.core.planning.planner.plan` (pure) -> Plan, next State, the requests' conditions
+act:     the actuator (`scaler.actuator.Actuator`, or the dry run's `Recorder`) carries the Plan out
+         and writes the conditions
+
+The Reconciler keeps what outlives a pass: the planner's State and the interruption notices read but
+not acknowledged yet (a pass that stops before acting on them decides on them again). Leadership,
+retries after failed passes, Events and metrics are the Runtime's; the clock is the caller's.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from scaler.actuator import Acting
+from scaler.core.config.settings import ScalerConfig
+from scaler.core.planning import provreq
+from scaler.core.planning.decisions import Plan
+from scaler.core.planning.planner import plan as core_plan
+from scaler.core.planning.snapshot import Interruption, Snapshot
+from scaler.core.planning.state import State
+from scaler.metrics import Metrics
+from scaler.ports import ClusterView, KubeError, Observer
+from scaler.providers.base import PoolProvider, ProviderError
+
+log = logging.getLogger("scaler.reconcile")
+Planner = Callable[[Snapshot, State, ScalerConfig], tuple[Plan, State]]
+
+
+@dataclass(slots=True)
+class Pass:
+    """What one pass saw and decided."""
+
+    plan: Plan
+    snapshot: Snapshot
+    view: ClusterView
+    requests: list[provreq.ProvisioningRequest] = field(default_factory=list)
+
+
+class Reconciler:
+    def __init__(self, config: ScalerConfig, observer: Observer, provider: PoolProvider, actuator: Acting, *,
+                 planner: Planner = core_plan, metrics: Metrics | None = None) -> None:
+        self.config = config
+        self.observer = observer
+        self.provider = provider
+        self.actuator = actuator
+        self.planner = planner
+        self.metrics = metrics or Metrics()
+        self.state = State()
+        self.notices: list[Interruption] = []
+
+    def run(self, now: float) -> Pass:
+        """Observe, decide, act. A ProviderError from observing the pools ends the pass before anything
+        is decided (the caller retries); LostLease from the actuator stops it where it is."""
+        pools = self.provider.observe(now)
+        view = self.observer.observe(self.provider.pool_of)
+        if self.actuator.live:
+            self._read_notices()
+        abandoned, refused = self.actuator.report()
+        snapshot = Snapshot(now=now, pending=view.pending, nodes=view.nodes, pools=pools, pdbs=view.pdbs,
+                            fresh=view.fresh, pdbs_fresh=view.pdbs_fresh, interruptions=list(self.notices),
+                            draining=self.actuator.draining(), abandoned=abandoned, refused=refused,
+                            storage=view.storage, namespaces=view.namespaces)
+        requests = self._read_requests() if view.fresh else []
+        plan, self.state, answers = provreq.serve(snapshot, self.state, self.config, requests, self.planner)
+        self.actuator.act(plan, snapshot)
+        self.notices = [n for n in self.notices if n not in plan.handled]
+        self.actuator.answer(requests, answers)
+        return Pass(plan, snapshot, view, requests)
+
+    def _read_notices(self) -> None:
+        try:
+            fresh = self.provider.interruptions()
+        except ProviderError as err:
+            self.metrics.cloud_errors.labels(err.kind).inc()
+            log.warning("reading interruption notices failed: %s", err)
+            return
+        self.notices.extend(n for n in fresh if n not in self.notices)
+
+    def _read_requests(self) -> list[provreq.ProvisioningRequest]:
+        """The ProvisioningRequests still in play (on stale pod data none: bookings would be computed
+        against pods that may have moved)."""
+        try:
+            return [r for r in self.observer.provisioning_requests() if not r.done]
+        except KubeError as err:
+            self.metrics.kube_errors.labels("provisioningrequests").inc()
+            log.warning("reading ProvisioningRequests failed: %s", err)
+            return []
