@@ -19,8 +19,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Final
 
-from cel_expr_python import cel  # type: ignore[import-untyped,unused-ignore]
-from cel_expr_python.ext import ext_bindings, ext_strings  # type: ignore[import-untyped,unused-ignore]
+from cel_expr_python import cel
+from cel_expr_python.ext import ext_bindings, ext_strings
 
 from scaler.core.dra import celext
 from scaler.core.dra.model import Device, Version, qualified
@@ -87,7 +87,7 @@ def _compile(expression: str) -> Selector | CelError:
     except RuntimeError as err:
         return CelError(f"compilation failed: {_clean(str(err))}")
     out = program.return_type()
-    if out != env.bool_type and out != env.dyn_type:
+    if out not in (env.bool_type, env.dyn_type):
         return CelError(f"must evaluate to bool or the unknown type, not {out.name()}")
     literals = tuple(dict.fromkeys(lit[1:-1] for lit in _STRING_LITERAL.findall(expression)))
     return Selector(expression, program, literals)
