@@ -133,6 +133,8 @@ def _claim_spec(at: _At, spec: Obj, path: str) -> ClaimSpec:
     def request(r: Obj, where: str) -> DeviceRequest:
         name = at.get(r, "name", where, str, "")
         has_exact, has_first = "exactly" in r, "firstAvailable" in r
+        if not has_exact and not has_first and "deviceClassName" in r:
+            return DeviceRequest(name, exactly=_exact(at, r, where, name))  # v1beta1: the fields inline
         if has_exact == has_first:
             raise at.fail(where, "exactly one of exactly and firstAvailable must be set")
         if has_exact:
