@@ -1,0 +1,239 @@
+"""resource.k8s.io/v1 objects as `kubectl get ... -o json` prints them -> the DRA model.
+
+Bad input raises DraInputError naming the object ("ResourceClaim ml/train-0") and the field
+("spec.devices.requests[0].exactly.count").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from decimal import Decimal
+from typing import Any, TypeVar
+
+from scaler.core.dra.model import (
+    EXACT_COUNT,
+    Allocation,
+    ClaimSpec,
+    Constraint,
+    CounterConsumption,
+    CounterSet,
+    Device,
+    DeviceClass,
+    DeviceRequest,
+    DeviceResult,
+    ExactRequest,
+    PoolRef,
+    ResourceClaim,
+    ResourceClaimTemplate,
+    ResourceSlice,
+    Version,
+)
+from scaler.core.model import SelectorRequirement, SelectorTerm
+from scaler.core.quantity import QuantityError, parse_quantity
+
+T = TypeVar("T")
+Obj = dict[str, Any]
+
+
+class DraInputError(ValueError):
+    def __init__(self, what: str, path: str, message: str) -> None:
+        super().__init__(f"{what}: {path}: {message}")
+        self.what, self.path, self.message = what, path, message
+
+
+class _At:
+    """Reads fields of one object, raising DraInputError with the object and the path."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+
+    def fail(self, path: str, message: str) -> DraInputError:
+        return DraInputError(self.what, path, message)
+
+    def get(self, obj: Obj, key: str, path: str, kind: type[T], default: T) -> T:
+        value = obj.get(key, default)
+        if value is None:
+            return default
+        if (kind is int and isinstance(value, bool)) or not isinstance(value, kind):
+            raise self.fail(f"{path}.{key}".lstrip("."), f"expected {kind.__name__}, got {value!r}")
+        return value
+
+    def items(self, obj: Obj, key: str, path: str, each: Callable[[Obj, str], T]) -> tuple[T, ...]:
+        values = self.get(obj, key, path, list, [])
+        out = []
+        for i, v in enumerate(values):
+            where = f"{path}.{key}[{i}]".lstrip(".")
+            if not isinstance(v, dict):
+                raise self.fail(where, f"expected an object, got {v!r}")
+            out.append(each(v, where))
+        return tuple(out)
+
+    def quantity(self, value: object, path: str) -> Decimal:
+        if not isinstance(value, str | int | float) or isinstance(value, bool):
+            raise self.fail(path, f"not a quantity: {value!r}")
+        try:
+            return parse_quantity(value)
+        except QuantityError as err:
+            raise self.fail(path, str(err)) from None
+
+    def selectors(self, obj: Obj, path: str) -> tuple[str, ...]:
+        def one(sel: Obj, where: str) -> str:
+            cel = self.get(sel, "cel", where, dict, {})
+            return self.get(cel, "expression", f"{where}.cel", str, "")  # empty: an unknown selector type
+
+        return self.items(obj, "selectors", path, one)
+
+    def node_selector(self, obj: Obj, key: str, path: str) -> tuple[SelectorTerm, ...] | None:
+        raw = self.get(obj, key, path, dict, {})
+        if key not in obj or obj[key] is None:
+            return None
+
+        def term(t: Obj, where: str) -> SelectorTerm:
+            def req(field: bool) -> Callable[[Obj, str], SelectorRequirement]:
+                def build(r: Obj, w: str) -> SelectorRequirement:
+                    op = self.get(r, "operator", w, str, "")
+                    if op not in ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"):
+                        raise self.fail(f"{w}.operator", f"unknown operator {op!r}")
+                    values = tuple(str(v) for v in self.get(r, "values", w, list, []))
+                    return SelectorRequirement(self.get(r, "key", w, str, ""), op, values, field=field)  # type: ignore[arg-type]
+                return build
+            return self.items(t, "matchExpressions", where, req(False)) + self.items(t, "matchFields", where, req(True))
+
+        return self.items(raw, "nodeSelectorTerms", f"{path}.{key}".lstrip("."), term)
+
+
+def _what(kind: str, obj: Obj) -> str:
+    meta = obj.get("metadata") or {}
+    name = meta.get("name", "?")
+    ns = meta.get("namespace")
+    return f"{kind} {ns}/{name}" if ns else f"{kind} {name}"
+
+
+def device_class(obj: Obj) -> DeviceClass:
+    at = _At(_what("DeviceClass", obj))
+    spec = at.get(obj, "spec", "", dict, {})
+    ext = at.get(spec, "extendedResourceName", "spec", str, "") or None
+    return DeviceClass(name=obj.get("metadata", {}).get("name", ""), selectors=at.selectors(spec, "spec"),
+                       extended_resource_name=ext)
+
+
+def _exact(at: _At, obj: Obj, path: str, name: str) -> ExactRequest:
+    mode = at.get(obj, "allocationMode", path, str, EXACT_COUNT)
+    count = at.get(obj, "count", path, int, 1 if mode == EXACT_COUNT else 0)
+    if mode == EXACT_COUNT and count < 1:
+        raise at.fail(f"{path}.count", f"must be at least 1, got {count}")
+    return ExactRequest(name=name, device_class_name=at.get(obj, "deviceClassName", path, str, ""),
+                        selectors=at.selectors(obj, path), allocation_mode=mode, count=count)
+
+
+def _claim_spec(at: _At, spec: Obj, path: str) -> ClaimSpec:
+    devices = at.get(spec, "devices", path, dict, {})
+    dpath = f"{path}.devices".lstrip(".")
+
+    def request(r: Obj, where: str) -> DeviceRequest:
+        name = at.get(r, "name", where, str, "")
+        has_exact, has_first = "exactly" in r, "firstAvailable" in r
+        if not has_exact and not has_first and "deviceClassName" in r:
+            return DeviceRequest(name, exactly=_exact(at, r, where, name))  # v1beta1: the fields inline
+        if has_exact == has_first:
+            raise at.fail(where, "exactly one of exactly and firstAvailable must be set")
+        if has_exact:
+            exact = at.get(r, "exactly", where, dict, {})
+            return DeviceRequest(name, exactly=_exact(at, exact, f"{where}.exactly", name))
+        subs = at.items(r, "firstAvailable", where,
+                        lambda s, w: _exact(at, s, w, at.get(s, "name", w, str, "")))
+        if not subs:
+            raise at.fail(f"{where}.firstAvailable", "must list at least one subrequest")
+        return DeviceRequest(name, first_available=subs)
+
+    def constraint(c: Obj, where: str) -> Constraint:
+        attr = at.get(c, "matchAttribute", where, str, "") or None
+        return Constraint(attr, tuple(str(x) for x in at.get(c, "requests", where, list, [])))
+
+    return ClaimSpec(requests=at.items(devices, "requests", dpath, request),
+                     constraints=at.items(devices, "constraints", dpath, constraint))
+
+
+def resource_claim(obj: Obj) -> ResourceClaim:
+    at = _At(_what("ResourceClaim", obj))
+    meta = obj.get("metadata") or {}
+    spec = _claim_spec(at, at.get(obj, "spec", "", dict, {}), "spec")
+    status = at.get(obj, "status", "", dict, {})
+    allocation = None
+    if status.get("allocation"):
+        alloc = at.get(status, "allocation", "status", dict, {})
+        devices = at.get(alloc, "devices", "status.allocation", dict, {})
+
+        def result(r: Obj, where: str) -> DeviceResult:
+            return DeviceResult(*(at.get(r, k, where, str, "") for k in ("request", "driver", "pool", "device")))
+
+        allocation = Allocation(results=at.items(devices, "results", "status.allocation.devices", result),
+                                node_selector=at.node_selector(alloc, "nodeSelector", "status.allocation"))
+    reserved = at.items(status, "reservedFor", "status", lambda r, w: at.get(r, "name", w, str, ""))
+    return ResourceClaim(namespace=meta.get("namespace", "default"), name=meta.get("name", ""), spec=spec,
+                         allocation=allocation, reserved_for=reserved)
+
+
+def resource_claim_template(obj: Obj) -> ResourceClaimTemplate:
+    at = _At(_what("ResourceClaimTemplate", obj))
+    meta = obj.get("metadata") or {}
+    outer = at.get(obj, "spec", "", dict, {})
+    spec = _claim_spec(at, at.get(outer, "spec", "spec", dict, {}), "spec.spec")
+    return ResourceClaimTemplate(namespace=meta.get("namespace", "default"), name=meta.get("name", ""), spec=spec)
+
+
+def _attribute(at: _At, value: Obj, where: str) -> str | int | bool | Version:
+    kinds = [k for k in ("string", "int", "bool", "version") if k in value]
+    if len(kinds) != 1:
+        raise at.fail(where, "exactly one of string, int, bool and version must be set")
+    raw = value[kinds[0]]
+    expected: type = {"string": str, "int": int, "bool": bool, "version": str}[kinds[0]]
+    if not isinstance(raw, expected) or (expected is int and isinstance(raw, bool)):
+        raise at.fail(f"{where}.{kinds[0]}", f"expected {kinds[0]}, got {raw!r}")
+    if isinstance(raw, str) and kinds[0] == "version":
+        return Version(raw)
+    assert isinstance(raw, str | int | bool)
+    return raw
+
+
+def _device(at: _At, d: Obj, where: str) -> Device:
+    attrs = {k: _attribute(at, v if isinstance(v, dict) else {}, f"{where}.attributes[{k}]")
+             for k, v in at.get(d, "attributes", where, dict, {}).items()}
+    capacity = {k: at.quantity((v or {}).get("value") if isinstance(v, dict) else None, f"{where}.capacity[{k}].value")
+                for k, v in at.get(d, "capacity", where, dict, {}).items()}
+
+    def consumption(c: Obj, w: str) -> CounterConsumption:
+        counters = {k: at.quantity((v or {}).get("value") if isinstance(v, dict) else None, f"{w}.counters[{k}].value")
+                    for k, v in at.get(c, "counters", w, dict, {}).items()}
+        return CounterConsumption(at.get(c, "counterSet", w, str, ""), counters)
+
+    return Device(name=at.get(d, "name", where, str, ""), attributes=attrs, capacity=capacity,
+                  consumes_counters=at.items(d, "consumesCounters", where, consumption),
+                  node_name=at.get(d, "nodeName", where, str, "") or None,
+                  node_selector=at.node_selector(d, "nodeSelector", where),
+                  all_nodes=at.get(d, "allNodes", where, bool, False))
+
+
+def resource_slice(obj: Obj) -> ResourceSlice:
+    at = _At(_what("ResourceSlice", obj))
+    spec = at.get(obj, "spec", "", dict, {})
+    pool = at.get(spec, "pool", "spec", dict, {})
+    if not pool.get("name"):
+        raise at.fail("spec.pool.name", "required")
+
+    def counter_set(c: Obj, w: str) -> CounterSet:
+        counters = {k: at.quantity((v or {}).get("value") if isinstance(v, dict) else None, f"{w}.counters[{k}].value")
+                    for k, v in at.get(c, "counters", w, dict, {}).items()}
+        return CounterSet(at.get(c, "name", w, str, ""), counters)
+
+    return ResourceSlice(
+        name=obj.get("metadata", {}).get("name", ""), driver=at.get(spec, "driver", "spec", str, ""),
+        pool=PoolRef(at.get(pool, "name", "spec.pool", str, ""), at.get(pool, "generation", "spec.pool", int, 0),
+                     at.get(pool, "resourceSliceCount", "spec.pool", int, 1)),
+        node_name=at.get(spec, "nodeName", "spec", str, "") or None,
+        node_selector=at.node_selector(spec, "nodeSelector", "spec"),
+        all_nodes=at.get(spec, "allNodes", "spec", bool, False),
+        per_device_node_selection=at.get(spec, "perDeviceNodeSelection", "spec", bool, False),
+        devices=at.items(spec, "devices", "spec", lambda d, w: _device(at, d, w)),
+        shared_counters=at.items(spec, "sharedCounters", "spec", counter_set),
+    )

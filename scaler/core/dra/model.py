@@ -1,0 +1,180 @@
+"""Dynamic Resource Allocation objects (resource.k8s.io/v1) as plain, immutable data.
+
+Only what allocation reads is kept: selectors, counts, constraints, devices with their typed
+attributes, capacities and counters, the pools slices belong to, and allocations already made.
+Quantities are exact `Decimal`s in base units (`scaler.core.quantity.parse_quantity`). Attribute and
+capacity names are kept as the API spells them: qualified (`resource.kubernetes.io/pcieRoot`) or
+unqualified, in which case the driver's name is their domain (as upstream's CEL environment and
+matchAttribute lookup do).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Final, Literal
+
+from scaler.core.model import SelectorTerm
+
+EXACT_COUNT: Final = "ExactCount"
+ALL: Final = "All"
+AllocationMode = Literal["ExactCount", "All"]
+
+# resource.k8s.io/v1 AllocationResultsMaxSize: no claim gets more devices than this.
+ALLOCATION_RESULTS_MAX_SIZE: Final = 32
+
+
+@dataclass(frozen=True, slots=True)
+class Version:
+    """A `version` attribute (semver 2.0.0, minimal form), distinct from a string with the same text."""
+
+    text: str
+
+
+AttributeValue = str | int | bool | Version
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceID:
+    driver: str
+    pool: str
+    device: str
+
+    def __str__(self) -> str:
+        return f"{self.driver}/{self.pool}/{self.device}"
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceClass:
+    name: str
+    selectors: tuple[str, ...] = ()  # CEL expressions, all must be true
+    extended_resource_name: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ExactRequest:
+    """`exactly` of a request, or one `firstAvailable` subrequest: the same fields."""
+
+    name: str
+    device_class_name: str
+    selectors: tuple[str, ...] = ()
+    allocation_mode: str = EXACT_COUNT  # kept as given: an unknown mode is an allocation error
+    count: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceRequest:
+    """Exactly one of `exactly` and `first_available` is set (the converter checks)."""
+
+    name: str
+    exactly: ExactRequest | None = None
+    first_available: tuple[ExactRequest, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Constraint:
+    """matchAttribute: every device of the listed requests (all when empty) has the same value.
+
+    `match_attribute` None stands for a constraint of a kind this model does not know.
+    """
+
+    match_attribute: str | None
+    requests: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimSpec:
+    requests: tuple[DeviceRequest, ...] = ()
+    constraints: tuple[Constraint, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceResult:
+    request: str  # "req" or "req/subreq"
+    driver: str
+    pool: str
+    device: str
+
+    @property
+    def device_id(self) -> DeviceID:
+        return DeviceID(self.driver, self.pool, self.device)
+
+
+@dataclass(frozen=True, slots=True)
+class Allocation:
+    results: tuple[DeviceResult, ...]
+    # OR of terms, as node affinity; None: the devices are reachable from every node.
+    node_selector: tuple[SelectorTerm, ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceClaim:
+    namespace: str
+    name: str
+    spec: ClaimSpec
+    allocation: Allocation | None = None
+    reserved_for: tuple[str, ...] = ()  # names of the consumers (pods) using it
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceClaimTemplate:
+    namespace: str
+    name: str
+    spec: ClaimSpec
+
+
+@dataclass(frozen=True, slots=True)
+class PoolRef:
+    name: str
+    generation: int = 0
+    resource_slice_count: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class CounterSet:
+    name: str
+    counters: dict[str, Decimal] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class CounterConsumption:
+    counter_set: str
+    counters: dict[str, Decimal] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Device:
+    """Compared by identity: the allocator caches selector results per device object."""
+
+    name: str
+    attributes: dict[str, AttributeValue] = field(default_factory=dict)
+    capacity: dict[str, Decimal] = field(default_factory=dict)
+    consumes_counters: tuple[CounterConsumption, ...] = ()
+    # Per-device node selection (the slice sets perDeviceNodeSelection): at most one of these.
+    node_name: str | None = None
+    node_selector: tuple[SelectorTerm, ...] | None = None
+    all_nodes: bool = False
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class ResourceSlice:
+    name: str
+    driver: str
+    pool: PoolRef
+    # Node selection: at most one of these (a slice with shared counters may have none).
+    node_name: str | None = None
+    node_selector: tuple[SelectorTerm, ...] | None = None
+    all_nodes: bool = False
+    per_device_node_selection: bool = False
+    devices: tuple[Device, ...] = ()
+    shared_counters: tuple[CounterSet, ...] = ()
+
+
+def qualified(name: str, driver: str) -> tuple[str, str]:
+    """(domain, id) of an attribute or capacity name; unqualified names belong to the driver."""
+    domain, sep, ident = name.partition("/")
+    return (domain, ident) if sep else (driver, name)

@@ -1,0 +1,129 @@
+"""The ResourceSlice the NVIDIA DRA driver (gpu.nvidia.com, v25.8.1) publishes for a node, and the
+DeviceClasses its chart creates: what a DRA pool's template node carries so it scales from zero.
+
+Facts from ../shared/dra/README.md (NVIDIA/k8s-dra-driver-gpu cmd/gpu-kubelet-plugin/deviceinfo.go):
+whole GPUs are `gpu-<minor>` with `type`, `uuid`, `productName`, `brand`, `architecture`,
+`cudaComputeCapability`, `driverVersion`, `cudaDriverVersion`, `pcieBusID` and capacity `memory`;
+MIG devices are `gpu-<minor>-mig-<profileId>-<start>-<size>` with the parent's attributes, `profile`,
+`parentUUID`, engine capacities and one `memorySlice<i>` = 1 per memory slice they occupy. A template
+cannot know real UUIDs or bus IDs: they are made up from the node name and the minor, which no
+selector of ours reads. The memory slices are also published as a shared counter set per GPU that
+its MIG devices consume, so two devices on the same slices cannot both be allocated.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Final
+
+from scaler.core.dra.model import (
+    CounterConsumption,
+    CounterSet,
+    Device,
+    DeviceClass,
+    PoolRef,
+    ResourceSlice,
+    Version,
+)
+
+DRIVER: Final = "gpu.nvidia.com"
+GPU_CLASS: Final = DeviceClass(
+    "gpu.nvidia.com",
+    ("device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'",),
+    extended_resource_name="nvidia.com/gpu",
+)
+MIG_CLASS: Final = DeviceClass(
+    "mig.nvidia.com",
+    ("device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'mig'",),
+)
+DEVICE_CLASSES: Final = (GPU_CLASS, MIG_CLASS)
+MEMORY_SLICES: Final = 8  # memory slices of an A100/H100/H200/B200-class GPU
+
+
+@dataclass(frozen=True, slots=True)
+class MigProfile:
+    """One MIG instance: its profile ("1g.10gb"), NVML profile id, and where it sits (start, size) in
+    the GPU's memory slices; engines as nvidia-smi reports for the profile."""
+
+    name: str
+    profile_id: int
+    start: int
+    size: int
+    memory: int  # bytes
+    multiprocessors: int
+    copy_engines: int = 1
+    decoders: int = 0
+    encoders: int = 0
+    jpeg_engines: int = 0
+    ofa_engines: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class GpuModel:
+    product_name: str  # "NVIDIA H100 80GB HBM3"
+    architecture: str  # "Hopper"
+    memory: int  # bytes
+    cuda_compute_capability: str  # "9.0"
+    count: int = 1
+    brand: str = "Nvidia"
+    driver_version: str = "580.82.07"
+    cuda_driver_version: str = "13.0.0"
+    mig: tuple[MigProfile, ...] = ()  # the layout of every GPU of the node; empty: whole GPUs
+
+
+def _version(text: str) -> Version:
+    parts = [*text.split("."), "0", "0"][:3]
+    return Version(".".join(str(int(p)) for p in parts))
+
+
+def _common(gpu: GpuModel, node: str, minor: int) -> dict[str, str | int | bool | Version]:
+    return {
+        "uuid": f"GPU-{node}-{minor}",
+        "productName": gpu.product_name,
+        "brand": gpu.brand,
+        "architecture": gpu.architecture,
+        "cudaComputeCapability": _version(gpu.cuda_compute_capability),
+        "driverVersion": _version(gpu.driver_version),
+        "cudaDriverVersion": _version(gpu.cuda_driver_version),
+        "pcieBusID": f"0000:{minor + 1:02x}:00.0",
+    }
+
+
+def _mig_device(gpu: GpuModel, node: str, minor: int, p: MigProfile) -> Device:
+    attrs = _common(gpu, node, minor)
+    attrs.update(type="mig", profile=p.name, parentUUID=attrs["uuid"],
+                 uuid=f"MIG-{node}-{minor}-{p.profile_id}-{p.start}")
+    occupied = {f"memorySlice{i}": Decimal(1) for i in range(p.start, p.start + p.size)}
+    capacity = {"multiprocessors": Decimal(p.multiprocessors), "copyEngines": Decimal(p.copy_engines),
+                "decoders": Decimal(p.decoders), "encoders": Decimal(p.encoders),
+                "jpegEngines": Decimal(p.jpeg_engines), "ofaEngines": Decimal(p.ofa_engines),
+                "memory": Decimal(p.memory), **occupied}
+    return Device(f"gpu-{minor}-mig-{p.profile_id}-{p.start}-{p.size}", attributes=attrs, capacity=capacity,
+                  consumes_counters=(CounterConsumption(f"gpu-{minor}-counter-set", dict(occupied)),))
+
+
+def node_slices(node: str, gpu: GpuModel, generation: int = 1) -> tuple[ResourceSlice, ...]:
+    """The slices the driver publishes on `node`: one pool named after the node."""
+    devices: list[Device] = []
+    counters: list[CounterSet] = []
+    for minor in range(gpu.count):
+        if gpu.mig:
+            counters.append(CounterSet(f"gpu-{minor}-counter-set",
+                                       {f"memorySlice{i}": Decimal(1) for i in range(MEMORY_SLICES)}))
+            devices.extend(_mig_device(gpu, node, minor, p) for p in gpu.mig)
+        else:
+            attrs = _common(gpu, node, minor)
+            attrs["type"] = "gpu"
+            devices.append(Device(f"gpu-{minor}", attributes=attrs, capacity={"memory": Decimal(gpu.memory)}))
+    return (ResourceSlice(f"{node}-{DRIVER}", DRIVER, PoolRef(node, generation, 1), node_name=node,
+                          devices=tuple(devices), shared_counters=tuple(counters)),)
+
+
+def a100_40gb_profile(name: str, start: int) -> MigProfile:
+    """MIG profiles of an A100 40GB (profile ids and engines as nvidia-smi mig -lgip prints)."""
+    table = {"1g.5gb": (19, 1, 14, 0), "2g.10gb": (14, 2, 28, 1), "3g.20gb": (9, 4, 42, 2),
+             "4g.20gb": (5, 4, 56, 2), "7g.40gb": (0, 8, 98, 5)}
+    pid, size, sms, decoders = table[name]
+    return MigProfile(name, pid, start, size, memory=size * 5 * 2**30 if size < 8 else 40 * 2**30,
+                      multiprocessors=sms, decoders=decoders, jpeg_engines=int(size == 8), ofa_engines=int(size == 8))

@@ -1,0 +1,395 @@
+"""One allocation attempt: the claims of a pod on one node (upstream's `allocator` and `allocateOne`).
+
+Differs from upstream in one place on purpose: when a device's counters fit but a constraint rejects
+it, upstream leaves the counters charged for the rest of the attempt (allocateDevice returns before
+its rollback exists), which can hide a solution; here they are released.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Protocol
+
+from scaler.core.dra.model import (
+    ALL,
+    ALLOCATION_RESULTS_MAX_SIZE,
+    EXACT_COUNT,
+    Allocation,
+    Constraint,
+    Device,
+    DeviceClass,
+    DeviceID,
+    DeviceResult,
+    ExactRequest,
+    ResourceClaim,
+    ResourceSlice,
+    qualified,
+)
+from scaler.core.dra.pools import NodeRef, Pool, PoolKey, device_on_node
+from scaler.core.model import SelectorRequirement, SelectorTerm
+
+
+class AllocationError(Exception):
+    """Allocation cannot be attempted (upstream returns an error): a missing class, a selector that
+    does not compile or fails at run time, an invalid pool, a claim asking too many devices."""
+
+
+class _MaxSizeExceeded(Exception):
+    """A claim would get more than ALLOCATION_RESULTS_MAX_SIZE devices down this branch."""
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """`allocations` (one per claim, in the order given) when every claim fits, else `reason`.
+    `error` marks reasons that are errors of the objects (a Warning Event), not a lack of devices."""
+
+    allocations: tuple[Allocation, ...] | None
+    reason: str = ""
+    error: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.allocations is not None
+
+
+class Source(Protocol):
+    classes: dict[str, DeviceClass]
+    allocated: frozenset[DeviceID]
+
+    def pools(self, node: NodeRef) -> list[Pool]: ...
+    def selector_matches(self, expression: str, driver: str, device: Device, owner: str, index: int) -> bool: ...
+    def available_counters(self, pool: Pool) -> dict[str, dict[str, Decimal]]: ...
+
+
+@dataclass(slots=True)
+class _Candidate:
+    id: DeviceID
+    device: Device
+    slice: ResourceSlice
+    pool: Pool
+
+
+@dataclass(slots=True)
+class _ReqData:
+    request: ExactRequest
+    parent: str | None  # the parent request's name when this is a firstAvailable subrequest
+    device_class: DeviceClass
+    num_devices: int = 0
+    all_devices: list[_Candidate] | None = None
+
+    @property
+    def result_name(self) -> str:
+        return f"{self.parent}/{self.request.name}" if self.parent else self.request.name
+
+
+_Key = tuple[int, int, int]  # (claim, request, subrequest)
+
+
+class _MatchAttribute:
+    """All devices of the constraint's requests share one value of the attribute."""
+
+    def __init__(self, c: Constraint) -> None:
+        self.name = c.match_attribute or ""
+        self.requests = frozenset(c.requests)
+        self.value: object = None
+        self.count = 0
+
+    def applies(self, base: str, sub: str) -> bool:
+        if not self.requests:
+            return True
+        return base in self.requests or (bool(sub) and f"{base}/{sub}" in self.requests)
+
+    def add(self, base: str, sub: str, cand: _Candidate) -> bool:
+        if not self.applies(base, sub):
+            return True
+        value = lookup_attribute(cand.device, cand.id.driver, self.name)
+        if value is None:
+            return False
+        if self.count == 0:
+            self.value, self.count = value, 1
+            return True
+        if not same_attribute(value, self.value):
+            return False
+        self.count += 1
+        return True
+
+    def remove(self, base: str, sub: str) -> None:
+        if self.applies(base, sub):
+            self.count -= 1
+
+
+class Search:
+    def __init__(self, source: Source, node: NodeRef, claims: list[ResourceClaim]) -> None:
+        self.src = source
+        self.node = node
+        self.claims = claims
+        self.pools = source.pools(node)
+        self.req: dict[_Key, _ReqData] = {}
+        self.constraints: list[list[_MatchAttribute]] = []
+        self.allocating: dict[DeviceID, set[int]] = {}
+        self.consumed: dict[PoolKey, dict[str, dict[str, Decimal]]] = {}
+        self.results: list[list[tuple[_ReqData, _Candidate]]] = [[] for _ in claims]
+        self.selectable: dict[tuple[_Key, int], bool] = {}
+
+    def run(self) -> Outcome:
+        self._prepare()
+        try:
+            done = self._one(0, 0, 0, 0, False)
+        except _MaxSizeExceeded:
+            raise AllocationError("allocation max size exceeded") from None
+        if not done:
+            for pool in self.pools:
+                if pool.invalid:
+                    raise AllocationError(f"invalid resource pools were encountered: {pool}: {pool.invalid}")
+            return Outcome(None, self._explain())
+        allocations = []
+        for picked in self.results:
+            allocations.append(Allocation(
+                results=tuple(DeviceResult(d.result_name, c.id.driver, c.id.pool, c.id.device) for d, c in picked),
+                node_selector=node_selector_for([(c.device, c.slice) for _, c in picked]),
+            ))
+        return Outcome(tuple(allocations))
+
+    # --- validation (upstream: the loop at the top of Allocate, validateDeviceRequest) -------------
+
+    def _prepare(self) -> None:
+        for ci, claim in enumerate(self.claims):
+            min_devices = 0
+            for ri, request in enumerate(claim.spec.requests):
+                if request.first_available:
+                    least = min(self._validate(ci, sub, request.name, (ci, ri, si)).num_devices
+                                for si, sub in enumerate(request.first_available))
+                    min_devices += least
+                elif request.exactly is not None:
+                    min_devices += self._validate(ci, request.exactly, None, (ci, ri, 0)).num_devices
+                else:
+                    raise AllocationError(f"claim {claim.key}, request {request.name}: neither exactly nor "
+                                          "firstAvailable (unsupported request type?)")
+            if min_devices > ALLOCATION_RESULTS_MAX_SIZE:
+                raise AllocationError(f"claim {claim.key}: number of requested devices {min_devices} exceeds the "
+                                      f"claim limit of {ALLOCATION_RESULTS_MAX_SIZE}")
+            constraints = []
+            for i, c in enumerate(claim.spec.constraints):
+                if c.match_attribute is None:
+                    raise AllocationError(f"claim {claim.key}, constraint #{i}: empty constraint "
+                                          "(unsupported constraint type?)")
+                constraints.append(_MatchAttribute(c))
+            self.constraints.append(constraints)
+
+    def _validate(self, ci: int, request: ExactRequest, parent: str | None, key: _Key) -> _ReqData:
+        claim = self.claims[ci]
+        where = f"claim {claim.key}, request {request.name}"
+        for i, selector in enumerate(request.selectors):
+            if not selector:
+                raise AllocationError(f"{where}, selector #{i}: CEL expression empty (unsupported selector type?)")
+        if not request.device_class_name:
+            raise AllocationError(f"{where}: missing device class name (unsupported request type?)")
+        device_class = self.src.classes.get(request.device_class_name)
+        if device_class is None:
+            raise AllocationError(f"{where}: could not retrieve device class {request.device_class_name}: "
+                                  "no such DeviceClass")
+        data = self.req[key] = _ReqData(request, parent, device_class)
+        if request.allocation_mode == EXACT_COUNT:
+            data.num_devices = request.count
+        elif request.allocation_mode == ALL:
+            data.all_devices = []
+            for pool in self.pools:
+                if pool.incomplete:
+                    raise AllocationError(f"{where}: asks for all devices, but resource pool {pool} is currently "
+                                          "being updated")
+                if pool.invalid:
+                    raise AllocationError(f"{where}: asks for all devices, but resource pool {pool} is currently "
+                                          "invalid")
+                for s in pool.slices:
+                    for d in s.devices:
+                        if self.is_selectable(key, data, s, d):
+                            data.all_devices.append(_Candidate(DeviceID(s.driver, s.pool.name, d.name), d, s, pool))
+            data.num_devices = len(data.all_devices)
+        else:
+            raise AllocationError(f"{where}: unsupported count mode {request.allocation_mode}")
+        return data
+
+    def is_selectable(self, key: _Key, data: _ReqData, slice_: ResourceSlice, device: Device) -> bool:
+        ck = (key, id(device))
+        hit = self.selectable.get(ck)
+        if hit is not None:
+            return hit
+        hit = self._check_selectors(key, data, slice_, device)
+        self.selectable[ck] = hit
+        return hit
+
+    def _check_selectors(self, key: _Key, data: _ReqData, slice_: ResourceSlice, device: Device) -> bool:
+        cls = data.device_class
+        for i, expr in enumerate(cls.selectors):
+            if not self.src.selector_matches(expr, slice_.driver, device, f"class {cls.name}", i):
+                return False
+        owner = f"claim {self.claims[key[0]].key}"
+        for i, expr in enumerate(data.request.selectors):
+            if not self.src.selector_matches(expr, slice_.driver, device, owner, i):
+                return False
+        return not slice_.per_device_node_selection or device_on_node(device, self.node)
+
+    # --- the search (upstream: allocateOne, allocateDevice) ---------------------------------------
+
+    def _one(self, ci: int, ri: int, si: int, di: int, in_sub: bool) -> bool:
+        if ci >= len(self.claims):
+            return True
+        if ri >= len(self.claims[ci].spec.requests):
+            try:
+                return self._one(ci + 1, 0, 0, 0, False)
+            except _MaxSizeExceeded:
+                return False  # other choices in earlier claims may leave room
+        data = self.req[(ci, ri, si)]
+        if not in_sub and data.parent is not None:
+            return self._first_available(ci, ri, di)
+        if data.request.allocation_mode == ALL and not data.all_devices:
+            return False  # "All" needs at least one device
+        if di >= data.num_devices:
+            return self._one(ci, ri + 1, 0, 0, False)
+        if len(self.results[ci]) + data.num_devices - di > ALLOCATION_RESULTS_MAX_SIZE:
+            raise _MaxSizeExceeded
+        if data.all_devices is not None:
+            undo = self._take(ci, data, data.all_devices[di], must=True)
+            return undo is not None and self._descend(undo, ci, ri, si, di, in_sub)
+        for pool in self.pools:
+            if pool.incomplete or pool.invalid:
+                continue
+            for s in pool.slices:
+                for d in s.devices:
+                    did = DeviceID(pool.driver, pool.name, d.name)
+                    if self._in_use(did) or not self.is_selectable((ci, ri, si), data, s, d):
+                        continue
+                    undo = self._take(ci, data, _Candidate(did, d, s, pool), must=False)
+                    if undo is not None and self._descend(undo, ci, ri, si, di, in_sub):
+                        return True
+        return False
+
+    def _descend(self, undo: Callable[[], None], ci: int, ri: int, si: int, di: int, in_sub: bool) -> bool:
+        try:
+            done = self._one(ci, ri, si, di + 1, in_sub)
+        except BaseException:
+            undo()
+            raise
+        if not done:
+            undo()
+        return done
+
+    def _first_available(self, ci: int, ri: int, di: int) -> bool:
+        all_exceeded = True
+        si = 0
+        while (ci, ri, si) in self.req:
+            try:
+                done = self._one(ci, ri, si, di, True)
+            except _MaxSizeExceeded:
+                si += 1
+                continue  # a later subrequest may ask fewer devices
+            all_exceeded = False
+            if done:
+                return True
+            si += 1
+        if all_exceeded:
+            raise _MaxSizeExceeded
+        return False
+
+    def _in_use(self, did: DeviceID) -> bool:
+        return did in self.src.allocated or bool(self.allocating.get(did))
+
+    def _take(self, ci: int, data: _ReqData, cand: _Candidate, must: bool) -> Callable[[], None] | None:
+        """Tentatively allocate; the undo function, or None when the device cannot be taken."""
+        if self._in_use(cand.id):
+            return None
+        charged = bool(cand.device.consumes_counters)
+        if charged and not self._charge(cand):
+            return None
+        base, sub = (data.parent, data.request.name) if data.parent else (data.request.name, "")
+        constraints = self.constraints[ci]
+        for i, c in enumerate(constraints):
+            if c.add(base, sub, cand):
+                continue
+            if must:
+                raise AllocationError(f"claim {self.claims[ci].key}, request {data.request.name}: cannot add device "
+                                      f"{cand.id} because a claim constraint would not be satisfied")
+            for done in constraints[:i]:
+                done.remove(base, sub)
+            if charged:
+                self._uncharge(cand)
+            return None
+        self.allocating.setdefault(cand.id, set()).add(ci)
+        self.results[ci].append((data, cand))
+
+        def undo() -> None:
+            for c in constraints:
+                c.remove(base, sub)
+            self.allocating[cand.id].discard(ci)
+            if charged:
+                self._uncharge(cand)
+            self.results[ci].pop()
+
+        return undo
+
+    def _charge(self, cand: _Candidate) -> bool:
+        available = self.src.available_counters(cand.pool)
+        consumed = self.consumed.setdefault(cand.pool.key, {})
+        for use in cand.device.consumes_counters:
+            into = consumed.setdefault(use.counter_set, {})
+            for name, amount in use.counters.items():
+                into[name] = into.get(name, Decimal(0)) + amount
+        for set_name, counters in available.items():
+            used = consumed.get(set_name, {})
+            for name, amount in counters.items():
+                if amount < used.get(name, 0):
+                    self._uncharge(cand)
+                    return False
+        return True
+
+    def _uncharge(self, cand: _Candidate) -> None:
+        consumed = self.consumed[cand.pool.key]
+        for use in cand.device.consumes_counters:
+            for name, amount in use.counters.items():
+                consumed[use.counter_set][name] -= amount
+
+    def _explain(self) -> str:
+        from scaler.core.dra.explain import explain  # noqa: PLC0415 - only when allocation failed
+
+        return explain(self)
+
+
+def lookup_attribute(device: Device, driver: str, name: str) -> object | None:
+    """A matchAttribute name (fully qualified) on a device: as written, or unqualified under the
+    driver's own domain."""
+    if name in device.attributes:
+        return device.attributes[name]
+    domain, ident = qualified(name, driver)
+    if domain != driver or not ident:
+        return None
+    return device.attributes.get(ident)
+
+
+def same_attribute(a: object, b: object) -> bool:
+    """Equal values of the same type (a bool is not an int; a version is not a string)."""
+    return type(a) is type(b) and a == b
+
+
+def node_selector_for(results: Sequence[tuple[Device, ResourceSlice]]) -> tuple[SelectorTerm, ...] | None:
+    """The allocation's node selector: the node of any node-local device, else the union of the
+    devices' one-term selectors, else None (reachable from everywhere)."""
+    fields: list[SelectorRequirement] = []
+    exprs: list[SelectorRequirement] = []
+    for device, slice_ in results:
+        name, selector = ((device.node_name, device.node_selector) if slice_.per_device_node_selection
+                          else (slice_.node_name, slice_.node_selector))
+        if name:
+            return ((SelectorRequirement("metadata.name", "In", (name,), field=True),),)
+        if not selector:
+            continue
+        if len(selector) > 1:
+            raise AllocationError(f"unsupported ResourceSlice.NodeSelector with {len(selector)} terms")
+        for req in selector[0]:
+            target = fields if req.field else exprs
+            if not any(r.key == req.key and r.operator == req.operator and set(r.values) == set(req.values)
+                       for r in target):
+                target.append(req)
+    return (tuple(exprs) + tuple(fields),) if fields or exprs else None
+
