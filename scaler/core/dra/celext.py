@@ -16,7 +16,7 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any, Final
 
-from scaler.core.quantity import QuantityError, parse_quantity
+from scaler.core.model.quantity import QuantityError, parse_quantity
 
 Q_TAG: Final = "__quantity__"
 V_TAG: Final = "__semver__"

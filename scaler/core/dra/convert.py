@@ -28,8 +28,8 @@ from scaler.core.dra.model import (
     ResourceSlice,
     Version,
 )
-from scaler.core.model import SelectorRequirement, SelectorTerm
-from scaler.core.quantity import QuantityError, parse_quantity
+from scaler.core.model.objects import SelectorRequirement, SelectorTerm
+from scaler.core.model.quantity import QuantityError, parse_quantity
 
 T = TypeVar("T")
 Obj = dict[str, Any]

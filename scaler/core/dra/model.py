@@ -2,7 +2,7 @@
 
 Only what allocation reads is kept: selectors, counts, constraints, devices with their typed
 attributes, capacities and counters, the pools slices belong to, and allocations already made.
-Quantities are exact `Decimal`s in base units (`scaler.core.quantity.parse_quantity`). Attribute and
+Quantities are exact `Decimal`s in base units (`scaler.core.model.quantity.parse_quantity`). Attribute and
 capacity names are kept as the API spells them: qualified (`resource.kubernetes.io/pcieRoot`) or
 unqualified, in which case the driver's name is their domain (as upstream's CEL environment and
 matchAttribute lookup do).
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Final, Literal
 
-from scaler.core.model import SelectorTerm
+from scaler.core.model.objects import SelectorTerm
 
 EXACT_COUNT: Final = "ExactCount"
 ALL: Final = "All"

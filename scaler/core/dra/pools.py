@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 
 from scaler.core.dra.model import Device, ResourceSlice
-from scaler.core.model import SelectorTerm
-from scaler.core.predicates import term_matches
+from scaler.core.model.objects import SelectorTerm
+from scaler.core.scheduling.predicates import term_matches
 
 PoolKey = tuple[str, str]  # (driver, pool name)
 

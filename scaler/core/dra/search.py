@@ -28,7 +28,7 @@ from scaler.core.dra.model import (
     qualified,
 )
 from scaler.core.dra.pools import NodeRef, Pool, PoolKey, device_on_node
-from scaler.core.model import SelectorRequirement, SelectorTerm
+from scaler.core.model.objects import SelectorRequirement, SelectorTerm
 
 
 class AllocationError(Exception):

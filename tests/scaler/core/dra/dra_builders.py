@@ -23,8 +23,8 @@ from scaler.core.dra.model import (
     ResourceSlice,
     Version,
 )
-from scaler.core.model import SelectorRequirement, SelectorTerm
-from scaler.core.quantity import parse_quantity
+from scaler.core.model.objects import SelectorRequirement, SelectorTerm
+from scaler.core.model.quantity import parse_quantity
 
 DRIVER_A, DRIVER_B = "driver-a", "driver-b"
 CLASS_A, CLASS_B = "class-a", "class-b"

@@ -53,7 +53,7 @@ from scaler.core.dra.model import (
     DeviceRequest,
     ResourceClaim,
 )
-from scaler.core.model import SelectorRequirement
+from scaler.core.model.objects import SelectorRequirement
 
 A, B = class_(CLASS_A, DRIVER_A), class_(CLASS_B, DRIVER_B)
 INT, VER = f"{DRIVER_A}/numa", f"{DRIVER_A}/driverVersion"
