@@ -15,7 +15,7 @@ from scaler.core.config.settings import ScalerConfig
 from scaler.core.model.objects import Node
 from scaler.core.model.workload import node_pool
 from scaler.core.planning.decisions import ScaleUp, SetSize
-from scaler.core.planning.snapshot import Snapshot
+from scaler.core.planning.snapshot import PoolObservation, Snapshot
 from scaler.core.planning.state import Backoff, InFlight, State, fmt_time
 
 # Launch failures that mean "this offering has no capacity now": mark (pool, zone) unavailable.
@@ -92,66 +92,9 @@ def advance(snapshot: Snapshot, state: State, config: ScalerConfig) -> Advanced:
         out.notes.append(f"pool {name}: the cloud refused ({message}); its actions stop until "
                          f"{fmt_time(now + t.backoff_max)}")
     for name, obs in snapshot.pools.items():
-        pool = obs.pool
-        desired = obs.desired
-        reg = registered.get(name, 0)
-        floor = max(obs.instances, reg, pool.min_size)
-        if obs.failures:
-            other = None
-            for failure in obs.failures:
-                if failure.kind in CAPACITY_KINDS:
-                    zones = [failure.zone] if failure.zone else list(pool.zones)
-                    for zone in zones:
-                        mark_unavailable(new, name, zone, now + t.unavailable_ttl)
-                    out.notes.append(f"pool {name}: {failure.reason} in {', '.join(zones)}: unavailable until "
-                                     f"{fmt_time(now + t.unavailable_ttl)}")
-                else:
-                    other = failure
-            if other is not None:  # one step of backoff per pass, however many activities failed
-                step = _bump_backoff(new, name, now, config)
-                out.notes.append(f"pool {name}: launch failed ({other.reason}); backoff until {fmt_time(step.until)}")
-            if desired > floor:
-                last = obs.failures[-1]
-                out.resets.append(SetSize(name, floor, f"launch failed: {last.reason}: {last.message}"))
-                desired = floor
-        # In flight = desired - registered; match it against the recorded requests, oldest first.
-        outstanding = max(0, desired - reg)
-        records = sorted(new.in_flight.get(name, []), key=lambda r: r.requested_at)
-        recorded = sum(r.count for r in records)
-        if recorded > outstanding:
-            landed = recorded - outstanding
-            kept: list[InFlight] = []
-            for r in records:
-                take = min(landed, r.count)
-                landed -= take
-                if r.count > take:
-                    kept.append(InFlight(r.pool, r.count - take, r.requested_at, r.deadline, r.zone))
-            records = kept
-            b = new.backoff.get(name)
-            if b is not None and b.until <= now and not obs.failures:
-                del new.backoff[name]  # a node registered after the backoff: the pool works again
-        elif recorded < outstanding:
-            # Not asked for by this process (it restarted): due after the instances' launch, as the
-            # cloud reports it, oldest first; what has not launched yet from now.
-            missing = outstanding - recorded
-            ids = {n.provider_id for n in snapshot.nodes}
-            launched = sorted(m.launched_at for m in obs.members if m.launched_at > 0 and m.provider_id not in ids)
-            records.extend(InFlight(name, 1, at, at + t.provision_timeout) for at in launched[:missing])
-            if missing > len(launched):
-                records.append(InFlight(name, missing - len(launched), now, now + t.provision_timeout))
-            records.sort(key=lambda r: r.requested_at)
-        late = sum(r.count for r in records if r.deadline <= now)
-        if late:
-            records = [r for r in records if r.deadline > now]
-            target = max(desired - late, reg, pool.min_size)
-            if target < desired:
-                out.resets.append(SetSize(name, target, f"{late} node(s) did not register within "
-                                                        f"{t.provision_timeout:.0f}s"))
-                desired = target
-            b = _bump_backoff(new, name, now, config)
-            for zone in pool.zones:
-                mark_unavailable(new, name, zone, now + t.unavailable_ttl)
-            out.notes.append(f"pool {name}: {late} node(s) timed out; backoff until {fmt_time(b.until)}")
+        desired = _failures(obs, registered.get(name, 0), now, config, out)
+        records = _in_flight(snapshot, obs, desired - registered.get(name, 0), now, config, new)
+        desired, records = _timeouts(obs, records, desired, registered.get(name, 0), now, config, out)
         # Forget old failures once the pool has been quiet for a whole maximum backoff.
         b = new.backoff.get(name)
         if b is not None and b.until + t.backoff_max <= now:
@@ -165,6 +108,88 @@ def advance(snapshot: Snapshot, state: State, config: ScalerConfig) -> Advanced:
         if name not in snapshot.pools:
             del new.in_flight[name]
     return out
+
+
+def _failures(obs: PoolObservation, registered: int, now: float, config: ScalerConfig, out: Advanced) -> int:
+    """A pool's launch failures: capacity ones mark their offering unavailable, the others back the pool
+    off; the size is given back to what exists. Returns the pool's desired size after that."""
+    t, new, pool, name = config.timings, out.state, obs.pool, obs.pool.name
+    desired = obs.desired
+    if not obs.failures:
+        return desired
+    other = None
+    for failure in obs.failures:
+        if failure.kind in CAPACITY_KINDS:
+            zones = [failure.zone] if failure.zone else list(pool.zones)
+            for zone in zones:
+                mark_unavailable(new, name, zone, now + t.unavailable_ttl)
+            out.notes.append(f"pool {name}: {failure.reason} in {', '.join(zones)}: unavailable until "
+                             f"{fmt_time(now + t.unavailable_ttl)}")
+        else:
+            other = failure
+    if other is not None:  # one step of backoff per pass, however many activities failed
+        step = _bump_backoff(new, name, now, config)
+        out.notes.append(f"pool {name}: launch failed ({other.reason}); backoff until {fmt_time(step.until)}")
+    floor = max(obs.instances, registered, pool.min_size)
+    if desired > floor:
+        last = obs.failures[-1]
+        out.resets.append(SetSize(name, floor, f"launch failed: {last.reason}: {last.message}"))
+        desired = floor
+    return desired
+
+
+def _in_flight(snapshot: Snapshot, obs: PoolObservation, outstanding: int, now: float, config: ScalerConfig,
+               new: State) -> list[InFlight]:
+    """In flight = desired - registered, matched against the recorded requests, oldest first."""
+    name = obs.pool.name
+    outstanding = max(0, outstanding)
+    records = sorted(new.in_flight.get(name, []), key=lambda r: r.requested_at)
+    recorded = sum(r.count for r in records)
+    if recorded > outstanding:
+        landed = recorded - outstanding
+        kept: list[InFlight] = []
+        for r in records:
+            take = min(landed, r.count)
+            landed -= take
+            if r.count > take:
+                kept.append(InFlight(r.pool, r.count - take, r.requested_at, r.deadline, r.zone))
+        b = new.backoff.get(name)
+        if b is not None and b.until <= now and not obs.failures:
+            del new.backoff[name]  # a node registered after the backoff: the pool works again
+        return kept
+    if recorded < outstanding:
+        # Not asked for by this process (it restarted): due after the instances' launch, as the
+        # cloud reports it, oldest first; what has not launched yet from now.
+        timeout = config.timings.provision_timeout
+        missing = outstanding - recorded
+        ids = {n.provider_id for n in snapshot.nodes}
+        launched = sorted(m.launched_at for m in obs.members if m.launched_at > 0 and m.provider_id not in ids)
+        records.extend(InFlight(name, 1, at, at + timeout) for at in launched[:missing])
+        if missing > len(launched):
+            records.append(InFlight(name, missing - len(launched), now, now + timeout))
+        records.sort(key=lambda r: r.requested_at)
+    return records
+
+
+def _timeouts(obs: PoolObservation, records: list[InFlight], desired: int, registered: int, now: float,
+              config: ScalerConfig, out: Advanced) -> tuple[int, list[InFlight]]:
+    """Requests past their provision deadline: the size is given back, the pool backs off and its zones
+    are unavailable. Returns the desired size and the requests still in flight."""
+    t, pool, name = config.timings, obs.pool, obs.pool.name
+    late = sum(r.count for r in records if r.deadline <= now)
+    if not late:
+        return desired, records
+    records = [r for r in records if r.deadline > now]
+    target = max(desired - late, registered, pool.min_size)
+    if target < desired:
+        out.resets.append(SetSize(name, target, f"{late} node(s) did not register within "
+                                                f"{t.provision_timeout:.0f}s"))
+        desired = target
+    b = _bump_backoff(out.state, name, now, config)
+    for zone in pool.zones:
+        mark_unavailable(out.state, name, zone, now + t.unavailable_ttl)
+    out.notes.append(f"pool {name}: {late} node(s) timed out; backoff until {fmt_time(b.until)}")
+    return desired, records
 
 
 def gone_nodes(snapshot: Snapshot) -> set[str]:

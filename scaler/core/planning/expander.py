@@ -9,14 +9,14 @@ from dataclasses import dataclass
 from scaler.core.config.settings import ScalerConfig
 from scaler.core.model import keys
 from scaler.core.model.objects import Pod
-from scaler.core.model.workload import is_daemonset, node_pool
+from scaler.core.model.workload import is_daemonset
 from scaler.core.planning.advance import Advanced
 from scaler.core.planning.capacity import build_packer
+from scaler.core.planning.caps import Caps
 from scaler.core.planning.constrained import Filtered, append_one
 from scaler.core.planning.packing import Bin, Placement, PodClass, Slot, dominant, fit_count
 from scaler.core.planning.queue_order import Chooser
 from scaler.core.planning.snapshot import Snapshot
-from scaler.core.planning.state import fmt_time
 from scaler.core.scheduling import predicates
 from scaler.core.scheduling.filters import PodCheck
 
@@ -26,77 +26,6 @@ class Candidate:
     slot: Slot
     per_node: int  # pods of the class an empty template takes
     waste_terms: tuple[tuple[int, int], ...] = ()  # (free on an empty node, request) of gpu, cpu, memory
-
-
-class _Caps:
-    """Pool room and the cluster limits, as counters that a transaction can restore."""
-
-    def __init__(self, snapshot: Snapshot, config: ScalerConfig, adv: Advanced) -> None:
-        self.config = config
-        self.now = snapshot.now
-        self.state = adv.state
-        lim = config.limits
-        self.room = {n: max(0, o.pool.max_size - adv.desired.get(n, o.desired)) for n, o in snapshot.pools.items()}
-        self.max_size = {n: o.pool.max_size for n, o in snapshot.pools.items()}
-        unmanaged = sum(1 for node in snapshot.nodes if node_pool(node) not in snapshot.pools)
-        self.nodes = unmanaged + sum(adv.desired.values())
-        self.gpus = sum(n.allocatable.get(keys.RES_GPU, 0) for n in snapshot.nodes
-                        if node_pool(n) not in snapshot.pools)
-        self.gpus += sum(adv.desired.get(n, 0) * o.pool.gpus for n, o in snapshot.pools.items())
-        self.cost = sum(adv.desired.get(n, 0) * config.price(o.pool) for n, o in snapshot.pools.items())
-        self.added: dict[str, int] = {}
-        self.this_pass = 0
-        self.limits = lim
-        # A gang's nodes are asked for together: the per-pass cap (a rate limit) would starve a gang
-        # larger than it forever, so it counts them but does not stop them. Pool max and limits do.
-        self.gang = False
-
-    def save(self) -> tuple[dict[str, int], int, int, float, int]:
-        return dict(self.added), self.nodes, self.gpus, self.cost, self.this_pass
-
-    def restore(self, saved: tuple[dict[str, int], int, int, float, int]) -> None:
-        self.added, self.nodes, self.gpus, self.cost, self.this_pass = dict(saved[0]), *saved[1:]
-
-    def availability(self, slot: Slot) -> str | None:
-        """Why the pool cannot launch now (the fallback takes over), or None. A pool across zones can
-        while one of its zones can: the cloud launches where it has capacity."""
-        name = slot.pool.name
-        b = self.state.backoff.get(name)
-        if b is not None and b.until > self.now:
-            return f"backoff until {fmt_time(b.until)}"
-        refused = self.state.refused.get(name)
-        if refused is not None:
-            return f"the cloud refused ({refused[1]}); not asked again before {fmt_time(refused[0])}"
-        zones = (slot.zone,) if slot.zone else slot.pool.zones
-        until = min(self.state.unavailable.get((name, z), 0.0) for z in zones)
-        if until > self.now:
-            what = "spot" if slot.spot else "capacity"
-            return f"{what} unavailable in {', '.join(zones)} until {fmt_time(until)}"
-        return None
-
-    def limit(self, slot: Slot) -> str | None:
-        """Why one more node of the slot would break the pool max or a cluster limit, or None."""
-        name = slot.pool.name
-        if self.added.get(name, 0) >= self.room.get(name, 0):
-            return f"pool at max ({self.max_size[name]})"
-        lim = self.limits
-        if self.this_pass >= lim.max_nodes_per_pass and not self.gang:
-            return f"max_nodes_per_pass ({lim.max_nodes_per_pass}) reached"
-        if lim.max_nodes is not None and self.nodes + 1 > lim.max_nodes:
-            return f"cluster limit max_nodes reached ({lim.max_nodes})"
-        if lim.max_gpus is not None and slot.pool.gpus and self.gpus + slot.pool.gpus > lim.max_gpus:
-            return f"cluster limit max_gpus reached ({lim.max_gpus})"
-        if lim.max_cost_per_hour is not None and self.cost + slot.price > lim.max_cost_per_hour + 1e-9:
-            return f"cluster limit max_cost_per_hour reached ({lim.max_cost_per_hour:g})"
-        return None
-
-    def take(self, slot: Slot) -> None:
-        name = slot.pool.name
-        self.added[name] = self.added.get(name, 0) + 1
-        self.this_pass += 1
-        self.nodes += 1
-        self.gpus += slot.pool.gpus
-        self.cost += slot.price
 
 
 class Expander:
@@ -111,19 +40,35 @@ class Expander:
         self.filtered = Filtered(self.packer, snapshot.nodes, pending, snapshot.storage, snapshot.namespaces)
         self.refused_everywhere: set[str] = set()  # pods kube-scheduler's filters keep off every pool
         self.pod_reasons: dict[str, dict[str, str]] = {}  # pod -> pool -> the filters' refusal
-        self.caps = _Caps(snapshot, config, adv)
+        self.caps = Caps(snapshot, config, adv)
         self.by_pool: dict[str, list[Slot]] = {}
         for s in self.slots:
             self.by_pool.setdefault(s.pool.name, []).append(s)
         self.in_flight_groups = self.packer.in_flight_groups
         self.slot_groups = [s.group for s in self.slots]
         self.opened: dict[tuple[str, str], int] = {}
+        self._opened_saved: dict[tuple[str, str], int] = {}
         self.scale = [max((s.empty[i] for s in self.slots), default=0) for i in range(len(self.packer.resources))]
         self.template_kinds = frozenset({"in-flight", "new"})
         self._static_cache: dict[int, tuple[dict[str, str], list[tuple[str, list[Slot]]]]] = {}
         self._cand_cache: dict[tuple[int, tuple[tuple[int, int], ...]], tuple[list[Candidate], dict[str, str]]] = {}
         gpu_cpu_mem = [self.packer.index.get(r) for r in (keys.RES_GPU, keys.RES_CPU, keys.RES_MEMORY)]
         self._waste_idx = [i for i in gpu_cpu_mem if i is not None]
+
+    # --- Tentative (scaler.core.planning.trial): the packer, the filters, the caps, the opened nodes -----
+    def begin(self) -> None:
+        self._opened_saved = dict(self.opened)
+        for part in (self.packer, self.filtered, self.caps):
+            part.begin()
+
+    def commit(self) -> None:
+        for part in (self.packer, self.filtered, self.caps):
+            part.commit()
+
+    def rollback(self) -> None:
+        for part in (self.packer, self.filtered, self.caps):
+            part.rollback()
+        self.opened = self._opened_saved
 
     # --- per class: which pools could ever take it, and why the others cannot ----------------
     def _static_pools(self, static_id: int) -> tuple[dict[str, str], list[tuple[str, list[Slot]]]]:

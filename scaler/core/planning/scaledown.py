@@ -20,10 +20,11 @@ from scaler.core.model.workload import active, blocker, gpu_devices, node_pool, 
 from scaler.core.planning.advance import Advanced, may_still_boot
 from scaler.core.planning.constrained import Filtered
 from scaler.core.planning.decisions import ScaleDown
-from scaler.core.planning.packing import Placement
+from scaler.core.planning.packing import Bin, Placement, PodClass
 from scaler.core.planning.scaleup import ScaleUpResult
 from scaler.core.planning.snapshot import Snapshot
 from scaler.core.planning.state import Held
+from scaler.core.planning.trial import Trial
 from scaler.core.scheduling.predicates import fits
 
 _EXISTING = frozenset({"existing"})
@@ -130,19 +131,52 @@ def _hold(snapshot: Snapshot, config: ScalerConfig, adv: Advanced) -> set[str]:
     return set(state.held)
 
 
+@dataclass(slots=True)
+class Candidate:
+    """An unneeded node that may be removed this pass."""
+
+    order: tuple[int, int, float, str]  # ours being disrupted first, then empty, then least used
+    node: Node
+    pool: Pool
+    util: float  # -1: NotReady since it was created
+    since: float  # unneeded since (a NotReady node: since it was created)
+
+
 def plan_scale_down(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, up: ScaleUpResult) -> ScaleDownResult:
-    """Update `adv.state.unneeded_since` and choose the nodes to remove this pass."""
-    now = snapshot.now
-    sd = config.scale_down
+    """Update `adv.state.unneeded_since` and choose the nodes to remove this pass: the candidates, each
+    tried in turn (its pods re-placed on the other nodes in a Trial), each decision with its reason."""
     out = ScaleDownResult()
-    packer = up.packer
-    filtered = up.filtered if up.filtered is not None else Filtered(packer, (), ())
-    if not sd.enabled:
+    if not config.scale_down.enabled:
         adv.state.unneeded_since = {}
         return out
+    candidates = _candidates(snapshot, config, adv, up, out)
+    if not snapshot.fresh:
+        out.notes.append("scale-down skipped: the cluster snapshot is not fresh")
+        return out
+    trial = _Removals(snapshot, config, adv, up)
+    kept: list[str] = []  # unneeded nodes that stay, and why
+    for c in sorted(candidates, key=lambda c: c.order):
+        if len(out.scale_downs) >= trial.budget or trial.attempts <= 0:
+            break
+        decision = trial.try_remove(c, out.moves)
+        if isinstance(decision, ScaleDown):
+            out.scale_downs.append(decision)
+        elif decision:
+            kept.append(f"{c.node.name}: {decision}")
+    if kept:  # one note, not one per node: a big idle cluster would flood the log every pass
+        more = f"; and {len(kept) - NOTE_EXAMPLES} more" if len(kept) > NOTE_EXAMPLES else ""
+        out.notes.append(f"{len(kept)} unneeded node(s) kept: " + "; ".join(kept[:NOTE_EXAMPLES]) + more)
+    return out
+
+
+def _candidates(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, up: ScaleUpResult,
+                out: ScaleDownResult) -> list[Candidate]:
+    """The unneeded nodes (recorded in `out.unneeded` and the state) whose unneeded time is up."""
+    now = snapshot.now
     since_before = adv.state.unneeded_since
     held = _hold(snapshot, config, adv)
-    candidates: list[tuple[tuple[int, int, float, str], Node, Pool, float, float]] = []
+    threshold = config.scale_down.utilization_threshold
+    found: list[Candidate] = []
     for node in snapshot.nodes:
         name = node_pool(node)
         obs = snapshot.pools.get(name) if name else None
@@ -150,13 +184,12 @@ def plan_scale_down(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, up:
             continue  # not a pool of ours
         if node.name in snapshot.draining or node.name in adv.gone or node.name in held:
             continue  # being drained already, its instance is gone, or its budgets refused a drain
-        b = packer.by_node.get(node.name)
+        b = up.packer.by_node.get(node.name)
         if b is None and _broken(node, now, config) and not to_evict(node.pods):
             # Registered, never (or no longer) ready for longer than a node takes to boot, and
             # nothing on it to lose: a paid-for node that will not take pods.
-            since = since_before.get(node.name, now)
-            out.unneeded[node.name] = since
-            candidates.append(((0, 0, 0.0, node.name), node, obs.pool, -1.0, node.created_at))
+            out.unneeded[node.name] = since_before.get(node.name, now)
+            found.append(Candidate((0, 0, 0.0, node.name), node, obs.pool, -1.0, node.created_at))
             continue
         if b is None or b.kind != "existing" or b.touched:
             continue  # booting, or about to take a pending pod
@@ -164,109 +197,114 @@ def plan_scale_down(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, up:
         if node.unschedulable and not disrupting:
             continue  # cordoned by someone else: theirs to decide
         util = utilization(node, obs.pool)
-        if util >= sd.utilization_threshold and not disrupting:
+        if util >= threshold and not disrupting:
             continue
-        since = since_before.get(node.name, now)
-        out.unneeded[node.name] = since
+        since = out.unneeded[node.name] = since_before.get(node.name, now)
         if disrupting or now - since >= config.timings.unneeded_time:
             empty = not to_evict(node.pods)
-            candidates.append(((0 if disrupting else 1, 0 if empty else 1, util, node.name), node, obs.pool, util,
-                               since))
+            found.append(Candidate((0 if disrupting else 1, 0 if empty else 1, util, node.name), node, obs.pool,
+                                   util, since))
     adv.state.unneeded_since = dict(out.unneeded)
-    if not snapshot.fresh:
-        out.notes.append("scale-down skipped: the cluster snapshot is not fresh")
-        return out
-    scaled_up = {s.pool for s in up.scale_ups}
-    budget = max(1, int(sd.budget_fraction * len(snapshot.nodes)))
-    room = {n: min(adv.desired.get(n, o.desired), adv.registered.get(n, 0)) - o.pool.min_size
-            for n, o in snapshot.pools.items()}
-    for drain in snapshot.draining.values():  # a drain in progress counts against the pool's min
-        if not drain.notice:
-            room[drain.pool] = room.get(drain.pool, 0) - 1
-    allowed = [b.disruptions_allowed for b in snapshot.pdbs]
-    attempts = max(4 * budget, 20)
-    candidates.sort(key=lambda c: c[0])
-    kept: list[str] = []  # unneeded nodes that stay, and why
-    for _, node, pool, util, since in candidates:
-        if len(out.scale_downs) >= budget or attempts <= 0:
-            break
-        b = packer.by_node.get(node.name)
-        if pool.name in scaled_up or room.get(pool.name, 0) <= 0 or (b is not None and b.touched):
-            continue
+    return found
+
+
+class _Removals:
+    """This pass's removals so far: the budget, each pool's room above its min, the PDBs' disruptions
+    left, and the cluster as the scale-up left it (the Packer and the filters), which a removal changes."""
+
+    def __init__(self, snapshot: Snapshot, config: ScalerConfig, adv: Advanced, up: ScaleUpResult) -> None:
+        self.snapshot, self.config, self.adv = snapshot, config, adv
+        self.packer = up.packer
+        self.filtered = up.filtered if up.filtered is not None else Filtered(up.packer, (), ())
+        self.scaled_up = {s.pool for s in up.scale_ups}
+        self.budget = max(1, int(config.scale_down.budget_fraction * len(snapshot.nodes)))
+        self.attempts = max(4 * self.budget, 20)
+        self.room = {n: min(adv.desired.get(n, o.desired), adv.registered.get(n, 0)) - o.pool.min_size
+                     for n, o in snapshot.pools.items()}
+        for drain in snapshot.draining.values():  # a drain in progress counts against the pool's min
+            if not drain.notice:
+                self.room[drain.pool] = self.room.get(drain.pool, 0) - 1
+        self.allowed = [b.disruptions_allowed for b in snapshot.pdbs]
+
+    def try_remove(self, c: Candidate, moves: dict[str, str]) -> ScaleDown | str | None:
+        """The ScaleDown for the candidate, or why it stays (None: not this pass, nothing to say)."""
+        node, pool, pdbs = c.node, c.pool, self.snapshot.pdbs
+        b = self.packer.by_node.get(node.name)
+        if pool.name in self.scaled_up or self.room.get(pool.name, 0) <= 0 or (b is not None and b.touched):
+            return None
         why = next((w for w in (blocker(p) for p in node.pods) if w), None)
         if why is not None:
-            kept.append(f"{node.name}: {why}")
-            continue
+            return why
         evict = to_evict(node.pods)
-        consolidation: str | None = None
         need: dict[int, int] = {}
         for pod in evict:
-            for i in _pdbs_of(pod, snapshot.pdbs):
+            for i in _pdbs_of(pod, pdbs):
                 need[i] = need.get(i, 0) + 1
-        short = [snapshot.pdbs[i] for i, n in need.items() if n > allowed[i]]
+        short = [pdbs[i] for i, n in need.items() if n > self.allowed[i]]
         if short:
-            kept.append(f"{node.name}: PodDisruptionBudget {short[0].namespace}/{short[0].name} allows no more "
-                        "disruptions")
-            continue
+            return f"PodDisruptionBudget {short[0].namespace}/{short[0].name} allows no more disruptions"
+        consolidation: str | None = None
         if evict:
             assert b is not None  # only broken nodes have no bin, and they have nothing to evict
-            attempts -= 1
-            packer.begin()
-            filtered.begin()
+            self.attempts -= 1
+            moved, consolidation = self._move(b, evict, pool, moves)
+            if not moved:
+                return consolidation
+        elif b is not None:
+            b.removed = True
+            self.filtered.remove(b)
+        for i, n in need.items():
+            self.allowed[i] -= n
+        self.room[pool.name] -= 1
+        sd = self.config.scale_down
+        what = "NotReady since created" if c.util < 0 else "empty (only DaemonSets)" if not evict else \
+            f"utilization {c.util:.2f} under {sd.utilization_threshold:.2f}"
+        if consolidation:
+            what = f"{what}; {consolidation}"
+        return ScaleDown(pool.name, node.name, node.provider_id, tuple(p.key for p in evict),
+                         f"{what} for {self.snapshot.now - c.since:.0f}s")
+
+    def _move(self, b: Bin, evict: list[Pod], pool: Pool, moves: dict[str, str]) -> tuple[bool, str | None]:
+        """Re-place the node's pods on the other nodes (kept on success: the targets are taken): (True,
+        None) when they all fit; (True, why) when new nodes of cheaper pools would hold them for less
+        (consolidation); (False, why the node stays) otherwise."""
+        packer, filtered = self.packer, self.filtered
+        with Trial(packer, filtered) as trial:
             b.removed = True
             filtered.remove(b)
             placement: Placement = []
-            ok = True
             classes = packer.classify(evict, None, filtered.class_key if filtered.active else None)
-            for cls in classes:
-                n = len(cls.pods)
-                groups = packer.eligible_real(cls.static_id)
-                if filtered.active and filtered.is_constrained(cls):
-                    # kube-scheduler's other filters decide where it may go (anti-affinity, volume zone, ...)
-                    if filtered.fill(cls, groups, cls.pods, _EXISTING, placement):
-                        ok = False
-                        break
-                    continue
-                before = len(placement)
-                if packer.fill(cls, groups, n, _EXISTING, placement) < n:
-                    ok = False
-                    break
-                filtered.record_placement(cls.pods, placement[before:])
-            if not ok:
-                packer.rollback()
-                filtered.rollback()
-                b.group.bound = None  # it may have been tightened without this node
-                if sd.consolidate:
-                    def admits(pod: Pod, template: Node) -> bool:
-                        return not filtered.constrained(pod) or filtered.check(pod).reason(template) is None
+            if all(self._fill(cls, placement) for cls in classes):
+                trial.keep()
+        if trial.kept:
+            pods_by_class = iter(p for cls in classes for p in cls.pods)  # fill placed them in this order
+            for target, k in placement:
+                target.touched = True
+                for _ in range(k):
+                    moves[next(pods_by_class).key] = target.name
+            return True, None
+        b.group.bound = None  # it may have been tightened without this node
+        consolidation = None
+        if self.config.scale_down.consolidate:
+            def admits(pod: Pod, template: Node) -> bool:
+                return not filtered.constrained(pod) or filtered.check(pod).reason(template) is None
 
-                    consolidation = cheaper_home(evict, pool, config, adv, now,
-                                                 admits if filtered.active else None)
-                if consolidation is None:
-                    b.removed = False
-                    kept.append(f"{node.name}: its pods do not fit on the other nodes")
-                    continue
-            else:
-                packer.commit()
-                filtered.commit()
-                pods_by_class = iter(p for cls in classes for p in cls.pods)  # fill placed them in this order
-                for target, k in placement:
-                    target.touched = True
-                    for _ in range(k):
-                        out.moves[next(pods_by_class).key] = target.name
-        elif b is not None:
-            b.removed = True
-            filtered.remove(b)
-        for i, n in need.items():
-            allowed[i] -= n
-        room[pool.name] -= 1
-        what = "NotReady since created" if util < 0 else "empty (only DaemonSets)" if not evict else \
-            f"utilization {util:.2f} under {sd.utilization_threshold:.2f}"
-        if evict and consolidation:
-            what = f"{what}; {consolidation}"
-        out.scale_downs.append(ScaleDown(pool.name, node.name, node.provider_id, tuple(p.key for p in evict),
-                                         f"{what} for {now - since:.0f}s"))
-    if kept:  # one note, not one per node: a big idle cluster would flood the log every pass
-        more = f"; and {len(kept) - NOTE_EXAMPLES} more" if len(kept) > NOTE_EXAMPLES else ""
-        out.notes.append(f"{len(kept)} unneeded node(s) kept: " + "; ".join(kept[:NOTE_EXAMPLES]) + more)
-    return out
+            consolidation = cheaper_home(evict, pool, self.config, self.adv, self.snapshot.now,
+                                         admits if filtered.active else None)
+        if consolidation is None:
+            b.removed = False
+            return False, "its pods do not fit on the other nodes"
+        return True, consolidation
+
+    def _fill(self, cls: PodClass, placement: Placement) -> bool:
+        """Place a class of evicted pods on existing nodes, as kube-scheduler would; False if one is left."""
+        packer, filtered = self.packer, self.filtered
+        groups = packer.eligible_real(cls.static_id)
+        if filtered.active and filtered.is_constrained(cls):
+            # kube-scheduler's other filters decide where it may go (anti-affinity, volume zone, ...)
+            return not filtered.fill(cls, groups, cls.pods, _EXISTING, placement)
+        before = len(placement)
+        if packer.fill(cls, groups, len(cls.pods), _EXISTING, placement) < len(cls.pods):
+            return False
+        filtered.record_placement(cls.pods, placement[before:])
+        return True

@@ -23,6 +23,7 @@ from scaler.core.planning.expander import Candidate, Expander
 from scaler.core.planning.packing import Packer, Placement, PodClass
 from scaler.core.planning.queue_order import Chooser, place_in_queue_order
 from scaler.core.planning.snapshot import Snapshot
+from scaler.core.planning.trial import Trial
 
 
 @dataclass(slots=True)
@@ -163,6 +164,7 @@ def plan_scale_up(snapshot: Snapshot, config: ScalerConfig, adv: Advanced) -> Sc
     ordered = sorted(gangs.items(), key=lambda kv: _queue_key(kv[1]))
     segments = _segments(singles, [_queue_key(m) for _, m in ordered], info)
     choosers: dict[int, Chooser] = {}
+    out = _Verdicts(verdicts, new_pods, placed_on)
     for i, run in enumerate(segments):
         on_existing = place_in_queue_order(packer, run, choosers, filtered)
         run.sort(key=planner.sort_key)
@@ -170,68 +172,91 @@ def plan_scale_up(snapshot: Snapshot, config: ScalerConfig, adv: Advanced) -> Sc
             cands, reasons = info[id(c)]
             placement = planner.place(c, cands, reasons, on_existing[id(c)])
             rest: Outcome = "waiting" if cands else "unschedulable"
-            rest_reason = None if cands else "fits no pool's template"
-            _verdicts(c, placement, reasons, rest, rest_reason, verdicts, new_pods, placed_on)
-        if i == len(ordered):
-            break
-        gid, members = ordered[i]
-        pending_n = sum(len(c.pods) for c in members)
-        need = minimum.get(gid, pending_n + running.get(gid, 0))
-        if pending_n + running.get(gid, 0) < need:
-            msg = f"gang {gid}: {pending_n + running.get(gid, 0)} of {need} members exist"
-            for c in members:
-                _verdicts(c, [], info[id(c)][1], "waiting", msg, verdicts, new_pods, placed_on)
-            continue
-        saved = planner.caps.save()
-        opened = dict(planner.opened)
-        packer.begin()
-        filtered.begin()
+            out.add(c, placement, reasons, rest, None if cands else "fits no pool's template")
+        if i < len(ordered):
+            gid, members = ordered[i]
+            _place_gang(planner, gid, members, info, minimum.get(gid), running.get(gid, 0), out)
+    _own_reasons(planner, verdicts)
+    new_nodes = _new_nodes(packer, new_pods)
+    return ScaleUpResult(_scale_ups(new_nodes, adv), verdicts, new_nodes, placed_on, packer, filtered=filtered)
+
+
+@dataclass(slots=True)
+class _Verdicts:
+    """Where the verdicts go: per pod, the pods packed on each new node, the pods placed on real nodes."""
+
+    verdicts: dict[str, PodVerdict]
+    new_pods: dict[int, list[Pod]]
+    placed_on: dict[str, str]
+
+    def add(self, cls: PodClass, placement: Placement, reasons: dict[str, str], rest: Outcome,
+            rest_reason: str | None) -> None:
+        _verdicts(cls, placement, reasons, rest, rest_reason, self.verdicts, self.new_pods, self.placed_on)
+
+
+def _place_gang(planner: Expander, gid: str, members: list[PodClass],
+                info: dict[int, tuple[list[Candidate], dict[str, str]]], minimum: int | None, running: int,
+                out: _Verdicts) -> None:
+    """All of a gang's pending pods, or none: placed in a Trial kept only when every one found room."""
+    pending_n = sum(len(c.pods) for c in members)
+    need = minimum if minimum is not None else pending_n + running
+    if pending_n + running < need:
+        for c in members:
+            out.add(c, [], info[id(c)][1], "waiting", f"gang {gid}: {pending_n + running} of {need} members exist")
+        return
+    with Trial(planner) as trial:
         planner.caps.gang = True
         placements = [planner.place(c, *info[id(c)]) for c in members]
         planner.caps.gang = False
         got = sum(k for p in placements for _, k in p)
         if got == pending_n:
-            packer.commit()
-            filtered.commit()
-            for c, p in zip(members, placements, strict=True):
-                _verdicts(c, p, info[id(c)][1], "waiting", None, verdicts, new_pods, placed_on)
-            continue
-        packer.rollback()
-        filtered.rollback()
-        planner.caps.restore(saved)
-        planner.opened = opened
-        for c in members:
-            no_home = not info[id(c)][0] and not packer.eligible_real(c.static_id)
-            outcome: Outcome = "unschedulable" if no_home else "waiting"
-            msg = f"gang {gid}: room for {got} of {pending_n} pending members; all or none"
-            _verdicts(c, [], info[id(c)][1], outcome, msg, verdicts, new_pods, placed_on)
-    for key, mine in planner.pod_reasons.items():  # a constrained pod's own refusals by the filters
+            trial.keep()
+    if trial.kept:
+        for c, p in zip(members, placements, strict=True):
+            out.add(c, p, info[id(c)][1], "waiting", None)
+        return
+    for c in members:
+        no_home = not info[id(c)][0] and not planner.packer.eligible_real(c.static_id)
+        out.add(c, [], info[id(c)][1], "unschedulable" if no_home else "waiting",
+                f"gang {gid}: room for {got} of {pending_n} pending members; all or none")
+
+
+def _own_reasons(planner: Expander, verdicts: dict[str, PodVerdict]) -> None:
+    """A constrained pod's own refusals by kube-scheduler's filters; one the filters keep off every
+    pool's template is unschedulable (no scale-up helps it)."""
+    for key, mine in planner.pod_reasons.items():
         v = verdicts.get(key)
         if v is not None:
             v.reasons = {**v.reasons, **{p: r for p, r in mine.items() if p != v.pool}}
-    for key in planner.refused_everywhere:  # the filters refuse every pool's template: never a scale-up
+    for key in planner.refused_everywhere:
         v = verdicts.get(key)
         if v is not None and v.outcome == "waiting":
             v.outcome = "unschedulable"
-    # The nodes asked for, per (pool, zone), with the pods packed on each.
-    new_nodes: list[NewNode] = []
-    counts: dict[tuple[str, str], list[str]] = {}
+
+
+def _new_nodes(packer: Packer, new_pods: dict[int, list[Pod]]) -> list[NewNode]:
+    """The nodes asked for, with the pods packed on each (a new bin nothing was packed on is not asked for)."""
+    out: list[NewNode] = []
     for b in packer.bins:
-        if b.kind != "new":
-            continue
-        pods = new_pods.get(id(b), [])
-        if not pods:
-            continue
-        assert b.pool is not None and b.zone is not None
-        new_nodes.append(NewNode(b.pool, b.zone, b.node, pods))
-        counts.setdefault((b.pool, b.zone), []).extend(p.key for p in pods)
+        pods = new_pods.get(id(b), []) if b.kind == "new" else []
+        if pods:
+            assert b.pool is not None and b.zone is not None
+            out.append(NewNode(b.pool, b.zone, b.node, pods))
+    return out
+
+
+def _scale_ups(new_nodes: list[NewNode], adv: Advanced) -> list[ScaleUp]:
+    """One ScaleUp per (pool, zone), with its pods and the pool's desired size after it."""
+    pods: dict[tuple[str, str], list[str]] = {}
+    for nn in new_nodes:
+        pods.setdefault((nn.pool, nn.zone), []).extend(p.key for p in nn.pods)
     n_nodes: dict[tuple[str, str], int] = {}
     for nn in new_nodes:
         n_nodes[(nn.pool, nn.zone)] = n_nodes.get((nn.pool, nn.zone), 0) + 1
-    scale_ups: list[ScaleUp] = []
-    running_desired = dict(adv.desired)
-    for (pool, zone), pod_keys in counts.items():
+    out: list[ScaleUp] = []
+    desired = dict(adv.desired)
+    for (pool, zone), pod_keys in pods.items():
         n = n_nodes[(pool, zone)]
-        running_desired[pool] = running_desired.get(pool, 0) + n
-        scale_ups.append(ScaleUp(pool, zone, n, running_desired[pool], tuple(pod_keys)))
-    return ScaleUpResult(scale_ups, verdicts, new_nodes, placed_on, packer, filtered=filtered)
+        desired[pool] = desired.get(pool, 0) + n
+        out.append(ScaleUp(pool, zone, n, desired[pool], tuple(pod_keys)))
+    return out

@@ -1,0 +1,89 @@
+"""The caps on new nodes: each pool's max, the cluster's limits (nodes, GPUs, cost per hour), the per-pass
+rate; and whether a pool may launch now (backoff, unavailable offerings, a cloud's refusal). Pure."""
+
+from __future__ import annotations
+
+from scaler.core.config.settings import ScalerConfig
+from scaler.core.model import keys
+from scaler.core.model.workload import node_pool
+from scaler.core.planning.advance import Advanced
+from scaler.core.planning.packing import Slot
+from scaler.core.planning.snapshot import Snapshot
+from scaler.core.planning.state import fmt_time
+
+
+class Caps:
+    """Pool room and the cluster limits, as counters a `Trial` can roll back; why a slot may not open
+    a node now (backoff, an unavailable offering, a refusal) or at all (a cap)."""
+
+    def __init__(self, snapshot: Snapshot, config: ScalerConfig, adv: Advanced) -> None:
+        self.config = config
+        self.now = snapshot.now
+        self.state = adv.state
+        lim = config.limits
+        self.room = {n: max(0, o.pool.max_size - adv.desired.get(n, o.desired)) for n, o in snapshot.pools.items()}
+        self.max_size = {n: o.pool.max_size for n, o in snapshot.pools.items()}
+        unmanaged = sum(1 for node in snapshot.nodes if node_pool(node) not in snapshot.pools)
+        self.nodes = unmanaged + sum(adv.desired.values())
+        self.gpus = sum(n.allocatable.get(keys.RES_GPU, 0) for n in snapshot.nodes
+                        if node_pool(n) not in snapshot.pools)
+        self.gpus += sum(adv.desired.get(n, 0) * o.pool.gpus for n, o in snapshot.pools.items())
+        self.cost = sum(adv.desired.get(n, 0) * config.price(o.pool) for n, o in snapshot.pools.items())
+        self.added: dict[str, int] = {}
+        self.this_pass = 0
+        self.limits = lim
+        # A gang's nodes are asked for together: the per-pass cap (a rate limit) would starve a gang
+        # larger than it forever, so it counts them but does not stop them. Pool max and limits do.
+        self.gang = False
+        self._saved: tuple[dict[str, int], int, int, float, int] = ({}, 0, 0, 0.0, 0)
+
+    # --- Tentative (scaler.core.planning.trial) ---------------------------------------------------
+    def begin(self) -> None:
+        self._saved = (dict(self.added), self.nodes, self.gpus, self.cost, self.this_pass)
+
+    def commit(self) -> None:
+        return None
+
+    def rollback(self) -> None:
+        self.added, self.nodes, self.gpus, self.cost, self.this_pass = dict(self._saved[0]), *self._saved[1:]
+
+    def availability(self, slot: Slot) -> str | None:
+        """Why the pool cannot launch now (the fallback takes over), or None. A pool across zones can
+        while one of its zones can: the cloud launches where it has capacity."""
+        name = slot.pool.name
+        b = self.state.backoff.get(name)
+        if b is not None and b.until > self.now:
+            return f"backoff until {fmt_time(b.until)}"
+        refused = self.state.refused.get(name)
+        if refused is not None:
+            return f"the cloud refused ({refused[1]}); not asked again before {fmt_time(refused[0])}"
+        zones = (slot.zone,) if slot.zone else slot.pool.zones
+        until = min(self.state.unavailable.get((name, z), 0.0) for z in zones)
+        if until > self.now:
+            what = "spot" if slot.spot else "capacity"
+            return f"{what} unavailable in {', '.join(zones)} until {fmt_time(until)}"
+        return None
+
+    def limit(self, slot: Slot) -> str | None:
+        """Why one more node of the slot would break the pool max or a cluster limit, or None."""
+        name = slot.pool.name
+        if self.added.get(name, 0) >= self.room.get(name, 0):
+            return f"pool at max ({self.max_size[name]})"
+        lim = self.limits
+        if self.this_pass >= lim.max_nodes_per_pass and not self.gang:
+            return f"max_nodes_per_pass ({lim.max_nodes_per_pass}) reached"
+        if lim.max_nodes is not None and self.nodes + 1 > lim.max_nodes:
+            return f"cluster limit max_nodes reached ({lim.max_nodes})"
+        if lim.max_gpus is not None and slot.pool.gpus and self.gpus + slot.pool.gpus > lim.max_gpus:
+            return f"cluster limit max_gpus reached ({lim.max_gpus})"
+        if lim.max_cost_per_hour is not None and self.cost + slot.price > lim.max_cost_per_hour + 1e-9:
+            return f"cluster limit max_cost_per_hour reached ({lim.max_cost_per_hour:g})"
+        return None
+
+    def take(self, slot: Slot) -> None:
+        name = slot.pool.name
+        self.added[name] = self.added.get(name, 0) + 1
+        self.this_pass += 1
+        self.nodes += 1
+        self.gpus += slot.pool.gpus
+        self.cost += slot.price
