@@ -50,8 +50,6 @@ def aks_node_taints(pool: Pool) -> list[str]:
     return [str(t) for t in pool.node_taints() if t != AKS_SPOT_TAINT]
 
 
-def aks_managed_taints(pool: Pool) -> list[Taint]:
-    return [t for t in pool.node_taints() if t == AKS_SPOT_TAINT and pool.capacity_type == "spot"]
 
 
 def role_definition_guid(cluster: str, resource_group: str) -> str:

@@ -51,7 +51,6 @@ class Informer:
         self.synced = threading.Event()
         self.relists = 0
         self.errors = 0
-        self.last_error = ""
 
     # --- reading ----------------------------------------------------------------------------
     def items(self) -> list[JSON]:
@@ -93,7 +92,6 @@ class Informer:
         self.synced.clear()
         self.resource_version = None  # events may have been missed: relist on reconnect
         self.errors += 1
-        self.last_error = why
         delay = min(self._backoff_max, self._backoff_initial * 2 ** failures)
         delay *= random.uniform(0.8, 1.2)  # noqa: S311 -- jitter, not cryptography
         log.warning("%s cache: %s; retrying in %.1fs", self.kind, why, delay)

@@ -313,7 +313,6 @@ def storage_class_from_json(obj: JSON) -> StorageClass:
             name=meta["name"], provisioner=obj.get("provisioner") or "",
             binding_mode=obj.get("volumeBindingMode") or "Immediate",
             allowed_topologies=tuple(t for t in topologies if t),
-            is_default=(meta.get("annotations") or {}).get(keys.ANNOTATION_DEFAULT_STORAGE_CLASS) == "true",
         )
     except (KeyError, TypeError, ValueError) as err:
         raise SnapshotError(f"storageclass {meta.get('name', '?')}: {err.__class__.__name__}: {err}") from None

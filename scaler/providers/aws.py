@@ -280,11 +280,6 @@ class AwsProvider:
             raise base.NotFound(f"aws: no Auto Scaling group for pool {pool!r}") from None
 
     # --- the PoolProvider interface -----------------------------------------------------------
-    def pools(self) -> list[Pool]:
-        if not self._refreshed:
-            self.refresh()
-        return [g.pool for g in self._groups.values()]
-
     def observe(self, now: float) -> dict[str, PoolObservation]:
         self.refresh()
         self._launch_times()

@@ -163,9 +163,6 @@ class AzureProvider:
             raise provider_error(what, err) from err
 
     # --- the PoolProvider interface -------------------------------------------------------------
-    def pools(self) -> list[Pool]:
-        return list(self._pools.values())
-
     def pool(self, name: str) -> Pool:
         try:
             return self._pools[name]

@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Literal, Protocol
 
-from scaler.core.config.pool import Pool
 from scaler.core.planning.snapshot import Interruption, PoolObservation
 
 ErrorKind = Literal["throttled", "capacity", "quota", "auth", "not-found", "invalid", "server", "network", "other"]
@@ -82,12 +81,9 @@ class PoolProvider(Protocol):
 
     name: str
 
-    def pools(self) -> list[Pool]:
-        """The pools this provider manages: the configured ones plus, if enabled, discovered ones."""
-        ...
-
     def observe(self, now: float) -> dict[str, PoolObservation]:
-        """Desired size, instances (with zone and launch time) and launch failures since the last call."""
+        """The pools this provider manages (the configured ones plus, if enabled, discovered ones): desired
+        size, instances (with zone and launch time) and launch failures since the last call."""
         ...
 
     def set_desired(self, pool: str, desired: int) -> None:

@@ -30,7 +30,6 @@ from scaler.core.planning.snapshot import CloudInstance, Interruption, LaunchFai
 from scaler.providers.base import NotFound, ProviderError, check_size
 
 CAPACITY_REASON = {"aws": "InsufficientInstanceCapacity", "azure": "ZonalAllocationFailed"}
-INTERRUPT_REASON = {"aws": "Spot Instance interruption", "azure": "Spot VM eviction"}
 NOTICE_LEAD = {"aws": 120.0, "azure": 30.0}  # seconds between the cloud's notice and the reclaim
 Operation = Literal["observe", "set_desired", "delete_node", "interruptions"]
 
@@ -138,9 +137,6 @@ class SimProvider:
             self._launch(group, boot=0.0)  # min-size nodes are there when the simulation starts
 
     # --- PoolProvider -------------------------------------------------------------------------
-    def pools(self) -> list[Pool]:
-        return list(self.config.pools)
-
     def observe(self, now: float) -> dict[str, PoolObservation]:
         self._fault("observe")
         self.advance(now)

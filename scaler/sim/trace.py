@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import csv
 import math
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -236,9 +235,6 @@ def job_pods(job: Job, config: ScalerConfig, scheduler_name: str = "default-sche
         for i in range(count)
     ]
 
-
-def demand_gpu_hours(jobs: Iterable[Job]) -> float:
-    return sum(j.gpus * j.duration_s for j in jobs) / 3600
 
 
 def fractional_gpus(job: Job) -> float:

@@ -77,12 +77,12 @@ def test_discovers_groups_tagged_for_the_cluster_only(aws: MotoAws, config: Scal
                 "k8s.io/cluster-autoscaler/node-template/label/node.kubernetes.io/instance-type": "g5.xlarge",
             }.items()])
     discovering = provider(aws, config.model_copy(update={"discover": True}))
-    pools = {p.name: p for p in discovering.pools()}
+    pools = {name: obs.pool for name, obs in discovering.observe(0).items()}
     assert set(pools) == {"gpu-spot-a", "gpu-od", "eksctl-burst-ng-gpu"}
     found = pools["eksctl-burst-ng-gpu"]
     assert (found.instance_types, found.zones, found.max_size, found.role, found.gpus) == \
         (["g5.xlarge"], ["us-east-1b"], 5, "gpu", 1)
-    assert {p.name for p in provider(aws, config).pools()} == {"gpu-spot-a", "gpu-od"}
+    assert set(provider(aws, config).observe(0)) == {"gpu-spot-a", "gpu-od"}
 
 
 def test_interruption_queue(aws: MotoAws, config: ScalerConfig) -> None:

@@ -147,7 +147,6 @@ LABEL_NAMESPACE_NAME: Final = "kubernetes.io/metadata.name"
 # PVC annotations of the PV controller / scheduler.
 ANNOTATION_SELECTED_NODE: Final = "volume.kubernetes.io/selected-node"
 ANNOTATION_BIND_COMPLETED: Final = "pv.kubernetes.io/bind-completed"
-ANNOTATION_DEFAULT_STORAGE_CLASS: Final = "storageclass.kubernetes.io/is-default-class"
 # CSI drivers whose per-node attach limits the planner knows for templates, and the in-tree
 # provisioner names that CSI migration maps onto them.
 CSI_EBS: Final = "ebs.csi.aws.com"

@@ -199,7 +199,6 @@ class StorageClass:
     provisioner: str = ""
     binding_mode: Literal["Immediate", "WaitForFirstConsumer"] = "Immediate"
     allowed_topologies: tuple[SelectorTerm, ...] = ()  # OR of terms; empty: anywhere
-    is_default: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -45,7 +45,6 @@ class Expander:
         for s in self.slots:
             self.by_pool.setdefault(s.pool.name, []).append(s)
         self.in_flight_groups = self.packer.in_flight_groups
-        self.slot_groups = [s.group for s in self.slots]
         self.opened: dict[tuple[str, str], int] = {}
         self._opened_saved: dict[tuple[str, str], int] = {}
         self.scale = [max((s.empty[i] for s in self.slots), default=0) for i in range(len(self.packer.resources))]

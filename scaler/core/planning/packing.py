@@ -134,7 +134,6 @@ class Packer:
         self._taint_cache: dict[tuple[int, int], str | None] = {}
         self._unsched_cache: dict[int, bool] = {}
         self._eligible: dict[int, list[Group]] = {}
-        self._classes: dict[tuple[object, ...], PodClass] = {}
         self._journal: list[tuple[Bin, list[int] | None]] | None = None
         self._hints: dict[tuple[int, tuple[tuple[int, int], ...]], int] = {}  # (group, request) -> first bin
         self.changed: list[Bin] = []  # existing / coming bins whose free changed, in order (for _Chooser)
