@@ -25,7 +25,8 @@ from scaler.core.planning.planner import plan
 from scaler.core.scheduling.scoring import PROFILES
 from scaler.providers.sim import Outage, SimProvider
 from scaler.reconcile import Planner
-from scaler.sim.engine import Engine, SimResult
+from scaler.sim.engine import Engine
+from scaler.sim.records import SimResult
 from scaler.sim.report import build_report, summary
 from scaler.sim.trace import TraceError, load_trace
 

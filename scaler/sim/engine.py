@@ -18,15 +18,8 @@ by a drain or lost to a spot reclaim goes back to pending (counted in `reschedul
 stops and resumes from where it was when all its pods run again (training jobs checkpoint), so the
 time lost is paid for, the work is not counted twice.
 
-With `provisioning_requests` the gang jobs (more than one pod) are queued the way Kueue queues them behind
-a ProvisioningRequest admission check: at submission the job is suspended (no pods yet) and a
-ProvisioningRequest of class best-effort-atomic-scale-up.autoscaling.x-k8s.io asks for all its pods; the
-pass serves it through `scaler.core.planning.provreq.serve`, the call `scaler run` makes, and the job is admitted
-(its pods created, each consuming the request) when the request is Provisioned. A Failed request is
-retried as Kueue's ProvisioningRequestConfig retryStrategy does by default (3 retries, backoff 60 s
-doubling, the defaults in Kueue's ProvisioningRequestConfig CRD); after the last one Kueue deactivates
-the workload: the job is rejected and the report says why. Not modelled: Kueue's eviction of a workload
-whose request is revoked (its pods, once created, stay and are scheduled like any pod).
+With `provisioning_requests` the gang jobs are queued as Kueue queues them (`scaler.sim.kueue`); its
+eviction of a workload whose request is revoked is not modelled (its pods, once created, stay).
 """
 
 from __future__ import annotations
@@ -35,13 +28,10 @@ import heapq
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from scaler.actuator import Actuator
 from scaler.core.config.settings import ScalerConfig
-from scaler.core.model import keys
-from scaler.core.model.objects import Node, Pod, PodDisruptionBudget
-from scaler.core.model.workload import is_gpu_device
+from scaler.core.model.objects import Pod, PodDisruptionBudget
 from scaler.core.planning import provreq
 from scaler.core.planning.decisions import Plan
 from scaler.core.planning.snapshot import Snapshot
@@ -51,70 +41,12 @@ from scaler.ports import ClusterView
 from scaler.providers.sim import Instance, SimProvider
 from scaler.reconcile import Planner, Reconciler
 from scaler.sim.binder import Binder
-from scaler.sim.kubeapi import SimKube
+from scaler.sim.kubeapi import SimKube, kubelet_node
+from scaler.sim.kueue import Kueue
+from scaler.sim.records import Fallbacks, JobRun, Sample, SimResult
 from scaler.sim.trace import SIM_NAMESPACE, Job, job_pods
 
-KUEUE_RETRIES = 3  # ProvisioningRequestConfig retryStrategy.backoffLimitCount, Kueue's default
-KUEUE_BACKOFF_S = 60.0  # its backoffBaseSeconds; each retry waits twice the one before
 Progress = Callable[[str], None]
-
-
-@dataclass(slots=True)
-class JobRun:
-    job: Job
-    pods: list[Pod]
-    bound: int = 0
-    first_start: float | None = None
-    run_started: float | None = None  # start of the current run, None while not running
-    done_s: float = 0.0  # run time accumulated by earlier runs
-    completed_at: float | None = None
-    version: int = 0  # bumped when a run stops, so its completion event is ignored
-    request: provreq.ProvisioningRequest | None = None  # a queued gang's current ProvisioningRequest
-    attempts: int = 0  # ProvisioningRequests made for it
-    admitted_at: float | None = None  # when its request was Provisioned and its pods created
-    rejected: str = ""  # why the queue gave up on it (its last request Failed)
-
-
-@dataclass(slots=True)
-class Sample:
-    t: float
-    demand_gpus: int
-    pending_pods: int
-    gpus_by_pool: dict[str, int]  # alive instances (booting included)
-
-
-@dataclass(slots=True)
-class FallbackEpisode:
-    pool: str
-    failed_at: float
-    pods: set[str]
-    fallback_at: float | None = None
-    fallback_pool: str | None = None
-
-
-@dataclass(slots=True)
-class SimResult:
-    config: ScalerConfig
-    profile: ScoringProfile
-    jobs: list[JobRun]
-    provider: SimProvider
-    end: float
-    samples: list[Sample]
-    plan_seconds: list[float]
-    passes: int
-    passes_planned: int
-    episodes: list[FallbackEpisode]
-    interruptions: int
-    rescheduled_pods: int
-    scale_ups: int
-    scale_downs: int
-    provider_errors: list[str]
-    notes: list[str] = field(default_factory=list)
-    nodes: list[Node] = field(default_factory=list)  # the cluster and the planner's state when the run ended
-    state: State = field(default_factory=State)
-    evictions_refused: int = 0  # evictions a PodDisruptionBudget refused (429)
-    gpu_sharing: bool = False  # GPU-sharing jobs asked for shares on the sharing pools (trace.share_request)
-    requests: dict[str, int] | None = None  # gangs queued behind ProvisioningRequests: condition -> count
 
 
 class Engine:
@@ -160,23 +92,19 @@ class Engine:
         self.samples: list[Sample] = []
         self.plan_seconds: list[float] = []
         self.passes = self.passes_planned = 0
-        self.episodes: list[FallbackEpisode] = []
-        self.open_episodes: dict[str, FallbackEpisode] = {}
-        self.promised: dict[str, set[str]] = {}  # pool -> pending pods its last scale-ups were for
+        self.fallbacks = Fallbacks()
         self.interruptions = self.rescheduled = self.scale_ups = 0
         self.node_of_instance: dict[str, str] = {}
         self.running_gangs: dict[int, JobRun] = {}  # gang jobs with a pod bound: their PDBs
         self.now = 0.0
         self.kube = SimKube(self.binder, self._pdbs, self._bound_pod, self._evicted, self._node_deleted,
-                            self._write_conditions)
+                            lambda req, conditions: self.kueue.write(req, conditions, self.now))
         self.actuator = Actuator(provider, self.kube, config.timings.drain_timeout)
         self._planned_s = 0.0
         self.reconciler = Reconciler(config, self, provider, self.actuator, planner=self._timed(planner))
         self.device_plugin_delay = device_plugin_delay
         self.queue_gangs = provisioning_requests
-        # The live ProvisioningRequests (by key), each with its job.
-        self.requests: dict[str, tuple[provreq.ProvisioningRequest, JobRun]] = {}
-        self.request_counts: dict[str, int] = {}  # "created" and each condition that became True
+        self.kueue = Kueue(self._admit, self._retry, self._reject)
         self.rejected = 0
         self._gpus_due: list[tuple[float, str, str, int]] = []  # (when, node, GPU device resource, count)
         for i, r in enumerate(self.runs):
@@ -213,12 +141,14 @@ class Engine:
                 if kind == "submit":
                     self.demand_gpus += run.job.gpus
                     if self.queue_gangs and len(run.pods) > 1:
-                        self._request(run, now)
+                        self.kueue.request(run, now)
+                        self.dirty = True
                     else:
                         for pod in run.pods:
                             self._enqueue(pod, now)
                 elif kind == "retry" and not run.rejected:
-                    self._request(run, now)
+                    self.kueue.request(run, now)
+                    self.dirty = True
                 elif kind == "complete" and version == run.version and run.completed_at is None:
                     self._complete(run, now)
             self._bind(now)
@@ -233,21 +163,11 @@ class Engine:
         self.new_pending.append(pod)
 
     def _register(self, inst: Instance, now: float) -> None:
-        pool = self.config.pool(inst.pool)
-        template = pool.template_node(inst.zone, self.config.region)
-        name = f"{inst.pool}-{inst.provider_id.rsplit('/', 1)[-1]}"
-        labels = {**template.labels, keys.LABEL_HOSTNAME: name}
-        node = Node(name=name, labels=labels, taints=template.taints, allocatable=dict(template.allocatable),
-                    provider_id=inst.provider_id, pool=inst.pool, created_at=now,
-                    pods=[Pod(name=f"daemonsets-{name}", namespace="kube-system", requests=dict(p.requests),
-                              owner_kind="DaemonSet", phase="Running", node_name=name) for p in template.pods])
-        if self.device_plugin_delay > 0:
-            for resource, count in sorted(node.allocatable.items()):
-                if count and is_gpu_device(resource):
-                    node.allocatable[resource] = 0
-                    heapq.heappush(self._gpus_due, (now + self.device_plugin_delay, name, resource, count))
+        node, later = kubelet_node(inst, self.config, now, self.device_plugin_delay > 0)
+        for resource, count in later:
+            heapq.heappush(self._gpus_due, (now + self.device_plugin_delay, node.name, resource, count))
         self.binder.add_node(node)
-        self.node_of_instance[inst.provider_id] = name
+        self.node_of_instance[inst.provider_id] = node.name
         self.capacity_changed = True
 
     def _drop_node(self, provider_id: str, now: float) -> None:
@@ -301,56 +221,24 @@ class Engine:
         self.completed += 1
         self.running_gangs.pop(id(run), None)
         self.demand_gpus -= run.job.gpus
-        if run.request is not None:
-            self.requests.pop(run.request.key, None)  # Kueue deletes a finished workload's request
+        self.kueue.finished(run)
         for pod in run.pods:
             self.binder.unbind(pod)
             pod.phase = "Succeeded"
         self.capacity_changed = True
 
-    # --- Kueue's side of ProvisioningRequests --------------------------------------------------------
-    def _request(self, run: JobRun, now: float) -> None:
-        """The job waits for admission: one ProvisioningRequest for all its pods (Kueue's PodTemplate is the
-        job's pod)."""
-        run.attempts += 1
-        name = f"job-{run.job.job_id}" + (f"-{run.attempts}" if run.attempts > 1 else "")
-        req = provreq.ProvisioningRequest(SIM_NAMESPACE, name, provreq.ATOMIC_SCALE_UP,
-                                          [provreq.PodSet(run.pods[0], len(run.pods))], created_at=now)
-        run.request = req
-        self.requests[req.key] = (req, run)
-        self._count("created")
-        self.dirty = True
+    # --- Kueue's side: what it does for the engine --------------------------------------------------
+    def _admit(self, run: JobRun, now: float) -> None:
+        self.dirty = True  # the next pass sees whether its pods all found their booked room
+        for pod in run.pods:
+            self._enqueue(pod, now)
 
-    def _count(self, what: str) -> None:
-        self.request_counts[what] = self.request_counts.get(what, 0) + 1
+    def _retry(self, run: JobRun, at: float) -> None:
+        self._push(at, "retry", self._run_index[id(run)], 0)
 
-    def _write_conditions(self, req: provreq.ProvisioningRequest, conditions: dict[str, provreq.Condition]) -> None:
-        """A request's new conditions (the API server's part), and what Kueue does on them."""
-        entry = self.requests.get(req.key)
-        if entry is None:
-            return
-        run, now = entry[1], self.now
-        before = req.conditions
-        req.conditions = conditions
-        for kind in (provreq.PROVISIONED, provreq.FAILED, provreq.CAPACITY_REVOKED, provreq.BOOKING_EXPIRED):
-            if req.true(kind) and (kind not in before or before[kind].status != "True"):
-                self._count(kind)
-        if req.true(provreq.PROVISIONED) and run.admitted_at is None:
-            run.admitted_at = now
-            self.dirty = True  # the next pass sees whether its pods all found their booked room
-            for pod in run.pods:
-                pod.annotations[keys.ANNOTATION_CONSUME_PROVREQ] = req.name
-                self._enqueue(pod, now)
-        elif req.true(provreq.FAILED) and run.admitted_at is None:
-            if run.attempts <= KUEUE_RETRIES:
-                self._push(now + KUEUE_BACKOFF_S * 2 ** (run.attempts - 1), "retry", self._run_index[id(run)], 0)
-            else:
-                failed = req.conditions[provreq.FAILED]
-                run.rejected = f"ProvisioningRequest {req.key} Failed ({failed.reason}): {failed.message}"
-                self.rejected += 1
-                self.demand_gpus -= run.job.gpus
-        if req.done:
-            del self.requests[req.key]
+    def _reject(self, run: JobRun) -> None:
+        self.rejected += 1
+        self.demand_gpus -= run.job.gpus
 
     def _sample(self, now: float) -> None:
         by_pool: dict[str, int] = {}
@@ -370,8 +258,7 @@ class Engine:
         times += [f.deadline for flights in self.state.in_flight.values() for f in flights]
         times += [b.until for b in self.state.backoff.values()]
         times += list(self.state.unavailable.values())
-        times += [req.conditions[provreq.PROVISIONED].at + self.config.timings.booking_ttl
-                  for req, _ in self.requests.values() if req.true(provreq.PROVISIONED)]
+        times += self.kueue.booking_ends(self.config.timings.booking_ttl)
         future = [x for x in times if x > now]
         return min(future, default=math.inf)
 
@@ -403,7 +290,7 @@ class Engine:
         return ClusterView(list(self.pending.values()), list(self.binder.nodes.values()), self._pdbs())
 
     def provisioning_requests(self) -> list[provreq.ProvisioningRequest]:
-        return [req for req, _ in self.requests.values()]
+        return self.kueue.live()
 
     @property
     def state(self) -> State:
@@ -427,42 +314,20 @@ class Engine:
         pending = {p.key for p in done.snapshot.pending}
         for name, obs in done.snapshot.pools.items():
             for failure in obs.failures:
-                self._failure(name, failure.at, pending)
+                self.fallbacks.failed(name, failure.at, pending)
         self._account(done.plan, now)
         self.plan_nonempty = not done.plan.empty
 
-    def _failure(self, pool: str, at: float, pending: set[str]) -> None:
-        """A launch of the pool failed: the pods its scale-ups were for, still pending when the pass began,
-        start an episode that ends when another pool is asked for them."""
-        if pool in self.open_episodes:
-            return
-        pods = {k for k in self.promised.get(pool, set()) if k in pending}
-        if pods:
-            episode = FallbackEpisode(pool, at, pods)
-            self.episodes.append(episode)
-            self.open_episodes[pool] = episode
-
     def _account(self, plan: Plan, now: float) -> None:
         """What the actuator did, as the report counts it: scale-ups, fallbacks, nodes that went."""
-        for up in plan.scale_ups:
-            self.scale_ups += 1
-            pods = set(up.pods)
-            for other, promised in self.promised.items():
-                if other != up.pool:
-                    promised.difference_update(pods)
-            self.promised.setdefault(up.pool, set()).update(pods)
-            for pool, episode in list(self.open_episodes.items()):
-                if pool != up.pool and episode.pods & pods:
-                    episode.fallback_at, episode.fallback_pool = now, up.pool
-                    del self.open_episodes[pool]
+        self.scale_ups += len(plan.scale_ups)
+        self.fallbacks.asked(plan.scale_ups, now)
         # Removed nodes, and registered ones a lower desired size terminated (the group picks which).
         for pid in list(self.node_of_instance):
             if not self.provider.instance(pid).alive:
                 self._drop_node(pid, now)
                 self.capacity_changed = True
-        for pool, episode in list(self.open_episodes.items()):
-            if not episode.pods & self.pending.keys():
-                del self.open_episodes[pool]  # its pods found room without a fallback
+        self.fallbacks.settle(self.pending.keys())
 
     # --- the run -------------------------------------------------------------------------------
     def finished(self) -> bool:
@@ -502,12 +367,12 @@ class Engine:
         return SimResult(
             config=self.config, profile=self.profile, jobs=self.runs, provider=self.provider, end=tick,
             samples=self.samples, plan_seconds=self.plan_seconds, passes=int(tick // self.interval) + 1,
-            passes_planned=self.passes_planned, episodes=self.episodes, interruptions=self.interruptions,
+            passes_planned=self.passes_planned, episodes=self.fallbacks.episodes, interruptions=self.interruptions,
             rescheduled_pods=self.rescheduled, scale_ups=self.scale_ups,
             scale_downs=sum(1 for i in self.provider.history if i.end_reason == "deleted"),
             provider_errors=self.actuator.errors, evictions_refused=self.kube.refused,
             nodes=list(self.binder.nodes.values()), state=self.state, gpu_sharing=self.gpu_sharing,
-            requests=dict(self.request_counts) if self.queue_gangs else None,
+            requests=dict(self.kueue.counts) if self.queue_gangs else None,
         )
 
     def _status(self, tick: float) -> str:

@@ -15,13 +15,37 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from scaler.core.config.settings import ScalerConfig
 from scaler.core.model import keys
-from scaler.core.model.objects import Pod, PodDisruptionBudget, Taint
+from scaler.core.model.objects import Node, Pod, PodDisruptionBudget, Taint
+from scaler.core.model.workload import is_gpu_device
 from scaler.core.planning.provreq import Condition, ProvisioningRequest
 from scaler.ports import EvictResult, ObjectRef
+from scaler.providers.sim import Instance
 from scaler.sim.binder import Binder
 
 _DRAIN_TAINT = Taint(keys.TAINT_DISRUPTING, "true", "NoSchedule")
+
+
+def kubelet_node(inst: Instance, config: ScalerConfig, now: float,
+                 gpus_later: bool) -> tuple[Node, list[tuple[str, int]]]:
+    """The Node an instance registers as: its pool's template with its own name and DaemonSet pods. With
+    `gpus_later` its GPU devices are left out and returned, for the device plugin to publish later."""
+    pool = config.pool(inst.pool)
+    template = pool.template_node(inst.zone, config.region)
+    name = f"{inst.pool}-{inst.provider_id.rsplit('/', 1)[-1]}"
+    labels = {**template.labels, keys.LABEL_HOSTNAME: name}
+    node = Node(name=name, labels=labels, taints=template.taints, allocatable=dict(template.allocatable),
+                provider_id=inst.provider_id, pool=inst.pool, created_at=now,
+                pods=[Pod(name=f"daemonsets-{name}", namespace="kube-system", requests=dict(p.requests),
+                          owner_kind="DaemonSet", phase="Running", node_name=name) for p in template.pods])
+    later: list[tuple[str, int]] = []
+    if gpus_later:
+        for resource, count in sorted(node.allocatable.items()):
+            if count and is_gpu_device(resource):
+                node.allocatable[resource] = 0
+                later.append((resource, count))
+    return node, later
 
 
 @dataclass(slots=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import bisect
 from pathlib import Path
 
-from scaler.sim.engine import SimResult
+from scaler.sim.records import SimResult
 
 MAX_POINTS = 4000
 

@@ -34,8 +34,8 @@ from scaler.core.planning.planner import plan
 from scaler.core.planning.provreq import FAILED, PROVISIONED
 from scaler.core.planning.snapshot import PoolObservation, Snapshot
 from scaler.core.scheduling.predicates import fits
-from scaler.sim.engine import JobRun, SimResult
 from scaler.sim.explain import reasons_by_text
+from scaler.sim.records import JobRun, SimResult
 from scaler.sim.trace import fractional_gpus
 
 FIRST_JOBS = 5  # job ids the report names (the count says how many more)

@@ -14,7 +14,8 @@ from scaler.core.planning.snapshot import Snapshot
 from scaler.core.planning.state import State
 from scaler.core.scheduling.scoring import BINPACK, DEFAULT, ScoringProfile
 from scaler.providers.sim import Outage, SimProvider
-from scaler.sim.engine import Engine, SimResult
+from scaler.sim.engine import Engine
+from scaler.sim.records import SimResult
 from scaler.sim.report import build_report
 from scaler.sim.trace import load_trace
 

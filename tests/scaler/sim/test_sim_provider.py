@@ -11,7 +11,7 @@ from scaler.providers.sim import Outage, SimProvider
 
 def test_is_a_pool_provider(small_config: ScalerConfig) -> None:
     provider: PoolProvider = SimProvider(small_config)
-    assert {p.name for p in provider.pools()} == {p.name for p in small_config.pools}
+    assert set(provider.observe(0)) == {p.name for p in small_config.pools}
 
 
 def test_instances_become_ready_after_the_boot_delay(small_config: ScalerConfig) -> None:

@@ -16,7 +16,9 @@ from scaler.core.planning.planner import plan
 from scaler.core.planning.snapshot import Snapshot
 from scaler.core.planning.state import State
 from scaler.providers.sim import SimProvider
-from scaler.sim.engine import KUEUE_BACKOFF_S, KUEUE_RETRIES, Engine, SimResult
+from scaler.sim.engine import Engine
+from scaler.sim.kueue import KUEUE_BACKOFF_S, KUEUE_RETRIES
+from scaler.sim.records import SimResult
 from scaler.sim.report import build_report, summary
 from scaler.sim.trace import load_trace
 
