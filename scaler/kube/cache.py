@@ -23,7 +23,8 @@ from kubernetes.client.exceptions import ApiException
 
 from scaler.core.model import keys
 from scaler.core.planning.provreq import ProvisioningRequest
-from scaler.kube.convert import SnapshotError, cluster_view, pdb_from_json, storage_view
+from scaler.kube.convert import SnapshotError, cluster_view, pdb_from_json
+from scaler.kube.convert_storage import storage_view
 from scaler.kube.provreq import ProvisioningRequests
 from scaler.ports import ClusterView
 

@@ -27,7 +27,8 @@ from scaler.core.planning.decisions import Plan
 from scaler.core.planning.planner import plan
 from scaler.core.planning.snapshot import PoolObservation, Snapshot
 from scaler.core.planning.state import State
-from scaler.kube.convert import SnapshotError, cluster_view, storage_view
+from scaler.kube.convert import SnapshotError, cluster_view
+from scaler.kube.convert_storage import storage_view
 
 # The kinds read besides Node and Pod: what the filters of scaler.core.scheduling.filters need.
 STORAGE_KINDS = ("PersistentVolumeClaim", "PersistentVolume", "StorageClass", "CSINode", "Namespace")

@@ -25,7 +25,7 @@ from scaler.core.model.objects import (
 from scaler.core.scheduling.attach import template_limits
 from scaler.core.scheduling.filters import Storage, reasons
 from scaler.core.scheduling.filters.volumes import NO_PROVISIONER
-from scaler.kube.convert import pv_from_json, pvc_from_json, storage_class_from_json
+from scaler.kube.convert_storage import pv_from_json, pvc_from_json, storage_class_from_json
 
 BETA_ZONE, BETA_REGION = keys.LABEL_ZONE_BETA, keys.LABEL_REGION_BETA
 ZONE, REGION = keys.LABEL_ZONE, keys.LABEL_REGION
