@@ -15,9 +15,9 @@ from typing import NoReturn
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("scaler.loop", "run the scaler against a cluster and its clouds"),
-    "plan": ("scaler.sim.explain", "print the plan for a kubectl JSON snapshot and a pools file"),
-    "explain": ("scaler.sim.explain", "alias of plan"),
-    "simulate": ("scaler.sim.command", "replay a GPU job trace through the scaler in a simulated cloud"),
+    "plan": ("scaler.sim.plan_command", "print the plan for a kubectl JSON snapshot and a pools file"),
+    "explain": ("scaler.sim.plan_command", "alias of plan"),
+    "simulate": ("scaler.sim.simulate_command", "replay a GPU job trace through the scaler in a simulated cloud"),
     "import-pools": ("scaler.importpools", "write the pools file of an existing cluster's node groups"),
 }
 

@@ -34,7 +34,7 @@ from scaler.core.planning.planner import plan
 from scaler.core.planning.provreq import FAILED, PROVISIONED
 from scaler.core.planning.snapshot import PoolObservation, Snapshot
 from scaler.core.scheduling.predicates import fits
-from scaler.sim.explain import reasons_by_text
+from scaler.sim.plan_command import reasons_by_text
 from scaler.sim.records import JobRun, SimResult
 from scaler.sim.trace import fractional_gpus
 

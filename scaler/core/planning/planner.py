@@ -1,10 +1,11 @@
 """One pass of decisions: Snapshot + State + config -> Plan + next State. Pure.
 
-Implemented in state.py (what outlives a pass), interruptions.py (notices and drains in progress),
-scaleup.py and scaledown.py; this module is the entry point the loop and the simulator call, so its
-signature is the contract between them. The core decides everything the actuator does: sizes,
-replacements ahead of interruptions, the instances that never registered to terminate, drains.
-See docs/planner.md.
+`plan` decides everything the actuator does: sizes, replacements ahead of interruptions, the
+instances that never registered to terminate, drains. It is built from `advance` (what outlives a
+pass), `interruptions` (notices and drains in progress), `scaleup` and `scaledown`. A pass calls it
+through `provreq.serve`, which adds the ProvisioningRequests in play (`scaler.reconcile` is that pass,
+for `scaler run` and the simulator alike); `plan` / `explain` call it on a snapshot file. Its signature
+is the contract. See docs/planner.md.
 """
 
 from __future__ import annotations

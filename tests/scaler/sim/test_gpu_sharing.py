@@ -11,7 +11,7 @@ import pytest
 from scaler.cli import main
 from scaler.configfile import load_config
 from scaler.core.model import keys
-from scaler.sim.command import simulate
+from scaler.sim.simulate_command import simulate
 from scaler.sim.trace import Job, job_pods
 
 ROOT = Path(__file__).resolve().parents[3]

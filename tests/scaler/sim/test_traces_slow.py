@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from sim_helpers import ROOT
 
-from scaler.sim.command import simulate
+from scaler.sim.simulate_command import simulate
 
 TRACES = ROOT.parent / "shared" / "traces"
 POOLS = str(ROOT / "examples" / "pools-aws.yaml")
