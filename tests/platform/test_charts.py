@@ -35,7 +35,7 @@ from charts_helpers import (
     releases,
     render,
 )
-from gpuburst_infra.stack import SUPPORTED_KUBERNETES
+from gpuburst_infra.stack_models import SUPPORTED_KUBERNETES
 from gpuburst_platform import component
 from gpuburst_platform import render as prender
 from gpuburst_platform.settings import ADAPTER_SERVICE, CUSTOM_METRICS_APISERVICE, MONITORING_NAMESPACE
