@@ -6,12 +6,22 @@ scaler could ever add.
 A workload queued there is admitted only when its ProvisioningRequest (class
 best-effort-atomic-scale-up.autoscaling.x-k8s.io) is Provisioned: when every node it needs is up.
 `examples/kueue-gpu-job.yaml` is the worked example (a batch Job of 4 x 8-GPU pods).
+
+Everything but `declare` is plain data (tests/platform/test_kueue.py reads it); `declare` makes it
+resources of the platform component.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import pulumi_kubernetes as k8s
+
+import pulumi
+from gpuburst_platform import render
+from gpuburst_platform.base import Ctx
+from gpuburst_platform.settings import KUEUE_NAMESPACE
+from gpuburst_platform.versions import CHARTS
 from scaler.core.config.settings import ScalerConfig
 from scaler.core.model import keys
 from scaler.core.planning.provreq import ATOMIC_SCALE_UP, CLASSES
@@ -131,3 +141,20 @@ def queue_objects(config: ScalerConfig, example_namespace: str) -> list[dict[str
          "metadata": {"name": GPU_QUEUE, "namespace": example_namespace, **meta},
          "spec": {"clusterQueue": GPU_QUEUE}},
     ]
+
+
+def declare(ctx: Ctx, namespace: k8s.core.v1.Namespace, example_ns: k8s.core.v1.Namespace | None) -> pulumi.Resource:
+    """Kueue, the ProvisioningRequest CRD gpuburst serves, and the queue objects wired to it."""
+    crd = k8s.apiextensions.v1.CustomResourceDefinition(
+        ctx.rname("provreq-crd"), **{k: v for k, v in provisioning_request_crd().items()
+                                     if k in ("metadata", "spec")}, opts=ctx.child())
+    release = ctx.release("kueue", "kueue", KUEUE_NAMESPACE,
+                          kueue_values(render.system_node_selector(), CHARTS["kueue"].version), [namespace, crd])
+    deps: list[pulumi.Resource] = [release, *([example_ns] if example_ns else [])]
+    for obj in queue_objects(ctx.config, ctx.settings.example_namespace):
+        kind = obj["kind"]
+        k8s.apiextensions.CustomResource(
+            ctx.rname(f"kueue-{kind.lower()}"), api_version=obj["apiVersion"], kind=kind,
+            metadata=obj["metadata"], spec=obj["spec"], opts=ctx.child(deps),
+        )
+    return release

@@ -40,11 +40,6 @@ class PlatformSettings(BaseModel):
     )
     scaler_image_pull_secrets: list[str] = Field(
         default_factory=list, description="Secrets in the scaler's namespace to pull a private image with")
-    scaler_chart: bool = Field(
-        default=False,
-        description="install the scaler through charts/gpuburst-scaler (the chart for clusters made by hand) "
-                    "instead of declaring its objects one by one: the same objects either way",
-    )
     scaler_replicas: int = Field(default=2, ge=1, le=5)
     scaler_dry_run: bool = False
     scaler_env: dict[str, str] = Field(

@@ -7,6 +7,8 @@
   kubernetes-validate in strict mode (unknown fields are errors), and custom resources against the
   openAPIV3Schema of the CRDs the charts ship, made strict the same way.
 - `platform_objects(recorder)`: the objects the Pulumi platform component declares itself.
+- `scaler_objects(recorder)`: our chart rendered with the values of the component's scaler release,
+  i.e. the scaler's objects as the cluster gets them.
 
 A module with its own name (not conftest), as platform_helpers is.
 """
@@ -40,7 +42,7 @@ ABSENT_SUBCHART_DEFAULTS: dict[str, dict[str, Any]] = {
     },
 }
 # Value keys whose contents are the user's own map (Kubernetes fields, labels), not chart settings;
-# and our chart's `config`, the scaler's config file (its own model checks it: scaler.core.config.settings).
+# and our chart's `config`, the scaler's config file (its schema is generated from scaler.core.config.settings).
 FREE_FORM = {"nodeSelector", "resources", "labels", "annotations", "podLabels", "podAnnotations", "podMetadata"}
 FREE_FORM_OF = {"gpuburst-scaler": {"config"}}
 
@@ -189,6 +191,17 @@ def _unwrap(value: Any) -> Any:
 
 def releases(recorder: Recorder) -> list[Any]:
     return [r for r in recorder.resources if r.typ == "kubernetes:helm.sh/v3:Release"]
+
+
+def is_our_chart(chart: str) -> bool:
+    """The platform names our chart by its folder, relative to where the program runs."""
+    return Path(chart).resolve() == OUR_CHART
+
+
+def scaler_objects(recorder: Recorder) -> Rendered:
+    (release,) = [r for r in releases(recorder) if is_our_chart(r.inputs["chart"])]
+    inputs = _unwrap(json.loads(json.dumps(release.inputs)))
+    return render(OUR_CHART, inputs["values"], inputs["name"], inputs["namespace"])
 
 
 # --- validation -----------------------------------------------------------------------------------

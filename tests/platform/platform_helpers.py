@@ -82,8 +82,16 @@ def run_program(program: Callable[[], Any]) -> Recorder:
     return recorder
 
 
+# What the Pulumi program hands the platform from the stack's outputs (gpuburst_infra/program.py).
+STACK_ENV = {
+    "aws": {"GPUBURST_INTERRUPTION_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/gpuburst-dev"},
+    "azure": {"AZURE_SUBSCRIPTION_ID": "00000000-0000-0000-0000-000000000000",
+              "GPUBURST_AZURE_RESOURCE_GROUP": "gpuburst-azdev-rg", "GPUBURST_AKS_CLUSTER": "gpuburst-azdev"},
+}
+
+
 def platform_program(cloud: str, metrics: str = "prometheus-adapter", *, alerts_url: str | None = None,
-                     **settings: Any) -> Recorder:
+                     scaler_env: dict[str, str] | None = None, **settings: Any) -> Recorder:
     import pulumi_kubernetes as k8s
     from gpuburst_platform import Platform, PlatformSettings
 
@@ -95,7 +103,7 @@ def platform_program(cloud: str, metrics: str = "prometheus-adapter", *, alerts_
         return Platform(
             "platform", provider=provider, config=config, cloud=config.cloud, identity=identity,
             kubernetes_version="1.32", settings=PlatformSettings(metrics=metrics, **settings),
-            alerts_url=alerts_url,
+            alerts_url=alerts_url, scaler_env=STACK_ENV[cloud] if scaler_env is None else scaler_env,
         )
 
     return run_program(program)

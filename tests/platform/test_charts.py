@@ -5,14 +5,18 @@ the stacks allow (kubernetes-validate --strict) or the charts' CRD schemas.
 
 The official charts come from ../shared/charts at the versions gpuburst_platform/versions.py and the
 device-plugin role pin; ours from charts/gpuburst-scaler. The values: the platform component's Helm
-releases as it declares them (both clouds, both metrics paths, and with `scaler_chart: true` our chart),
-and the device plugin's as `ansible-playbook gpuburst.cluster.cluster` writes them.
+releases as it declares them (both clouds, both metrics paths; the scaler is always our chart), the
+device plugin's as `ansible-playbook gpuburst.cluster.cluster` writes them, our chart's ci/*.yaml
+examples and the values every chart user expects (STANDARD_VALUES). Our chart's generated files
+(RBAC rules, the `config` schema) are checked against what `make chart` would write, and the schema
+against the scaler's own config model.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -20,6 +24,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+import jsonschema
 import pytest
 import yaml
 from charts_helpers import (
@@ -30,20 +35,22 @@ from charts_helpers import (
     Validator,
     chart_version,
     check_keys,
+    is_our_chart,
     label_match,
     platform_objects,
     releases,
     render,
 )
 from gpuburst_infra.stack_models import SUPPORTED_KUBERNETES
-from gpuburst_platform import component
+from gpuburst_platform import prometheus as component
 from gpuburst_platform import render as prender
+from gpuburst_platform.scaler_chart import IRSA_ANNOTATION, WORKLOAD_IDENTITY_ANNOTATION
 from gpuburst_platform.settings import ADAPTER_SERVICE, CUSTOM_METRICS_APISERVICE, MONITORING_NAMESPACE
 from gpuburst_platform.versions import CHARTS
-from platform_helpers import ROOT, platform_program
+from platform_helpers import ROOT, STACK_ENV, platform_program
 
 from scaler import permissions
-from scaler.core.config.settings import parse_config
+from scaler.core.config.settings import ConfigError, parse_config
 from scaler.core.model import keys
 
 VERSIONS = sorted({v for vs in SUPPORTED_KUBERNETES.values() for v in vs}, key=lambda v: tuple(map(int, v.split("."))))
@@ -55,7 +62,7 @@ COUNTS: dict[str, int] = {}  # read by conftest's terminal summary
 
 def _chart_dir(chart: str) -> Path:
     # An OCI reference (Kueue's) names the chart by its last path segment.
-    path = OUR_CHART if chart in (OUR_CHART.name, component.SCALER_CHART) else SHARED_CHARTS / chart.rsplit("/", 1)[-1]
+    path = OUR_CHART if chart == OUR_CHART.name or is_our_chart(chart) else SHARED_CHARTS / chart.rsplit("/", 1)[-1]
     if not (path / "Chart.yaml").exists():
         pytest.fail(f"{path}: no chart there ({SHARED_CHARTS} holds the official charts, beside the repository)")
     return path
@@ -70,14 +77,6 @@ class Platform:
     extras: bool = False  # Kueue and an alert receiver on
 
 
-# What the Pulumi program hands the platform from the stack's outputs (gpuburst_infra/program.py).
-STACK_ENV = {
-    "aws": {"GPUBURST_INTERRUPTION_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/gpuburst-dev"},
-    "azure": {"AZURE_SUBSCRIPTION_ID": "00000000-0000-0000-0000-000000000000",
-              "GPUBURST_AZURE_RESOURCE_GROUP": "gpuburst-azdev-rg", "GPUBURST_AKS_CLUSTER": "gpuburst-azdev"},
-}
-
-
 def _platform(cloud: str, metrics: str, **settings: Any) -> Platform:
     recorder = platform_program(cloud, metrics, scaler_env=STACK_ENV[cloud], **settings)
     rendered = {}
@@ -90,8 +89,7 @@ def _platform(cloud: str, metrics: str, **settings: Any) -> Platform:
 
 @pytest.fixture(scope="module")
 def platforms() -> list[Platform]:
-    return [_platform(c, m) for c, m in VARIANTS] + [_platform(c, "prometheus-adapter", scaler_chart=True)
-                                                    for c in ("aws", "azure")] + [
+    return [_platform(c, m) for c, m in VARIANTS] + [
         # Kueue wired to gpuburst, and alerts sent to a receiver (its URL a stack secret).
         _platform("aws", "prometheus-adapter", kueue=True, alerts={"receiver": "slack"},
                   alerts_url="https://hooks.slack.com/services/T0/B0/X")]
@@ -269,10 +267,8 @@ def test_only_prometheus_may_reach_the_scaler(platforms: list[Platform]) -> None
     for p in platforms:
         prom = p.releases[component.PROMETHEUS_RELEASE]
         prom_svc = prom.one("Service", f"{component.PROMETHEUS_RELEASE}-prometheus")
-        ours = p.releases.get(prender.SCALER_NAME)
-        objects = ours.objects if ours else p.objects
-        (policy,) = [o for o in objects if o.kind == "NetworkPolicy"]
-        (dep,) = [o for o in objects if o.kind == "Deployment" and o.name == prender.SCALER_NAME]
+        ours = p.releases[prender.SCALER_NAME]
+        policy, dep = ours.one("NetworkPolicy"), ours.one("Deployment", prender.SCALER_NAME)
         spec = policy.body["spec"]
         assert spec["policyTypes"] == ["Ingress"]
         assert label_match(spec["podSelector"], dep.body["spec"]["template"]["metadata"]["labels"])
@@ -302,7 +298,7 @@ def test_dcgm_exporter_and_the_device_plugin_land_on_gpu_nodes(platforms: list[P
 # --- our chart ------------------------------------------------------------------------------------
 def test_our_chart_rbac_is_exactly_the_scalers_permissions(platforms: list[Platform],
                                                            our_chart_examples: dict[str, Rendered]) -> None:
-    charts = [p.releases[prender.SCALER_NAME] for p in platforms if prender.SCALER_NAME in p.releases]
+    charts = [p.releases[prender.SCALER_NAME] for p in platforms]
     for r in [*charts, *our_chart_examples.values()]:
         assert r.one("ClusterRole").body["rules"] == permissions.KUBERNETES_RBAC_RULES
         assert r.one("Role").body["rules"] == permissions.KUBERNETES_ROLE_RULES
@@ -311,39 +307,6 @@ def test_our_chart_rbac_is_exactly_the_scalers_permissions(platforms: list[Platf
             assert binding.body["subjects"] == [{"kind": "ServiceAccount", "name": sa.name, "namespace": r.namespace}]
         assert r.one("ClusterRoleBinding").body["roleRef"]["name"] == r.one("ClusterRole").name
         assert r.one("RoleBinding").body["roleRef"]["name"] == r.one("Role").name
-
-
-def _pod(o: Obj) -> dict[str, Any]:
-    return dict(o.body["spec"]["template"]["spec"])
-
-
-@pytest.mark.parametrize("cloud", ["aws", "azure"])
-def test_the_chart_gives_the_scaler_the_platform_gives(platforms: list[Platform], cloud: str) -> None:
-    """`scaler_chart: true` installs the same scaler as the component's own objects: one definition."""
-    (objs,) = [p for p in platforms if p.cloud == cloud and p.metrics == "prometheus-adapter" and not p.extras
-               and prender.SCALER_NAME not in p.releases]
-    (chart,) = [p for p in platforms if p.cloud == cloud and prender.SCALER_NAME in p.releases]
-    a = next(o for o in objs.objects if o.kind == "Deployment" and o.name == prender.SCALER_NAME)
-    b = chart.releases[prender.SCALER_NAME].one("Deployment")
-    assert a.body["spec"]["replicas"] == b.body["spec"]["replicas"] == 2
-    pa, pb = _pod(a), _pod(b)
-    for key in ("serviceAccountName", "priorityClassName", "nodeSelector", "securityContext"):
-        assert pa[key] == pb[key], key
-    ca, cb = pa["containers"][0], pb["containers"][0]
-    for key in ("image", "securityContext", "ports", "resources", "livenessProbe", "readinessProbe", "volumeMounts"):
-        assert ca[key] == cb[key], key
-    assert {e["name"]: e.get("value") for e in ca["env"]} == {e["name"]: e.get("value") for e in cb["env"]}
-    assert ca["args"][:3] == cb["args"][:3] == ["run", "--config", f"{prender.SCALER_CONFIG_DIR}/config.yaml"]
-    assert a.body["spec"]["template"]["metadata"]["labels"].items() >= \
-        {k: v for k, v in b.body["spec"]["template"]["metadata"]["labels"].items() if "azure" in k}.items()
-    # The same config file: the pools that made the cloud groups.
-    cfg_a = next(o for o in objs.objects if o.kind == "ConfigMap" and o.name == f"{prender.SCALER_NAME}-config")
-    cfg_b = chart.releases[prender.SCALER_NAME].one("ConfigMap")
-    parse = lambda o: parse_config(yaml.safe_load(o.body["data"]["config.yaml"]), o.ident())  # noqa: E731
-    assert parse(cfg_a) == parse(cfg_b)
-    sa_a = next(o for o in objs.objects if o.kind == "ServiceAccount" and o.name == prender.SCALER_NAME)
-    sa_b = chart.releases[prender.SCALER_NAME].one("ServiceAccount")
-    assert sa_a.body["metadata"]["annotations"] == sa_b.body["metadata"]["annotations"]
 
 
 def test_our_chart_examples_are_scaler_configs(our_chart_examples: dict[str, Rendered]) -> None:
@@ -355,7 +318,7 @@ def test_our_chart_examples_are_scaler_configs(our_chart_examples: dict[str, Ren
         assert dep.body["spec"]["replicas"] == 2
         assert r.one("PodDisruptionBudget").body["spec"]["maxUnavailable"] == 1
         sa = r.one("ServiceAccount").body["metadata"]["annotations"]
-        assert sa.get(component.IRSA_ANNOTATION) or sa.get(component.WORKLOAD_IDENTITY_ANNOTATION)
+        assert sa.get(IRSA_ANNOTATION) or sa.get(WORKLOAD_IDENTITY_ANNOTATION)
 
 
 def test_our_chart_pins_the_image_by_digest() -> None:
@@ -372,8 +335,189 @@ def test_our_chart_pins_the_image_by_digest() -> None:
 ROLE = "arn:aws:iam::123456789012:role/gpuburst-scaler"
 
 
+# What every chart user expects to set, each with a value that shows whether the templates honour it.
+STANDARD_VALUES: dict[str, Any] = {
+    "config": {"cluster": "ml-eks", "cloud": "aws", "region": "us-east-1", "discover": True},
+    "aws": {"roleArn": ROLE},
+    "fullnameOverride": "ml-scaler",
+    "serviceAccount": {"create": False, "name": "platform-scaler"},
+    "rbac": {"create": False},
+    "podAnnotations": {"example.com/team": "ml-platform"},
+    "podLabels": {"example.com/cost-center": "ml"},
+    "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64", "arm64"]}]}]}}},
+    "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+                                   "whenUnsatisfiable": "ScheduleAnyway"}],
+    "extraArgs": ["--sync-timeout", "60"],
+    "logFormat": "text",
+}
+
+
+@pytest.fixture(scope="module")
+def our_chart_standard() -> Rendered:
+    return render(OUR_CHART, STANDARD_VALUES, "platform", "ml-system")
+
+
+def test_our_chart_honours_the_values_every_chart_user_expects(our_chart_standard: Rendered) -> None:
+    import argparse
+
+    from scaler import loop
+
+    r = our_chart_standard
+    # fullnameOverride names every object; serviceAccount.create / rbac.create false: the user brings both.
+    assert {o.name for o in r.objects} == {"ml-scaler", "ml-scaler-config"}
+    brought = {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
+    assert not brought & {o.kind for o in r.objects}
+    dep = r.one("Deployment", "ml-scaler").body
+    meta, spec = dep["spec"]["template"]["metadata"], dep["spec"]["template"]["spec"]
+    assert spec["serviceAccountName"] == "platform-scaler"
+    assert meta["annotations"]["example.com/team"] == "ml-platform"
+    assert "gpuburst.io/config-sha256" in meta["annotations"]
+    assert meta["labels"]["example.com/cost-center"] == "ml"
+    assert label_match(dep["spec"]["selector"], meta["labels"])
+    assert spec["affinity"] == STANDARD_VALUES["affinity"]  # replaces the default anti-affinity
+    (spread,) = spec["topologySpreadConstraints"]
+    assert spread.items() >= STANDARD_VALUES["topologySpreadConstraints"][0].items()
+    assert label_match(spread["labelSelector"], meta["labels"])  # a selector is added: it counts the scaler's pods
+    assert spec["volumes"][0]["configMap"]["name"] == r.one("ConfigMap").name
+    for selecting in (r.one("Service").body["spec"]["selector"], r.one("PodDisruptionBudget").body["spec"]["selector"],
+                      r.one("NetworkPolicy").body["spec"]["podSelector"]):
+        assert label_match(selecting if "matchLabels" in selecting else {"matchLabels": selecting}, meta["labels"])
+    (c,) = spec["containers"]
+    parser = argparse.ArgumentParser()
+    loop.add_arguments(parser)
+    args = parser.parse_args(c["args"][1:])  # extraArgs and logFormat are flags the scaler takes
+    assert (args.sync_timeout, args.log_format) == (60.0, "text")
+
+
+def _notes(values: dict[str, Any]) -> str:
+    import helm_python as helm
+
+    with helm.Chart.load(str(OUR_CHART)) as chart:
+        out = chart.render(values, name="gpuburst-scaler", namespace="gpuburst-system", is_install=True)
+    return next(text for name, text in out.items() if name.endswith("NOTES.txt"))
+
+
+def test_the_eksctl_example_runs_on_eksctl_nodes_and_notes_say_what_to_check_when_pending() -> None:
+    values = yaml.safe_load((OUR_CHART / "ci" / "eksctl-discover.yaml").read_text())
+    # eksctl labels its nodes with their group's name; gpuburst's own role label is not there.
+    assert keys.LABEL_ROLE not in values["nodeSelector"] and "alpha.eksctl.io/nodegroup-name" in values["nodeSelector"]
+    defaults = yaml.safe_load((OUR_CHART / "values.yaml").read_text())
+    assert defaults["nodeSelector"] == {}  # a hand install schedules wherever there is room, not Pending
+    notes = _notes(values)
+    assert "If its pods stay Pending" in notes
+    assert "kubectl get nodes -l alpha.eksctl.io/nodegroup-name=system" in notes
+    assert "kubectl -n gpuburst-system describe pod -l app.kubernetes.io/instance=gpuburst-scaler" in notes
+
+
+def test_our_chart_files_are_what_make_chart_writes() -> None:
+    """files/rbac-rules.json (scaler.permissions) and values.schema.json's config (scaler.core.config.settings)."""
+    from scaler import chart
+
+    for name, text in chart.generated().items():
+        assert (OUR_CHART / name).read_text() == text, f"charts/gpuburst-scaler/{name} is stale: run `make chart`"
+    # The documented lists of limits, timings and scale_down keys in values.yaml are the model's.
+    schema = json.loads((OUR_CHART / "values.schema.json").read_text())
+    comments = (OUR_CHART / "values.yaml").read_text()
+    for section in ("Limits", "Timings", "ScaleDownSettings"):
+        for key in schema["definitions"][section]["properties"]:
+            assert key in comments, f"values.yaml does not mention config.{section}.{key}"
+
+
+AKS_POOLS = OUR_CHART / "ci" / "aks-pools.yaml"
+
+
+@pytest.mark.parametrize(("config", "key", "message"), [
+    ({"expander": "least-waste"}, "expander", "at '/config': additional properties 'expander' not allowed"),
+    ({"timings": {"provision_timeout": 60}}, "timings.provision_timeout",
+     "at '/config/timings/provision_timeout': minimum: got 60, want 250"),
+    ({"timings": {"provisoin_timeout": 600}}, "timings.provisoin_timeout",
+     "at '/config/timings': additional properties 'provisoin_timeout' not allowed"),
+    ({"scale_down": {"utilization_threshold": 1.5}}, "scale_down.utilization_threshold",
+     "at '/config/scale_down/utilization_threshold': maximum: got 1.5, want 1"),
+    ({"limits": {"max_gpus": -1}}, "limits.max_gpus", "at '/config/limits/max_gpus'"),
+])
+def test_our_chart_refuses_a_config_the_scaler_would_refuse_naming_the_key(
+        config: dict[str, Any], key: str, message: str) -> None:
+    import helm_python as helm
+
+    values = yaml.safe_load(AKS_POOLS.read_text())
+    values["config"].update(config)
+    with pytest.raises(ConfigError, match=re.escape(key)):  # the scaler refuses it at start ...
+        parse_config(values["config"], "values")
+    with pytest.raises(helm.HelmError) as err:  # ... and the install refuses it first
+        render(OUR_CHART, values, "s", "ns")
+    assert message in str(err.value)
+
+
+def _schema_accepts(config: dict[str, Any]) -> bool:
+    validator = jsonschema.Draft7Validator(json.loads((OUR_CHART / "values.schema.json").read_text()))
+    return validator.is_valid({"config": config})
+
+
+def _model_accepts(config: dict[str, Any]) -> bool:
+    try:
+        parse_config(config, "values")
+    except ConfigError:
+        return False
+    return True
+
+
+def _configs() -> dict[str, dict[str, Any]]:
+    """(The stacks' configs reach our chart through the platform: test_stacks.py renders it for each.)"""
+    files = [*sorted((ROOT / "examples").glob("pools-*.yaml")), *sorted((ROOT / "examples").glob("scaler-*.yaml")),
+             ROOT / "tests" / "platform" / "pools-azure.yaml"]
+    out = {str(f.relative_to(ROOT)): yaml.safe_load(f.read_text()) for f in files}
+    examples = sorted((OUR_CHART / "ci").glob("*.yaml"))
+    out.update({f"{p.name}: config": yaml.safe_load(p.read_text())["config"] for p in examples})
+    return out
+
+
+def test_the_config_schema_accepts_every_config_the_repository_ships() -> None:
+    configs = _configs()
+    assert len(configs) >= 7
+    for name, config in configs.items():
+        assert _model_accepts(config), name
+        assert _schema_accepts(config), name
+
+
+AKS = {"cluster": "c", "cloud": "azure", "region": "eastus", "pools": [
+    {"name": "system", "role": "system", "vm_size": "Standard_D4s_v5", "zones": ["1"], "max": 3},
+    {"name": "t4", "vm_size": "Standard_NC8as_T4_v3", "zone": "1", "max_size": 4, "taints": ["team=ml:NoSchedule"]}]}
+CPU_ONLY = {**AKS, "pools": AKS["pools"][:1]}
+DISCOVER = {"cluster": "c", "cloud": "aws", "discover": True}
+
+
+@pytest.mark.parametrize(("config", "accepted"), [
+    (AKS, True),
+    ({**AKS, "timings": {"provision_timeout": 249}}, False),  # GPU boot 240 + one pass 10
+    ({**AKS, "timings": {"provision_timeout": 250}}, True),
+    ({**CPU_ONLY, "timings": {"provision_timeout": 129}}, False),  # CPU boot 120 + one pass 10
+    ({**CPU_ONLY, "timings": {"provision_timeout": 130}}, True),
+    ({**DISCOVER, "timings": {"provision_timeout": 60}}, True),  # no pool declared: no boot to wait for
+    ({**AKS, "timings": {"gpu_boot": 100, "provision_timeout": 140}}, True),  # both boots plus a pass fit
+    ({**AKS, "timings": {"scan_interval": 0}}, False),
+    ({**AKS, "spot_price_factor": 0}, False),
+    ({**AKS, "pools": [{**AKS["pools"][0], "max": -1}]}, False),
+    ({**AKS, "pools": [{**AKS["pools"][0], "colour": "red"}]}, False),
+    ({**AKS, "pools": [{**AKS["pools"][0], "role": "cpu"}]}, False),
+    ({"cloud": "aws", "discover": True}, False),
+])
+def test_the_config_schema_and_the_scaler_agree(config: dict[str, Any], accepted: bool) -> None:
+    assert _model_accepts(config) is accepted
+    assert _schema_accepts(config) is accepted
+
+
+def test_the_config_schema_leaves_boot_times_other_than_the_defaults_to_the_scaler() -> None:
+    """JSON schema cannot add gpu_boot and scan_interval: with other boot or scan times the scaler alone
+    refuses a provision_timeout shorter than one boot plus one pass."""
+    config = {**AKS, "timings": {"gpu_boot": 300, "provision_timeout": 280}}
+    assert not _model_accepts(config)
+    assert _schema_accepts(config)
+
+
 @pytest.mark.parametrize(("values", "message"), [
-    ({"aws": {"roleArn": ROLE}}, "config.cluster: set the cluster's name"),
+    ({"aws": {"roleArn": ROLE}}, "at '/config': missing property 'cluster'"),
     ({"config": {"cluster": "c"}}, "aws.roleArn: the IAM role (IRSA)"),
     ({"config": {"cluster": "c", "cloud": "azure"}}, "azure.clientId"),
     ({"config": {"cluster": "c", "discover": False}, "aws": {"roleArn": ROLE}}, "config: give pools, or discover"),
@@ -396,8 +540,8 @@ def test_our_chart_refuses_bad_values_with_one_clear_line(values: dict[str, Any]
 # --- every object, every Kubernetes version -------------------------------------------------------
 def test_every_object_is_valid_for_every_kubernetes_version_the_stacks_allow(
         platforms: list[Platform], device_plugin: dict[str, Rendered],
-        our_chart_examples: dict[str, Rendered]) -> None:
-    rendered = _all_rendered(platforms, device_plugin, our_chart_examples)
+        our_chart_examples: dict[str, Rendered], our_chart_standard: Rendered) -> None:
+    rendered = _all_rendered(platforms, device_plugin, {**our_chart_examples, "standard": our_chart_standard})
     crds = [c for r in rendered for c in r.crds] + [o.body for r in rendered for o in r.objects]
     validator = Validator(crds)
     objects = [Obj(f"{r.chart}: crds/", c) for r in rendered for c in r.crds]
@@ -442,7 +586,7 @@ def test_validation_would_catch_a_bad_object(platforms: list[Platform]) -> None:
     bad["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy_"] = "Always"
     validator = Validator(p.releases[component.PROMETHEUS_RELEASE].crds)
     assert "imagePullPolicy_" in (validator.validate(Obj("test", bad), VERSIONS[0]) or "")
-    sm = next(o for o in p.objects if o.kind == "ServiceMonitor")
+    sm = p.releases[prender.SCALER_NAME].one("ServiceMonitor")
     bad_sm = json.loads(json.dumps(sm.body))
     bad_sm["spec"]["endpoints"][0]["intervall"] = "30s"
     assert "intervall" in (validator.validate(Obj("test", bad_sm), VERSIONS[0]) or "")
@@ -452,9 +596,10 @@ def test_validation_would_catch_a_bad_object(platforms: list[Platform]) -> None:
 def test_our_chart_passes_helm_lint_strict(version: str) -> None:
     import helm_python as helm
 
-    for example in sorted((OUR_CHART / "ci").glob("*.yaml")):
-        report = helm.lint(str(OUR_CHART), yaml.safe_load(example.read_text()), strict=True,
+    examples = {p.name: yaml.safe_load(p.read_text()) for p in sorted((OUR_CHART / "ci").glob("*.yaml"))}
+    for example, values in {**examples, "standard": STANDARD_VALUES}.items():
+        report = helm.lint(str(OUR_CHART), values, strict=True,
                            namespace="gpuburst-system", kube_version=f"v{version}.0")
-        assert not report["errors"], (example.name, report["errors"])
+        assert not report["errors"], (example, report["errors"])
         # 1 = info ("icon is recommended"); warnings (2) and errors (3) fail.
-        assert not [m for m in report["messages"] if m["severity"] >= 2], (example.name, report["messages"])
+        assert not [m for m in report["messages"] if m["severity"] >= 2], (example, report["messages"])

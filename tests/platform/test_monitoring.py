@@ -268,7 +268,7 @@ def test_alerts_go_to_the_receiver_whose_url_is_a_secret(build: Any) -> None:
     url = "https://hooks.slack.com/services/T000/B000/XXXX"
     res = build("aws", alerts_url=url, alerts={"receiver": "slack", "slack_channel": "#ml-oncall"})
     values = _prometheus_values(res)
-    from gpuburst_platform import component
+    from gpuburst_platform import prometheus as component
 
     assert values["alertmanager"]["alertmanagerSpec"]["secrets"] == [component.ALERTS_SECRET]
     receiver = next(r for r in values["alertmanager"]["config"]["receivers"] if r["name"] == "gpuburst")

@@ -5,14 +5,18 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from charts_helpers import scaler_objects
 from gpuburst_platform import parse_settings
 
 DIGEST = "sha256:" + "5e" * 32
 
 
+def _pod(res: Any) -> dict[str, Any]:
+    return dict(scaler_objects(res).one("Deployment", "gpuburst-scaler").body["spec"]["template"]["spec"])
+
+
 def _image(res: Any) -> str:
-    dep = res.one("apps/v1:Deployment", "gpuburst-scaler")
-    return str(dep.inputs["spec"]["template"]["spec"]["containers"][0]["image"])
+    return str(_pod(res)["containers"][0]["image"])
 
 
 def test_default_image_is_the_released_tag(build: Any) -> None:
@@ -23,8 +27,7 @@ def test_a_digest_pins_the_image(build: Any) -> None:
     res = build("aws", scaler_image="registry.corp.example/mirror/gpuburst-scaler:0.1.0", scaler_image_digest=DIGEST,
                 scaler_image_pull_secrets=["corp-registry"])
     assert _image(res) == f"registry.corp.example/mirror/gpuburst-scaler:0.1.0@{DIGEST}"
-    pod = res.one("apps/v1:Deployment", "gpuburst-scaler").inputs["spec"]["template"]["spec"]
-    assert pod["imagePullSecrets"] == [{"name": "corp-registry"}]
+    assert _pod(res)["imagePullSecrets"] == [{"name": "corp-registry"}]
 
 
 def test_a_digest_in_the_image_and_another_in_digest_is_refused() -> None:

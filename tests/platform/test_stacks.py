@@ -12,7 +12,8 @@ from typing import Any
 import gpuburst_policies as gp
 import pytest
 import yaml
-from platform_helpers import ROOT, run_program
+from charts_helpers import scaler_objects
+from platform_helpers import ROOT, STACK_ENV, run_program
 
 from scaler.core.config.settings import parse_config
 
@@ -59,14 +60,14 @@ def test_platform_on_the_stack_carries_the_pools_that_made_the_cloud_groups(path
         return Platform("platform", provider=k8s.Provider("k8s", kubeconfig="{}"), config=stack.scaler,
                         cloud=stack.cloud, identity=identity, kubernetes_version=stack.settings.kubernetes_version,
                         settings=PlatformSettings(), namespace=stack.settings.scaler.namespace,
-                        service_account=stack.settings.scaler.service_account)
+                        service_account=stack.settings.scaler.service_account, scaler_env=STACK_ENV[stack.cloud])
 
     res = run_program(program)
-    cm = res.one("core/v1:ConfigMap", "gpuburst-scaler-config")
-    ours = yaml.safe_load(cm.inputs["data"]["config.yaml"])
+    objs = scaler_objects(res)
+    ours = yaml.safe_load(objs.one("ConfigMap", "gpuburst-scaler-config").body["data"]["config.yaml"])
     theirs = yaml.safe_load(render_scaler_config(stack))  # the stack's scalerConfig output
     assert ours == theirs
     assert parse_config(ours, path.name) == stack.scaler
-    sa = res.one("core/v1:ServiceAccount", stack.settings.scaler.service_account)
-    assert sa.metadata["namespace"] == stack.settings.scaler.namespace  # what the IRSA / federated trust names
+    sa = objs.one("ServiceAccount", stack.settings.scaler.service_account)
+    assert sa.namespace == stack.settings.scaler.namespace  # what the IRSA / federated trust names
     assert gp.check_all([(r.typ, r.name, r.inputs, ()) for r in res.resources]) == []

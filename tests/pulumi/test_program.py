@@ -31,9 +31,21 @@ def _one(mocks: CloudMocks, typ: str, name: str) -> dict[str, Any]:
     return found
 
 
-def _env(mocks: CloudMocks) -> dict[str, str]:
-    deployment = _one(mocks, "kubernetes:apps/v1:Deployment", "platform-scaler")
-    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+def _scaler(mocks: CloudMocks) -> dict[str, dict[str, Any]]:
+    """The scaler's objects by kind: our chart rendered with the values of the platform's scaler release."""
+    import helm_python as helm
+    import yaml
+
+    release = _one(mocks, "kubernetes:helm.sh/v3:Release", "platform-scaler")
+    assert Path(release["chart"]).resolve() == ROOT / "charts" / "gpuburst-scaler"
+    with helm.Chart.load(str(ROOT / "charts" / "gpuburst-scaler")) as chart:
+        out = chart.render(release["values"], name=release["name"], namespace=release["namespace"], is_install=True)
+    docs = [d for name, text in out.items() if name.endswith(".yaml") for d in yaml.safe_load_all(text) if d]
+    return {d["kind"]: d for d in docs}
+
+
+def _env(objects: dict[str, dict[str, Any]]) -> dict[str, str]:
+    (container,) = objects["Deployment"]["spec"]["template"]["spec"]["containers"]
     return {e["name"]: e.get("value") for e in container["env"]}
 
 
@@ -42,10 +54,11 @@ def test_aws_main_deploys_the_scaler_with_its_irsa_role_and_queue() -> None:
     # Nothing goes into the cluster before its core add-ons (and through coredns the system nodes) are up.
     deps = monitor.dependencies[("pulumi:providers:kubernetes", "platform-k8s")]
     assert {d.rsplit("::", 1)[1] for d in deps} >= {"vpc-cni", "kube-proxy", "coredns"}
-    sa = _one(mocks, "kubernetes:core/v1:ServiceAccount", "platform-scaler-sa")
+    scaler = _scaler(mocks)
     role = _one(mocks, "aws:iam/role:Role", "scaler")
+    sa = scaler["ServiceAccount"]
     assert sa["metadata"]["annotations"]["eks.amazonaws.com/role-arn"].endswith(f":role/{role['name']}")
-    assert _env(mocks)["GPUBURST_INTERRUPTION_QUEUE_URL"].endswith("/gpuburst-dev-interruptions")
+    assert _env(scaler)["GPUBURST_INTERRUPTION_QUEUE_URL"].endswith("/gpuburst-dev-interruptions")
     assert sum(1 for r in mocks.registered if r[0] == "aws:autoscaling/group:Group") == 5
 
 
@@ -53,9 +66,9 @@ def test_azure_main_deploys_the_scaler_with_its_workload_identity() -> None:
     mocks, monitor = run_main(ROOT / "Pulumi.azure-dev.yaml")
     deps = monitor.dependencies[("pulumi:providers:kubernetes", "platform-k8s")]
     assert any(d.endswith("azure-native:containerservice:ManagedCluster::cluster") for d in deps)
-    sa = _one(mocks, "kubernetes:core/v1:ServiceAccount", "platform-scaler-sa")
-    assert sa["metadata"]["annotations"]["azure.workload.identity/client-id"]
-    env = _env(mocks)
+    scaler = _scaler(mocks)
+    assert scaler["ServiceAccount"]["metadata"]["annotations"]["azure.workload.identity/client-id"]
+    env = _env(scaler)
     assert env["GPUBURST_AZURE_RESOURCE_GROUP"] == "gpuburst-azdev-rg"
     assert env["GPUBURST_AKS_CLUSTER"] == "gpuburst-azdev"
     assert env["AZURE_SUBSCRIPTION_ID"]

@@ -1,6 +1,10 @@
 {{/* The scaler's Lease and status ConfigMap names are fixed in the scaler (scaler.permissions):
-     one gpuburst-scaler per namespace. Object names follow them. */}}
+     one gpuburst-scaler per namespace. Object names default to the same name. */}}
 {{- define "gpuburst-scaler.name" -}}gpuburst-scaler{{- end -}}
+
+{{- define "gpuburst-scaler.fullname" -}}
+{{- default (include "gpuburst-scaler.name" .) .Values.fullnameOverride -}}
+{{- end -}}
 
 {{- define "gpuburst-scaler.selectorLabels" -}}
 app.kubernetes.io/name: {{ include "gpuburst-scaler.name" . }}
@@ -18,9 +22,6 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- define "gpuburst-scaler.image" -}}
 {{- $img := .Values.image -}}
 {{- if $img.digest -}}
-{{- if not (regexMatch "^sha256:[0-9a-f]{64}$" $img.digest) -}}
-{{- fail (printf "image.digest: %q is not sha256:<64 hex digits>" $img.digest) -}}
-{{- end -}}
 {{- if $img.tag -}}
 {{- printf "%s:%s@%s" $img.repository $img.tag $img.digest -}}
 {{- else -}}
@@ -31,10 +32,10 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end -}}
 {{- end -}}
 
+{{/* values.schema.json checks each value of `config` (generated from the scaler's model); this, the one
+     rule of the chart's own: a scaler with neither pools nor discovery would have nothing to scale. */}}
 {{- define "gpuburst-scaler.config" -}}
 {{- $c := .Values.config -}}
-{{- if not $c.cluster -}}{{- fail "config.cluster: set the cluster's name (its cluster-autoscaler tags carry it)" -}}{{- end -}}
-{{- if not (has $c.cloud (list "aws" "azure")) -}}{{- fail (printf "config.cloud: must be aws or azure (got %q)" $c.cloud) -}}{{- end -}}
 {{- if and (not $c.discover) (not $c.pools) -}}{{- fail "config: give pools, or discover: true to adopt the groups tagged for cluster-autoscaler" -}}{{- end -}}
 {{- toYaml $c -}}
 {{- end -}}
