@@ -336,8 +336,12 @@ def render(path: str | Path) -> Render:
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
+    usage = "usage: PYTHONPATH=pulumi .venv/bin/python -m gpuburst_infra.offline Pulumi.<stack>.yaml"
+    if args and args[0] in ("-h", "--help"):
+        print(f"{usage}\n\n{__doc__.strip()}")
+        return 0
     if len(args) != 1:
-        print("usage: python -m gpuburst_infra.offline Pulumi.<stack>.yaml", file=sys.stderr)
+        print(usage, file=sys.stderr)
         return 2
     try:
         rendered = render(args[0])

@@ -31,7 +31,7 @@ from scaler.core import keys
 from scaler.core.model import Pod
 from scaler.core.planner import plan
 from scaler.core.predicates import fits
-from scaler.core.provreq import FAILED, PROVISIONED
+from scaler.core.provreq import BOOKING_TTL, FAILED, PROVISIONED
 from scaler.core.scaledown import gpu_devices
 from scaler.core.snapshot import PoolObservation, Snapshot
 from scaler.sim.engine import JobRun, SimResult
@@ -226,8 +226,19 @@ def summary(report: dict[str, Any]) -> str:
     requests = report.get("provisioning_requests")
     if requests is not None:
         lines.append(f"  {'provisioning_requests':<{width}}  " + " ".join(f"{k}={v}" for k, v in requests.items()))
+        lines += provisioning_requests_lines(requests)
     lines += never_started_lines(report)
     return "\n".join(lines)
+
+
+def provisioning_requests_lines(requests: dict[str, Any]) -> list[str]:
+    """What the ProvisioningRequest counts mean, and a word when there was nothing to queue."""
+    if not requests["created"]:
+        return ["  (no job of this trace is a gang of more than one pod with these pools: --provisioning-requests "
+                "queued nothing)"]
+    return [f"  (BookingExpired: a Provisioned request's {BOOKING_TTL / 60:g}-minute booking ran out before its job "
+            "finished, the normal end of the request of any longer job, not a failure; CapacityRevoked: a booked "
+            "node was lost before that)"]
 
 
 def never_started_lines(report: dict[str, Any]) -> list[str]:
