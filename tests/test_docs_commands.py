@@ -98,6 +98,9 @@ def extract(path: Path) -> list[Command]:
         text = re.sub(r"\s+#\s.*$", "", text).strip()
         if _is_command(text):
             out.append(Command(page, start, text, True))
+        elif text.startswith("[-") and out and out[-1].fenced and out[-1].page == page and \
+                out[-1].line + out[-1].text.count("\n") + 1 == number:  # a synopsis' next line of [--options]
+            out[-1] = Command(page, out[-1].line, out[-1].text + "\n" + text, True)
     joined, offsets = "", []
     for number, line in prose:
         offsets.append((len(joined), number))
@@ -122,6 +125,7 @@ def test_the_docs_have_commands_to_check() -> None:
 def _simple(text: str) -> list[list[str]]:
     """The simple commands of a line, as argv lists (redirections kept as tokens)."""
     text = re.sub(r"<([\w.-]+)>", r"__\1__", text)  # placeholders (<env>) are not redirections
+    text = re.sub(r"\[[^\]]*\]", lambda m: m.group(0).replace("|", ","), text)  # nor a synopsis' [a|b] pipes
     lexer = shlex.shlex(text.replace("(", " ").replace(")", " "), posix=True, punctuation_chars=";&|<>")
     lexer.whitespace_split = True
     try:
@@ -202,9 +206,10 @@ def _pathlike(token: str) -> bool:
 
 def _outputs(argv: list[str]) -> set[str]:
     out = set()
-    for i, token in enumerate(argv[:-1]):
+    tokens = [t.strip("[]") for t in argv]  # a synopsis' [--report out.json]
+    for i, token in enumerate(tokens[:-1]):
         if token in (">", ">>") or token in OUTPUT_FLAGS:
-            out.add(argv[i + 1].removeprefix("$PWD/"))
+            out.add(tokens[i + 1].removeprefix("$PWD/"))
     return out
 
 
@@ -322,6 +327,7 @@ def test_every_command_in_the_page_works_as_written(page: Path) -> None:
     ("(umask 077; pulumi stack output kubeconfig --show-secrets -s aws-dev > ~/.kube/gpuburst-dev)",
      "~/.kube/gpuburst-<stack>"),
     (".venv/bin/python bench/simulate_traces.py --tracez x", "--tracez"),
+    (".venv/bin/python -m scaler simulate --trace PATH\n[--scheduler default|binpack] [--bogus]", "--bogus"),
 ])
 def test_the_checks_catch_what_the_docs_got_wrong(text: str, wanted: str) -> None:
     found = problems(Command("doc.md", 1, text, True), set())
