@@ -127,9 +127,12 @@ def _one(kw: dict[str, Any]) -> dict[str, Any]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--traces", default=str(ROOT.parent / "shared" / "traces"))
-    parser.add_argument("--pools", default="examples/pools-aws.yaml")
+    # The whole docstring: its first line alone stops mid-sentence.
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--traces", default=str(ROOT.parent / "shared" / "traces"), metavar="DIR",
+                        help="folder with PHILLY-A.csv and ALIBABA-OPENB2023-A.csv (default: %(default)s)")
+    parser.add_argument("--pools", default="examples/pools-aws.yaml", metavar="FILE",
+                        help="pools file of every run but the time-sliced one (default: %(default)s)")
     parser.add_argument("--out", help="also write each run's JSON report into this directory")
     parser.add_argument("--jobs", type=int, default=2, help="runs in parallel (default 2)")
     parser.add_argument("--readme", help="rewrite the results table between the markers in this file")

@@ -13,6 +13,8 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
+from scaler import __version__
+
 COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("scaler.loop", "run the scaler against a cluster and its clouds"),
     "plan": ("scaler.sim.plan_command", "print the plan for a kubectl JSON snapshot and a pools file"),
@@ -32,9 +34,10 @@ class Parser(argparse.ArgumentParser):
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     top = Parser(prog="python -m scaler", description=__doc__.splitlines()[0])
+    top.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     top.add_argument("command", choices=sorted(COMMANDS), help="; ".join(f"{k}: {v[1]}" for k, v in COMMANDS.items()))
     if not args or args[0] not in COMMANDS:
-        top.parse_args(args[:1])  # prints usage and exits 2
+        top.parse_args(args[:1])  # --help and --version print and exit 0; anything else: usage, exit 2
         return 2
     module_name, description = COMMANDS[args[0]]
     module = importlib.import_module(module_name)

@@ -39,6 +39,7 @@ from scaler.providers.base import PoolProvider, ProviderError
 from scaler.reconcile import Pass, Planner, Reconciler
 
 log = logging.getLogger("scaler.loop")
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
 
 class LiveCluster(Observer, Protocol):
@@ -242,26 +243,53 @@ class Runtime:
 
 # --- the command -----------------------------------------------------------------------------------
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """`run`'s options; where the Deployment sets an environment variable instead, the option falls back to it
+    (the help says which, and --help shows the value it would take now)."""
     env = os.environ.get
-    parser.add_argument("--config", required=True, help="the scaler's config (pools, limits, timings)")
-    parser.add_argument("--dry-run", action="store_true", help="log each plan; change nothing in cloud or cluster")
-    parser.add_argument("--kubeconfig", default=env("KUBECONFIG") or None,
-                        help="kubeconfig file (default: in-cluster service account)")
+
+    def from_env(text: str, name: str) -> str:
+        now = (env(name) or "").replace("%", "%%")  # argparse %-formats help texts
+        return f"{text} [env {name}; now: {now}]" if now else f"{text} [env {name}, unset]"
+
+    parser.add_argument("--config", required=True, metavar="FILE",
+                        help="the scaler's config (pools, limits, timings), e.g. the stack's scalerConfig output")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="log each plan and change nothing (no cloud write, cordon, eviction, Event, Lease or "
+                             "status ConfigMap)")
+    parser.add_argument("--kubeconfig", default=env("KUBECONFIG") or None, metavar="PATH",
+                        help=from_env("kubeconfig file, outside the cluster (default: the in-cluster service account)",
+                                      "KUBECONFIG"))
     parser.add_argument("--once", action="store_true", help="run one pass and exit (0: ok, 1: the pass failed)")
-    parser.add_argument("--interval", type=float, default=None, help="seconds between passes (default: config)")
-    parser.add_argument("--namespace", default=env("POD_NAMESPACE", "gpuburst-system"),
-                        help="namespace of the Lease and the status ConfigMap")
-    parser.add_argument("--identity", default=env("POD_NAME") or socket.gethostname(), help="leader election id")
-    parser.add_argument("--metrics-port", type=int, default=8085, help="metrics/health port (0: off)")
-    parser.add_argument("--log-format", choices=("json", "text"), default="json")
-    parser.add_argument("--sync-timeout", type=float, default=30.0, help="seconds to wait for the first cache sync")
+    parser.add_argument("--interval", type=float, default=None, metavar="SECONDS",
+                        help="seconds between passes (default: the config's timings.scan_interval)")
+    parser.add_argument("--namespace", default=env("POD_NAMESPACE", "gpuburst-system"), metavar="NAME",
+                        help=from_env("namespace of the Lease and the status ConfigMap (default gpuburst-system)",
+                                      "POD_NAMESPACE"))
+    parser.add_argument("--identity", default=env("POD_NAME") or socket.gethostname(),
+                        help=from_env("leader election identity (default: the host name)", "POD_NAME"))
+    parser.add_argument("--metrics-port", type=int, default=8085, metavar="PORT",
+                        help="port of /metrics, /healthz and /readyz (default 8085; 0: off)")
+    parser.add_argument("--log-format", choices=("json", "text"), default="json",
+                        help="json: one JSON object per line (default); text: one readable line per record")
+    parser.add_argument("--log-level", choices=LOG_LEVELS, default=env("GPUBURST_LOG_LEVEL", "INFO").upper(),
+                        type=str.upper, help=from_env("the least severe records logged (default INFO)",
+                                                      "GPUBURST_LOG_LEVEL"))
+    parser.add_argument("--sync-timeout", type=float, default=30.0, metavar="SECONDS",
+                        help="seconds to wait for the first cache sync before the first pass (default 30); passes "
+                             "then run but scale nothing down until the cache is synced")
     parser.add_argument("--interruption-queue-url", default=env("GPUBURST_INTERRUPTION_QUEUE_URL") or None,
-                        help="AWS: SQS queue fed by EventBridge with spot interruption notices")
-    parser.add_argument("--azure-subscription-id", default=env("AZURE_SUBSCRIPTION_ID") or None)
-    parser.add_argument("--azure-resource-group", default=env("GPUBURST_AZURE_RESOURCE_GROUP") or None,
-                        help="Azure: resource group of the AKS cluster (agent pools) or of the scale sets")
-    parser.add_argument("--aks-cluster", default=env("GPUBURST_AKS_CLUSTER") or None,
-                        help="Azure: the managed cluster's name (default: the config's cluster)")
+                        metavar="URL",
+                        help=from_env("AWS: the SQS queue EventBridge feeds with spot interruption notices (default: "
+                                      "none read)", "GPUBURST_INTERRUPTION_QUEUE_URL"))
+    parser.add_argument("--azure-subscription-id", default=env("AZURE_SUBSCRIPTION_ID") or None, metavar="ID",
+                        help=from_env("Azure: the subscription of the AKS cluster or scale sets (required for an "
+                                      "azure config)", "AZURE_SUBSCRIPTION_ID"))
+    parser.add_argument("--azure-resource-group", default=env("GPUBURST_AZURE_RESOURCE_GROUP") or None, metavar="NAME",
+                        help=from_env("Azure: resource group of the AKS cluster (agent pools) or of the scale sets "
+                                      "(required for an azure config)", "GPUBURST_AZURE_RESOURCE_GROUP"))
+    parser.add_argument("--aks-cluster", default=env("GPUBURST_AKS_CLUSTER") or None, metavar="NAME",
+                        help=from_env("Azure: the managed cluster's name (default: the config's cluster)",
+                                      "GPUBURST_AKS_CLUSTER"))
 
 
 def make_provider(config: ScalerConfig, args: argparse.Namespace) -> PoolProvider:
@@ -280,7 +308,7 @@ def make_provider(config: ScalerConfig, args: argparse.Namespace) -> PoolProvide
 
 
 def main(args: argparse.Namespace) -> int:
-    setup_logging(args.log_format)
+    setup_logging(args.log_format, args.log_level)
     try:
         config = load_config(args.config)
         provider = make_provider(config, args)

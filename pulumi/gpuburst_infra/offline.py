@@ -336,8 +336,12 @@ def render(path: str | Path) -> Render:
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
+    usage = "usage: PYTHONPATH=pulumi .venv/bin/python -m gpuburst_infra.offline Pulumi.<stack>.yaml"
+    if args and args[0] in ("-h", "--help"):
+        _write(f"{usage}\n\n{__doc__.strip()}\n")
+        return 0
     if len(args) != 1:
-        print("usage: python -m gpuburst_infra.offline Pulumi.<stack>.yaml", file=sys.stderr)
+        print(usage, file=sys.stderr)
         return 2
     try:
         rendered = render(args[0])
@@ -347,13 +351,16 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     for warning in rendered.warnings:  # the stack deploys, but `pulumi preview` would show these too
         print(f"warning: {warning}", file=sys.stderr)
-    snapshot = rendered.snapshot()
+    _write(rendered.snapshot())
+    return 0
+
+
+def _write(text: str) -> None:
     try:
-        sys.stdout.write(snapshot)
+        sys.stdout.write(text)
         sys.stdout.flush()
     except BrokenPipeError:  # `| head`: the reader has what it wanted; nothing left to flush at exit
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    return 0
 
 
 if __name__ == "__main__":

@@ -6,6 +6,9 @@
 - cost_usd: every instance's hourly price times its life; lower_bound_cost_usd: each job's
   GPU-hours at the cheapest per-GPU price of a pool its pods fit (a 0-GPU job: its cpu share of the
   cheapest per-vCPU pool that fits it).
+- on_demand_only_cost_usd / static_fleet_cost_usd (static_fleet: its nodes per pool, GPUs, $/h, hours): the
+  same trace without gpuburst, the nodes of this run at on-demand prices, and an always-on on-demand fleet
+  sized for the trace's peak (`baselines`; the method is in docs/simulator.md).
 - spot_share: the share of paid GPU-hours that ran on spot.
 - pending_*: per job that started, from submission to the moment all its pods run (first start).
 - jobs_never_started / never_started: the jobs whose pods never all ran (count, the first job ids, and
@@ -17,9 +20,10 @@
   delay is from the failed launch to that scale-up.
 - plan_*: wall time of `scaler.core.planning.planner.plan` per pass that ran (with the ProvisioningRequests, if any).
 - provisioning_requests (with --provisioning-requests, else null): the gangs' ProvisioningRequests made and
-  how many became Provisioned, Failed, CapacityRevoked, BookingExpired; admission_wait_*: from a gang's
-  submission to its request being Provisioned (its pods are created then). A gang whose last request
-  Failed is rejected and named under never_started with the request's reason.
+  how many became Provisioned, Failed, CapacityRevoked (a booked node was lost), BookingExpired (the
+  10-minute booking ran out before the job finished: the normal end of a longer job's request);
+  admission_wait_*: from a gang's submission to its request being Provisioned (its pods are created then).
+  A gang whose last request Failed is rejected and named under never_started with the request's reason.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from scaler.core.config.pool import Pool
 from scaler.core.model import keys
 from scaler.core.model.objects import Pod
 from scaler.core.model.workload import gpu_devices
@@ -79,6 +84,88 @@ def lower_bound_cost(result: SimResult) -> float:
             if rate is not None:
                 total += rate * run.job.duration_s / 3600
     return total
+
+
+def on_demand_price(result: SimResult, pool: Pool) -> float:
+    """What a node of the pool costs an hour without spot: a spot pool's instance type at its on-demand list price
+    (the catalogue's, or the stack's catalogue override), any other pool at its own price."""
+    return pool.itype.price_per_hour if pool.capacity_type == "spot" else result.config.price(pool)
+
+
+def _static_pool(result: SimResult, pod: Pod) -> tuple[Pool, int, int] | None:
+    """The pool a static fleet would run the pod on: the cheapest per GPU device (per vCPU for a pod without GPUs)
+    at on-demand prices among the pools it fits, non-spot first on a tie; with the pod's units and a node's."""
+    config = result.config
+    devices = gpu_devices(pod.requests)
+    best: tuple[float, int, Pool, int, int] | None = None
+    for index, pool in enumerate(config.pools):
+        template = pool.template_node(pool.zones[0], config.region)
+        if not fits(pod, template):
+            continue
+        if devices:
+            units, per_node = devices, gpu_devices(template.allocatable)
+        else:
+            units, per_node = pod.requests.get(keys.RES_CPU, 0), template.allocatable.get(keys.RES_CPU, 0)
+        if per_node <= 0:
+            continue
+        rate = on_demand_price(result, pool) * units / per_node
+        key = (rate, index + (len(config.pools) if pool.capacity_type == "spot" else 0))
+        if best is None or key < best[:2]:
+            best = (*key, pool, units, per_node)
+    return None if best is None else best[2:]
+
+
+def baselines(result: SimResult) -> dict[str, Any]:
+    """The same trace on two fleets without gpuburst, for comparison (method: docs/simulator.md, "Baselines").
+
+    - on_demand_only: the instances this run had, each for the same time, at on-demand prices: gpuburst's
+      scaling without spot (spot reclaims and outages aside, which on-demand capacity would not have had).
+    - static_fleet: on-demand nodes that are always up from the first submission to the last completion with no
+      wait, as many per pool as the peak of the pods running at once needs (each job running from its
+      submission; each pod on the pool `_static_pool` picks; perfectly packed, so never fewer nodes than a real
+      static fleet needs), and at least each pool's minimum.
+    """
+    config = result.config
+    pools = {p.name: p for p in config.pools}
+    end = result.end
+    history = result.provider.history
+    od_cost = sum(on_demand_price(result, pools[i.pool]) * i.life(end) for i in history if i.pool in pools) / 3600
+    cache: dict[tuple[object, ...], tuple[Pool, int, int] | None] = {}
+    events: dict[str, list[tuple[float, int]]] = {}
+    per_node: dict[str, int] = {}
+    unplaced = 0
+    span = 0.0
+    for run in result.jobs:
+        start, stop = run.job.submit_s, run.job.submit_s + run.job.duration_s
+        span = max(span, stop)
+        for pod in run.pods:
+            shape = (tuple(sorted(pod.requests.items())), pod.tolerations, tuple(sorted(pod.node_selector.items())))
+            if shape not in cache:
+                cache[shape] = _static_pool(result, pod)
+            placed = cache[shape]
+            if placed is None:
+                unplaced += 1
+                continue
+            pool, units, node_units = placed
+            per_node[pool.name] = node_units
+            events.setdefault(pool.name, []).extend(((start, units), (stop, -units)))
+    nodes: dict[str, int] = {}
+    for pool in config.pools:
+        peak = running = 0
+        for _, delta in sorted(events.get(pool.name, []), key=lambda e: (e[0], e[1])):  # ends before starts
+            running += delta
+            peak = max(peak, running)
+        needed = math.ceil(peak / per_node[pool.name]) if peak else 0
+        if max(needed, pool.min_size):
+            nodes[pool.name] = max(needed, pool.min_size)
+    hourly = sum(n * on_demand_price(result, pools[name]) for name, n in nodes.items())
+    return {
+        "on_demand_only_cost_usd": round(od_cost, 2),
+        "static_fleet_cost_usd": round(hourly * span / 3600, 2),
+        "static_fleet": {"nodes": nodes, "gpus": sum(n * (pools[k].gpus_per_node or 0) for k, n in nodes.items()),
+                         "cost_per_hour_usd": round(hourly, 2), "hours": round(span / 3600, 2),
+                         "pods_fitting_no_pool": unplaced},
+    }
 
 
 def _pending(run: JobRun) -> float:
@@ -178,6 +265,8 @@ def build_report(result: SimResult, *, trace: str, pools_file: str, seed: int, o
         "paid_over_demand_done": round(paid / done, 4) if done else None,
         "cost_usd": round(cost, 2),
         "lower_bound_cost_usd": round(lower_bound_cost(result), 2),
+        # The same trace without gpuburst: elastic on on-demand only, and a static on-demand fleet sized for the peak.
+        **baselines(result),
         "spot_share": round(spot / paid, 4) if paid else 0.0,
         "pending_p50_s": percentile(pendings, 0.5),
         "pending_p95_s": percentile(pendings, 0.95),
@@ -205,6 +294,7 @@ def build_report(result: SimResult, *, trace: str, pools_file: str, seed: int, o
             **{k: result.requests.get(k, 0) for k in ("created", "Provisioned", "Failed", "CapacityRevoked",
                                                       "BookingExpired")},
             "admission_wait_p95_s": percentile(admitted, 0.95), "admission_wait_max_s": max(admitted, default=0.0),
+            "booking_ttl_s": result.config.timings.booking_ttl,
         },
         "never_started": never,
     }
@@ -213,7 +303,8 @@ def build_report(result: SimResult, *, trace: str, pools_file: str, seed: int, o
 SUMMARY_KEYS = (
     "scheduler", "jobs_completed", "jobs_total", "jobs_never_started", "demand_gpu_hours", "demand_done_gpu_hours",
     "demand_fractional_gpu_hours", "paid_gpu_hours", "paid_over_demand", "paid_over_demand_done",
-    "cost_usd", "lower_bound_cost_usd", "spot_share", "pending_p50_s", "pending_p95_s", "pending_max_s",
+    "cost_usd", "lower_bound_cost_usd", "on_demand_only_cost_usd", "static_fleet_cost_usd", "spot_share",
+    "pending_p50_s", "pending_p95_s", "pending_max_s",
     "fallback_events", "fallback_delay_max_s", "interruptions", "rescheduled_pods", "plan_p50_s", "plan_max_s",
     "passes_planned", "simulated_hours", "wall_s",
 )
@@ -223,11 +314,34 @@ def summary(report: dict[str, Any]) -> str:
     width = max(len(k) for k in SUMMARY_KEYS)
     lines = [f"simulation of {report['trace']} with {report['pools_file']} ({report['placement']})"]
     lines += [f"  {k:<{width}}  {report[k]}" for k in SUMMARY_KEYS]
+    lines.append(baseline_line(report))
     requests = report.get("provisioning_requests")
     if requests is not None:
         lines.append(f"  {'provisioning_requests':<{width}}  " + " ".join(f"{k}={v}" for k, v in requests.items()))
+        lines += provisioning_requests_lines(requests)
     lines += never_started_lines(report)
     return "\n".join(lines)
+
+
+def baseline_line(report: dict[str, Any]) -> str:
+    """The run's cost against the two fleets without gpuburst (report.baselines)."""
+    cost, static = report["cost_usd"], report["static_fleet"]
+    parts = [f"{label} ${other:,.0f} ({'saves' if cost <= other else 'costs'} {abs(1 - cost / other):.0%})"
+             for label, other in (("on-demand only", report["on_demand_only_cost_usd"]),
+                                  (f"static fleet for the peak ({static['gpus']} GPUs, {static['hours']:g} h)",
+                                   report["static_fleet_cost_usd"])) if other]
+    return f"  cost ${cost:,.0f} against " + ("; ".join(parts) if parts else "no baseline")
+
+
+def provisioning_requests_lines(requests: dict[str, Any]) -> list[str]:
+    """What the ProvisioningRequest counts mean, and a word when there was nothing to queue."""
+    if not requests["created"]:
+        return ["  (no job of this trace is a gang of more than one pod with these pools: --provisioning-requests "
+                "queued nothing)"]
+    minutes = requests["booking_ttl_s"] / 60
+    return [f"  (BookingExpired: a Provisioned request's {minutes:g}-minute booking ran out before its job "
+            "finished, the normal end of the request of any longer job, not a failure; CapacityRevoked: a booked "
+            "node was lost before that)"]
 
 
 def never_started_lines(report: dict[str, Any]) -> list[str]:

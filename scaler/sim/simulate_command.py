@@ -144,7 +144,7 @@ def main(args: argparse.Namespace) -> int:
     if args.plot:
         from scaler.sim.plot import plot_timeline  # noqa: PLC0415 - matplotlib only when asked
 
-        plot_timeline(result, args.plot, title=f"{Path(args.trace).name}, {args.scheduler} scheduler")
+        plot_timeline(result, args.plot, title=f"{Path(args.trace).name}, {args.scheduler} scheduler", report=report)
     print(summary(report))
     if args.report:
         print(f"report: {args.report}")

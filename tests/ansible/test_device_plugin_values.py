@@ -153,3 +153,25 @@ def test_one_device_plugin_config_per_sharing_pool_selected_by_its_nodes_label(t
     declared = _chart_keys(chart)
     for key in _chart_keys({k: v for k, v in values.items() if k != "config"}) | {"config.map", "config.default"}:
         assert any(key == d or key.startswith(d + ".") for d in declared), key
+
+
+def test_relative_pools_file_and_missing_review_folder_as_the_docs_give_them(tmp_path: Path) -> None:
+    """docs/ansible.md's review run, as written: a pools file relative to the repository root, and review folders
+    that do not exist yet (created, the one holding keys private)."""
+    review = tmp_path / "review"
+    values = _render(review, "examples/pools-aws.yaml", gpuburst_env_pools_file="examples/pools-aws.yaml",
+                     metrics_certs_render_dir=str(review / "certs"))
+    assert values["tolerations"]
+    assert (review / "certs" / "metrics-certs.yml").is_file()
+    assert (review / "certs").stat().st_mode & 0o077 == 0
+
+
+def test_missing_pools_file_is_one_line_naming_the_variable(tmp_path: Path) -> None:
+    env = {**os.environ, "ANSIBLE_NOCOLOR": "1", "ANSIBLE_LOCALHOST_WARNING": "0"}
+    proc = subprocess.run(
+        [str(Path(sys.executable).parent / "ansible-playbook"), "gpuburst.cluster.cluster",
+         "-e", "gpuburst_env_pools_file=examples/no-such-pools.yaml"],
+        capture_output=True, text=True, env=env, cwd=REPO, check=False, timeout=300)
+    assert proc.returncode != 0
+    assert "gpuburst_env_pools_file examples/no-such-pools.yaml: cannot read it from" in proc.stdout
+    assert "Traceback" not in proc.stdout + proc.stderr

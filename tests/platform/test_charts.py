@@ -350,6 +350,7 @@ STANDARD_VALUES: dict[str, Any] = {
                                    "whenUnsatisfiable": "ScheduleAnyway"}],
     "extraArgs": ["--sync-timeout", "60"],
     "logFormat": "text",
+    "logLevel": "WARNING",
 }
 
 
@@ -386,8 +387,8 @@ def test_our_chart_honours_the_values_every_chart_user_expects(our_chart_standar
     (c,) = spec["containers"]
     parser = argparse.ArgumentParser()
     loop.add_arguments(parser)
-    args = parser.parse_args(c["args"][1:])  # extraArgs and logFormat are flags the scaler takes
-    assert (args.sync_timeout, args.log_format) == (60.0, "text")
+    args = parser.parse_args(c["args"][1:])  # extraArgs, logFormat and logLevel are flags the scaler takes
+    assert (args.sync_timeout, args.log_format, args.log_level) == (60.0, "text", "WARNING")
 
 
 def _notes(values: dict[str, Any]) -> str:

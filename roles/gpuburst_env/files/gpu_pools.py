@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 import yaml
 
@@ -27,7 +28,13 @@ def main() -> int:
     parser.add_argument("--source", help="name used in error messages (stack or file)")
     args = parser.parse_args()
     source = args.source or args.path
-    text = sys.stdin.read() if args.path == "-" else open(args.path, encoding="utf-8").read()
+    try:
+        text = sys.stdin.read() if args.path == "-" else Path(args.path).read_text(encoding="utf-8")
+    except OSError as err:
+        # A relative gpuburst_env_pools_file is read from gpuburst_env_repo (where ansible-playbook runs).
+        print(f"gpuburst_env_pools_file {args.path}: cannot read it from {Path.cwd()}: {err.strerror}",
+              file=sys.stderr)
+        return 2
     try:
         config = parse_config(yaml.safe_load(text), source)
     except (ConfigError, yaml.YAMLError) as err:

@@ -53,6 +53,22 @@ def test_simulate_queues_gangs_behind_provisioning_requests_when_asked(
     assert json.loads(report_path.read_text())["provisioning_requests"] is None
 
 
+def test_provisioning_requests_say_what_their_counts_mean_and_when_nothing_was_queued(
+        tmp_path: Path, pools_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    gangs = write_trace(tmp_path / "gangs.csv", ["j1,0,16,1200,2"])
+    assert main(["simulate", "--trace", str(gangs), "--pools", str(pools_file), "--quiet",
+                 "--provisioning-requests"]) == 0
+    out = capsys.readouterr().out
+    assert "BookingExpired: a Provisioned request's 10-minute booking ran out before its job finished" in out
+    singles = write_trace(tmp_path / "singles.csv", ["j1,0,1,600,1", "j2,30,8,1200,1"])
+    assert main(["simulate", "--trace", str(singles), "--pools", str(pools_file), "--quiet",
+                 "--provisioning-requests"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"^  provisioning_requests +created=0 ", out, re.M)
+    assert "no job of this trace is a gang of more than one pod with these pools: --provisioning-requests " \
+           "queued nothing" in out
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
