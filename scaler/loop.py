@@ -37,7 +37,7 @@ from scaler.core.planner import plan as core_plan
 from scaler.core.snapshot import Interruption, Plan, Snapshot, State
 from scaler.core.state import fmt_time
 from scaler.kube.actions import KubeActions, KubeError, Leader, ObjectRef
-from scaler.kube.cache import ClusterCache
+from scaler.kube.cache import ClusterCache, Skipped
 from scaler.kube.client import api_client
 from scaler.kube.provreq import ProvisioningRequests
 from scaler.metrics import Health, Metrics, serve, setup_logging
@@ -68,6 +68,10 @@ class Cluster(Protocol):
     def scheduling_view(self) -> tuple[Storage, dict[str, dict[str, str]]]: ...
 
     def raw_node(self, name: str) -> dict[str, Any] | None: ...
+
+    def skipped(self) -> list[Skipped]:
+        """The objects the last views left out because they do not convert."""
+        ...
 
 
 class LostLease(Exception):
@@ -151,6 +155,7 @@ class Runtime:
             self.notices = [n for n in self.notices if n not in plan.handled]
             self._events(plan, snapshot)
             self._warnings(plan)
+            self._skipped([*self.cluster.skipped(), *(self.requests.skipped if self.requests is not None else [])])
             self._status(plan, snapshot)
             self._answer(requests, answers)
         return plan, snapshot
@@ -208,13 +213,13 @@ class Runtime:
                  resets or "none", downs or "none", f"; notes: {plan.notes}" if plan.notes else "",
                  extra={"dry_run": self.dry_run, "scale_ups": ups, "scale_downs": downs, "resets": resets,
                         "pending": len(snapshot.pending), "fresh": snapshot.fresh})
-        stuck = [v for v in plan.verdicts.values() if v.outcome == "unschedulable"]
+        stuck = [v for v in plan.verdicts.values() if v.outcome in ("unschedulable", "waiting")]
         for verdict in stuck[:20]:
-            log.info("pod %s fits no pool: %s", verdict.pod,
+            log.info("pod %s %s: %s", verdict.pod, "fits no pool" if verdict.outcome == "unschedulable" else "waits",
                      "; ".join(f"{p}: {r}" for p, r in sorted(verdict.reasons.items())) or "no pool",
                      extra={"pod": verdict.pod, "reasons": verdict.reasons})
         if len(stuck) > 20:
-            log.info("%d more pods fit no pool", len(stuck) - 20)
+            log.info("%d more pods fit no pool or wait", len(stuck) - 20)
 
     # --- events, status, metrics ----------------------------------------------------------------
     def _events(self, plan: Plan, snapshot: Snapshot) -> None:
@@ -233,7 +238,7 @@ class Runtime:
                 mx = obs.pool.max_size if obs else "?"
                 self.actions.event(ref, "TriggeredScaleUp",
                                    f"pod triggered scale-up: [{{{up.pool} {old}->{up.new_desired} (max: {mx})}}]")
-            elif verdict.outcome == "unschedulable":
+            elif verdict.outcome in ("unschedulable", "waiting"):  # a wait (max, backoff, cap, gang) says why too
                 reasons = "; ".join(f"{p}: {r}" for p, r in sorted(verdict.reasons.items())) or "no pool fits"
                 self.actions.event(ref, "NotTriggerScaleUp", f"pod didn't trigger scale-up: {reasons}")
 
@@ -249,6 +254,17 @@ class Runtime:
             until = self.state.refused.get(pool, (plan.now, ""))[0]
             self.actions.event(lease, "CloudRefused", f"pool {pool}: {message}; its actions stop until "
                                f"{fmt_time(until)} (fix the credentials, permissions or quota)", "Warning")
+
+    def _skipped(self, skipped: list[Skipped]) -> None:
+        """An object left out of the pass (it does not convert) gets a Warning Event of its own: the pass
+        goes on without it, and its owner learns why it is not planned for."""
+        assert self.actions is not None
+        counts: dict[tuple[str, ...], float] = {}
+        for s in skipped:
+            counts[(s.kind,)] = counts.get((s.kind,), 0) + 1
+            self.actions.event(ObjectRef(s.kind, s.name, s.namespace, s.uid), "FailedToRead",
+                               f"gpuburst left this object out of its passes: {s.message}", "Warning")
+        self.metrics.replace(self.metrics.skipped_objects, counts)
 
     def _status(self, plan: Plan, snapshot: Snapshot) -> None:
         assert self.actions is not None
@@ -379,7 +395,7 @@ def main(args: argparse.Namespace) -> int:
         return 2
     cache = ClusterCache(api)
     cache.start()
-    if not cache.wait_synced(args.sync_timeout):
+    if not cache.wait_synced(args.sync_timeout, pdbs=False):  # a failing PDB watch holds back drains only
         log.warning("cluster cache not synced after %.0fs: passes run, but nothing is scaled down until it is",
                     args.sync_timeout)
     metrics = Metrics()

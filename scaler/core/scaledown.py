@@ -21,7 +21,7 @@ from scaler.core.pool import Pool
 from scaler.core.predicates import TERMINATED_PHASES, fits
 from scaler.core.scaleup import ScaleUpResult
 from scaler.core.snapshot import Held, ScaleDown, Snapshot
-from scaler.core.state import Advanced, may_still_boot, node_pool
+from scaler.core.state import Advanced, may_still_boot, node_pool, outside_pools
 
 _EXISTING = frozenset({"existing"})
 NOTE_EXAMPLES = 5
@@ -168,7 +168,7 @@ def plan_scale_down(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, up:
         adv.state.unneeded_since = {}
         return out
     since_before = adv.state.unneeded_since
-    held = _hold(snapshot, config, adv)
+    held = _hold(snapshot, config, adv) | outside_pools(snapshot)  # or not an instance of its pool any more
     candidates: list[tuple[tuple[int, int, float, str], Node, Pool, float, float]] = []
     for node in snapshot.nodes:
         name = node_pool(node)

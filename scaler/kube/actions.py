@@ -39,10 +39,16 @@ class KubeError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class ObjectRef:
-    kind: Literal["Pod", "Node", "Lease"]
+    kind: str  # Pod, Node, Lease; or any object left out of a pass (API_VERSIONS)
     name: str
     namespace: str = ""
     uid: str = ""
+
+
+# The apiVersion of the kinds an Event of ours is about, where it is not the core "v1".
+API_VERSIONS = {"Lease": "coordination.k8s.io/v1", "PodDisruptionBudget": "policy/v1",
+                "StorageClass": "storage.k8s.io/v1", "CSINode": "storage.k8s.io/v1",
+                "ProvisioningRequest": "autoscaling.x-k8s.io/v1"}
 
 
 def _now() -> datetime:
@@ -163,7 +169,7 @@ class KubeActions:
                 metadata=client.V1ObjectMeta(generate_name=f"{ref.name}.", namespace=ns),
                 involved_object=client.V1ObjectReference(
                     kind=ref.kind, name=ref.name, namespace=ref.namespace or None, uid=ref.uid or None,
-                    api_version="coordination.k8s.io/v1" if ref.kind == "Lease" else "v1"),
+                    api_version=API_VERSIONS.get(ref.kind, "v1")),
                 reason=reason, message=message[:1024], type=type_, count=1,
                 first_timestamp=stamp, last_timestamp=stamp,
                 source=client.V1EventSource(component=COMPONENT), reporting_component=COMPONENT,

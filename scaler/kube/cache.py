@@ -15,7 +15,8 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from kubernetes import client, watch
@@ -28,6 +29,21 @@ from scaler.kube.convert import SnapshotError, cluster_view, pdb_from_json, stor
 
 log = logging.getLogger(__name__)
 JSON = dict[str, Any]
+# The first word of a SnapshotError (scaler.kube.convert) -> the kind of the object it is about.
+KINDS = {"pod": "Pod", "node": "Node", "poddisruptionbudget": "PodDisruptionBudget",
+         "persistentvolumeclaim": "PersistentVolumeClaim", "persistentvolume": "PersistentVolume",
+         "storageclass": "StorageClass", "csinode": "CSINode"}
+
+
+@dataclass(frozen=True, slots=True)
+class Skipped:
+    """An object left out of a pass because it does not convert (its kind, where it is, and why)."""
+
+    kind: str
+    namespace: str
+    name: str
+    uid: str
+    message: str
 
 
 class Informer:
@@ -122,7 +138,7 @@ class Informer:
         log.debug("%s cache: listed %d at resourceVersion %s", self.kind, len(objects), self.resource_version)
 
     def _watch_once(self) -> None:
-        self._watch = watch.Watch()  # type: ignore[no-untyped-call]
+        self._watch = RawWatch()  # type: ignore[no-untyped-call]
         stream = self._watch.stream(  # type: ignore[no-untyped-call]
             self._list_fn, resource_version=self.resource_version, allow_watch_bookmarks=True,
             timeout_seconds=self._watch_timeout, _request_timeout=(10, self._watch_timeout + 30),
@@ -144,6 +160,14 @@ class Informer:
                 self.resource_version = str(rv)
             if self._stop.is_set():
                 break
+
+
+class RawWatch(watch.Watch):
+    """Watch events with the API's JSON only: the client's models validate each object as it arrives, and one
+    malformed object would end the watch for all of them (the conversion skips it alone, with a reason)."""
+
+    def get_return_type(self, func: Callable[..., Any]) -> None:
+        return None
 
 
 def _key(obj: JSON) -> str:
@@ -169,6 +193,8 @@ class ClusterCache:
         self.storage_classes = Informer("storageclasses", storage.list_storage_class, **informer_options)
         self.csinodes = Informer("csinodes", storage.list_csi_node, **informer_options)
         self.namespaces = Informer("namespaces", core.list_namespace, **informer_options)
+        self._skipped_view: list[Skipped] = []
+        self._skipped_storage: list[Skipped] = []
         self.informers = (self.pods, self.nodes, self.pdbs, self.pvcs, self.pvs, self.storage_classes,
                           self.csinodes, self.namespaces)
 
@@ -184,9 +210,12 @@ class ClusterCache:
             if inf._thread is not None:
                 inf._thread.join(timeout=max(0.0, deadline - time.monotonic()))
 
-    def wait_synced(self, timeout: float) -> bool:
+    def wait_synced(self, timeout: float, *, pdbs: bool = True) -> bool:
+        """Every watch synced within `timeout`; `pdbs=False`: all but the PodDisruptionBudgets (they matter
+        to drains only, and an API without policy/v1 or a role without them would delay every start)."""
         deadline = time.monotonic() + timeout
-        return all(inf.synced.wait(max(0.0, deadline - time.monotonic())) for inf in self.informers)
+        return all(inf.synced.wait(max(0.0, deadline - time.monotonic())) for inf in self.informers
+                   if pdbs or inf is not self.pdbs)
 
     @property
     def fresh(self) -> bool:
@@ -208,21 +237,41 @@ class ClusterCache:
         return None
 
     def view(self, pool_of: Callable[[str], str | None]) -> tuple[list[Pod], list[Node], list[PodDisruptionBudget]]:
-        """(pending pods, nodes with their pods, PDBs); objects that do not convert are logged and left out."""
-        view = cluster_view(self.nodes.items(), self.pods.items(), keys.LABEL_POOL,
-                            skip=lambda err: log.warning("skipping %s", err))
+        """(pending pods, nodes with their pods, PDBs); objects that do not convert are logged, left out and
+        listed in `skipped()`: one bad object never stops the pass."""
+        self._skipped_view = []
+        skip = self._skipper(self._skipped_view)
+        view = cluster_view(self.nodes.items(), self.pods.items(), keys.LABEL_POOL, skip=skip)
         for node in view.nodes.values():
             if node.provider_id:
                 node.pool = pool_of(node.provider_id) or node.pool
-        pdbs = [pdb_from_json(o) for o in self.pdbs.items()]
+        pdbs = []
+        for obj in self.pdbs.items():
+            try:
+                pdbs.append(pdb_from_json(obj))
+            except SnapshotError as err:
+                skip(err, obj)
         return view.pending, list(view.nodes.values()), pdbs
+
+    def skipped(self) -> list[Skipped]:
+        """The objects the last view() and scheduling_view() left out, and why."""
+        return [*self._skipped_view, *self._skipped_storage]
+
+    @staticmethod
+    def _skipper(into: list[Skipped]) -> Callable[[SnapshotError, Mapping[str, Any]], None]:
+        def skip(err: SnapshotError, obj: Mapping[str, Any]) -> None:
+            log.warning("skipping %s", err)
+            meta = obj.get("metadata") or {}
+            kind = KINDS.get(str(err).split(" ", 1)[0], str(obj.get("kind") or "?"))
+            into.append(Skipped(kind, str(meta.get("namespace") or ""), str(meta.get("name") or "?"),
+                                str(meta.get("uid") or ""), str(err)))
+        return skip
 
     def scheduling_view(self) -> tuple[Storage, dict[str, dict[str, str]]]:
         """(the storage objects, namespace -> labels) for the filters; objects that do not convert are
         logged and left out (a pod whose claim is left out is planned as the scheduler would: unbound)."""
-        def skip(err: SnapshotError) -> None:
-            log.warning("skipping %s", err)
-
+        self._skipped_storage = []
+        skip = self._skipper(self._skipped_storage)
         storage, namespaces = storage_view(self.pvcs.items(), self.pvs.items(), self.storage_classes.items(),
                                            self.csinodes.items(), self.namespaces.items(), skip=skip)
         return storage, namespaces or {}
