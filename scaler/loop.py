@@ -380,8 +380,23 @@ def make_provider(config: ScalerConfig, args: argparse.Namespace) -> PoolProvide
     return provider
 
 
+def check_flags(args: argparse.Namespace) -> str | None:
+    """What is wrong with the numeric flags, on one line naming the flag, before anything is contacted."""
+    if not 0 <= args.metrics_port <= 65535:
+        return f"--metrics-port {args.metrics_port}: expected a port from 1 to 65535, or 0 for none"
+    if args.interval is not None and not 0 < args.interval <= 3600:
+        return f"--interval {args.interval:g}: expected seconds above 0 and at most 3600"
+    if not 0 <= args.sync_timeout <= 3600:
+        return f"--sync-timeout {args.sync_timeout:g}: expected seconds from 0 to 3600"
+    return None
+
+
 def main(args: argparse.Namespace) -> int:
     setup_logging(args.log_format)
+    why = check_flags(args)
+    if why is not None:
+        print(f"error: run: {why}", file=sys.stderr)
+        return 2
     try:
         config = load_config(args.config)
         provider = make_provider(config, args)

@@ -277,3 +277,24 @@ def test_a_malformed_provisioning_request_is_skipped_and_the_others_served(sim: 
     [warning] = [e for e in sim.kube.objects("events") if e["involvedObject"]["name"] == "bad"]
     assert warning["type"] == "Warning" and warning["involvedObject"]["kind"] == "ProvisioningRequest"
     assert named in warning["message"]
+
+
+# --- import-pools is read-only without --apply ------------------------------------------------------------
+def test_import_pools_changes_nothing_without_apply(aws: MotoAws, monkeypatch: pytest.MonkeyPatch,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    from scaler.cli import main
+    from scaler.core import keys
+    from tests.integration.test_import_pools import seed_groups
+
+    seed_groups(aws, "ml")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", aws.endpoint)
+
+    def tags() -> set[str]:
+        return {t["Key"] for t in aws.asg.describe_auto_scaling_groups(AutoScalingGroupNames=["ml-p3-spot"])
+                ["AutoScalingGroups"][0]["Tags"]}
+
+    assert main(["import-pools", "--cloud", "aws", "--cluster", "ml"]) == 0
+    assert "import-pools --apply adds them" in capsys.readouterr().out
+    assert keys.TAG_CA_ENABLED not in tags()
+    assert main(["import-pools", "--cloud", "aws", "--cluster", "ml", "--apply"]) == 0
+    assert keys.TAG_CA_ENABLED in tags()
