@@ -2,8 +2,9 @@
 
 Reads the groups (AWS Auto Scaling groups; AKS agent pools and the resource group's VM scale sets),
 maps them with scaler.core.config.adopt and prints the pools file (or writes it to --output), its header
-naming every group, tag, label or taint it could not map. Then it adds the tags the scaler (or
-cluster-autoscaler) needs to own the groups; `--dry-run` prints those tags instead and changes nothing.
+naming every group, tag, label or taint it could not map, and the tags the scaler (or cluster-autoscaler)
+needs to own the groups. It changes nothing in the cloud unless `--apply` is given: then it adds those tags.
+Its flags are checked before the cloud is read.
 The file passes the same checks as `run` and `simulate`.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -29,7 +31,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cluster", required=True, help="the cluster's name, as its groups' tags spell it")
     parser.add_argument("--region", default=None, help="AWS region (default: the AWS configuration's); "
                         "Azure: the location, written to the pools file")
-    parser.add_argument("--dry-run", action="store_true", help="print the tags to add; tag nothing")
+    parser.add_argument("--apply", action="store_true", help="add the tags the file's header lists to the groups "
+                        "(default: change nothing in the cloud)")
+    parser.add_argument("--dry-run", action="store_true", help="the default: print the tags to add, tag nothing "
+                        "(kept for scripts written before --apply)")
     parser.add_argument("--output", help="write the pools file here (default: stdout)")
     parser.add_argument("--azure-subscription-id", default=env("AZURE_SUBSCRIPTION_ID") or None)
     parser.add_argument("--azure-resource-group", default=env("GPUBURST_AZURE_RESOURCE_GROUP") or None,
@@ -68,6 +73,9 @@ class _Refused(ValueError):
     pass
 
 
+CLUSTER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
+
+
 def render(result: Adoption, *, dry_run: bool) -> str:
     """The pools file: a header naming what was not mapped, the YAML, and (dry run) the tags to add."""
     lines = [f"# Pools of cluster {result.config['cluster']}, imported from its {result.config['cloud']} node "
@@ -79,14 +87,52 @@ def render(result: Adoption, *, dry_run: bool) -> str:
     out = "\n".join(lines) + "\n" + body
     if dry_run and result.tags_to_add:
         tags = yaml.safe_dump(result.tags_to_add, sort_keys=True, width=200).splitlines()
-        out += ("# Tags to add so the scaler (or cluster-autoscaler) owns the groups (import-pools without "
-                "--dry-run adds them):\n" + "".join(f"#   {t}\n" for t in tags))
+        out += ("# Tags to add so the scaler (or cluster-autoscaler) owns the groups (import-pools --apply "
+                "adds them):\n" + "".join(f"#   {t}\n" for t in tags))
     return out
 
 
-def main(args: argparse.Namespace) -> int:
+def check_flags(args: argparse.Namespace) -> str | None:
+    """What is wrong with the flags, on one line naming the flag, before anything is read or written."""
+    if not CLUSTER_NAME.fullmatch(args.cluster):
+        return (f"--cluster {args.cluster!r}: expected the cluster's name (letters, digits, '-', '_' and '.', "
+                "starting with a letter or digit)")
+    if args.apply and args.dry_run:
+        return "--apply and --dry-run contradict each other (without --apply nothing is changed)"
+    if args.output:
+        out = Path(args.output)
+        parent = out.parent if str(out.parent) else Path(".")
+        if out.is_dir():
+            return f"--output {args.output}: is a directory"
+        if not parent.is_dir():
+            return f"--output {args.output}: no such directory: {parent}"
+        if not os.access(parent, os.W_OK) or (out.exists() and not os.access(out, os.W_OK)):
+            return f"--output {args.output}: not writable"
+    return None
+
+
+def _reader(args: argparse.Namespace) -> _Reader:
+    """The cloud's client; a client that cannot be made (no region, a malformed one, no credentials to build
+    it from) is a bad input, said on one line."""
     try:
-        reader = _Reader(args)
+        return _Reader(args)
+    except _Refused:
+        raise
+    except Exception as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else err.__class__.__name__
+        if args.cloud == "aws":
+            raise _Refused(f"--region {args.region or '(none)'}: {first} (give --region or set AWS_REGION)") \
+                from None
+        raise _Refused(f"the Azure client: {first}") from None
+
+
+def main(args: argparse.Namespace) -> int:
+    why = check_flags(args)
+    if why is not None:
+        print(f"error: import-pools: {why}", file=sys.stderr)
+        return 2
+    try:
+        reader = _reader(args)
         groups = reader.groups()
         result = adopt(groups, cloud=args.cloud, cluster=args.cluster, region=reader.region)
     except (_Refused, ConfigError) as err:
@@ -100,7 +146,7 @@ def main(args: argparse.Namespace) -> int:
         print(f"error: import-pools: no node group of cluster {args.cluster!r} could be imported "
               f"({len(groups)} groups read){why}", file=sys.stderr)
         return 1
-    text = render(result, dry_run=args.dry_run)
+    text = render(result, dry_run=not args.apply)
     if args.output:
         try:
             Path(args.output).write_text(text, encoding="utf-8")
@@ -111,7 +157,7 @@ def main(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
     print(f"import-pools: {len(result.config['pools'])} pools from {len(result.groups)} groups of "
           f"{args.cluster}; {len(result.unmapped)} items not mapped", file=sys.stderr)
-    if args.dry_run:
+    if not args.apply:
         return 0
     failed = 0
     for name, tags in sorted(result.tags_to_add.items()):

@@ -34,7 +34,7 @@ from scaler.kube.cache import ClusterCache
 from scaler.kube.client import api_client
 from scaler.metrics import Health, Metrics, serve, setup_logging
 from scaler.permissions import LEASE_NAME
-from scaler.ports import Kube, LostLease, ObjectRef, Observer
+from scaler.ports import Kube, LostLease, ObjectRef, Observer, Skipped
 from scaler.providers.base import PoolProvider, ProviderError
 from scaler.reconcile import Pass, Planner, Reconciler
 
@@ -48,6 +48,10 @@ class LiveCluster(Observer, Protocol):
     @property
     def fresh(self) -> bool:
         """Pods and nodes are synced."""
+        ...
+
+    def skipped_requests(self) -> list[Skipped]:
+        """The ProvisioningRequests the last read left out because they do not convert."""
         ...
 
 
@@ -109,6 +113,7 @@ class Runtime:
         self._log_plan(done.plan, done.snapshot)
         self._events(done.plan, done.snapshot)
         self._warnings(done.plan, done.view.stale)
+        self._skipped([*done.view.skipped, *self.cluster.skipped_requests()])
         self._status(done)
         self._observe_metrics(done)
         self.metrics.pass_duration.observe(time.monotonic() - started)
@@ -126,13 +131,13 @@ class Runtime:
                  resets or "none", downs or "none", f"; notes: {plan.notes}" if plan.notes else "",
                  extra={"dry_run": self.dry_run, "scale_ups": ups, "scale_downs": downs, "resets": resets,
                         "pending": len(snapshot.pending), "fresh": snapshot.fresh})
-        stuck = [v for v in plan.verdicts.values() if v.outcome == "unschedulable"]
+        stuck = [v for v in plan.verdicts.values() if v.outcome in ("unschedulable", "waiting")]
         for verdict in stuck[:20]:
-            log.info("pod %s fits no pool: %s", verdict.pod,
+            log.info("pod %s %s: %s", verdict.pod, "fits no pool" if verdict.outcome == "unschedulable" else "waits",
                      "; ".join(f"{p}: {r}" for p, r in sorted(verdict.reasons.items())) or "no pool",
                      extra={"pod": verdict.pod, "reasons": verdict.reasons})
         if len(stuck) > 20:
-            log.info("%d more pods fit no pool", len(stuck) - 20)
+            log.info("%d more pods fit no pool or wait", len(stuck) - 20)
 
     # --- events, status, metrics ----------------------------------------------------------------
     def _events(self, plan: Plan, snapshot: Snapshot) -> None:
@@ -150,7 +155,7 @@ class Runtime:
                 mx = obs.pool.max_size if obs else "?"
                 self.kube.event(ref, "TriggeredScaleUp",
                                 f"pod triggered scale-up: [{{{up.pool} {old}->{up.new_desired} (max: {mx})}}]")
-            elif verdict.outcome == "unschedulable":
+            elif verdict.outcome in ("unschedulable", "waiting"):  # a wait (max, backoff, cap, gang) says why too
                 reasons = "; ".join(f"{p}: {r}" for p, r in sorted(verdict.reasons.items())) or "no pool fits"
                 self.kube.event(ref, "NotTriggerScaleUp", f"pod didn't trigger scale-up: {reasons}")
 
@@ -165,6 +170,16 @@ class Runtime:
             until = self.state.refused.get(pool, (plan.now, ""))[0]
             self.kube.event(lease, "CloudRefused", f"pool {pool}: {message}; its actions stop until "
                             f"{fmt_time(until)} (fix the credentials, permissions or quota)", "Warning")
+
+    def _skipped(self, skipped: list[Skipped]) -> None:
+        """An object left out of the pass (it does not convert) gets a Warning Event of its own: the pass
+        goes on without it, and its owner learns why it is not planned for."""
+        counts: dict[tuple[str, ...], float] = {}
+        for s in skipped:
+            counts[(s.kind,)] = counts.get((s.kind,), 0) + 1
+            self.kube.event(ObjectRef(s.kind, s.name, s.namespace, s.uid), "FailedToRead",
+                            f"gpuburst left this object out of its passes: {s.message}", "Warning")
+        self.metrics.replace(self.metrics.skipped_objects, counts)
 
     def _status(self, done: Pass) -> None:
         plan, snapshot = done.plan, done.snapshot
@@ -307,8 +322,23 @@ def make_provider(config: ScalerConfig, args: argparse.Namespace) -> PoolProvide
     return provider
 
 
+def check_flags(args: argparse.Namespace) -> str | None:
+    """What is wrong with the numeric flags, on one line naming the flag, before anything is contacted."""
+    if not 0 <= args.metrics_port <= 65535:
+        return f"--metrics-port {args.metrics_port}: expected a port from 1 to 65535, or 0 for none"
+    if args.interval is not None and not 0 < args.interval <= 3600:
+        return f"--interval {args.interval:g}: expected seconds above 0 and at most 3600"
+    if not 0 <= args.sync_timeout <= 3600:
+        return f"--sync-timeout {args.sync_timeout:g}: expected seconds from 0 to 3600"
+    return None
+
+
 def main(args: argparse.Namespace) -> int:
     setup_logging(args.log_format, args.log_level)
+    why = check_flags(args)
+    if why is not None:
+        print(f"error: run: {why}", file=sys.stderr)
+        return 2
     try:
         config = load_config(args.config)
         provider = make_provider(config, args)
@@ -322,7 +352,7 @@ def main(args: argparse.Namespace) -> int:
         return 2
     cache = ClusterCache(api)
     cache.start()
-    if not cache.wait_synced(args.sync_timeout):
+    if not cache.wait_synced(args.sync_timeout, pdbs=False):  # a failing PDB watch holds back drains only
         log.warning("cluster cache not synced after %.0fs: passes run, but nothing is scaled down until it is",
                     args.sync_timeout)
     metrics = Metrics()

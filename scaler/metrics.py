@@ -69,6 +69,8 @@ class Metrics:
         self.cost = Gauge("gpuburst_cost_per_hour", "What the pools' target sizes cost an hour", registry=r)
         self.limit = Gauge("gpuburst_limit", "The config's caps that are set (max_nodes, max_gpus, "
                            "max_cost_per_hour)", ["limit"], registry=r)
+        self.skipped_objects = Gauge("gpuburst_skipped_objects", "Objects the last pass left out because they do "
+                                     "not convert (a Warning Event is on each)", ["kind"], registry=r)
         self.oldest_pending = Gauge("gpuburst_oldest_pending_pod_seconds", "Age of the oldest unschedulable pod, "
                                     "by the planner's verdict", ["reason"], registry=r)
 

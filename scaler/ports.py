@@ -32,10 +32,21 @@ class LostLease(Exception):
 
 @dataclass(frozen=True, slots=True)
 class ObjectRef:
-    kind: Literal["Pod", "Node", "Lease", "ProvisioningRequest"]
+    kind: str  # Pod, Node, Lease; or any object a pass left out (a Warning Event on it)
     name: str
     namespace: str = ""
     uid: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Skipped:
+    """An object left out of a pass because it does not convert (its kind, where it is, and why)."""
+
+    kind: str
+    namespace: str
+    name: str
+    uid: str
+    message: str
 
 
 @dataclass(slots=True)
@@ -50,6 +61,7 @@ class ClusterView:
     storage: Storage = field(default_factory=Storage)
     namespaces: dict[str, dict[str, str]] | None = None
     stale: list[str] = field(default_factory=list)  # the watches that are not synced
+    skipped: list[Skipped] = field(default_factory=list)  # objects that did not convert
 
 
 class Observer(Protocol):

@@ -29,7 +29,12 @@ from scaler.ports import EvictResult, KubeError, LostLease, ObjectRef
 
 log = logging.getLogger(__name__)
 COMPONENT = "gpuburst-scaler"
-API_VERSIONS = {"Lease": "coordination.k8s.io/v1", "ProvisioningRequest": "autoscaling.x-k8s.io/v1"}
+
+
+# The apiVersion of the kinds an Event of ours is about, where it is not the core "v1".
+API_VERSIONS = {"Lease": "coordination.k8s.io/v1", "PodDisruptionBudget": "policy/v1",
+                "StorageClass": "storage.k8s.io/v1", "CSINode": "storage.k8s.io/v1",
+                "ProvisioningRequest": "autoscaling.x-k8s.io/v1"}
 
 
 def _now() -> datetime:

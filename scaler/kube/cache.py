@@ -15,7 +15,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kubernetes import client, watch
@@ -26,10 +26,16 @@ from scaler.core.planning.provreq import ProvisioningRequest
 from scaler.kube.convert import SnapshotError, cluster_view, pdb_from_json
 from scaler.kube.convert_storage import storage_view
 from scaler.kube.provreq import ProvisioningRequests
-from scaler.ports import ClusterView
+from scaler.ports import ClusterView, Skipped
 
 log = logging.getLogger(__name__)
 JSON = dict[str, Any]
+# The first word of a SnapshotError (scaler.kube.convert) -> the kind of the object it is about.
+KINDS = {"pod": "Pod", "node": "Node", "poddisruptionbudget": "PodDisruptionBudget",
+         "persistentvolumeclaim": "PersistentVolumeClaim", "persistentvolume": "PersistentVolume",
+         "storageclass": "StorageClass", "csinode": "CSINode"}
+
+
 
 
 class Informer:
@@ -122,7 +128,7 @@ class Informer:
         log.debug("%s cache: listed %d at resourceVersion %s", self.kind, len(objects), self.resource_version)
 
     def _watch_once(self) -> None:
-        self._watch = watch.Watch()  # type: ignore[no-untyped-call]
+        self._watch = RawWatch()  # type: ignore[no-untyped-call]
         stream = self._watch.stream(  # type: ignore[no-untyped-call]
             self._list_fn, resource_version=self.resource_version, allow_watch_bookmarks=True,
             timeout_seconds=self._watch_timeout, _request_timeout=(10, self._watch_timeout + 30),
@@ -144,6 +150,14 @@ class Informer:
                 self.resource_version = str(rv)
             if self._stop.is_set():
                 break
+
+
+class RawWatch(watch.Watch):
+    """Watch events with the API's JSON only: the client's models validate each object as it arrives, and one
+    malformed object would end the watch for all of them (the conversion skips it alone, with a reason)."""
+
+    def get_return_type(self, func: Callable[..., Any]) -> None:
+        return None
 
 
 def _key(obj: JSON) -> str:
@@ -186,9 +200,12 @@ class ClusterCache:
             if inf._thread is not None:
                 inf._thread.join(timeout=max(0.0, deadline - time.monotonic()))
 
-    def wait_synced(self, timeout: float) -> bool:
+    def wait_synced(self, timeout: float, *, pdbs: bool = True) -> bool:
+        """Every watch synced within `timeout`; `pdbs=False`: all but the PodDisruptionBudgets (they matter
+        to drains only, and an API without policy/v1 or a role without them would delay every start)."""
         deadline = time.monotonic() + timeout
-        return all(inf.synced.wait(max(0.0, deadline - time.monotonic())) for inf in self.informers)
+        return all(inf.synced.wait(max(0.0, deadline - time.monotonic())) for inf in self.informers
+                   if pdbs or inf is not self.pdbs)
 
     @property
     def fresh(self) -> bool:
@@ -210,22 +227,41 @@ class ClusterCache:
         return None
 
     def observe(self, pool_of: Callable[[str], str | None]) -> ClusterView:
-        """`scaler.ports.Observer`: the pass's view of the cluster; objects that do not convert are logged
-        and left out (a pod whose claim is left out is planned as the scheduler would: unbound)."""
-        def skip(err: SnapshotError) -> None:
-            log.warning("skipping %s", err)
-
+        """`scaler.ports.Observer`: the pass's view of the cluster. Objects that do not convert are logged,
+        left out and listed in the view's `skipped`: one bad object never stops the pass (a pod whose claim
+        is left out is planned as the scheduler would: unbound)."""
+        skipped: list[Skipped] = []
+        skip = self._skipper(skipped)
         fresh, pdbs_fresh, stale = self.fresh, self.pdbs_fresh, self.stale()
         view = cluster_view(self.nodes.items(), self.pods.items(), keys.LABEL_POOL, skip=skip)
         for node in view.nodes.values():
             if node.provider_id:
                 node.pool = pool_of(node.provider_id) or node.pool
-        pdbs = [pdb_from_json(o) for o in self.pdbs.items()]
+        pdbs = []
+        for obj in self.pdbs.items():
+            try:
+                pdbs.append(pdb_from_json(obj))
+            except SnapshotError as err:
+                skip(err, obj)
         storage, namespaces = storage_view(self.pvcs.items(), self.pvs.items(), self.storage_classes.items(),
                                            self.csinodes.items(), self.namespaces.items(), skip=skip)
         return ClusterView(view.pending, list(view.nodes.values()), pdbs, fresh, pdbs_fresh, storage,
-                           namespaces or {}, stale)
+                           namespaces or {}, stale, skipped)
 
     def provisioning_requests(self) -> list[ProvisioningRequest]:
-        """Read when asked (a pass on fresh data), not watched: there are few, and their PodTemplates too."""
+        """Read when asked (a pass on fresh data), not watched: there are few, and their PodTemplates too.
+        Those that do not convert are left out and listed in `skipped_requests()`."""
         return self.requests.read()
+
+    def skipped_requests(self) -> list[Skipped]:
+        return list(self.requests.skipped)
+
+    @staticmethod
+    def _skipper(into: list[Skipped]) -> Callable[[SnapshotError, Mapping[str, Any]], None]:
+        def skip(err: SnapshotError, obj: Mapping[str, Any]) -> None:
+            log.warning("skipping %s", err)
+            meta = obj.get("metadata") or {}
+            kind = KINDS.get(str(err).split(" ", 1)[0], str(obj.get("kind") or "?"))
+            into.append(Skipped(kind, str(meta.get("namespace") or ""), str(meta.get("name") or "?"),
+                                str(meta.get("uid") or ""), str(err)))
+        return skip

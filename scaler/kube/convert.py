@@ -296,13 +296,22 @@ def _allocatable(raw: Any) -> Resources:
 
 def pdb_from_json(obj: JSON) -> PodDisruptionBudget:
     meta = obj.get("metadata") or {}
-    selector = (obj.get("spec") or {}).get("selector") or {}
-    return PodDisruptionBudget(
-        name=meta.get("name", "?"),
-        namespace=meta.get("namespace", "default"),
-        selector=dict(selector.get("matchLabels") or {}),
-        disruptions_allowed=int((obj.get("status") or {}).get("disruptionsAllowed") or 0),
-    )
+    name = f"{meta.get('namespace', 'default')}/{meta.get('name', '?')}"
+    try:
+        selector = (obj.get("spec") or {}).get("selector") or {}
+        allowed = (obj.get("status") or {}).get("disruptionsAllowed") or 0
+        if not isinstance(allowed, int) or isinstance(allowed, bool):
+            raise FieldError("status.disruptionsAllowed", "expected an integer")
+        return PodDisruptionBudget(
+            name=_text(meta, "name", "metadata", "?"),
+            namespace=_text(meta, "namespace", "metadata", "default"),
+            selector=_strings(selector.get("matchLabels"), "spec.selector.matchLabels"),
+            disruptions_allowed=allowed,
+        )
+    except FieldError as err:
+        raise SnapshotError(f"poddisruptionbudget {name}: {render_path(err.path)}: {err.message}") from None
+    except (AttributeError, KeyError, TypeError, ValueError) as err:
+        raise SnapshotError(f"poddisruptionbudget {name}: {err.__class__.__name__}: {err}") from None
 
 
 @dataclass(slots=True)
@@ -316,7 +325,7 @@ class Converted:
 
 
 def cluster_view(nodes: Iterable[JSON], pods: Iterable[JSON], pool_label: str | None = None,
-                 skip: Callable[[SnapshotError], None] | None = None) -> Converted:
+                 skip: Callable[[SnapshotError, JSON], None] | None = None) -> Converted:
     """The one conversion of the API's nodes and pods into the core's view (the watch-fed cache and
     `python -m scaler plan` both use it). Terminated pods hold nothing and are left out. An object that
     does not convert raises SnapshotError, or, with `skip`, is handed to it and left out."""
@@ -327,7 +336,7 @@ def cluster_view(nodes: Iterable[JSON], pods: Iterable[JSON], pool_label: str | 
         except SnapshotError as err:
             if skip is None:
                 raise
-            skip(err)
+            skip(err, obj)
             continue
         out.nodes[node.name] = node
     for obj in pods:
@@ -338,7 +347,7 @@ def cluster_view(nodes: Iterable[JSON], pods: Iterable[JSON], pool_label: str | 
         except SnapshotError as err:
             if skip is None:
                 raise
-            skip(err)
+            skip(err, obj)
             continue
         if pod.node_name:
             host = out.nodes.get(pod.node_name)

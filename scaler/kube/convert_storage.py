@@ -113,7 +113,7 @@ def namespace_labels_from_json(obj: JSON) -> tuple[str, dict[str, str]]:
 
 
 def storage_view(claims: Iterable[JSON], volumes: Iterable[JSON], classes: Iterable[JSON], csinodes: Iterable[JSON],
-                 namespaces: Iterable[JSON] | None = None, *, skip: Callable[[SnapshotError], None] | None = None
+                 namespaces: Iterable[JSON] | None = None, *, skip: Callable[[SnapshotError, JSON], None] | None = None
                  ) -> tuple[Storage, dict[str, dict[str, str]] | None]:
     """The storage objects and the namespaces' labels as the filters read them (`scaler.core.scheduling.filters`).
     An object that does not convert raises SnapshotError, or goes to `skip` and is left out. The
@@ -132,6 +132,6 @@ def storage_view(claims: Iterable[JSON], volumes: Iterable[JSON], classes: Itera
             except SnapshotError as err:
                 if skip is None:
                     raise
-                skip(err)
+                skip(err, obj)
     labels = None if namespaces is None else dict(namespace_labels_from_json(o) for o in namespaces)
     return storage, labels

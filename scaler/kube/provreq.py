@@ -17,7 +17,7 @@ from urllib3.exceptions import HTTPError as TransportError
 from scaler.core.planning.provreq import Condition, PodSet, ProvisioningRequest
 from scaler.kube.client import MERGE_PATCH, TIMEOUT
 from scaler.kube.convert import SnapshotError, pod_from_json, timestamp
-from scaler.ports import KubeError
+from scaler.ports import KubeError, Skipped
 
 log = logging.getLogger(__name__)
 GROUP, VERSION, PLURAL = "autoscaling.x-k8s.io", "v1", "provisioningrequests"
@@ -28,9 +28,38 @@ def _time(at: float) -> str:
     return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def template_refs(obj: JSON) -> list[str]:
+    """The PodTemplate names of a request's pod sets; SnapshotError (naming the request and the field) when
+    the request is not shaped as the CRD says: such a request is skipped, not failed."""
+    meta = obj.get("metadata") or {}
+    where = f"provisioningrequest {meta.get('namespace') or 'default'}/{meta.get('name') or '?'}"
+    spec = obj.get("spec") or {}
+    if not isinstance(spec, dict):
+        raise SnapshotError(f"{where}: spec: expected an object")
+    if not isinstance(spec.get("parameters") or {}, dict):
+        raise SnapshotError(f"{where}: spec.parameters: expected a mapping of strings to strings")
+    pod_sets = spec.get("podSets") or []
+    if not isinstance(pod_sets, list):
+        raise SnapshotError(f"{where}: spec.podSets: expected a list of objects")
+    refs = []
+    for i, pod_set in enumerate(pod_sets):
+        if not isinstance(pod_set, dict):
+            raise SnapshotError(f"{where}: spec.podSets[{i}]: expected an object")
+        count = pod_set.get("count", 0)
+        if not isinstance(count, int) or isinstance(count, bool):
+            raise SnapshotError(f"{where}: spec.podSets[{i}].count: expected an integer, got {count!r}")
+        ref = pod_set.get("podTemplateRef") or {}
+        if not isinstance(ref, dict) or not isinstance(ref.get("name") or "", str):
+            raise SnapshotError(f"{where}: spec.podSets[{i}].podTemplateRef.name: expected a string")
+        refs.append(str(ref.get("name") or ""))
+    return refs
+
+
 def request_from_json(obj: JSON, templates: dict[str, JSON | None]) -> ProvisioningRequest:
     """A ProvisioningRequest and the PodTemplates it names (`templates`: "namespace/name" -> the object, or
-    None when it does not exist). A request that cannot be read gets `problem` set, never an exception."""
+    None when it does not exist). A request whose PodTemplate cannot be read gets `problem` set; one not
+    shaped as the CRD says raises SnapshotError (`template_refs`)."""
+    template_refs(obj)
     meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
     ns, name = str(meta.get("namespace") or "default"), str(meta.get("name") or "?")
     conditions = {}
@@ -63,6 +92,7 @@ class ProvisioningRequests:
     def __init__(self, api: client.ApiClient) -> None:
         self.custom = client.CustomObjectsApi(api)
         self.core = client.CoreV1Api(api)
+        self.skipped: list[Skipped] = []  # the requests the last read() left out, and why
 
     def read(self) -> list[ProvisioningRequest]:
         """Every request in the cluster (an API without the CRD has none)."""
@@ -76,13 +106,21 @@ class ProvisioningRequests:
             raise KubeError(f"list {PLURAL}: {err}") from err
         items: list[JSON] = list((listed if isinstance(listed, dict) else {}).get("items") or ())
         templates: dict[str, JSON | None] = {}
+        self.skipped = []
+        out = []
         for obj in items:
-            ns = (obj.get("metadata") or {}).get("namespace") or "default"
-            for pod_set in (obj.get("spec") or {}).get("podSets") or ():
-                ref = ((pod_set or {}).get("podTemplateRef") or {}).get("name") or ""
-                if f"{ns}/{ref}" not in templates:
-                    templates[f"{ns}/{ref}"] = self._template(ns, ref)
-        return [request_from_json(obj, templates) for obj in items]
+            meta = obj.get("metadata") or {}
+            ns = meta.get("namespace") or "default"
+            try:
+                for ref in template_refs(obj):
+                    if f"{ns}/{ref}" not in templates:
+                        templates[f"{ns}/{ref}"] = self._template(ns, ref)
+                out.append(request_from_json(obj, templates))
+            except SnapshotError as err:  # one malformed request never stops the others, nor the pass
+                log.warning("skipping %s", err)
+                self.skipped.append(Skipped("ProvisioningRequest", str(ns), str(meta.get("name") or "?"),
+                                            str(meta.get("uid") or ""), str(err)))
+        return out
 
     def _template(self, ns: str, name: str) -> JSON | None:
         try:

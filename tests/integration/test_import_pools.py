@@ -70,7 +70,7 @@ def run(*argv: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
 def test_seed_autoscaler_groups_import_into_a_pools_file_simulate_accepts(aws: MotoAws, tmp_path: Path) -> None:
     seed_groups(aws, "ml")
     env = cli_env(aws)
-    done = run("import-pools", "--cloud", "aws", "--cluster", "ml", env=env)
+    done = run("import-pools", "--cloud", "aws", "--cluster", "ml", "--apply", env=env)
     assert done.returncode == 0, done.stderr
     pools_file = tmp_path / "pools.yaml"
     pools_file.write_text(done.stdout, encoding="utf-8")
@@ -180,7 +180,7 @@ def test_aks_agent_pools_and_a_tagged_scale_set(arm: FakeArm, capsys: pytest.Cap
         keys.TAG_CA_AZURE_MAX: "6"})
     arm.add_scale_set("aks-system-123-vmss", 2, "Standard_D4s_v5", tags={"aks-managed-poolName": "system"})
     argv = ["import-pools", "--cloud", "azure", "--cluster", CLUSTER, "--region", "eastus",
-            "--azure-subscription-id", SUB, "--azure-resource-group", RG]
+            "--azure-subscription-id", SUB, "--azure-resource-group", RG, "--apply"]
     assert main(argv) == 0
     out = capsys.readouterr().out
     pools = {p["name"]: p for p in yaml.safe_load(out)["pools"]}

@@ -11,7 +11,8 @@ import pytest
 from kubernetes import client
 
 from scaler.core.model import keys
-from scaler.kube.actions import KubeActions, KubeError, Leader, ObjectRef
+from scaler.kube.actions import KubeActions, Leader
+from scaler.ports import KubeError, ObjectRef
 from scaler.kube.cache import ClusterCache
 from scaler.kube.client import api_client
 from tests.fakes.kubeapi import FakeKube, node, pdb, pod

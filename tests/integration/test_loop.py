@@ -518,6 +518,10 @@ def test_a_failing_pdb_watch_stops_drains_but_not_give_backs(world: World, kube:
     """Issue 3: with the PodDisruptionBudget watch failing (no policy/v1, or an RBAC 403) the whole view
     was stale: an instance that never registered kept running. Only drains need the budgets."""
     node = idle_node_world(world, kube)
+    kube.put("pods", pod("web-0", node_name=node, labels={"app": "web"}))  # its drain evicts (issue 23)
+    world.provider.set_desired("gpu-od", 2)
+    [busy] = world.register("gpu-od")
+    kube.put("pods", pod("train-0", node_name=busy, gpus=1))
     world.provider.set_desired("gpu-spot-a", 1)  # an instance that will never become a node
     kube.broken = {"poddisruptionbudgets"}
     deadline = time.monotonic() + 5

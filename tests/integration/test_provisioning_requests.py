@@ -125,13 +125,16 @@ def world(kube: FakeKube, tmp_path: Path) -> Iterator[SimWorld]:
 
 
 def test_check_capacity_is_provisioned_only_when_every_pod_set_fits(world: SimWorld) -> None:
-    world.request("fits", provreq.CHECK_CAPACITY, [3, 2])  # 5 nodes' worth: the pool may grow to 6
-    world.request("too-much", provreq.CHECK_CAPACITY, [3, 4])  # 7: the first set fits, the second does not
+    world.step()
+    world.provider.set_desired("gpu8-od", 5)
+    world.run(130)  # five nodes are up
+    world.request("fits", provreq.CHECK_CAPACITY, [3, 2])  # 5 nodes' worth
+    world.request("too-much", provreq.CHECK_CAPACITY, [1])  # the room is booked by the first
     world.step()
     assert world.conditions("fits")["Provisioned"][:2] == ("True", "CapacityIsFound")
     status, reason, message = world.conditions("too-much")["Provisioned"]
-    assert (status, reason) == ("False", "CapacityIsNotFound") and "gpu8-od" in message
-    assert world.desired() == 0  # a question: nothing was added
+    assert (status, reason) == ("False", "CapacityIsNotFound") and "nodes that are up" in message
+    assert world.desired() == 5  # a question: nothing was added
 
 
 def test_atomic_request_books_its_nodes_until_the_booking_expires(world: SimWorld) -> None:
@@ -142,7 +145,7 @@ def test_atomic_request_books_its_nodes_until_the_booking_expires(world: SimWorl
     assert world.conditions("train")["Accepted"][:2] == ("True", "Accepted")
     world.run(130)  # the nodes boot and register
     assert len(world.kube.objects("nodes")) == 4
-    assert world.conditions("train")["Provisioned"][:2] == ("True", "Provisioned")
+    assert world.conditions("train")["Provisioned"][:2] == ("True", "CapacityIsProvisioned")
     # Booked: four empty nodes, long past the 60 s unneeded time, are kept for the request's pods.
     world.run(world.config.timings.booking_ttl - 60)
     assert world.desired() == 4 and len(world.kube.objects("nodes")) == 4

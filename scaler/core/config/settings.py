@@ -67,6 +67,10 @@ class Timings(BaseModel):
             raise FieldError("unneeded_time", f"{self.unneeded_time:g} s is shorter than scan_interval "
                              f"({self.scan_interval:g} s): a node is only seen unneeded once per pass "
                              "(0 removes at the first pass)")
+        if self.unavailable_ttl < self.scan_interval:
+            raise FieldError("unavailable_ttl", f"{self.unavailable_ttl:g} s is shorter than scan_interval "
+                             f"({self.scan_interval:g} s): an offering marked unavailable would be tried again "
+                             "before the next pass could see it")
         return self
 
 

@@ -190,6 +190,22 @@ def _timeouts(obs: PoolObservation, records: list[InFlight], desired: int, regis
         mark_unavailable(out.state, name, zone, now + t.unavailable_ttl)
     out.notes.append(f"pool {name}: {late} node(s) timed out; backoff until {fmt_time(b.until)}")
     return desired, records
+def outside_pools(snapshot: Snapshot) -> set[str]:
+    """Nodes of a pool whose instance the pool's (complete) listing does not hold, Ready or not: terminated
+    with a kubelet not yet marked NotReady, detached, or taken by the cloud. Removing an instance goes
+    through its pool, so such a node is never a scale-down candidate (the actuator would refuse it)."""
+    out: set[str] = set()
+    members: dict[str, set[str]] = {}
+    for node in snapshot.nodes:
+        name = node_pool(node)
+        obs = snapshot.pools.get(name) if name else None
+        if name is None or obs is None or not node.provider_id or len(obs.members) != obs.instances:
+            continue
+        if name not in members:
+            members[name] = {m.provider_id.lower() for m in obs.members}
+        if node.provider_id.lower() not in members[name]:
+            out.add(node.name)
+    return out
 
 
 def gone_nodes(snapshot: Snapshot) -> set[str]:

@@ -51,11 +51,18 @@ def plan(snapshot: Snapshot, state: State, config: ScalerConfig) -> tuple[Plan, 
     if not snapshot.fresh:
         hold_back(result, snapshot)
     elif not snapshot.pdbs_fresh:
-        planned = [d for d in result.scale_downs if not d.forced]
-        if planned:
-            result.notes.append(f"the PodDisruptionBudget watch is failing: {len(planned)} scale-down(s) held back")
-            result.scale_downs = [d for d in result.scale_downs if d.forced]
+        hold_evicting(result)
     return result, adv.state
+
+
+def hold_evicting(plan: Plan) -> None:
+    """On a failing PodDisruptionBudget watch only the drains that must evict a pod wait for it: an empty
+    node (DaemonSet and mirror pods aside) disrupts no budget, and stays paid for if held back."""
+    evicting = [d for d in plan.scale_downs if not d.forced and d.evict]
+    if evicting:
+        plan.notes.append(f"the PodDisruptionBudget watch is failing: {len(evicting)} drain(s) that evict pods "
+                          "wait for it (" + ", ".join(d.node for d in evicting[:5]) + ")")
+        plan.scale_downs = [d for d in plan.scale_downs if d not in evicting]
 
 
 def stop_refused(plan: Plan, state: State) -> None:

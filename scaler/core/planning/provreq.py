@@ -3,12 +3,16 @@ for capacity, answered by the same planner as everything else. Pure.
 
 Two classes, as cluster-autoscaler serves them:
 
-- `check-capacity.autoscaling.x-k8s.io`: do all the pod sets fit now, on the nodes there are plus what the
-  pools may still add (within their max and the caps)? Provisioned=True (CapacityIsFound) or
-  Provisioned=False (CapacityIsNotFound, asked again next pass). Nothing is added for it.
+- `check-capacity.autoscaling.x-k8s.io`: do all the pod sets fit now, on the nodes that are up (what a pool
+  could add does not count: Kueue starts the workload on the answer)? Provisioned=True (CapacityIsFound),
+  and the room found is booked, so a second request for the same room is refused; or Provisioned=False
+  (CapacityIsNotFound, asked again next pass). Nothing is added for it. As cluster-autoscaler's
+  checkcapacity provisioning class (provisioningrequest/checkcapacity/provisioningclass.go): requests in
+  creation order, each placed on the cluster as the ones before it left it.
 - `best-effort-atomic-scale-up.autoscaling.x-k8s.io`: add every node the pod sets need, or none. The
   request's pods stand in as one pending gang (all or none, the gang rules of the planner); when every one
-  of them fits on a node that is up, Provisioned=True. A gang the pools can never hold (a pool's max, a
+  of them fits on a node that is up, Provisioned=True (CapacityIsProvisioned, upstream's reason). A gang
+  the pools can never hold (a pool's max, a
   cap) is Failed with the planner's reasons.
 
 A Provisioned request books its capacity for `timings.booking_ttl` seconds: its stand-in pods, less the real pods
@@ -130,7 +134,7 @@ def consumers(req: ProvisioningRequest, pods: Iterable[Pod]) -> list[Pod]:
 
 def booked(req: ProvisioningRequest, now: float, ttl: float) -> bool:
     cond = req.conditions.get(PROVISIONED)
-    return req.class_name == ATOMIC_SCALE_UP and cond is not None and cond.status == "True" and not req.done \
+    return req.class_name in CLASSES and cond is not None and cond.status == "True" and not req.done \
         and now < cond.at + ttl
 
 
@@ -153,7 +157,7 @@ def inject(snapshot: Snapshot, requests: Iterable[ProvisioningRequest], config: 
     present = {n.name for n in snapshot.nodes}
     running = [p for n in snapshot.nodes for p in n.pods]
     for req in requests:
-        if req.done or refusal(req) is not None or req.class_name != ATOMIC_SCALE_UP:
+        if req.done or refusal(req) is not None:
             continue
         if booked(req, snapshot.now, config.timings.booking_ttl):
             # Room is held for every pod of the request not running yet (a consumer back to pending after
@@ -169,10 +173,33 @@ def inject(snapshot: Snapshot, requests: Iterable[ProvisioningRequest], config: 
                 held = frozenset({p.node_name for p in mine if p.node_name} | (hosts or set()))
             out.booked[req.key] = held
             out.lost[req.key] = sorted(held - present)
-        elif not req.true(PROVISIONED):
+        elif not req.true(PROVISIONED) and req.class_name == ATOMIC_SCALE_UP:
             pods = stand_ins(req, config)
             snapshot.pending.extend(pods)
             out.asking[req.key] = [p.key for p in pods]
+    return out
+
+
+def book_checks(snapshot: Snapshot, requests: Iterable[ProvisioningRequest], config: ScalerConfig,
+                injected: Injected) -> dict[str, tuple[bool, str]]:
+    """Answer the check-capacity requests not provisioned yet, oldest first, from the nodes that are up:
+    one whose pods all fit books that room at once (its stand-ins are placed on the snapshot's nodes and
+    its nodes recorded in `injected.booked`), so the next request sees it taken."""
+    out: dict[str, tuple[bool, str]] = {}
+    live = [r for r in requests if r.class_name == CHECK_CAPACITY and not r.done and refusal(r) is None
+            and not r.true(PROVISIONED)]
+    running = [p for n in snapshot.nodes for p in n.pods]
+    for req in sorted(live, key=lambda r: (r.created_at, r.key)):
+        mine = consumers(req, running)
+        hosts = _place(stand_ins(req, config, max(0, req.total - len(mine))), snapshot.nodes)
+        if hosts is None:
+            out[req.key] = (False, f"Capacity is not found: the {req.total} pods do not all fit on the nodes "
+                                   "that are up (check-capacity adds no node); asked again next pass")
+            continue
+        injected.booked[req.key] = frozenset({p.node_name for p in mine if p.node_name} | hosts)
+        injected.lost[req.key] = []
+        out[req.key] = (True, f"Capacity is found in the cluster: all {req.total} pods fit on the nodes that are "
+                              f"up, booked for {config.timings.booking_ttl:g} s")
     return out
 
 
@@ -197,22 +224,17 @@ def _place(pods: list[Pod], nodes: list[Node]) -> set[str] | None:
     return {node.name for node, _ in placed}
 
 
-def check(req: ProvisioningRequest, snapshot: Snapshot, config: ScalerConfig, *, empty: bool = False) -> \
-        tuple[bool, str]:
-    """Plan the request's pods alone: on the nodes there are and what the pools may still add (check-capacity),
-    or (`empty`) on an empty cluster whose pools may all grow to their max: False there means never."""
+def check(req: ProvisioningRequest, snapshot: Snapshot, config: ScalerConfig) -> tuple[bool, str]:
+    """Plan the request's pods alone on an empty cluster whose pools may all grow to their max: False there
+    means never."""
     pending = stand_ins(req, config)
-    if empty:
-        pools = {name: PoolObservation(pool=obs.pool, desired=0, instances=0) for name, obs in snapshot.pools.items()}
-        alone = Snapshot(now=snapshot.now, pending=pending, nodes=[], pools=pools)
-    else:
-        alone = dataclasses.replace(snapshot, pending=pending)  # the planner changes no node
+    pools = {name: PoolObservation(pool=obs.pool, desired=0, instances=0) for name, obs in snapshot.pools.items()}
+    alone = Snapshot(now=snapshot.now, pending=pending, nodes=[], pools=pools)
     result, _ = plan(alone, State(), config)
     verdicts = [result.verdicts[p.key] for p in pending if p.key in result.verdicts]
     stuck = [v for v in verdicts if v.outcome not in _FITS]
     if len(verdicts) == req.total and not stuck:
-        where = "an empty cluster" if empty else "the nodes there are and those the pools may add"
-        return True, f"all {req.total} pods fit on {where}"
+        return True, f"all {req.total} pods fit on an empty cluster"
     return False, _why(stuck)
 
 
@@ -234,7 +256,7 @@ def conditions(req: ProvisioningRequest, *, now: float, plan: Plan | None, injec
                nodes: Mapping[str, Node], checked: tuple[bool, str] | None = None,
                never: tuple[bool, str] | None = None, ttl: float = 600.0) -> dict[str, Condition]:
     """The request's conditions after this pass (unchanged ones keep their transition time). `checked`: a
-    check-capacity request's `check`; `never`: an atomic one's `check(..., empty=True)`; `ttl`: how long a
+    check-capacity request's answer (`book_checks`); `never`: an atomic one's `check`; `ttl`: how long a
     booking holds."""
     conds = dict(req.conditions)
     if req.done:
@@ -249,8 +271,8 @@ def conditions(req: ProvisioningRequest, *, now: float, plan: Plan | None, injec
     if not req.true(PROVISIONED) and valid_until and now > req.created_at + int(valid_until):
         _set(conds, FAILED, "True", "Expired", f"not provisioned within {PARAM_VALID_UNTIL}={valid_until}", now)
         return conds
-    if req.class_name == CHECK_CAPACITY:
-        if checked is not None and not req.true(PROVISIONED):
+    if req.class_name == CHECK_CAPACITY and not req.true(PROVISIONED):
+        if checked is not None:
             ok, message = checked
             _set(conds, PROVISIONED, "True" if ok else "False",
                  "CapacityIsFound" if ok else "CapacityIsNotFound", message, now)
@@ -270,7 +292,8 @@ def conditions(req: ProvisioningRequest, *, now: float, plan: Plan | None, injec
         return conds
     if all(v.outcome == "fits-existing" and v.node is not None and v.node in nodes and nodes[v.node].ready
            for v in verdicts):
-        _set(conds, PROVISIONED, "True", "Provisioned", f"all {req.total} pods fit on nodes that are up", now)
+        _set(conds, PROVISIONED, "True", "CapacityIsProvisioned", f"all {req.total} pods fit on nodes that are up",
+             now)
         return conds
     if never is not None and not never[0]:
         _set(conds, FAILED, "True", "CapacityIsNotFound", never[1], now)
@@ -300,14 +323,14 @@ def serve(snapshot: Snapshot, state: State, config: ScalerConfig, requests: list
     view = dataclasses.replace(snapshot, pending=list(snapshot.pending),
                                nodes=[dataclasses.replace(n, pods=list(n.pods)) for n in snapshot.nodes])
     injected = inject(view, requests, config, state)
+    answers = book_checks(view, requests, config, injected)
     result, new_state = planner(view, state, config)
     new_state.booked = {k: v for k, v in injected.booked.items() if not injected.lost.get(k)}
     nodes = {n.name: n for n in snapshot.nodes}
     out: dict[str, dict[str, Condition]] = {}
     for req in requests:
         live = not req.done and refusal(req) is None and not req.true(PROVISIONED)
-        checked = check(req, snapshot, config) if live and req.class_name == CHECK_CAPACITY else None
-        never = check(req, snapshot, config, empty=True) if live and req.key in injected.asking else None
+        never = check(req, snapshot, config) if live and req.key in injected.asking else None
         out[req.key] = conditions(req, now=snapshot.now, plan=result, injected=injected, nodes=nodes,
-                                  checked=checked, never=never, ttl=config.timings.booking_ttl)
+                                  checked=answers.get(req.key), never=never, ttl=config.timings.booking_ttl)
     return result, new_state, out

@@ -175,10 +175,10 @@ def place_in_queue_order(packer: Packer, classes: Sequence[PodClass],
     class (by id); each class's pods are put in queue order first, and a constrained class's pods
     that found a node before those that did not (`scaler.core.planning.constrained`). `choosers` (by
     `PodClass.origin`) carries the choosers of classes split into runs over from one run to the next."""
-    runs: list[tuple[int, float, int]] = []
+    runs: list[tuple[int, float, int, int]] = []
     for ci, c in enumerate(classes):
         c.pods.sort(key=lambda p: p.created_at)
-        runs.extend((-c.priority, p.created_at, ci) for p in c.pods)
+        runs.extend((-c.priority, p.created_at, tie_break(c), ci) for p in c.pods)
     runs.sort()
     out: dict[int, Placement] = {id(c): [] for c in classes}
     choosers = {} if choosers is None else choosers
@@ -187,9 +187,9 @@ def place_in_queue_order(packer: Packer, classes: Sequence[PodClass],
     left: dict[int, list[Pod]] = {}  # constrained classes: pods that found no node
     i = 0
     while i < len(runs):
-        ci = runs[i][2]
+        ci = runs[i][3]
         j = i + 1
-        while j < len(runs) and runs[j][2] == ci:
+        while j < len(runs) and runs[j][3] == ci:
             j += 1
         cls = classes[ci]
         chooser = choosers.get(id(cls.origin or cls))
@@ -210,6 +210,16 @@ def place_in_queue_order(packer: Packer, classes: Sequence[PodClass],
         keep = {id(p) for p in rest}
         cls.pods[:] = [p for p in cls.pods if id(p) not in keep] + rest
     return out
+
+
+def tie_break(cls: PodClass) -> int:
+    """Pods of one priority created in the same second: kube-scheduler orders them by the time each entered
+    its queue, finer than the API's second-precision creationTimestamp, so their real order is unknown.
+    The larger pods (GPUs) go first: first-fit decreasing, the order that needs the fewest nodes, so a
+    scale-up never buys a node for a big pod on the bet that a small one took the room it will get. The
+    race that remains (the scheduler binds a small pod first and it takes room planned for a big one) costs
+    a pass: the pod left pending is planned again."""
+    return -cls.gpus
 
 
 def _since(placement: Placement, before: tuple[int, int]) -> Placement:

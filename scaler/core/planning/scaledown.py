@@ -17,7 +17,7 @@ from scaler.core.config.settings import ScalerConfig
 from scaler.core.model import keys
 from scaler.core.model.objects import Node, Pod, PodDisruptionBudget
 from scaler.core.model.workload import active, blocker, gpu_devices, node_pool, to_evict
-from scaler.core.planning.advance import Advanced, may_still_boot
+from scaler.core.planning.advance import Advanced, may_still_boot, outside_pools
 from scaler.core.planning.constrained import Filtered
 from scaler.core.planning.decisions import ScaleDown
 from scaler.core.planning.packing import Bin, Placement, PodClass
@@ -174,7 +174,7 @@ def _candidates(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, up: Sca
     """The unneeded nodes (recorded in `out.unneeded` and the state) whose unneeded time is up."""
     now = snapshot.now
     since_before = adv.state.unneeded_since
-    held = _hold(snapshot, config, adv)
+    held = _hold(snapshot, config, adv) | outside_pools(snapshot)  # or not an instance of its pool any more
     threshold = config.scale_down.utilization_threshold
     found: list[Candidate] = []
     for node in snapshot.nodes:

@@ -39,18 +39,18 @@ def status(req: ProvisioningRequest) -> dict[str, tuple[str, str]]:
     return {k: (c.status, c.reason) for k, c in req.conditions.items()}
 
 
-def test_check_capacity_says_yes_within_the_pools_max_and_adds_nothing() -> None:
+def test_check_capacity_says_yes_only_on_the_nodes_that_are_up_and_adds_nothing() -> None:
+    """As cluster-autoscaler's check-capacity class: what the pools could add does not count (issue 23)."""
     cfg = config(POOLS)
     req = request(CHECK_CAPACITY)
     result, _ = step(req, snapshot(cfg, []), State(), cfg)
-    assert status(req) == {"Accepted": ("True", "Accepted"), "Provisioned": ("True", "CapacityIsFound")}
+    assert status(req) == {"Accepted": ("True", "Accepted"), "Provisioned": ("False", "CapacityIsNotFound")}
     assert result.scale_ups == []  # a question, not an order
 
-    small = config([POOLS[0], {**POOLS[1], "max": 3}])
+    nodes = [node_of(cfg, "gpu8-od", f"n{i}") for i in range(4)]
     req = request(CHECK_CAPACITY)
-    step(req, snapshot(small, []), State(), small)
-    assert status(req)["Provisioned"] == ("False", "CapacityIsNotFound")
-    assert "gpu8-od" in req.conditions["Provisioned"].message
+    result, _ = step(req, snapshot(cfg, [], nodes, desired={"gpu8-od": 4}), State(), cfg)
+    assert status(req)["Provisioned"] == ("True", "CapacityIsFound") and result.scale_ups == []
 
 
 def test_atomic_scale_up_provisions_when_every_node_is_up_then_books_them_until_expiry() -> None:
@@ -63,7 +63,7 @@ def test_atomic_scale_up_provisions_when_every_node_is_up_then_books_them_until_
     # The four nodes come up: every pod set fits on a node that is up.
     nodes = [node_of(cfg, "gpu8-od", f"n{i}") for i in range(4)]
     result, state = step(req, snapshot(cfg, [], nodes, now=1300.0, desired={"gpu8-od": 4}), state, cfg)
-    assert status(req)["Provisioned"] == ("True", "Provisioned") and result.scale_ups == []
+    assert status(req)["Provisioned"] == ("True", "CapacityIsProvisioned") and result.scale_ups == []
     provisioned = req.conditions["Provisioned"].at
 
     # Booked: the empty nodes are not removed, pass after pass, past the unneeded time.
