@@ -12,9 +12,9 @@ from kubernetes import client
 
 from scaler.core.model import keys
 from scaler.kube.actions import KubeActions, Leader
-from scaler.ports import KubeError, ObjectRef
 from scaler.kube.cache import ClusterCache
 from scaler.kube.client import api_client
+from scaler.ports import KubeError, ObjectRef
 from tests.fakes.kubeapi import FakeKube, node, pdb, pod
 
 pytestmark = pytest.mark.integration
