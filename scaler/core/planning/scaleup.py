@@ -19,8 +19,9 @@ from scaler.core.model.workload import active, is_daemonset
 from scaler.core.planning.advance import Advanced
 from scaler.core.planning.constrained import Filtered
 from scaler.core.planning.decisions import Outcome, PodVerdict, ScaleUp
-from scaler.core.planning.expander import Candidate, Expander
+from scaler.core.planning.expander import Candidate
 from scaler.core.planning.packing import Packer, Placement, PodClass
+from scaler.core.planning.place import Placer
 from scaler.core.planning.queue_order import Chooser, place_in_queue_order
 from scaler.core.planning.snapshot import Snapshot
 from scaler.core.planning.trial import Trial
@@ -136,7 +137,7 @@ def _segments(singles: list[PodClass], gang_keys: list[tuple[float, float]],
 
 
 def plan_scale_up(snapshot: Snapshot, config: ScalerConfig, adv: Advanced) -> ScaleUpResult:
-    planner = Expander(snapshot, config, adv)
+    planner = Placer(snapshot, config, adv)
     packer = planner.packer
     verdicts: dict[str, PodVerdict] = {}
     placed_on: dict[str, str] = {}
@@ -151,7 +152,7 @@ def plan_scale_up(snapshot: Snapshot, config: ScalerConfig, adv: Advanced) -> Sc
     gang_of, minimum, running = _gangs(snapshot, config)
     filtered = planner.filtered
     classes = packer.classify(pending, gang_of, filtered.class_key if filtered.active else None)
-    info = {id(c): planner.candidates(c) for c in classes}
+    info = {id(c): planner.expander.candidates(c) for c in classes}
     gangs: dict[str, list[PodClass]] = {}
     singles: list[PodClass] = []
     for c in classes:
@@ -167,7 +168,7 @@ def plan_scale_up(snapshot: Snapshot, config: ScalerConfig, adv: Advanced) -> Sc
     out = _Verdicts(verdicts, new_pods, placed_on)
     for i, run in enumerate(segments):
         on_existing = place_in_queue_order(packer, run, choosers, filtered)
-        run.sort(key=planner.sort_key)
+        run.sort(key=planner.expander.sort_key)
         for c in run:
             cands, reasons = info[id(c)]
             placement = planner.place(c, cands, reasons, on_existing[id(c)])
@@ -194,7 +195,7 @@ class _Verdicts:
         _verdicts(cls, placement, reasons, rest, rest_reason, self.verdicts, self.new_pods, self.placed_on)
 
 
-def _place_gang(planner: Expander, gid: str, members: list[PodClass],
+def _place_gang(planner: Placer, gid: str, members: list[PodClass],
                 info: dict[int, tuple[list[Candidate], dict[str, str]]], minimum: int | None, running: int,
                 out: _Verdicts) -> None:
     """All of a gang's pending pods, or none: placed in a Trial kept only when every one found room."""
@@ -221,7 +222,7 @@ def _place_gang(planner: Expander, gid: str, members: list[PodClass],
                 f"gang {gid}: room for {got} of {pending_n} pending members; all or none")
 
 
-def _own_reasons(planner: Expander, verdicts: dict[str, PodVerdict]) -> None:
+def _own_reasons(planner: Placer, verdicts: dict[str, PodVerdict]) -> None:
     """A constrained pod's own refusals by kube-scheduler's filters; one the filters keep off every
     pool's template is unschedulable (no scale-up helps it)."""
     for key, mine in planner.pod_reasons.items():
