@@ -58,7 +58,7 @@ class Pool(StrictModel):
     root_volume_gib: int = Field(default=100, gt=0)
     daemonset_overhead: dict[str, str | int | float] | None = None
     gpu_sharing: GpuSharing | None = Field(
-        default=None, description="time-slicing or MIG (scaler/core/sharing.py); whole GPUs when unset")
+        default=None, description="time-slicing or MIG (scaler/core/config/sharing.py); whole GPUs when unset")
     # Filled in by validation from the catalogue (plus the pools file's overrides).
     instance: InstanceType | None = Field(default=None, exclude=True, repr=False)
     sharing: SharingPlan | None = Field(default=None, exclude=True, repr=False)

@@ -30,7 +30,7 @@ LABEL_GPU_PRESENT: Final = "nvidia.com/gpu.present"
 LABEL_GPU_PRODUCT: Final = "nvidia.com/gpu.product"
 LABEL_GPU_COUNT: Final = "nvidia.com/gpu.count"
 # Shared GPUs: the device plugin's per-node config selector, GPU feature discovery's sharing labels
-# and NVIDIA mig-manager's layout selector (scaler/core/sharing.py derives them from the pool).
+# and NVIDIA mig-manager's layout selector (scaler/core/config/sharing.py derives them from the pool).
 LABEL_DEVICE_PLUGIN_CONFIG: Final = "nvidia.com/device-plugin.config"
 LABEL_GPU_SHARING_STRATEGY: Final = "nvidia.com/gpu.sharing-strategy"
 LABEL_GPU_REPLICAS: Final = "nvidia.com/gpu.replicas"
@@ -98,7 +98,7 @@ TAG_FALLBACK: Final = f"{DOMAIN}/fallback"
 TAG_CLUSTER: Final = f"{DOMAIN}/cluster"
 
 
-# --- other tools' group tags, read when adopting an existing cluster (scaler/core/adopt.py) -----
+# --- other tools' group tags, read when adopting an existing cluster (scaler/core/config/adopt.py) -----
 # OpenAI's kubernetes-ec2-autoscaler (and kops before 1.x): the cluster, the group's role, and
 # `kube/<label>` tags that name the labels its nodes carry (the autoscaler's node selectors).
 TAG_KUBERNETES_CLUSTER: Final = "KubernetesCluster"
