@@ -51,6 +51,12 @@ class Caps:
         """Why the pool cannot launch now (the fallback takes over), or None. A pool across zones can
         while one of its zones can: the cloud launches where it has capacity."""
         name = slot.pool.name
+        block = slot.pool.reservation if slot.pool.capacity_type == "capacity-block" else None
+        if block is not None and block.start is not None and self.now < block.start:
+            return f"the Capacity Block starts at {fmt_time(block.start)}"
+        if block is not None and block.end is not None and self.now >= block.window_closes():
+            return (f"the Capacity Block ends at {fmt_time(block.end)}: less than "
+                    f"{max(block.min_remaining, block.drain_lead) / 60:g} min left")
         b = self.state.backoff.get(name)
         if b is not None and b.until > self.now:
             return f"backoff until {fmt_time(b.until)}"
