@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from core_builders import POOLS, config, pod, snapshot
+from core_builders import POOLS, config, node_of, pod, snapshot
 
 from scaler.core.config.pool import Pool
 from scaler.core.config.settings import parse_config
@@ -84,3 +84,16 @@ def test_nothing_is_placed_on_a_block_before_it_starts_or_within_min_remaining_o
     late, _ = plan(snapshot(c, job, now=END - 50 * 60), State(), c)
     assert "gpu8-block" not in ups(late)
     assert "ends at" in late.verdicts["default/j0"].reasons["gpu8-block"]
+
+
+def test_a_blocks_nodes_are_drained_at_the_lead_with_replacements_bought_ahead_on_the_next_rung() -> None:
+    c = cfg(BLOCK)
+    nodes = [node_of(c, "gpu8-block", f"p5-{i}", [pod(f"train-{i}", cpu="8", gpu=8)]) for i in range(2)]
+    quiet, _ = plan(snapshot(c, [], nodes, now=END - 41 * 60), State(), c)
+    assert quiet.scale_downs == [] and ups(quiet) == {}
+    result, _ = plan(snapshot(c, [], nodes, now=END - 40 * 60), State(), c)
+    drains = sorted((d.node, d.forced, d.deadline, d.evict) for d in result.scale_downs)
+    assert drains == [(f"p5-{i}", True, END - 30 * 60, (f"default/train-{i}",)) for i in range(2)]
+    assert ups(result) == {"gpu8-od": 2}  # asked for in the same pass, ahead of the evictions
+    assert {(e.node, e.reason) for e in result.events} == {("p5-0", "CapacityBlockEnding"),
+                                                            ("p5-1", "CapacityBlockEnding")}
