@@ -103,10 +103,10 @@ def test_allocation_failures_become_launch_failures(provider: AzureProvider, arm
 
 
 QUOTA = ("Operation could not be completed as it results in exceeding approved standardNCASv3_T4Family Cores quota. "
-         "Additional details - Deployment Model: Resource Manager, Location: eastus, Current Limit: 8, Current Usage: 8, "
-         "Additional Required: 4, (Minimum) New Limit Required: 12. Submit a request for Quota increase at "
-         "https://aka.ms/ProdportalCRP/#blade/Microsoft_Azure_Capacity/UsageAndQuota.ReactView by specifying parameters "
-         "listed in the 'Details' section for deployment to succeed.")
+         "Additional details - Deployment Model: Resource Manager, Location: eastus, Current Limit: 8, "
+         "Current Usage: 8, Additional Required: 4, (Minimum) New Limit Required: 12. Submit a request "
+         "for Quota increase at https://aka.ms/ProdportalCRP/#blade/Microsoft_Azure_Capacity/UsageAndQuota.ReactView "
+         "by specifying parameters listed in the 'Details' section for deployment to succeed.")
 REGION_FULL = ("Allocation failed. We do not have sufficient capacity for the requested VM size in this region. Read "
                "more about improving likelihood of allocation success at http://aka.ms/allocation-guidance")
 

@@ -46,7 +46,8 @@ def plan(snapshot: Snapshot, state: State, config: ScalerConfig) -> tuple[Plan, 
                             if snapshot.now - since >= config.timings.node_gone_grace),
         refused={p: m for p, m in snapshot.refused.items() if p in snapshot.pools},
         in_flight={name: adv.in_flight(name) for name in snapshot.pools},
-        notes=[*adv.notes, *leaving.notes, *up.notes, *down.notes],
+        notes=[*adv.notes, *leaving.notes, *up.notes, *down.notes, *up.quotas.values()],
+        quotas=up.quotas,
     )
     stop_refused(result, adv.state)
     if not snapshot.fresh:
