@@ -166,6 +166,9 @@ class Runtime:
             stops = "drains" if kind == "poddisruptionbudgets" else "scale-downs and size resets below the instances"
             self.kube.event(lease, "WatchFailing", f"the {kind} watch is not synced: {stops} wait for it",
                             "Warning")
+        for message in plan.quotas.values():
+            self.kube.event(lease, "QuotaExhausted", f"{message}: its pods go down the pool's fallback ladder "
+                            "(raise the quota to use the pool)", "Warning")
         for pool, message in plan.refused.items():
             until = self.state.refused.get(pool, (plan.now, ""))[0]
             self.kube.event(lease, "CloudRefused", f"pool {pool}: {message}; its actions stop until "

@@ -66,6 +66,10 @@ class Metrics:
                                      "and its pods go to the fallback pool", ["pool", "fallback"], registry=r)
         self.launch_failures = Counter("gpuburst_launch_failures_total", "Launches the cloud refused, by pool and "
                                        "kind (capacity, quota, price, config, other)", ["pool", "kind"], registry=r)
+        self.quota_headroom = Gauge("gpuburst_quota_headroom_vcpus", "vCPUs a cloud quota still allows, as last "
+                                    "read", ["quota"], registry=r)
+        self.quota_exhausted = Gauge("gpuburst_quota_exhausted", "1 while a cloud quota keeps a pool from growing "
+                                     "(its pods go down the ladder)", ["quota"], registry=r)
         self.cost = Gauge("gpuburst_cost_per_hour", "What the pools' target sizes cost an hour", registry=r)
         self.limit = Gauge("gpuburst_limit", "The config's caps that are set (max_nodes, max_gpus, "
                            "max_cost_per_hour)", ["limit"], registry=r)
@@ -93,6 +97,9 @@ class Metrics:
         for name, obs in snapshot.pools.items():
             for failure in obs.failures:
                 self.launch_failures.labels(name, failure.kind).inc()
+        self.replace(self.quota_headroom, {(o.quota.name,): o.quota.headroom for o in snapshot.pools.values()
+                                           if o.quota is not None})
+        self.replace(self.quota_exhausted, {(q,): 1 for q in plan.quotas})
         self.cost.set(sum(obs.desired * config.price(obs.pool) for obs in snapshot.pools.values()))
         limits = config.limits
         self.replace(self.limit, {(k,): float(v) for k, v in (("max_nodes", limits.max_nodes),

@@ -26,7 +26,8 @@ STATUS_CONFIGMAP: Final = "gpuburst-scaler-status"
 AWS_READ_ACTIONS: Final = (
     "autoscaling:DescribeAutoScalingGroups",
     "autoscaling:DescribeScalingActivities",
-    "ec2:DescribeInstances",  # launch times: a node that never registers is due after its launch
+    "ec2:DescribeInstances",  # launch times; the vCPUs that count against a quota
+    "servicequotas:GetServiceQuota",  # the EC2 vCPU quotas (scaler/providers/aws_quotas.py)
 )
 AWS_MUTATING_ACTIONS: Final = (
     "autoscaling:SetDesiredCapacity",

@@ -39,6 +39,7 @@ from scaler.core.planning.snapshot import (
     PoolObservation,
 )
 from scaler.providers import base
+from scaler.providers.aws_quotas import QuotaReader
 from scaler.providers.base import ProviderError, check_size
 
 log = logging.getLogger(__name__)
@@ -205,6 +206,7 @@ class AwsProvider:
         self.asg = session.client("autoscaling", config=bc, **extra)
         self.ec2 = session.client("ec2", config=bc, **extra)
         self.sqs = session.client("sqs", config=bc, **extra) if queue_url else None
+        self.quotas = QuotaReader(session.client("service-quotas", config=bc, **extra), self.ec2, clock)
         self._configured = {p.name: p for p in config.pools}
         self._groups: dict[str, Group] = {}
         self._by_instance: dict[str, str] = {}
@@ -297,6 +299,8 @@ class AwsProvider:
                        for i in grp.live]
             out[name] = PoolObservation(pool=pool, desired=grp.desired, instances=len(grp.live), failures=failures,
                                         members=members)
+        for name, quota in self.quotas.for_pools(o.pool for o in out.values()).items():
+            out[name].quota = quota
         return out
 
     def _launch_times(self) -> None:

@@ -66,6 +66,7 @@ FAILURE_CODES: dict[str, FailureKind] = {
     "OverconstrainedZonalAllocationRequest": "capacity",
     "SpotAllocationFailed": "capacity",
     "QuotaExceeded": "quota",
+    "SKUFamilyQuotaExceeded": "quota",
     "LowPriorityCoresQuotaExceeded": "quota",
     "SubscriptionRequestsThrottled": "other",
     "InvalidParameter": "config",

@@ -102,6 +102,27 @@ def test_allocation_failures_become_launch_failures(provider: AzureProvider, arm
     assert provider.observe(6)["gpu-vmss"].failures == []  # reported once
 
 
+QUOTA = ("Operation could not be completed as it results in exceeding approved standardNCASv3_T4Family Cores quota. "
+         "Additional details - Deployment Model: Resource Manager, Location: eastus, Current Limit: 8, "
+         "Current Usage: 8, Additional Required: 4, (Minimum) New Limit Required: 12. Submit a request "
+         "for Quota increase at https://aka.ms/ProdportalCRP/#blade/Microsoft_Azure_Capacity/UsageAndQuota.ReactView "
+         "by specifying parameters listed in the 'Details' section for deployment to succeed.")
+REGION_FULL = ("Allocation failed. We do not have sufficient capacity for the requested VM size in this region. Read "
+               "more about improving likelihood of allocation success at http://aka.ms/allocation-guidance")
+
+
+@pytest.mark.parametrize(("code", "message", "kind"), [
+    ("SKUFamilyQuotaExceeded", QUOTA, "quota"), ("AllocationFailed", REGION_FULL, "capacity")])
+def test_an_agent_pools_failed_scale_is_read_in_the_pass_that_sees_it(provider: AzureProvider, arm: FakeArm,
+                                                                      code: str, message: str, kind: str) -> None:
+    provider.observe(0)
+    arm.fail_next[("gpuspot1", "scale")] = (code, message)
+    provider.set_desired("gpu-spot-1", 3)
+    wait_for(provider, "gpu-spot-1")
+    [failure] = provider.observe(5)["gpu-spot-1"].failures
+    assert (failure.kind, failure.reason, failure.zone, failure.message) == (kind, code, None, message)
+
+
 def test_remove_one_node(provider: AzureProvider, arm: FakeArm) -> None:
     provider.observe(0)
     node = "azure://" + arm.vmss_vm_id(arm.aks_vmss("gpuspot1"), "0")

@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
+from scaler.core.config import reservation
 from scaler.core.config.catalogue import CATALOGUE, Cloud, InstanceType
 from scaler.core.config.pool import Pool
 from scaler.core.config.settings import ConfigError, parse_config
@@ -109,7 +110,8 @@ def _understood(key: str, cluster: str) -> bool:
              keys.TAG_CA_AZURE_ENABLED, keys.TAG_CA_AZURE_NAME, keys.TAG_CA_AZURE_MIN, keys.TAG_CA_AZURE_MAX,
              keys.TAG_CA_TEMPLATE_RESOURCES + keys.RES_GPU, keys.TAG_CA_TEMPLATE_RESOURCES + keys.RES_EPHEMERAL}
     prefixes = (keys.TAG_CA_TEMPLATE_LABEL, keys.TAG_CA_TEMPLATE_TAINT, keys.TAG_SEED_SELECTOR_PREFIX,
-                keys.TAG_KOPS_ROLE_PREFIX, keys.TAG_K8S_CLUSTER_PREFIX, *keys.TAG_BOOKKEEPING_PREFIXES)
+                keys.TAG_KOPS_ROLE_PREFIX, keys.TAG_K8S_CLUSTER_PREFIX, keys.TAG_RESERVATION_PREFIX,
+                *keys.TAG_BOOKKEEPING_PREFIXES)
     return key in exact or key.startswith(prefixes)
 
 
@@ -163,7 +165,7 @@ def _draft(group: NodeGroup, cloud: Cloud, cluster: str, catalogue: Mapping[str,
         except (ValueError, ValidationError):
             report.append(Unmapped(group.name, f"taint {text}", "not key=value:Effect with a valid key and effect"))
     capacity_type = kept_labels.get(keys.LABEL_CAPACITY_TYPE)
-    if capacity_type not in ("spot", "on-demand"):
+    if capacity_type not in ("spot", "on-demand", *reservation.PREPAID):
         spotty = {labels.get(keys.LABEL_EKS_CAPACITY_TYPE, "").lower(),
                   labels.get(keys.LABEL_KARPENTER_CAPACITY_TYPE, ""),
                   labels.get(keys.LABEL_AZURE_SCALESET_PRIORITY, "")}
@@ -183,6 +185,8 @@ def _draft(group: NodeGroup, cloud: Cloud, cluster: str, catalogue: Mapping[str,
         draft["min_pod_gpus"] = int(min_gpus)
     if tags.get(keys.TAG_FALLBACK):
         draft["fallback"] = tags[keys.TAG_FALLBACK]
+    if reservation.from_tags(tags):
+        draft["reservation"] = reservation.from_tags(tags)
     ephemeral = tags.get(keys.TAG_CA_TEMPLATE_RESOURCES + keys.RES_EPHEMERAL, "")
     if ephemeral.endswith("Gi") and ephemeral[:-2].isdigit():
         draft["root_volume_gib"] = int(ephemeral[:-2])

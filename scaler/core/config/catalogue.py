@@ -102,6 +102,12 @@ _TYPES: Final = [
 
 CATALOGUE: Final[dict[str, InstanceType]] = {t.name: t for t in _TYPES}
 
+# The types EC2 sells as Capacity Blocks for ML (of this catalogue's: p4d and p5; the others as AWS lists them).
+CAPACITY_BLOCK_TYPES: Final = frozenset({
+    "p4d.24xlarge", "p4de.24xlarge", "p5.48xlarge", "p5e.48xlarge", "p5en.48xlarge", "p6-b200.48xlarge",
+    "trn1.32xlarge", "trn2.48xlarge",
+})
+
 # The value of the cloud's accelerator label per GPU model (cluster-autoscaler's GPU label).
 AWS_ACCELERATOR: Final = {
     "T4": "nvidia-tesla-t4", "A10G": "nvidia-a10g", "L4": "nvidia-l4", "L40S": "nvidia-l40s",

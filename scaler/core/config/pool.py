@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from scaler.core.config import reservation as rsv
 from scaler.core.config.catalogue import AWS_ACCELERATOR, CATALOGUE, Cloud, InstanceType
 from scaler.core.config.sharing import GpuSharing, SharingPlan, plan_sharing, sharing_from_tags
 from scaler.core.config.specs import LABEL_KEY, StrictModel, TaintSpec, taint_spec
@@ -23,7 +24,7 @@ from scaler.core.model.objects import Node, Pod, Taint
 from scaler.core.model.resources import Resources, parse_resources
 
 Role = Literal["system", "general", "gpu"]
-CapacityType = Literal["spot", "on-demand"]
+CapacityType = Literal["spot", "on-demand", "reserved", "capacity-block"]
 
 _NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$")
 GiB = 2**30
@@ -42,6 +43,8 @@ class Pool(StrictModel):
     azure_kind: Literal["agentpool", "vmss"] = "agentpool"
     instance_types: Annotated[list[str], Field(min_length=1)]
     capacity_type: CapacityType = "on-demand"
+    reservation: rsv.Reservation | None = Field(
+        default=None, description="what a reserved or capacity-block pool launches into (reservation.py)")
     zones: Annotated[list[str], Field(min_length=1)]
     min_size: int = Field(default=0, ge=0, alias="min")
     max_size: int = Field(ge=0, le=2**31 - 1, alias="max")
@@ -98,6 +101,7 @@ class Pool(StrictModel):
     def _consistent(self) -> Pool:
         if self.min_size > self.max_size:
             raise FieldError("max", f"min ({self.min_size}) is greater than max ({self.max_size})")
+        rsv.check(self.capacity_type, self.reservation, self.cloud, self.instance_types)
         if self.cloud == "azure" and len(self.instance_types) > 1:
             raise FieldError("instance_types", "an Azure pool has exactly one VM size")
         if self.cloud == "azure" and self.role == "system" and self.capacity_type == "spot":
@@ -233,7 +237,16 @@ class Pool(StrictModel):
         reserve = self.system_reserve()
         return {k: v - reserve.get(k, 0) for k, v in self.capacity().items()}
 
+    @property
+    def prepaid(self) -> bool:
+        """Paid for whether used or not (a reservation, a Capacity Block)."""
+        return self.capacity_type in rsv.PREPAID
+
     def hourly_price(self, spot_price_factor: float) -> float:
+        """What one more node costs: nothing on prepaid capacity (`list_price` is what it is charged)."""
+        return 0.0 if self.prepaid else self.list_price(spot_price_factor)
+
+    def list_price(self, spot_price_factor: float) -> float:
         if self.price_per_hour is not None:
             return self.price_per_hour
         base = self.itype.price_per_hour
@@ -271,6 +284,8 @@ class Pool(StrictModel):
         }
         if self.fallback:
             tags[keys.TAG_FALLBACK] = self.fallback
+        if self.reservation is not None:
+            tags.update(rsv.to_tags(self.reservation))
         for k, v in self.node_labels().items():
             tags[keys.TAG_CA_TEMPLATE_LABEL + k] = v
         for t in self.node_taints():
@@ -331,7 +346,7 @@ class Pool(StrictModel):
             "name": name, "cloud": cloud, "role": role, "provider_ref": provider_ref,
             "instance_types": instance_types, "capacity_type": capacity_type, "zones": zones,
             "min": min_size, "max": max_size, "fallback": tags.get(keys.TAG_FALLBACK),
-            "min_pod_gpus": int(min_gpus),
+            "min_pod_gpus": int(min_gpus), "reservation": rsv.from_tags(tags),
             "gpu_sharing": sharing_from_tags(labels, tags, entry.gpus if entry else 0),
         })
         ephemeral = tags.get(keys.TAG_CA_TEMPLATE_RESOURCES + keys.RES_EPHEMERAL)

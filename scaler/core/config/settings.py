@@ -123,8 +123,9 @@ class ScalerConfig(BaseModel):
         for pool in self.pools:
             where = ("pools", f"[{pool.name}]", "fallback")
             if pool.fallback is None:
-                if pool.capacity_type == "spot" and pool.role == "gpu":
-                    raise FieldError(where, "is required for a spot GPU pool")
+                if pool.capacity_type in ("spot", "capacity-block") and pool.role == "gpu":
+                    raise FieldError(where, f"is required for a {pool.capacity_type} GPU pool: its pods need "
+                                     "somewhere to go when its capacity does")
                 continue
             target = by_name.get(pool.fallback)
             if target is None:
@@ -228,7 +229,35 @@ def meaning_errors(config: ScalerConfig) -> list[tuple[KeyPath, str]]:
             break
     for pool in config.pools:
         out += [(("pools", f"[{pool.name}]", *path), msg) for path, msg in _pool_errors(pool, config)]
+    out += _ladder_errors(config)
     out += _cap_errors(config)
+    return out
+
+
+def _ladder_errors(config: ScalerConfig) -> list[tuple[KeyPath, str]]:
+    """A rung of a fallback chain that could never take a pod of the rung above it (pools resolved)."""
+    out: list[tuple[KeyPath, str]] = []
+    by_name = {p.name: p for p in config.pools}
+    for pool in config.pools:
+        below = by_name.get(pool.fallback or "")
+        if below is None:
+            continue
+        need = max(pool.min_pod_gpus, 1 if pool.gpus else 0)
+        why = None
+        if need and not below.gpus:
+            why = "has no GPU"
+        elif need > below.gpus:
+            why = f"has {below.gpus} GPUs a node and {pool.name}'s pods ask for at least {need}"
+        elif pool.gpus and below.min_pod_gpus > pool.gpus:
+            why = f"takes pods of at least {below.min_pod_gpus} GPUs and {pool.name}'s ask for at most {pool.gpus}"
+        else:
+            shared = set(pool.sharing.resources()) if pool.sharing is not None else set()
+            missing = sorted(shared - set(below.capacity()))
+            if missing:
+                why = f"offers no {', '.join(missing)}, which {pool.name}'s pods ask for"
+        if why:
+            out.append((("pools", f"[{pool.name}]", "fallback"), f"{below.name} {why}: no pod of this pool could "
+                        "ever fall back there"))
     return out
 
 

@@ -96,6 +96,8 @@ TAG_POOL: Final = f"{DOMAIN}/pool"
 TAG_ROLE: Final = f"{DOMAIN}/role"
 TAG_FALLBACK: Final = f"{DOMAIN}/fallback"
 TAG_CLUSTER: Final = f"{DOMAIN}/cluster"
+# A prepaid pool's reservation, one tag per field: <prefix><field, '-' for '_'> (scaler/core/config/reservation.py).
+TAG_RESERVATION_PREFIX: Final = f"{DOMAIN}/reservation-"
 
 
 # --- other tools' group tags, read when adopting an existing cluster (scaler/core/config/adopt.py) -----

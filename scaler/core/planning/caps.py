@@ -1,5 +1,9 @@
 """The caps on new nodes: each pool's max, the cluster's limits (nodes, GPUs, cost per hour), the per-pass
-rate; and whether a pool may launch now (backoff, unavailable offerings, a cloud's refusal). Pure."""
+rate; and whether a pool may launch now (backoff, unavailable offerings, a cloud's refusal, a Capacity
+Block's window, its cloud quota's headroom). Pure.
+
+A quota is shared by every pool that counts against it; its headroom (read by the provider against the
+instances that exist) is lessened by the nodes asked for and not launched yet and by this pass's."""
 
 from __future__ import annotations
 
@@ -35,28 +39,46 @@ class Caps:
         # A gang's nodes are asked for together: the per-pass cap (a rate limit) would starve a gang
         # larger than it forever, so it counts them but does not stop them. Pool max and limits do.
         self.gang = False
-        self._saved: tuple[dict[str, int], int, int, float, int] = ({}, 0, 0, 0.0, 0)
+        self.quota_left: dict[str, int] = {}
+        for o in snapshot.pools.values():
+            if o.quota is not None:
+                owed = max(0, adv.desired.get(o.pool.name, o.desired) - o.instances) * o.pool.itype.vcpu
+                left = self.quota_left.get(o.quota.name, o.quota.headroom)
+                self.quota_left[o.quota.name] = left - owed
+        self.quota_of = {n: o.quota.name for n, o in snapshot.pools.items() if o.quota is not None}
+        self.exhausted: dict[str, str] = {}  # quota -> why a pool could not have a node (the Event's text)
+        self._saved: tuple[dict[str, int], int, int, float, int, dict[str, int]] = ({}, 0, 0, 0.0, 0, {})
 
     # --- Tentative (scaler.core.planning.trial) ---------------------------------------------------
     def begin(self) -> None:
-        self._saved = (dict(self.added), self.nodes, self.gpus, self.cost, self.this_pass)
+        self._saved = (dict(self.added), self.nodes, self.gpus, self.cost, self.this_pass, dict(self.quota_left))
 
     def commit(self) -> None:
         return None
 
     def rollback(self) -> None:
-        self.added, self.nodes, self.gpus, self.cost, self.this_pass = dict(self._saved[0]), *self._saved[1:]
+        self.added, self.nodes, self.gpus, self.cost, self.this_pass = dict(self._saved[0]), *self._saved[1:5]
+        self.quota_left = dict(self._saved[5])
 
     def availability(self, slot: Slot) -> str | None:
         """Why the pool cannot launch now (the fallback takes over), or None. A pool across zones can
         while one of its zones can: the cloud launches where it has capacity."""
         name = slot.pool.name
+        block = slot.pool.reservation if slot.pool.capacity_type == "capacity-block" else None
+        if block is not None and block.start is not None and self.now < block.start:
+            return f"the Capacity Block starts at {fmt_time(block.start)}"
+        if block is not None and block.end is not None and self.now >= block.window_closes():
+            return (f"the Capacity Block ends at {fmt_time(block.end)}: less than "
+                    f"{max(block.min_remaining, block.drain_lead) / 60:g} min left")
         b = self.state.backoff.get(name)
         if b is not None and b.until > self.now:
             return f"backoff until {fmt_time(b.until)}"
         refused = self.state.refused.get(name)
         if refused is not None:
             return f"the cloud refused ({refused[1]}); not asked again before {fmt_time(refused[0])}"
+        why = self.quota(slot)
+        if why is not None:
+            return why
         zones = (slot.zone,) if slot.zone else slot.pool.zones
         until = min(self.state.unavailable.get((name, z), 0.0) for z in zones)
         if until > self.now:
@@ -64,9 +86,23 @@ class Caps:
             return f"{what} unavailable in {', '.join(zones)} until {fmt_time(until)}"
         return None
 
-    def limit(self, slot: Slot) -> str | None:
-        """Why one more node of the slot would break the pool max or a cluster limit, or None."""
+    def quota(self, slot: Slot) -> str | None:
+        """Why the pool's cloud quota has no room for one more node, or None. An availability (the fallback
+        takes over) and a cap (a node opened this pass uses the room up)."""
         name = slot.pool.name
+        quota = self.quota_of.get(name)
+        if quota is None or self.quota_left[quota] >= slot.pool.itype.vcpu:
+            return None
+        why = (f"quota {quota!r} exhausted: {max(0, self.quota_left[quota])} vCPUs left, a node of {name} needs "
+               f"{slot.pool.itype.vcpu}")
+        self.exhausted.setdefault(quota, why)
+        return why
+
+    def limit(self, slot: Slot) -> str | None:
+        """Why one more node of the slot would break the pool max, its quota or a cluster limit, or None."""
+        name = slot.pool.name
+        if self.quota(slot) is not None:
+            return self.quota(slot)
         if self.added.get(name, 0) >= self.room.get(name, 0):
             return f"pool at max ({self.max_size[name]})"
         lim = self.limits
@@ -87,3 +123,6 @@ class Caps:
         self.nodes += 1
         self.gpus += slot.pool.gpus
         self.cost += slot.price
+        quota = self.quota_of.get(name)
+        if quota is not None:
+            self.quota_left[quota] -= slot.pool.itype.vcpu

@@ -79,6 +79,7 @@ class Plan:
     refused: dict[str, str] = field(default_factory=dict)  # pools newly stopped by a cloud refusal
     in_flight: dict[str, int] = field(default_factory=dict)  # pool -> nodes asked for, not registered yet
     notes: list[str] = field(default_factory=list)
+    quotas: dict[str, str] = field(default_factory=dict)  # a cloud quota that stopped a pool -> why
 
     @property
     def empty(self) -> bool:

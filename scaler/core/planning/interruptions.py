@@ -8,6 +8,8 @@ at random; a shortage shows as launch failures, which do (for `timings.unavailab
 fallback takes over from there. A rebalance recommendation drains only a node
 whose pods may all be moved; a node that is already stopping ("terminating") is left to the cloud.
 While such a drain is in progress its node's capacity does not count and its pods keep their home.
+A Capacity Block's nodes are drained the same way (forced, evictions PodDisruptionBudget-respecting
+until EC2 takes them) from `drain_lead` before the block's end, their replacements planned ahead.
 """
 
 from __future__ import annotations
@@ -15,10 +17,12 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
+from scaler.core.config.reservation import EC2_BLOCK_TERMINATION
 from scaler.core.model.objects import Node, Pod
 from scaler.core.model.workload import blocker, node_pool, to_evict
 from scaler.core.planning.decisions import NodeEvent, ScaleDown
 from scaler.core.planning.snapshot import Interruption, Snapshot
+from scaler.core.planning.state import fmt_time
 
 
 @dataclass(slots=True)
@@ -84,3 +88,24 @@ def read_notices(snapshot: Snapshot, gone: set[str]) -> Leaving:
         out.events.append(NodeEvent(node.name, "SpotInterrupted", f"{notice.kind}: draining; a replacement is planned "
                                     "ahead of the reclaim", warning=True))
     return out
+
+
+def ending_blocks(snapshot: Snapshot, out: Leaving) -> None:
+    """Drain the nodes of Capacity Blocks that end within their pool's drain lead (once: a drain in progress
+    is already displaced). EC2 starts terminating the instances 30 minutes before the end: that is the
+    drain's deadline, the node is removed then whatever is left."""
+    for node in snapshot.nodes:
+        name = node_pool(node)
+        obs = snapshot.pools.get(name) if name else None
+        block = obs.pool.reservation if obs is not None and obs.pool.capacity_type == "capacity-block" else None
+        if name is None or block is None or block.end is None or node.name in snapshot.draining:
+            continue
+        if snapshot.now < block.end - block.drain_lead:
+            continue
+        if node.name not in out.nodes:
+            _displace(node, out)
+        reason = f"Capacity Block {block.id} ends at {fmt_time(block.end)}"
+        out.drains.append(ScaleDown(name, node.name, node.provider_id, tuple(p.key for p in to_evict(node.pods)),
+                                    reason, deadline=max(snapshot.now, block.end - EC2_BLOCK_TERMINATION), forced=True))
+        out.events.append(NodeEvent(node.name, "CapacityBlockEnding", f"{reason}: draining; replacements are "
+                                    "planned on the pool's fallback", warning=True))

@@ -15,7 +15,7 @@ import dataclasses
 from scaler.core.config.settings import ScalerConfig
 from scaler.core.planning.advance import advance, record_scale_ups
 from scaler.core.planning.decisions import Plan, SetSize
-from scaler.core.planning.interruptions import read_notices
+from scaler.core.planning.interruptions import ending_blocks, read_notices
 from scaler.core.planning.scaledown import plan_scale_down
 from scaler.core.planning.scaleup import plan_scale_up
 from scaler.core.planning.snapshot import Snapshot
@@ -26,6 +26,7 @@ def plan(snapshot: Snapshot, state: State, config: ScalerConfig) -> tuple[Plan, 
     """Decide scale-ups, size resets and drains for one pass. The input state is not changed."""
     adv = advance(snapshot, state, config)
     leaving = read_notices(snapshot, adv.gone)
+    ending_blocks(snapshot, leaving)
     adv.leaving = leaving.nodes
     view = dataclasses.replace(snapshot, pending=[*snapshot.pending, *leaving.displaced]) \
         if leaving.displaced else snapshot
@@ -45,7 +46,8 @@ def plan(snapshot: Snapshot, state: State, config: ScalerConfig) -> tuple[Plan, 
                             if snapshot.now - since >= config.timings.node_gone_grace),
         refused={p: m for p, m in snapshot.refused.items() if p in snapshot.pools},
         in_flight={name: adv.in_flight(name) for name in snapshot.pools},
-        notes=[*adv.notes, *leaving.notes, *up.notes, *down.notes],
+        notes=[*adv.notes, *leaving.notes, *up.notes, *down.notes, *up.quotas.values()],
+        quotas=up.quotas,
     )
     stop_refused(result, adv.state)
     if not snapshot.fresh:

@@ -47,6 +47,7 @@ class ScaleUpResult:
     packer: Packer
     notes: list[str] = field(default_factory=list)
     filtered: Filtered | None = None  # kube-scheduler's other filters, as the pass left them (drain check)
+    quotas: dict[str, str] = field(default_factory=dict)  # quota -> why it stopped a pool this pass
 
 
 def _gangs(snapshot: Snapshot, config: ScalerConfig) -> tuple[dict[str, str], dict[str, int], dict[str, int]]:
@@ -179,7 +180,8 @@ def plan_scale_up(snapshot: Snapshot, config: ScalerConfig, adv: Advanced) -> Sc
             _place_gang(planner, gid, members, info, minimum.get(gid), running.get(gid, 0), out)
     _own_reasons(planner, verdicts)
     new_nodes = _new_nodes(packer, new_pods)
-    return ScaleUpResult(_scale_ups(new_nodes, adv), verdicts, new_nodes, placed_on, packer, filtered=filtered)
+    return ScaleUpResult(_scale_ups(new_nodes, adv), verdicts, new_nodes, placed_on, packer, filtered=filtered,
+                         quotas=dict(planner.caps.exhausted))
 
 
 @dataclass(slots=True)

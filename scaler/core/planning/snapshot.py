@@ -35,6 +35,14 @@ class CloudInstance:
     launched_at: float = 0.0  # epoch seconds; 0 when the cloud does not say
 
 
+@dataclass(frozen=True, slots=True)
+class Quota:
+    """The cloud quota a pool's new nodes count against, as its provider last read it (every few minutes)."""
+
+    name: str  # as the cloud names it: "Running On-Demand G and VT instances", "standardNCASv3_T4Family"
+    headroom: int  # vCPUs the quota still allows beyond the instances that exist (limit - usage)
+
+
 @dataclass(slots=True)
 class PoolObservation:
     """A pool as its provider sees it right now."""
@@ -44,6 +52,7 @@ class PoolObservation:
     instances: int  # instances that exist (booting or running), registered or not
     failures: list[LaunchFailure] = field(default_factory=list)  # new since the last pass
     members: list[CloudInstance] = field(default_factory=list)  # the `instances` themselves
+    quota: Quota | None = None  # None: not read (or none applies): no cap
 
 
 NoticeKind = Literal["spot-interruption", "rebalance", "terminating"]

@@ -14,7 +14,7 @@ def test_aws_policy_scopes_every_mutating_action_to_the_clusters_tagged_groups()
     doc = permissions.aws_scaler_policy("prod-1", "arn:aws:sqs:us-east-1:123456789012:prod-1-interruptions")
     json.dumps(doc)  # serialisable as the cloud wants it
     for st in doc["Statement"]:
-        mutating = [a for a in st["Action"] if not a.split(":")[1].startswith(("Describe", "Receive", "Delete"))]
+        mutating = [a for a in st["Action"] if not a.split(":")[1].startswith(("Describe", "Receive", "Delete", "Get"))]
         if st["Resource"] == "*" and mutating:
             cond = st["Condition"]["StringEquals"]
             assert cond[f"aws:ResourceTag/{keys.tag_ca_cluster('prod-1')}"] == "owned"
@@ -57,6 +57,8 @@ def test_aws_policy_is_exactly_what_the_provider_calls() -> None:
     asg = {f"autoscaling:{camel(m)}" for m in calls("scaler/providers/aws.py", "asg")}
     sqs = {f"sqs:{camel(m)}" for m in calls("scaler/providers/aws.py", "sqs")}
     sqs |= {f"ec2:{camel(m)}" for m in calls("scaler/providers/aws.py", "ec2")}
+    sqs |= {f"ec2:{camel(m)}" for m in calls("scaler/providers/aws_quotas.py", "ec2")}
+    sqs |= {f"servicequotas:{camel(m)}" for m in calls("scaler/providers/aws_quotas.py", "quotas")}
     doc = permissions.aws_scaler_policy("c", "arn:aws:sqs:us-east-1:123456789012:q")
     granted = {a for st in doc["Statement"] for a in st["Action"]}
     assert asg | sqs == granted
