@@ -19,7 +19,8 @@ from scaler.kube.cache import ClusterCache
 from scaler.kube.client import api_client
 from scaler.loop import Runtime
 from scaler.metrics import Metrics
-from scaler.providers.aws import AwsProvider, provider_id
+from scaler.providers.aws import AwsProvider
+from scaler.providers.aws_messages import provider_id
 from tests.fakes.aws import MotoAws
 from tests.fakes.kubeapi import FakeKube, pod
 

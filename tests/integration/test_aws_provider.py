@@ -7,7 +7,8 @@ import time
 import pytest
 
 from scaler.core.config.settings import ScalerConfig, parse_config
-from scaler.providers.aws import AwsProvider, provider_id
+from scaler.providers.aws import AwsProvider
+from scaler.providers.aws_messages import provider_id
 from scaler.providers.base import ProviderError
 from tests.fakes.aws import Faults, MotoAws
 

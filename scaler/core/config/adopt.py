@@ -132,8 +132,8 @@ def _draft(group: NodeGroup, cloud: Cloud, cluster: str, catalogue: Mapping[str,
         report.append(Unmapped(group.name, "group", why))
         return None
     if not group.instance_types:
-        report.append(Unmapped(group.name, "group", "the cloud names no instance type for it (no launch template, "
-                               "launch configuration or overrides)"))
+        why = "the cloud names no instance type for it (no launch template, launch configuration or overrides)"
+        report.append(Unmapped(group.name, "group", why))
         return None
     if group.bounds_note:
         report.append(Unmapped(group.name, "min/max", group.bounds_note))
@@ -164,12 +164,7 @@ def _draft(group: NodeGroup, cloud: Cloud, cluster: str, catalogue: Mapping[str,
             taints.append(TaintSpec.parse(text))
         except (ValueError, ValidationError):
             report.append(Unmapped(group.name, f"taint {text}", "not key=value:Effect with a valid key and effect"))
-    capacity_type = kept_labels.get(keys.LABEL_CAPACITY_TYPE)
-    if capacity_type not in ("spot", "on-demand", *reservation.PREPAID):
-        spotty = {labels.get(keys.LABEL_EKS_CAPACITY_TYPE, "").lower(),
-                  labels.get(keys.LABEL_KARPENTER_CAPACITY_TYPE, ""),
-                  labels.get(keys.LABEL_AZURE_SCALESET_PRIORITY, "")}
-        capacity_type = "spot" if group.spot or "spot" in spotty else "on-demand"
+    capacity_type = _capacity_type(group, labels, kept_labels)
     entry = catalogue.get(group.instance_types[0])
     gpus = entry.gpus if entry else 0
     role = tags.get(keys.TAG_ROLE) or ("gpu" if gpus else "system" if group.system else "general")
@@ -204,6 +199,16 @@ def _draft(group: NodeGroup, cloud: Cloud, cluster: str, catalogue: Mapping[str,
     for key in (k for k in ("labels", "taints") if not draft[k]):
         del draft[key]
     return draft
+
+
+def _capacity_type(group: NodeGroup, labels: Mapping[str, str], kept: Mapping[str, str]) -> str:
+    """The pool's capacity type: our own label, else what the other tools' labels or the group say."""
+    capacity_type = kept.get(keys.LABEL_CAPACITY_TYPE)
+    if capacity_type in ("spot", "on-demand", *reservation.PREPAID):
+        return capacity_type
+    spotty = {labels.get(keys.LABEL_EKS_CAPACITY_TYPE, "").lower(), labels.get(keys.LABEL_KARPENTER_CAPACITY_TYPE, ""),
+              labels.get(keys.LABEL_AZURE_SCALESET_PRIORITY, "")}
+    return "spot" if group.spot or "spot" in spotty else "on-demand"
 
 
 def _message(err: Exception) -> str:

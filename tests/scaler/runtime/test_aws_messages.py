@@ -12,7 +12,8 @@ from datetime import UTC, datetime
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError
 
-from scaler.providers.aws import parse_activity, parse_event, provider_error
+from scaler.providers.aws import provider_error
+from scaler.providers.aws_messages import parse_activity, parse_event
 from scaler.providers.base import NetworkError, NotAuthorized, ServerError, Throttled
 
 
