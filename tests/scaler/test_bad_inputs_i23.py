@@ -72,3 +72,50 @@ def test_import_pools_checks_its_flags_before_the_cloud(tmp_path: Path, argv: li
     done = scaler("import-pools", "--cloud", "aws", *args, env=no_aws_env(tmp_path))
     refused(done, named)
     assert not (tmp_path / "pools.yaml").exists() and not (tmp_path / "missing").exists()
+
+
+# --- simulate: its outputs and flags checked before the run ------------------------------------------------
+TRACE_HEADER = "job_id,submit_s,gpus,duration_s,num_workers"
+SHARE_HEADER = "job_id,submit_s,gpus,duration_s,gpu_milli,cpu,mem_mib,qos,status"
+SHARED_POOLS = ROOT / "examples" / "pools-aws-shared.yaml"
+WHOLE_POOLS = ROOT / "examples" / "pools-aws.yaml"
+
+
+@pytest.mark.parametrize(("argv", "named"), [
+    (["--report", "{trace}"], "--report {trace}: is the --trace file"),
+    (["--report", "{pools}"], "--report {pools}: is the --pools file"),
+    (["--plot", "{tmp}/timeline.txt"], "--plot {tmp}/timeline.txt: the timeline is written as .png, .svg, .pdf"),
+    (["--plot", "{tmp}/timeline"], "--plot {tmp}/timeline"),
+    (["--plot", "{trace}"], "--plot {trace}"),
+    (["--report", "{tmp}/r.json", "--plot", "{tmp}/r.json"], "--plot {tmp}/r.json: is the --report file"),
+    (["--interruption-rate", "1e9"], "--interruption-rate 1e+09: at most 10"),
+    (["--interruption-rate", "11"], "--interruption-rate 11: at most 10"),
+    (["--gpu-sharing", "--pools", "{shared}"], "--gpu-sharing: {trace} has no job of a GPU share"),
+    (["--gpu-sharing", "--trace", "{shares}"], "--gpu-sharing: {pools} has no time-sliced or MIG mixed pool"),
+])
+def test_simulate_checks_its_outputs_and_flags_before_the_run(tmp_path: Path, argv: list[str], named: str) -> None:
+    trace = tmp_path / "t.csv"
+    trace.write_text(f"{TRACE_HEADER}\nj1,0,1,600,1\n", encoding="utf-8")
+    shares = tmp_path / "shares.csv"
+    shares.write_text(f"{SHARE_HEADER}\nf0,0,1,600,250,2,1024,LS,Running\n", encoding="utf-8")
+    pools = tmp_path / "pools.yaml"
+    pools.write_text(WHOLE_POOLS.read_text(encoding="utf-8"), encoding="utf-8")
+    subst = {"{trace}": str(trace), "{pools}": str(pools), "{tmp}": str(tmp_path), "{shared}": str(SHARED_POOLS),
+             "{shares}": str(shares)}
+
+    def fill(text: str) -> str:
+        for k, v in subst.items():
+            text = text.replace(k, v)
+        return text
+
+    given = [fill(a) for a in argv]
+    base = {"--trace": str(trace), "--pools": str(pools)}
+    for flag in ("--trace", "--pools"):
+        if flag in given:
+            base[flag] = given.pop(given.index(flag) + 1)
+            given.remove(flag)
+    before = {p: p.read_bytes() for p in (trace, pools)}
+    done = scaler("simulate", "--quiet", *(x for kv in base.items() for x in kv), *given)
+    refused(done, fill(named))
+    assert {p: p.read_bytes() for p in (trace, pools)} == before  # no input overwritten
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pools.yaml", "shares.csv", "t.csv"]  # nothing written
