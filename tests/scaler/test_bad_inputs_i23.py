@@ -3,14 +3,19 @@ traceback, and nothing written or contacted before the check."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from scaler.cli import main
 from scaler.core.config.settings import ConfigError, parse_config
+from scaler.kube.convert import SnapshotError, cluster_view
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "scaler-aws.yaml"
@@ -119,3 +124,101 @@ def test_simulate_checks_its_outputs_and_flags_before_the_run(tmp_path: Path, ar
     refused(done, fill(named))
     assert {p: p.read_bytes() for p in (trace, pools)} == before  # no input overwritten
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pools.yaml", "shares.csv", "t.csv"]  # nothing written
+
+
+# --- plan / explain: what the API server refuses is refused, not reinterpreted -----------------------------
+SNAPSHOT = ROOT / "examples" / "snapshot-aws.json"
+POD = "pod ml/finetune-bert-0"
+REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+
+
+def _spec(data: dict[str, Any]) -> dict[str, Any]:
+    spec: dict[str, Any] = data["items"][4]["spec"]
+    return spec
+
+
+def _spread(**fields: Any) -> Callable[[dict[str, Any]], None]:
+    constraint = {"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule",
+                  "labelSelector": {"matchLabels": {"app": "x"}}, **fields}
+    return lambda d: _spec(d).update(topologySpreadConstraints=[constraint])
+
+
+def _anti(term: dict[str, Any]) -> Callable[[dict[str, Any]], None]:
+    return lambda d: _spec(d).update(affinity={"podAntiAffinity": {REQUIRED: [term]}})
+
+
+def _node_affinity(expr: dict[str, Any]) -> Callable[[dict[str, Any]], None]:
+    return lambda d: _spec(d).update(affinity={"nodeAffinity": {REQUIRED: {"nodeSelectorTerms": [
+        {"matchExpressions": [expr]}]}}})
+
+
+def _storage_class(mode: str) -> Callable[[dict[str, Any]], None]:
+    return lambda d: d["items"].append({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+                                        "metadata": {"name": "gp3"}, "provisioner": "ebs.csi.aws.com",
+                                        "volumeBindingMode": mode})
+
+
+SPREAD = "spec.topologySpreadConstraints[0]"
+ANTI = f"spec.affinity.podAntiAffinity.{REQUIRED}[0]"
+TERM = f"spec.affinity.nodeAffinity.{REQUIRED}.nodeSelectorTerms[0].matchExpressions[0]"
+API_REFUSED: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
+    ("maxSkew 0", _spread(maxSkew=0), f"{POD}: {SPREAD}.maxSkew: 0 must be an integer greater than zero"),
+    ("whenUnsatisfiable unknown", _spread(whenUnsatisfiable="Sometimes"), f"{POD}: {SPREAD}.whenUnsatisfiable"),
+    ("whenUnsatisfiable missing", _spread(whenUnsatisfiable=None), f"{POD}: {SPREAD}.whenUnsatisfiable"),
+    ("spread topologyKey empty", _spread(topologyKey=""), f"{POD}: {SPREAD}.topologyKey"),
+    ("minDomains 0", _spread(minDomains=0), f"{POD}: {SPREAD}.minDomains"),
+    ("spread selector operator Equals", _spread(labelSelector={"matchExpressions": [
+        {"key": "app", "operator": "Equals", "values": ["x"]}]}),
+     f"{POD}: {SPREAD}.labelSelector.matchExpressions[0].operator: 'Equals' is not a valid selector operator"),
+    ("label selector Gt", _spread(labelSelector={"matchExpressions": [
+        {"key": "a", "operator": "Gt", "values": ["1"]}]}),
+     f"{POD}: {SPREAD}.labelSelector.matchExpressions[0].operator"),
+    ("anti-affinity topologyKey missing", _anti({"labelSelector": {"matchLabels": {"app": "x"}}}),
+     f"{POD}: {ANTI}.topologyKey"),
+    ("anti-affinity selector operator Equals", _anti({"topologyKey": "kubernetes.io/hostname", "labelSelector": {
+        "matchExpressions": [{"key": "app", "operator": "Equals", "values": ["x"]}]}}),
+     f"{POD}: {ANTI}.labelSelector.matchExpressions[0].operator"),
+    ("In without values", _anti({"topologyKey": "kubernetes.io/hostname", "labelSelector": {
+        "matchExpressions": [{"key": "app", "operator": "In", "values": []}]}}),
+     f"{POD}: {ANTI}.labelSelector.matchExpressions[0].values"),
+    ("node selector Gt not an integer", _node_affinity({"key": "gpu-count", "operator": "Gt", "values": ["four"]}),
+     f"{POD}: {TERM}.values: 'four' is not an integer"),
+    ("node selector Lt with two values", _node_affinity({"key": "gpu-count", "operator": "Lt", "values": ["1", "2"]}),
+     f"{POD}: {TERM}.values"),
+    ("node selector Exists with values", _node_affinity({"key": "gpu", "operator": "Exists", "values": ["x"]}),
+     f"{POD}: {TERM}.values"),
+    ("volumeBindingMode unknown", _storage_class("Eventually"),
+     "storageclass gp3: volumeBindingMode: 'Eventually' is not one of Immediate, WaitForFirstConsumer"),
+]
+
+
+@pytest.mark.parametrize("command", ["plan", "explain"])
+@pytest.mark.parametrize(("edit", "named"), [c[1:] for c in API_REFUSED], ids=[c[0] for c in API_REFUSED])
+def test_plan_refuses_what_the_api_server_refuses(tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str,
+                                                  edit: Callable[[dict[str, Any]], None], named: str) -> None:
+    data = json.loads(SNAPSHOT.read_text(encoding="utf-8"))
+    edit(data)
+    path = tmp_path / "snapshot.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    code = main([command, "--snapshot", str(path), "--pools", str(WHOLE_POOLS)])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "Traceback" not in err
+    [line] = err.strip().splitlines()
+    assert str(path) in line and named in line, line
+
+
+def test_the_loop_skips_such_an_object_and_scales_the_rest() -> None:
+    """In the loop the same SnapshotError goes to `skip` (a FailedToRead Warning Event on the object)."""
+    data = json.loads(SNAPSHOT.read_text(encoding="utf-8"))
+    _spread(maxSkew=0)(data)
+    nodes = [o for o in data["items"] if o["kind"] == "Node"]
+    pods = [o for o in data["items"] if o["kind"] == "Pod"]
+    skipped: list[str] = []
+
+    def skip(err: SnapshotError, obj: dict[str, Any]) -> None:
+        skipped.append(str(err))
+
+    view = cluster_view(nodes, pods, skip=skip)
+    assert skipped == [f"{POD}: {SPREAD}.maxSkew: 0 must be an integer greater than zero"]
+    assert view.pending and all(p.name != "finetune-bert-0" for p in view.pending)
