@@ -222,3 +222,63 @@ def test_the_loop_skips_such_an_object_and_scales_the_rest() -> None:
     view = cluster_view(nodes, pods, skip=skip)
     assert skipped == [f"{POD}: {SPREAD}.maxSkew: 0 must be an integer greater than zero"]
     assert view.pending and all(p.name != "finetune-bert-0" for p in view.pending)
+
+
+# --- pools that contradict each other or the pool model ----------------------------------------------------
+def _pools(**edits: dict[str, Any]) -> dict[str, Any]:
+    pools = {
+        "gpu1-spot": {"capacity_type": "spot", "instance_types": ["g6.xlarge"], "max": 4, "fallback": "gpu1-od"},
+        "gpu1-od": {"instance_types": ["g6.xlarge"], "max": 4},
+        "ts-spot": {"capacity_type": "spot", "instance_types": ["g6.xlarge"], "max": 4, "fallback": "ts-od",
+                    "gpu_sharing": {"time_slicing": {"replicas": 4}}},
+        "ts-od": {"instance_types": ["g6.xlarge"], "max": 4, "gpu_sharing": {"time_slicing": {"replicas": 4}}},
+    }
+    for name, fields in edits.items():
+        pools[name].update(fields)
+    return {"cluster": "c", "cloud": "aws", "region": "us-east-1",
+            "pools": [{"name": n, "zones": ["us-east-1a"], **p} for n, p in pools.items()]}
+
+
+CONTRADICTIONS: list[tuple[str, dict[str, Any], str]] = [
+    ("shared pool falls back to whole GPUs", _pools(**{"ts-spot": {"fallback": "gpu1-od"}}),
+     "pools[ts-spot].fallback: 'gpu1-od' gives whole GPUs, this pool time-slicing"),
+    ("whole-GPU pool falls back to a shared one", _pools(**{"gpu1-spot": {"fallback": "ts-od"}}),
+     "pools[gpu1-spot].fallback: 'ts-od' gives time-slicing, this pool whole GPUs"),
+    ("replicas label against gpu_sharing", _pools(**{"ts-od": {"labels": {"nvidia.com/gpu.replicas": "8"}}}),
+     "pools[ts-od].labels.nvidia.com/gpu.replicas: '8' overrides '4'"),
+    ("replicas label on a whole-GPU pool", _pools(**{"gpu1-od": {"labels": {"nvidia.com/gpu.replicas": "4"}}}),
+     "pools[gpu1-od].labels.nvidia.com/gpu.replicas: is spelled by gpu_sharing"),
+    ("pool label", _pools(**{"gpu1-od": {"labels": {"gpuburst.io/pool": "other"}}}),
+     "pools[gpu1-od].labels.gpuburst.io/pool: 'other' overrides 'gpu1-od'"),
+    ("capacity-type label", _pools(**{"gpu1-od": {"labels": {"gpuburst.io/capacity-type": "spot"}}}),
+     "pools[gpu1-od].labels.gpuburst.io/capacity-type: 'spot' overrides 'on-demand'"),
+    ("sharing taint against gpu_sharing",
+     _pools(**{"ts-od": {"taints": ["gpuburst.io/gpu-sharing=mig-single:NoSchedule"]}}),
+     "pools[ts-od].taints[0]: gpuburst.io/gpu-sharing=mig-single:NoSchedule overrides"),
+    ("sharing taint on a whole-GPU pool",
+     _pools(**{"gpu1-od": {"taints": ["gpuburst.io/gpu-sharing=time-slicing:NoSchedule"]}}),
+     "pools[gpu1-od].taints[0]: gpuburst.io/gpu-sharing is spelled by gpu_sharing"),
+    ("GPU taint with another effect", _pools(**{"gpu1-od": {"taints": ["nvidia.com/gpu=present:NoExecute"]}}),
+     "pools[gpu1-od].taints[0]: nvidia.com/gpu=present:NoExecute overrides the pool's own nvidia.com/gpu"),
+]
+
+
+@pytest.mark.parametrize(("raw", "named"), [c[1:] for c in CONTRADICTIONS], ids=[c[0] for c in CONTRADICTIONS])
+def test_pools_that_contradict_the_pool_model_are_refused_at_load(raw: dict[str, Any], named: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_config(raw, "pools.yaml")
+    [line] = str(err.value).splitlines()
+    assert line.startswith("pools.yaml: ") and named in line, line
+
+
+def test_what_the_pool_model_derives_may_be_repeated() -> None:
+    """A label or taint equal to the derived one contradicts nothing (import-pools may write them)."""
+    parse_config(_pools(), "pools.yaml")
+    parse_config(_pools(**{"ts-od": {"labels": {"nvidia.com/gpu.replicas": "4", "team": "ml"},
+                                     "taints": ["gpuburst.io/gpu-sharing=time-slicing:NoSchedule"]}}), "pools.yaml")
+
+
+def test_a_contradiction_is_one_line_from_the_command(tmp_path: Path) -> None:
+    pools = tmp_path / "pools.yaml"
+    pools.write_text(json.dumps(_pools(**{"ts-spot": {"fallback": "gpu1-od"}})), encoding="utf-8")
+    refused(scaler("plan", "--snapshot", str(SNAPSHOT), "--pools", str(pools)), str(pools), "pools[ts-spot].fallback")

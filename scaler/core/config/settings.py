@@ -228,7 +228,48 @@ def meaning_errors(config: ScalerConfig) -> list[tuple[KeyPath, str]]:
             break
     for pool in config.pools:
         out += [(("pools", f"[{pool.name}]", *path), msg) for path, msg in _pool_errors(pool, config)]
+        out += [(("pools", f"[{pool.name}]", *path), msg) for path, msg in contradictions(pool, config)]
     out += _cap_errors(config)
+    return out
+
+
+# Keys the pool model spells from gpu_sharing / min_pod_gpus: a user's own value would tell the device plugin,
+# GPU feature discovery or the scheduler something the pool is not, even where the model derives none.
+_SHARING_LABELS = (keys.LABEL_DEVICE_PLUGIN_CONFIG, keys.LABEL_GPU_SHARING_STRATEGY, keys.LABEL_GPU_REPLICAS,
+                   keys.LABEL_MIG_STRATEGY, keys.LABEL_MIG_CONFIG)
+_MODEL_TAINTS = (keys.TAINT_GPU_SHARING, keys.TAINT_MIN_GPUS)
+
+
+def _sharing_kind(pool: Pool) -> str:
+    if pool.sharing is None:
+        return "whole GPUs"
+    return keys.SHARING_TIME_SLICING if pool.sharing.sharing.time_slicing else f"MIG {pool.sharing.mig_strategy}"
+
+
+def contradictions(pool: Pool, config: ScalerConfig) -> list[tuple[KeyPath, str]]:
+    """Fields of one pool that contradict what the pool model derives, or its fallback (pools resolved)."""
+    out: list[tuple[KeyPath, str]] = []
+    target = next((p for p in config.pools if p.name == pool.fallback), None)
+    if target is not None and pool.gpus and target.gpus and _sharing_kind(pool) != _sharing_kind(target):
+        out.append((("fallback",), f"{target.name!r} gives {_sharing_kind(target)}, this pool {_sharing_kind(pool)}: "
+                    "the pods it serves could not run on the fallback (declare the same gpu_sharing)"))
+    derived = pool.model_copy(update={"labels": {}}).node_labels()
+    for key, value in pool.labels.items():
+        if key in derived and derived[key] != value:
+            out.append((("labels", key), f"{value!r} overrides {derived[key]!r}, which the pool derives from its "
+                        "other fields: drop the label"))
+        elif key in _SHARING_LABELS and key not in derived:
+            out.append((("labels", key), "is spelled by gpu_sharing, which this pool does not declare: drop the "
+                        "label or declare gpu_sharing"))
+    taints = {t.key: t for t in pool.derived_taints()}
+    for i, spec in enumerate(pool.taints):
+        own = taints.get(spec.key)
+        if own is not None and own != spec.to_taint():
+            out.append((("taints", f"[{i}]"), f"{spec.key}={spec.value}:{spec.effect} overrides the pool's own "
+                        f"{own.key}={own.value}:{own.effect}: drop the taint"))
+        elif own is None and spec.key in _MODEL_TAINTS:
+            out.append((("taints", f"[{i}]"), f"{spec.key} is spelled by gpu_sharing / min_pod_gpus, which give "
+                        "this pool none: drop the taint or declare the field"))
     return out
 
 
