@@ -282,3 +282,70 @@ def test_a_contradiction_is_one_line_from_the_command(tmp_path: Path) -> None:
     pools = tmp_path / "pools.yaml"
     pools.write_text(json.dumps(_pools(**{"ts-spot": {"fallback": "gpu1-od"}})), encoding="utf-8")
     refused(scaler("plan", "--snapshot", str(SNAPSHOT), "--pools", str(pools)), str(pools), "pools[ts-spot].fallback")
+
+
+# --- messages that leaked internals --------------------------------------------------------------------------
+def _gpu_pool(sharing: Any, cluster: str = "c") -> dict[str, Any]:
+    return {"cluster": cluster, "cloud": "aws", "region": "us-east-1", "pools": [
+        {"name": "g", "instance_types": ["p4de.24xlarge"], "zones": ["us-east-1a"], "max": 2, "gpu_sharing": sharing}]}
+
+
+LEAKS: list[tuple[str, dict[str, Any], str, str]] = [
+    ("layout a number", _gpu_pool({"mig": {"strategy": "mixed", "layout": 5}}),
+     "pools[g].gpu_sharing.mig.layout: expected a string or a mapping", "layout.str"),
+    ("layout count not a number", _gpu_pool({"mig": {"strategy": "mixed", "layout": {"1g.10gb": "x"}}}),
+     "pools[g].gpu_sharing.mig.layout.1g.10gb: expected an integer", "dict[str,int]"),
+    ("time_slicing a number", _gpu_pool({"time_slicing": 4}),
+     "pools[g].gpu_sharing.time_slicing: expected a mapping", "TimeSlicing"),
+    ("gpu_sharing a list", _gpu_pool([1]), "pools[g].gpu_sharing: expected a mapping", "GpuSharing"),
+    ("cluster empty", _gpu_pool(None, cluster=""), "cluster: '' must be 1-100 letters, digits", "^["),
+]
+
+
+@pytest.mark.parametrize(("raw", "named", "leak"), [c[1:] for c in LEAKS], ids=[c[0] for c in LEAKS])
+def test_config_messages_name_the_field_not_the_validator(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                          raw: dict[str, Any], named: str, leak: str) -> None:
+    pools = tmp_path / "pools.yaml"
+    pools.write_text(json.dumps(raw), encoding="utf-8")
+    code = main(["plan", "--snapshot", str(SNAPSHOT), "--pools", str(pools)])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err, err
+    [line] = err.strip().splitlines()
+    assert f"{pools}: {named}" in line and leak not in line and "Input should" not in line, line
+
+
+def test_a_pod_term_without_topology_key_is_named_not_a_key_error(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    data = json.loads(SNAPSHOT.read_text(encoding="utf-8"))
+    _spec(data).update(affinity={"podAffinity": {REQUIRED: [{"labelSelector": {"matchLabels": {"app": "x"}}}]}})
+    path = tmp_path / "snapshot.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    code = main(["plan", "--snapshot", str(path), "--pools", str(WHOLE_POOLS)])
+    err = capsys.readouterr().err
+    [line] = err.strip().splitlines()
+    assert code == 2 and "KeyError" not in line, line
+    assert f"{POD}: spec.affinity.podAffinity.{REQUIRED}[0].topologyKey" in line
+
+
+def test_an_azure_credential_failure_is_one_line_said_once(caplog: pytest.LogCaptureFixture) -> None:
+    """azure-identity logs its multi-paragraph diagnostic as a WARNING and raises it again: the loop says it
+    once, on one line, with the link to the troubleshooting guide."""
+    import logging
+
+    from azure.core.exceptions import ClientAuthenticationError
+
+    from scaler.providers.azure import provider_error
+
+    diagnostic = ("DefaultAzureCredential failed to retrieve a token from the included credentials.\n"
+                  "Attempted credentials:\n\tEnvironmentCredential: EnvironmentCredential authentication unavailable."
+                  "\n\tAzureCliCredential: Azure CLI not found on path\nTo mitigate this issue, please refer to the "
+                  "troubleshooting guidelines here at https://aka.ms/azsdk/python/identity/defaultazurecredential/"
+                  "troubleshoot.")
+    err = provider_error("list agent pools", ClientAuthenticationError(message=diagnostic))
+    [line] = str(err).splitlines()
+    assert line == ("azure list agent pools: DefaultAzureCredential failed to retrieve a token from the included "
+                    "credentials. (see https://aka.ms/azsdk/python/identity/defaultazurecredential/troubleshoot)")
+    assert err.kind == "auth" and not err.retryable
+    with caplog.at_level(logging.WARNING):
+        logging.getLogger("azure.identity._credentials.chained").warning(diagnostic)
+    assert not caplog.records  # azure-identity's own copy is not shown

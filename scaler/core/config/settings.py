@@ -175,16 +175,51 @@ def _path(loc: tuple[int | str, ...], data: Any) -> KeyPath:
     return tuple(parts)
 
 
+# pydantic's words for a wrong type name its own classes ("instance of TimeSlicing"): say what the file needs.
+_EXPECTED = {"string_type": "a string", "dict_type": "a mapping", "model_type": "a mapping",
+             "model_attributes_type": "a mapping", "int_type": "an integer", "int_parsing": "an integer",
+             "int_from_float": "an integer", "float_type": "a number", "float_parsing": "a number",
+             "bool_type": "true or false", "bool_parsing": "true or false"}
+_FORMS = {("cluster",): "1-100 letters, digits, '-' or '.', starting with a letter or digit"}
+_TAG = re.compile(r"^(str|int|float|bool|none|[a-z-]+\[.*\]|[A-Z]\w*)$")  # a union member in an error's loc
+
+
 def _issues(err: ValidationError, data: Any, source: str) -> list[Issue]:
-    out = []
+    found: dict[KeyPath, list[str]] = {}
+    in_union: set[KeyPath] = set()
     for e in err.errors():
-        path = _path(tuple(e["loc"]), data)
+        loc = tuple(e["loc"])
+        tagged = [i for i, part in enumerate(loc) if isinstance(part, str) and _TAG.match(part)
+                  and not _has_key(data, loc[:i], part)]
+        path = _path(tuple(p for i, p in enumerate(loc) if i not in tagged), data)
+        if tagged:
+            in_union.add(path)
         raised = (e.get("ctx") or {}).get("error")
         if isinstance(raised, FieldError):
-            out.append(Issue(source, (*path, *raised.path), raised.message))
+            found.setdefault((*path, *raised.path), []).append(raised.message)
+        elif e["type"] in _EXPECTED:
+            found.setdefault(path, []).append(_EXPECTED[e["type"]])
+        elif e["type"] == "string_pattern_mismatch":
+            found.setdefault(path, []).append(f"{e['input']!r} must be {_FORMS.get(path, 'of the documented form')}")
         else:
-            out.append(Issue(source, path or ("(top level)",), e["msg"].removeprefix("Value error, ")))
+            found.setdefault(path, []).append(e["msg"].removeprefix("Value error, "))
+    # A value no member of a union takes: the member that read deepest says why; the others only what they wanted.
+    deepest = {p: m for p, m in found.items()
+               if p not in in_union or not any(o[:len(p)] == p and len(o) > len(p) for o in in_union)}
+    out = []
+    for path, messages in deepest.items():
+        wanted = [m for m in messages if m in _EXPECTED.values()]
+        text = f"expected {' or '.join(dict.fromkeys(wanted))}" if wanted else "; ".join(messages)
+        out.append(Issue(source, path or ("(top level)",), text))
     return out
+
+
+def _has_key(data: Any, loc: tuple[int | str, ...], key: str) -> bool:
+    node = data
+    for part in loc:
+        node = node[part] if isinstance(node, list) and isinstance(part, int) and part < len(node) else \
+            node.get(part) if isinstance(node, dict) else None
+    return isinstance(node, dict) and key in node
 
 
 def parse_config(data: Any, source: str) -> ScalerConfig:
