@@ -180,7 +180,7 @@ _EXPECTED = {"string_type": "a string", "dict_type": "a mapping", "model_type": 
              "model_attributes_type": "a mapping", "int_type": "an integer", "int_parsing": "an integer",
              "int_from_float": "an integer", "float_type": "a number", "float_parsing": "a number",
              "bool_type": "true or false", "bool_parsing": "true or false"}
-_FORMS = {("cluster",): "1-100 letters, digits, '-' or '.', starting with a letter or digit"}
+_FORMS: dict[KeyPath, str] = {("cluster",): "1-100 letters, digits, '-' or '.', starting with a letter or digit"}
 _TAG = re.compile(r"^(str|int|float|bool|none|[a-z-]+\[.*\]|[A-Z]\w*)$")  # a union member in an error's loc
 
 
