@@ -32,6 +32,7 @@ from scaler.core.model.resources import Resources, parse_resources
 from scaler.core.model.workload import TERMINATED_PHASES
 from scaler.core.scheduling.filters.labels import merge_label_keys
 from scaler.core.scheduling.predicates import effective_request
+from scaler.kube import validate
 
 JSON = Mapping[str, Any]
 
@@ -77,6 +78,7 @@ def selector_term(raw: JSON, where: str) -> SelectorTerm:
         operator = _text(r, "operator", at)
         if operator not in _SELECTOR_OPERATORS:
             raise FieldError(f"{at}.operator", f"{operator!r} is not one of {', '.join(_SELECTOR_OPERATORS)}")
+        validate.node_requirement(operator, values, at)
         out.append(SelectorRequirement(_text(r, "key", at), operator, tuple(values)))  # type: ignore[arg-type]
     for i, r in enumerate(_objects(raw.get("matchFields"), f"{where}.matchFields")):  # only metadata.name exists
         at = f"{where}.matchFields[{i}]"
@@ -189,10 +191,11 @@ def label_selector(raw: JSON | None) -> LabelSelector | None:
     return LabelSelector(tuple(reqs))
 
 
-def _affinity_terms(raw: Any, meta: JSON) -> tuple[PodAffinityTerm, ...]:
+def _affinity_terms(raw: Any, meta: JSON, where: str) -> tuple[PodAffinityTerm, ...]:
     labels = meta.get("labels") or {}
     out = []
-    for t in raw or ():
+    for i, t in enumerate(_objects(raw, where)):
+        validate.affinity_term(t, f"{where}[{i}]")
         ns_selector = label_selector(t.get("namespaceSelector"))
         namespaces = tuple(t.get("namespaces") or ())
         if not namespaces and ns_selector is None:
@@ -206,7 +209,8 @@ def _affinity_terms(raw: Any, meta: JSON) -> tuple[PodAffinityTerm, ...]:
 def _scheduling_fields(meta: JSON, spec: JSON) -> dict[str, Any]:
     labels = meta.get("labels") or {}
     spread = []
-    for c in spec.get("topologySpreadConstraints") or ():
+    for i, c in enumerate(_objects(spec.get("topologySpreadConstraints"), "spec.topologySpreadConstraints")):
+        validate.spread_constraint(c, f"spec.topologySpreadConstraints[{i}]")
         if c.get("whenUnsatisfiable") != "DoNotSchedule":
             continue  # ScheduleAnyway only scores
         spread.append(SpreadConstraint(
@@ -233,8 +237,10 @@ def _scheduling_fields(meta: JSON, spec: JSON) -> dict[str, Any]:
             claims.append(ClaimRef(f"{meta.get('name', '')}-{v['name']}", ephemeral=True))
     return {
         "spread": tuple(spread),
-        "pod_affinity": _affinity_terms((affinity.get("podAffinity") or {}).get(required), meta),
-        "pod_anti_affinity": _affinity_terms((affinity.get("podAntiAffinity") or {}).get(required), meta),
+        "pod_affinity": _affinity_terms((affinity.get("podAffinity") or {}).get(required), meta,
+                                        f"spec.affinity.podAffinity.{required}"),
+        "pod_anti_affinity": _affinity_terms((affinity.get("podAntiAffinity") or {}).get(required), meta,
+                                             f"spec.affinity.podAntiAffinity.{required}"),
         "host_ports": tuple(ports),
         "claims": tuple(claims),
         "terminating": bool(meta.get("deletionTimestamp")),

@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from scaler.core.model import keys
+from scaler.core.model.errors import FieldError, render_path
 from scaler.core.model.objects import (
     CSINode,
     PersistentVolume,
@@ -18,6 +19,7 @@ from scaler.core.model.objects import (
 )
 from scaler.core.model.resources import parse_resources
 from scaler.core.scheduling.filters.volumes import Storage, csi_driver
+from scaler.kube import validate
 from scaler.kube.convert import JSON, SnapshotError, selector_term
 
 
@@ -72,6 +74,9 @@ def pv_from_json(obj: JSON) -> PersistentVolume:
             phase=(obj.get("status") or {}).get("phase", "Available"),
             driver=driver, handle=handle,
         )
+    except FieldError as err:
+        raise SnapshotError(f"persistentvolume {meta.get('name', '?')}: {render_path(err.path)}: {err.message}") \
+            from None
     except (KeyError, TypeError, ValueError) as err:
         raise SnapshotError(f"persistentvolume {meta.get('name', '?')}: {err.__class__.__name__}: {err}") from None
 
@@ -79,6 +84,7 @@ def pv_from_json(obj: JSON) -> PersistentVolume:
 def storage_class_from_json(obj: JSON) -> StorageClass:
     meta = obj.get("metadata") or {}
     try:
+        validate.binding_mode(obj)
         topologies = tuple(
             tuple(SelectorRequirement(e["key"], "In", tuple(e.get("values") or ()))
                   for e in t.get("matchLabelExpressions") or ())
@@ -88,6 +94,8 @@ def storage_class_from_json(obj: JSON) -> StorageClass:
             binding_mode=obj.get("volumeBindingMode") or "Immediate",
             allowed_topologies=tuple(t for t in topologies if t),
         )
+    except FieldError as err:
+        raise SnapshotError(f"storageclass {meta.get('name', '?')}: {render_path(err.path)}: {err.message}") from None
     except (KeyError, TypeError, ValueError) as err:
         raise SnapshotError(f"storageclass {meta.get('name', '?')}: {err.__class__.__name__}: {err}") from None
 

@@ -51,6 +51,9 @@ from scaler.providers import base
 from scaler.providers.base import ProviderError, check_size
 
 log = logging.getLogger(__name__)
+# azure-identity logs a failed token as a WARNING of many paragraphs, then raises the same text: the loop
+# logs the error once (provider_error), so its own copy is silenced.
+logging.getLogger("azure.identity").setLevel(logging.ERROR)
 
 _VMSS_VM = re.compile(r"^/subscriptions/[^/]+/resourcegroups/[^/]+/providers/microsoft\.compute/"
                       r"virtualmachinescalesets/(?P<vmss>[^/]+)/virtualmachines/(?P<id>[^/]+)$")
@@ -102,7 +105,10 @@ def provider_error(what: str, err: Exception) -> ProviderError:
     """An azure-core error as the typed ProviderError the loop understands."""
     message = f"azure {what}: {err}"
     if isinstance(err, ClientAuthenticationError):
-        return base.NotAuthorized(message)
+        # azure-identity's message is a paragraph per credential it tried: its first line and the link say it.
+        lines = [line.strip() for line in str(err).splitlines() if line.strip()] or [type(err).__name__]
+        link = re.search(r"https://\S+?(?=[.,]?$)", lines[-1]) if len(lines) > 1 else None
+        return base.NotAuthorized(f"azure {what}: {lines[0]}" + (f" (see {link.group(0)})" if link else ""))
     if isinstance(err, ResourceNotFoundError):
         return base.NotFound(message)
     if isinstance(err, HttpResponseError):

@@ -28,7 +28,7 @@ from scaler.reconcile import Planner
 from scaler.sim.engine import Engine
 from scaler.sim.records import SimResult
 from scaler.sim.report import build_report, summary
-from scaler.sim.trace import TraceError, load_trace
+from scaler.sim.trace import Job, TraceError, load_trace
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -41,20 +41,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scheduler", choices=sorted(PROFILES), default="default",
                         help="placement: kube-scheduler's default profile or gpuburst's binpack profile")
     parser.add_argument("--interruption-rate", type=float, default=0.0,
-                        help="spot reclaims per spot instance-hour (default 0)")
+                        help=f"spot reclaims per spot instance-hour (default 0, at most {MAX_INTERRUPTION_RATE:g})")
     parser.add_argument("--device-plugin-delay", type=float, default=0.0, metavar="S",
                         help="GPU nodes register Ready with 0 GPUs and publish them S seconds later (default 0)")
     parser.add_argument("--gpu-sharing", action="store_true",
                         help="GPU-sharing jobs (gpu_milli < 1000) ask for a share on the pools' time-sliced or MIG "
-                             "pools instead of a whole GPU (rule: docs/gpu-sharing.md)")
+                             "pools instead of a whole GPU (rule: docs/gpu-sharing.md); refused when the trace has no "
+                             "such job or the pools no time-sliced or MIG mixed pool, as it would change nothing")
     parser.add_argument("--provisioning-requests", action="store_true",
                         help="queue gang jobs as Kueue does with a ProvisioningRequest admission check: each asks "
                              "for all its pods (best-effort-atomic-scale-up) and starts when it is Provisioned")
     parser.add_argument("--report", help="write the JSON report here")
-    parser.add_argument("--plot", help="write the PNG timeline here")
+    parser.add_argument("--plot", help="write the timeline here (.png, .svg or .pdf)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random spot reclaims")
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
     parser.add_argument("--strict", action="store_true", help="exit 1 when a job never started")
+
+
+# A reclaim every 6 minutes of a spot instance's life on average, shorter than a GPU node's boot: beyond it
+# no spot node would ever serve a pod, and the draws only cost memory and time.
+MAX_INTERRUPTION_RATE = 10.0
+PLOT_FORMATS = (".png", ".svg", ".pdf")  # what plot_timeline's matplotlib (Agg) writes by the suffix
 
 
 class InputError(ValueError):
@@ -76,11 +83,15 @@ def parse_outages(specs: list[str], config: ScalerConfig) -> list[Outage]:
     return out
 
 
-def check_output(option: str, path: str | None) -> None:
-    """Refuse an output path that could not be written, before the run rather than after it."""
+def check_output(option: str, path: str | None, inputs: dict[str, str] | None = None) -> None:
+    """Refuse an output path that could not be written, or that is one of the `inputs` (option -> path) and
+    would overwrite it, before the run rather than after it."""
     if path is None:
         return
     target = Path(path)
+    for other, given in (inputs or {}).items():
+        if given and target.resolve() == Path(given).resolve():
+            raise InputError(f"{option} {path}: is the {other} file; writing it would overwrite that input")
     folder = target.parent if str(target.parent) else Path(".")
     if target.is_dir():
         raise InputError(f"{option} {path}: is a folder, give a file name")
@@ -88,6 +99,17 @@ def check_output(option: str, path: str | None) -> None:
         raise InputError(f"{option} {path}: folder {folder} does not exist")
     if not os.access(folder, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
         raise InputError(f"{option} {path}: not writable")
+
+
+def check_sharing(config: ScalerConfig, jobs: list[Job], pools: str, trace: str) -> None:
+    """`--gpu-sharing` maps jobs of a GPU share to time-sliced or MIG mixed pools: without either it would
+    change nothing, and a run the user believes shared would not be (refused rather than warned: exit 2)."""
+    if not any(p.sharing is not None and p.sharing.mig_strategy != "single" for p in config.pools):
+        raise InputError(f"--gpu-sharing: {pools} has no time-sliced or MIG mixed pool (gpu_sharing), so it "
+                         "would change nothing")
+    if not any(0 < j.gpu_milli < 1000 and j.gpus for j in jobs):
+        raise InputError(f"--gpu-sharing: {trace} has no job of a GPU share (gpu_milli below 1000), so it "
+                         "would change nothing")
 
 
 def simulate(
@@ -101,8 +123,8 @@ def simulate(
     specs = list(outages or [])
     parsed = parse_outages(specs, config)
     jobs = load_trace(trace, hours)
-    if gpu_sharing and not any(p.sharing is not None for p in config.pools):
-        raise InputError(f"--gpu-sharing: {pools} has no pool with gpu_sharing (time_slicing or mig)")
+    if gpu_sharing:
+        check_sharing(config, jobs, pools, trace)
     provider = SimProvider(config, outages=parsed, interruption_rate=interruption_rate, seed=seed)
 
     def progress(line: str) -> None:
@@ -125,9 +147,17 @@ def main(args: argparse.Namespace) -> int:
         if value is not None and (not math.isfinite(value) or value < low or (strict and value == low)):
             print(f"{option} {value}: must be a finite number {'>' if strict else '>='} {low:g}", file=sys.stderr)
             return 2
+    if args.interruption_rate > MAX_INTERRUPTION_RATE:
+        print(f"--interruption-rate {args.interruption_rate:g}: at most {MAX_INTERRUPTION_RATE:g} reclaims per spot "
+              "instance-hour (one every 6 minutes, less than a GPU node's boot)", file=sys.stderr)
+        return 2
     try:
-        check_output("--report", args.report)
-        check_output("--plot", args.plot)
+        inputs = {"--trace": args.trace, "--pools": args.pools}
+        check_output("--report", args.report, inputs)
+        check_output("--plot", args.plot, {**inputs, "--report": args.report})
+        if args.plot and Path(args.plot).suffix.lower() not in PLOT_FORMATS:
+            raise InputError(f"--plot {args.plot}: the timeline is written as {', '.join(PLOT_FORMATS)}; "
+                             "give a file name with one of these suffixes")
         if args.plot and importlib.util.find_spec("matplotlib") is None:
             raise InputError("--plot: needs matplotlib (pip install 'gpuburst[plot]')")
         result, report = simulate(

@@ -20,7 +20,6 @@ from scaler.core.config.pool import Pool
 from scaler.core.config.specs import InstanceTypeSpec
 from scaler.core.model import keys
 from scaler.core.model.errors import ConfigError, FieldError, Issue, KeyPath
-from scaler.core.model.quantity import format_units
 
 __all__ = ["ConfigError", "Limits", "ScaleDownSettings", "ScalerConfig", "Timings", "parse_config"]
 
@@ -176,16 +175,51 @@ def _path(loc: tuple[int | str, ...], data: Any) -> KeyPath:
     return tuple(parts)
 
 
+# pydantic's words for a wrong type name its own classes ("instance of TimeSlicing"): say what the file needs.
+_EXPECTED = {"string_type": "a string", "dict_type": "a mapping", "model_type": "a mapping",
+             "model_attributes_type": "a mapping", "int_type": "an integer", "int_parsing": "an integer",
+             "int_from_float": "an integer", "float_type": "a number", "float_parsing": "a number",
+             "bool_type": "true or false", "bool_parsing": "true or false"}
+_FORMS: dict[KeyPath, str] = {("cluster",): "1-100 letters, digits, '-' or '.', starting with a letter or digit"}
+_TAG = re.compile(r"^(str|int|float|bool|none|[a-z-]+\[.*\]|[A-Z]\w*)$")  # a union member in an error's loc
+
+
 def _issues(err: ValidationError, data: Any, source: str) -> list[Issue]:
-    out = []
+    found: dict[KeyPath, list[str]] = {}
+    in_union: set[KeyPath] = set()
     for e in err.errors():
-        path = _path(tuple(e["loc"]), data)
+        loc = tuple(e["loc"])
+        tagged = [i for i, part in enumerate(loc) if isinstance(part, str) and _TAG.match(part)
+                  and not _has_key(data, loc[:i], part)]
+        path = _path(tuple(p for i, p in enumerate(loc) if i not in tagged), data)
+        if tagged:
+            in_union.add(path)
         raised = (e.get("ctx") or {}).get("error")
         if isinstance(raised, FieldError):
-            out.append(Issue(source, (*path, *raised.path), raised.message))
+            found.setdefault((*path, *raised.path), []).append(raised.message)
+        elif e["type"] in _EXPECTED:
+            found.setdefault(path, []).append(_EXPECTED[e["type"]])
+        elif e["type"] == "string_pattern_mismatch":
+            found.setdefault(path, []).append(f"{e['input']!r} must be {_FORMS.get(path, 'of the documented form')}")
         else:
-            out.append(Issue(source, path or ("(top level)",), e["msg"].removeprefix("Value error, ")))
+            found.setdefault(path, []).append(e["msg"].removeprefix("Value error, "))
+    # A value no member of a union takes: the member that read deepest says why; the others only what they wanted.
+    deepest = {p: m for p, m in found.items()
+               if p not in in_union or not any(o[:len(p)] == p and len(o) > len(p) for o in in_union)}
+    out = []
+    for path, messages in deepest.items():
+        wanted = [m for m in messages if m in _EXPECTED.values()]
+        text = f"expected {' or '.join(dict.fromkeys(wanted))}" if wanted else "; ".join(messages)
+        out.append(Issue(source, path or ("(top level)",), text))
     return out
+
+
+def _has_key(data: Any, loc: tuple[int | str, ...], key: str) -> bool:
+    node = data
+    for part in loc:
+        node = node[part] if isinstance(node, list) and isinstance(part, int) and part < len(node) else \
+            node.get(part) if isinstance(node, dict) else None
+    return isinstance(node, dict) and key in node
 
 
 def parse_config(data: Any, source: str) -> ScalerConfig:
@@ -208,130 +242,9 @@ def parse_config(data: Any, source: str) -> ScalerConfig:
     if issues:
         raise ConfigError(issues)
     config = config.model_copy(update={"pools": resolved})
+    from scaler.core.config.checks import meaning_errors  # noqa: PLC0415 -- checks imports this module
+
     issues = [Issue(source, path, message) for path, message in meaning_errors(config)]
     if issues:
         raise ConfigError(issues)
     return config
-
-
-def meaning_errors(config: ScalerConfig) -> list[tuple[KeyPath, str]]:
-    """Values each valid alone that make another meaningless (pools resolved)."""
-    out: list[tuple[KeyPath, str]] = []
-    t = config.timings
-    roles = {p.role for p in config.pools}
-    for kind, boot in (("GPU", t.gpu_boot if "gpu" in roles else 0.0),
-                       ("cpu", t.cpu_boot if roles - {"gpu"} else 0.0)):
-        if boot and t.provision_timeout < boot + t.scan_interval:
-            out.append((("timings", "provision_timeout"),
-                        f"{t.provision_timeout:g} s is shorter than a {kind} node's boot ({kind.lower()}_boot "
-                        f"{boot:g} s) plus one pass ({t.scan_interval:g} s): every such node would be given back "
-                        "before it registers"))
-            break
-    for pool in config.pools:
-        out += [(("pools", f"[{pool.name}]", *path), msg) for path, msg in _pool_errors(pool, config)]
-    out += _ladder_errors(config)
-    out += _cap_errors(config)
-    return out
-
-
-def _ladder_errors(config: ScalerConfig) -> list[tuple[KeyPath, str]]:
-    """A rung of a fallback chain that could never take a pod of the rung above it (pools resolved)."""
-    out: list[tuple[KeyPath, str]] = []
-    by_name = {p.name: p for p in config.pools}
-    for pool in config.pools:
-        below = by_name.get(pool.fallback or "")
-        if below is None:
-            continue
-        need = max(pool.min_pod_gpus, 1 if pool.gpus else 0)
-        why = None
-        if need and not below.gpus:
-            why = "has no GPU"
-        elif need > below.gpus:
-            why = f"has {below.gpus} GPUs a node and {pool.name}'s pods ask for at least {need}"
-        elif pool.gpus and below.min_pod_gpus > pool.gpus:
-            why = f"takes pods of at least {below.min_pod_gpus} GPUs and {pool.name}'s ask for at most {pool.gpus}"
-        else:
-            shared = set(pool.sharing.resources()) if pool.sharing is not None else set()
-            missing = sorted(shared - set(below.capacity()))
-            if missing:
-                why = f"offers no {', '.join(missing)}, which {pool.name}'s pods ask for"
-        if why:
-            out.append((("pools", f"[{pool.name}]", "fallback"), f"{below.name} {why}: no pod of this pool could "
-                        "ever fall back there"))
-    return out
-
-
-def _pool_errors(pool: Pool, config: ScalerConfig) -> list[tuple[KeyPath, str]]:
-    out: list[tuple[KeyPath, str]] = []
-    itype = pool.itype.name
-    if pool.max_size == 0:
-        out.append((("max",), "0: the pool could never hold a node (remove it to disable it)"))
-    try:
-        daemonsets = pool.daemonset_requests()
-    except FieldError as err:
-        return [(("daemonset_overhead", *err.path), err.message)]
-    capacity, allocatable = pool.capacity(), pool.allocatable()
-    for res, value in sorted(allocatable.items()):
-        if value < 0:
-            field = "max_pods" if res == keys.RES_MEMORY else "root_volume_gib" if res == keys.RES_EPHEMERAL \
-                else "instance_types"
-            out.append(((field,), f"the kubelet reserve leaves {itype} no allocatable {res} "
-                        f"({format_units(res, capacity[res])} minus {format_units(res, capacity[res] - value)} "
-                        f"reserved{f' for {pool.max_pods} pods' if field == 'max_pods' else ''})"))
-    if out:
-        return out
-    for res, value in sorted(daemonsets.items()):
-        left = allocatable.get(res, 0) - value
-        if left < 0:
-            out.append((("daemonset_overhead", res), f"{format_units(res, value)} is more than {itype}'s allocatable "
-                        f"{res} ({format_units(res, allocatable.get(res, 0))})"))
-    if not out and (allocatable.get(keys.RES_PODS, 0) - daemonsets.get(keys.RES_PODS, 0)) < 1:
-        out.append((("max_pods",), f"{pool.max_pods} leaves no pod slot beside the pool's DaemonSets"))
-    out += _zone_errors(pool, config)
-    return out
-
-
-_AWS_ZONE = re.compile(r"^([a-z]{2}(?:-[a-z]+)+-\d+)[a-z]$")
-
-
-def _region(config: ScalerConfig) -> str:
-    """The config's region; without one, on AWS, the region of the first pool's first zone (one cluster, one
-    region: a zone of another region would never get a node)."""
-    if config.region or config.cloud != "aws":
-        return config.region
-    zones = [z for p in config.pools for z in p.zones]
-    match = _AWS_ZONE.match(zones[0]) if zones else None
-    return match.group(1) if match else ""
-
-
-def _zone_errors(pool: Pool, config: ScalerConfig) -> list[tuple[KeyPath, str]]:
-    region = _region(config)
-    if not region:
-        return []
-    if config.cloud == "aws":
-        bad = [z for z in pool.zones if not re.fullmatch(rf"{re.escape(region)}[a-z]", z)]
-    else:
-        bad = [z for z in pool.zones if z not in AZURE_ZONES and not re.fullmatch(rf"{re.escape(region)}-[123]", z)]
-    return [(("zones",), f"{bad} are not zones of {region}")] if bad else []
-
-
-def _cap_errors(config: ScalerConfig) -> list[tuple[KeyPath, str]]:
-    """Caps under which a pool could never add a node, or the pools' minimums already break."""
-    out: list[tuple[KeyPath, str]] = []
-    lim = config.limits
-    gpus = [f"{p.name!r} ({p.gpus} GPUs)" for p in config.pools if lim.max_gpus is not None and p.gpus > lim.max_gpus]
-    if gpus:
-        out.append((("limits", "max_gpus"), f"{lim.max_gpus} is below one node of pool {', '.join(gpus)}: "
-                    "it could never scale up"))
-    cost = lim.max_cost_per_hour
-    dear = [f"{p.name!r} ({config.price(p):g}/h)" for p in config.pools if cost is not None and config.price(p) > cost]
-    if dear:
-        out.append((("limits", "max_cost_per_hour"), f"{cost:g} is below one node of pool {', '.join(dear)}: "
-                    "it could never scale up"))
-    if lim.max_nodes is not None and lim.max_nodes < sum(p.min_size for p in config.pools):
-        out.append((("limits", "max_nodes"), f"{lim.max_nodes} is below the pools' minimums "
-                    f"({sum(p.min_size for p in config.pools)} nodes)"))
-    if lim.max_gpus is not None and lim.max_gpus < sum(p.min_size * p.gpus for p in config.pools):
-        out.append((("limits", "max_gpus"), f"{lim.max_gpus} is below the pools' minimums "
-                    f"({sum(p.min_size * p.gpus for p in config.pools)} GPUs)"))
-    return out
