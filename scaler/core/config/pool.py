@@ -14,15 +14,19 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from scaler.core.config.catalogue import AWS_ACCELERATOR, CATALOGUE, Cloud, InstanceType
+from scaler.core.config import dra_slices
+from scaler.core.config.catalogue import AWS_ACCELERATOR, CATALOGUE, GPU_FACTS, Cloud, InstanceType
 from scaler.core.config.sharing import GpuSharing, SharingPlan, plan_sharing, sharing_from_tags
 from scaler.core.config.specs import LABEL_KEY, StrictModel, TaintSpec, taint_spec
+from scaler.core.dra.model import ResourceSlice
 from scaler.core.model import keys
 from scaler.core.model.errors import FieldError
 from scaler.core.model.objects import Node, Pod, Taint
 from scaler.core.model.resources import Resources, parse_resources
+from scaler.core.model.workload import is_gpu_device
 
 Role = Literal["system", "general", "gpu"]
+GpuAllocation = Literal["device-plugin", "dra"]
 CapacityType = Literal["spot", "on-demand"]
 
 _NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$")
@@ -59,6 +63,8 @@ class Pool(StrictModel):
     daemonset_overhead: dict[str, str | int | float] | None = None
     gpu_sharing: GpuSharing | None = Field(
         default=None, description="time-slicing or MIG (scaler/core/sharing.py); whole GPUs when unset")
+    gpu_allocation: GpuAllocation = Field(
+        default="device-plugin", description="device-plugin (nvidia.com/gpu) or dra (ResourceSlices, claims)")
     # Filled in by validation from the catalogue (plus the pools file's overrides).
     instance: InstanceType | None = Field(default=None, exclude=True, repr=False)
     sharing: SharingPlan | None = Field(default=None, exclude=True, repr=False)
@@ -102,6 +108,12 @@ class Pool(StrictModel):
             raise FieldError("instance_types", "an Azure pool has exactly one VM size")
         if self.cloud == "azure" and self.role == "system" and self.capacity_type == "spot":
             raise FieldError("capacity_type", "AKS refuses a Spot system pool: use capacity_type on-demand")
+        if self.gpu_allocation == "dra" and self.role != "gpu":
+            raise FieldError("gpu_allocation", f"gpu_allocation dra on a role {self.role} pool: only a GPU pool "
+                             "allocates GPUs")
+        if self.gpu_allocation == "dra" and self.gpu_sharing is not None and self.gpu_sharing.time_slicing:
+            raise FieldError("gpu_allocation", "gpu_allocation dra with time_slicing: under DRA a claim shares a "
+                             "GPU (its config), the driver publishes each GPU once; drop time_slicing")
         if self.cloud == "azure":
             bad = [k for k in [*self.labels, *(t.key for t in self.taints)] if "_" in k]
             if bad:
@@ -148,6 +160,10 @@ class Pool(StrictModel):
                 # AKS cuts GPUs only through an agent pool's gpuInstanceProfile: one profile per GPU.
                 raise FieldError(("gpu_sharing", "mig", "strategy"), "Azure applies MIG as one profile per GPU "
                                    "(gpuInstanceProfile): use strategy single")
+        if self.dra and dra_slices.gpu_model(smallest, sharing) is None:
+            raise FieldError("gpu_allocation", f"gpu_allocation dra: the catalogue cannot describe {smallest.name}'s "
+                             f"{smallest.gpu_model} {smallest.gpu_memory_gib}GB as the DRA driver would (known: "
+                             f"{', '.join(f'{m} {g}GB' for m, g in GPU_FACTS)})")
         return self.model_copy(update={"gpus_per_node": gpus, "instance": smallest, "sharing": sharing})
 
     @property
@@ -159,6 +175,11 @@ class Pool(StrictModel):
     @property
     def gpus(self) -> int:
         return self.itype.gpus
+
+    @property
+    def dra(self) -> bool:
+        """GPUs allocated through DRA (ResourceSlices and claims), not the device plugin's nvidia.com/gpu."""
+        return self.gpu_allocation == "dra"
 
     def node_labels(self) -> dict[str, str]:
         """Labels every node of the pool carries at registration (kubelet --node-labels)."""
@@ -176,6 +197,8 @@ class Pool(StrictModel):
                 out[keys.LABEL_ACCELERATOR_AZURE] = "nvidia"
         if self.sharing is not None:
             out.update(self.sharing.labels(self.name))
+        if self.dra:
+            out[keys.LABEL_GPU_ALLOCATION] = keys.GPU_ALLOCATION_DRA
         out.update(self.labels)
         return out
 
@@ -206,6 +229,8 @@ class Pool(StrictModel):
             keys.RES_EPHEMERAL: self.root_volume_gib * GiB,
             keys.RES_PODS: self.max_pods,
         }
+        if self.dra:
+            return out  # the GPUs are devices of the node's ResourceSlices
         if self.sharing is not None:
             out.update(self.sharing.resources())
         elif t.gpus:
@@ -255,10 +280,15 @@ class Pool(StrictModel):
             labels[keys.LABEL_GPU_COUNT] = str(self.gpus)
         ds = Pod(name=f"daemonsets-{self.name}", namespace="kube-system",
                  requests=self.daemonset_requests(), owner_kind="DaemonSet", phase="Running")
+        name = f"template-{self.name}-{zone}"
         return Node(
-            name=f"template-{self.name}-{zone}", labels=labels, taints=tuple(self.node_taints()),
-            allocatable=self.allocatable(), pool=self.name, pods=[ds], is_template=True,
+            name=name, labels=labels, taints=tuple(self.node_taints()), allocatable=self.allocatable(),
+            pool=self.name, pods=[ds], is_template=True, slices=self.dra_slices(name),
         )
+
+    def dra_slices(self, node_name: str) -> tuple[ResourceSlice, ...]:
+        """The ResourceSlices the DRA driver publishes on a node of this pool (none unless dra)."""
+        return dra_slices.template_slices(node_name, self.itype, self.sharing) if self.dra else ()
 
     # --- cluster-autoscaler tags -------------------------------------------------------------
     def to_tags(self, cluster: str) -> dict[str, str]:
@@ -275,11 +305,9 @@ class Pool(StrictModel):
             tags[keys.TAG_CA_TEMPLATE_LABEL + k] = v
         for t in self.node_taints():
             tags[keys.TAG_CA_TEMPLATE_TAINT + t.key] = f"{t.value}:{t.effect}"
-        if self.sharing is not None:
-            for name, count in self.sharing.resources().items():
-                tags[keys.TAG_CA_TEMPLATE_RESOURCES + name] = str(count)
-        elif self.gpus:
-            tags[keys.TAG_CA_TEMPLATE_RESOURCES + keys.RES_GPU] = str(self.gpus)
+        gpu_resources = {k: v for k, v in self.capacity().items() if is_gpu_device(k)}  # none under DRA
+        for name, count in gpu_resources.items():
+            tags[keys.TAG_CA_TEMPLATE_RESOURCES + name] = str(count)
         tags[keys.TAG_CA_TEMPLATE_RESOURCES + keys.RES_EPHEMERAL] = f"{self.root_volume_gib}Gi"
         if self.cloud == "azure":
             return {keys.azure_tag_key(k): v for k, v in tags.items()}
@@ -333,6 +361,8 @@ class Pool(StrictModel):
             "min": min_size, "max": max_size, "fallback": tags.get(keys.TAG_FALLBACK),
             "min_pod_gpus": int(min_gpus),
             "gpu_sharing": sharing_from_tags(labels, tags, entry.gpus if entry else 0),
+            "gpu_allocation": "dra" if labels.get(keys.LABEL_GPU_ALLOCATION) == keys.GPU_ALLOCATION_DRA
+            else "device-plugin",
         })
         ephemeral = tags.get(keys.TAG_CA_TEMPLATE_RESOURCES + keys.RES_EPHEMERAL)
         update: dict[str, Any] = {}

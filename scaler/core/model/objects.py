@@ -8,9 +8,12 @@ of them per pass.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from scaler.core.model.resources import Resources
+
+if TYPE_CHECKING:
+    from scaler.core.dra.model import ResourceSlice
 
 TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
 TolerationOperator = Literal["Equal", "Exists"]
@@ -97,6 +100,9 @@ class Node:
     created_at: float = 0.0
     pods: list[Pod] = field(default_factory=list)
     is_template: bool = False  # a node the planner imagines, not one that exists
+    # A template of a DRA pool: the ResourceSlices its driver would publish (real nodes' slices are
+    # the snapshot's, scaler.core.planning.snapshot.Snapshot.dra).
+    slices: tuple[ResourceSlice, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
