@@ -208,7 +208,7 @@ class Pool(StrictModel):
             out.append(Taint(keys.TAINT_GPU, keys.TAINT_GPU_VALUE, "NoSchedule"))
         if self.min_pod_gpus > 1:
             out.append(Taint(keys.TAINT_MIN_GPUS, str(self.min_pod_gpus), "NoSchedule"))
-        shared = self.sharing.taint_value() if self.sharing is not None else None
+        shared = self.sharing.taint_value() if self.sharing is not None and not self.dra else None
         if shared:
             out.append(Taint(keys.TAINT_GPU_SHARING, shared, "NoSchedule"))
         if self.cloud == "azure" and self.capacity_type == "spot":

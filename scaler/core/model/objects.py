@@ -81,6 +81,7 @@ class Pod:
     host_ports: tuple[HostPort, ...] = ()  # containers' (and sidecars') ports with a hostPort
     claims: tuple[ClaimRef, ...] = ()  # PersistentVolumeClaims of its volumes (generic ephemeral too)
     terminating: bool = False  # metadata.deletionTimestamp set: topology spread does not count it
+    resource_claims: tuple[PodResourceClaim, ...] = ()  # spec.resourceClaims (DRA)
 
     @property
     def key(self) -> str:
@@ -160,6 +161,18 @@ class HostPort:
 class ClaimRef:
     name: str  # the PVC's name in the pod's namespace
     ephemeral: bool = False  # a generic ephemeral volume: the PVC is made by its controller
+
+
+@dataclass(frozen=True, slots=True)
+class PodResourceClaim:
+    """One of spec.resourceClaims: a ResourceClaim by name, or one made from a template for the pod
+    (`generated`: its name, from status.resourceClaimStatuses, once made). Every container's
+    resources.claims names one of these; kube-scheduler allocates them all, so the planner does."""
+
+    name: str
+    claim_name: str = ""
+    template_name: str = ""
+    generated: str = ""
 
 
 @dataclass(frozen=True, slots=True)

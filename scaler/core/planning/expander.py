@@ -11,7 +11,7 @@ from scaler.core.model import keys
 from scaler.core.model.objects import Pod
 from scaler.core.model.workload import is_daemonset
 from scaler.core.planning.advance import Advanced
-from scaler.core.planning.capacity import build_packer
+from scaler.core.planning.capacity import build_packer, dra_state
 from scaler.core.planning.caps import Caps
 from scaler.core.planning.constrained import Filtered, append_one
 from scaler.core.planning.packing import Bin, Placement, PodClass, Slot, dominant, fit_count
@@ -37,7 +37,8 @@ class Expander:
         self.adv = adv
         self.packer, self.slots = build_packer(snapshot, config, adv)
         pending = [p for p in snapshot.pending if not is_daemonset(p)]
-        self.filtered = Filtered(self.packer, snapshot.nodes, pending, snapshot.storage, snapshot.namespaces)
+        self.filtered = Filtered(self.packer, snapshot.nodes, pending, snapshot.storage, snapshot.namespaces,
+                                 dra_state(snapshot, self.packer))
         self.refused_everywhere: set[str] = set()  # pods kube-scheduler's filters keep off every pool
         self.pod_reasons: dict[str, dict[str, str]] = {}  # pod -> pool -> the filters' refusal
         self.caps = Caps(snapshot, config, adv)
