@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from scaler.core.dra.allocator import Allocator, NodeRef
 from scaler.core.dra.model import (
     Allocation,
     DeviceClass,
@@ -27,6 +27,9 @@ from scaler.core.dra.model import (
 )
 from scaler.core.model.objects import Node, Pod
 from scaler.core.scheduling.predicates import term_matches
+
+if TYPE_CHECKING:  # the allocator (and its CEL runtime) loads with the first claim a pass allocates
+    from scaler.core.dra.allocator import Allocator, NodeRef
 
 
 @dataclass(slots=True)
@@ -134,12 +137,15 @@ class DraState:
 
     def node_ref(self, node: Node) -> NodeRef:
         """A node opened from a template allocates from the template's slices, under their node name."""
+        from scaler.core.dra.pools import NodeRef  # noqa: PLC0415 - see the TYPE_CHECKING import
         own = node.slices or self.expected.get(node.name)
         return NodeRef(own[0].node_name or node.name if own else node.name, node.labels)
 
     def allocator(self, node: Node) -> Allocator:
         hit = self._allocators.get(node.name)
         if hit is None:
+            from scaler.core.dra.allocator import Allocator  # noqa: PLC0415 - see the TYPE_CHECKING import
+
             slices = self.slices(node)
             ids = {DeviceID(s.driver, s.pool.name, d.name) for s in slices for d in s.devices}
             allocated = (self.held & ids) | self.given.get(node.name, set())
