@@ -132,7 +132,6 @@ POOLS_CASES: list[tuple[str, bytes | Edit | None, str]] = [
      "pools[gpu1-od].gpu_allocation: gpu_allocation dra: the catalogue cannot describe g9.xlarge's X1 24GB"),
     ("DRA with time-slicing", pool("gpu1-od", gpu_allocation="dra", gpu_sharing={"time_slicing": {"replicas": 2}}),
      "pools[gpu1-od].gpu_allocation: gpu_allocation dra with time_slicing"),
-    ("unknown gpu_allocation", pool("gpu1-od", gpu_allocation="plugin"), "pools[gpu1-od].gpu_allocation"),
 ]
 
 
