@@ -45,15 +45,6 @@ class DraObjects:
         """Nodes some driver published a slice for."""
         return {s.node_name for s in self.slices if s.node_name}
 
-    def in_use(self) -> dict[str, int]:
-        """node -> devices its allocated claims hold (a shared claim once)."""
-        out: dict[str, int] = {}
-        for claim in self.claims.values():
-            node = pinned_node(claim.allocation)
-            if node is not None and claim.allocation is not None:
-                out[node] = out.get(node, 0) + len(claim.allocation.results)
-        return out
-
 
 def pinned_node(allocation: Allocation | None) -> str | None:
     """The one node an allocation's selector names by metadata.name, if it does."""
