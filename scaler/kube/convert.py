@@ -21,6 +21,7 @@ from scaler.core.model.objects import (
     Pod,
     PodAffinityTerm,
     PodDisruptionBudget,
+    PodResourceClaim,
     PreferredTerm,
     SelectorRequirement,
     SelectorTerm,
@@ -172,6 +173,7 @@ def pod_from_json(obj: JSON) -> Pod:
             scheduler_name=_text(spec, "schedulerName", "spec") or "default-scheduler",
             phase=_text(obj.get("status") or {}, "phase", "status", "Pending"),
             created_at=timestamp(meta.get("creationTimestamp")),
+            resource_claims=resource_claims(spec, obj.get("status") or {}),
             **_scheduling_fields(meta, spec),
         )
     except FieldError as err:
@@ -245,6 +247,21 @@ def _scheduling_fields(meta: JSON, spec: JSON) -> dict[str, Any]:
         "claims": tuple(claims),
         "terminating": bool(meta.get("deletionTimestamp")),
     }
+
+
+def resource_claims(spec: JSON, status: JSON) -> tuple[PodResourceClaim, ...]:
+    """spec.resourceClaims (DRA), with the names of the claims made from templates (status)."""
+    made = {_text(s, "name", "status.resourceClaimStatuses[]"): _text(s, "resourceClaimName", "status")
+            for s in _objects(status.get("resourceClaimStatuses"), "status.resourceClaimStatuses")}
+    out = []
+    for i, c in enumerate(_objects(spec.get("resourceClaims"), "spec.resourceClaims")):
+        where = f"spec.resourceClaims[{i}]"
+        name = _text(c, "name", where)
+        claim, template = _text(c, "resourceClaimName", where), _text(c, "resourceClaimTemplateName", where)
+        if not name or bool(claim) == bool(template):
+            raise FieldError(where, "needs a name and exactly one of resourceClaimName, resourceClaimTemplateName")
+        out.append(PodResourceClaim(name, claim, template, made.get(name, "")))
+    return tuple(out)
 
 
 def is_unschedulable(obj: JSON) -> bool:

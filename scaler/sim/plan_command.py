@@ -3,7 +3,9 @@
 Input: what `kubectl get pods,nodes -o json` prints (a List of Pod and Node objects) and a pools
 file; the List may also hold the PersistentVolumeClaims, PersistentVolumes, StorageClasses,
 CSINodes and Namespaces kube-scheduler's volume and namespaceSelector filters read (`kubectl get
-pods,nodes,pvc,pv,storageclass,csinode,namespaces -A -o json`). Nodes belong to the pool their
+pods,nodes,pvc,pv,storageclass,csinode,namespaces -A -o json`), and the DRA objects kube-scheduler's
+DynamicResources filter reads (`kubectl get pods,nodes,resourceclaims,resourceclaimtemplates,deviceclasses,
+resourceslices -A -o json`). Nodes belong to the pool their
 gpuburst.io/pool label names; a pool's desired size is taken as its node count. Pending pods are
 those the scheduler marked PodScheduled=False/Unschedulable, as cluster-autoscaler reads them. The
 snapshot's time is its latest timestamp, so the same file always gives the same plan. Nothing is
@@ -21,17 +23,20 @@ from typing import Any
 
 from scaler.configfile import load_config, read_text
 from scaler.core.config.settings import ConfigError, ScalerConfig
+from scaler.core.dra import convert as dra_convert
 from scaler.core.model import keys
 from scaler.core.planning.capacity import zone_hints
 from scaler.core.planning.decisions import Plan
 from scaler.core.planning.planner import plan
 from scaler.core.planning.snapshot import PoolObservation, Snapshot
 from scaler.core.planning.state import State
+from scaler.core.scheduling.filters import DraObjects
 from scaler.kube.convert import SnapshotError, cluster_view
 from scaler.kube.convert_storage import storage_view
 
 # The kinds read besides Node and Pod: what the filters of scaler.core.scheduling.filters need.
 STORAGE_KINDS = ("PersistentVolumeClaim", "PersistentVolume", "StorageClass", "CSINode", "Namespace")
+DRA_KINDS = ("DeviceClass", "ResourceClaim", "ResourceClaimTemplate", "ResourceSlice")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -63,7 +68,7 @@ def load_snapshot(path: str | Path, config: ScalerConfig) -> tuple[Snapshot, lis
     if not isinstance(data, dict) or not isinstance(data.get("items"), list):
         raise SnapshotError(f"{p}: expected a List with 'items' (kubectl get pods,nodes -o json)")
     notes: list[str] = []
-    by_kind: dict[str, list[dict[str, Any]]] = {k: [] for k in ("Node", "Pod", *STORAGE_KINDS)}
+    by_kind: dict[str, list[dict[str, Any]]] = {k: [] for k in ("Node", "Pod", *STORAGE_KINDS, *DRA_KINDS)}
     latest = 0.0
     for i, obj in enumerate(data["items"]):
         if not isinstance(obj, dict):
@@ -74,7 +79,8 @@ def load_snapshot(path: str | Path, config: ScalerConfig) -> tuple[Snapshot, lis
             raise SnapshotError(f"{p}: items[{i}] ({kind}): metadata.name is missing")
         if not isinstance(meta.get("namespace", ""), str):
             raise SnapshotError(f"{p}: items[{i}] ({kind}): metadata.namespace is not a string")
-        where = f"{p}: {kind} {meta.get('namespace', '') + '/' if kind == 'Pod' else ''}{meta['name']}"
+        namespaced = kind in ("Pod", "ResourceClaim", "ResourceClaimTemplate")
+        where = f"{p}: {kind} {meta.get('namespace', '') + '/' if namespaced else ''}{meta['name']}"
         latest = max(latest, _timestamp(meta.get("creationTimestamp"), f"{where}: metadata.creationTimestamp"))
         if kind in by_kind:
             by_kind[kind].append(obj)
@@ -85,6 +91,7 @@ def load_snapshot(path: str | Path, config: ScalerConfig) -> tuple[Snapshot, lis
         storage, namespaces = storage_view(
             by_kind["PersistentVolumeClaim"], by_kind["PersistentVolume"], by_kind["StorageClass"],
             by_kind["CSINode"], by_kind["Namespace"] or None)
+        dra = dra_view(by_kind)
     except SnapshotError as err:
         raise SnapshotError(f"{p}: {err}") from None
     pools = {pool.name for pool in config.pools}
@@ -103,7 +110,21 @@ def load_snapshot(path: str | Path, config: ScalerConfig) -> tuple[Snapshot, lis
         for pool in config.pools
     }
     return Snapshot(now=latest, pending=view.pending, nodes=list(nodes.values()), pools=observed, storage=storage,
-                    namespaces=namespaces), notes
+                    namespaces=namespaces, dra=dra), notes
+
+
+def dra_view(by_kind: dict[str, list[dict[str, Any]]]) -> DraObjects:
+    """The DRA objects of the List; a malformed one is a SnapshotError naming it and the field."""
+    try:
+        claims = [dra_convert.resource_claim(o) for o in by_kind["ResourceClaim"]]
+        templates = [dra_convert.resource_claim_template(o) for o in by_kind["ResourceClaimTemplate"]]
+        return DraObjects(
+            classes={c.name: c for c in map(dra_convert.device_class, by_kind["DeviceClass"])},
+            claims={c.key: c for c in claims},
+            templates={f"{t.namespace}/{t.name}": t for t in templates},
+            slices=[dra_convert.resource_slice(o) for o in by_kind["ResourceSlice"]])
+    except dra_convert.DraInputError as err:
+        raise SnapshotError(str(err)) from None
 
 
 def render(result: Plan, snapshot: Snapshot, notes: list[str], verbose: bool = False) -> str:

@@ -122,6 +122,16 @@ POOLS_CASES: list[tuple[str, bytes | Edit | None, str]] = [
     ("max_nodes below the minimums", lambda c: (pool("gpu1-od", min=3)(c), c.update(limits={"max_nodes": 2})),
      "limits.max_nodes: 2 is below the pools' minimums"),
     ("pool in another cloud", pool("gpu1-od", cloud="azure"), "pools[gpu1-od]"),
+    ("DRA on a CPU pool", lambda c: c["pools"].append(
+        {"name": "cpu", "role": "general", "instance_types": ["m5.large"], "zones": ["us-east-1a"], "max": 2,
+         "gpu_allocation": "dra"}), "pools[cpu].gpu_allocation: gpu_allocation dra on a role general pool"),
+    ("DRA on a GPU the catalogue cannot describe", lambda c: (
+        c.update(catalogue={"g9.xlarge": {"vcpu": 4, "memory_gib": 16, "gpus": 1, "gpu_model": "X1",
+                                          "gpu_memory_gib": 24, "price_per_hour": 1.0}}),
+        pool("gpu1-od", instance_types=["g9.xlarge"], gpu_allocation="dra")(c)),
+     "pools[gpu1-od].gpu_allocation: gpu_allocation dra: the catalogue cannot describe g9.xlarge's X1 24GB"),
+    ("DRA with time-slicing", pool("gpu1-od", gpu_allocation="dra", gpu_sharing={"time_slicing": {"replicas": 2}}),
+     "pools[gpu1-od].gpu_allocation: gpu_allocation dra with time_slicing"),
 ]
 
 

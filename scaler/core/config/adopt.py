@@ -10,7 +10,6 @@ not map is reported with the reason, and the pools it writes pass the same `pars
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -22,6 +21,7 @@ from scaler.core.config.catalogue import CATALOGUE, Cloud, InstanceType
 from scaler.core.config.pool import Pool
 from scaler.core.config.settings import ConfigError, parse_config
 from scaler.core.config.specs import LABEL_KEY, TaintSpec
+from scaler.core.config.tags import capacity_type_of, pool_name
 from scaler.core.model import keys
 from scaler.core.model.errors import FieldError
 
@@ -119,8 +119,7 @@ def _pool_name(group: NodeGroup, labels: Mapping[str, str]) -> str:
     t = group.tags
     raw = (t.get(keys.TAG_POOL) or t.get(keys.TAG_EKSCTL_NODEGROUP) or t.get(keys.TAG_EKS_NODEGROUP)
            or labels.get(keys.LABEL_KOPS_INSTANCEGROUP) or group.name)
-    cleaned = re.sub(r"[^a-z0-9-]+", "-", raw.lower()).strip("-")
-    return cleaned[:40].strip("-") or "pool"
+    return pool_name(raw)
 
 
 def _draft(group: NodeGroup, cloud: Cloud, cluster: str, catalogue: Mapping[str, InstanceType],
@@ -164,7 +163,7 @@ def _draft(group: NodeGroup, cloud: Cloud, cluster: str, catalogue: Mapping[str,
             taints.append(TaintSpec.parse(text))
         except (ValueError, ValidationError):
             report.append(Unmapped(group.name, f"taint {text}", "not key=value:Effect with a valid key and effect"))
-    capacity_type = _capacity_type(group, labels, kept_labels)
+    capacity_type = capacity_type_of(labels, group.spot)
     entry = catalogue.get(group.instance_types[0])
     gpus = entry.gpus if entry else 0
     role = tags.get(keys.TAG_ROLE) or ("gpu" if gpus else "system" if group.system else "general")
@@ -199,16 +198,6 @@ def _draft(group: NodeGroup, cloud: Cloud, cluster: str, catalogue: Mapping[str,
     for key in (k for k in ("labels", "taints") if not draft[k]):
         del draft[key]
     return draft
-
-
-def _capacity_type(group: NodeGroup, labels: Mapping[str, str], kept: Mapping[str, str]) -> str:
-    """The pool's capacity type: our own label, else what the other tools' labels or the group say."""
-    capacity_type = kept.get(keys.LABEL_CAPACITY_TYPE)
-    if capacity_type in ("spot", "on-demand", *reservation.PREPAID):
-        return capacity_type
-    spotty = {labels.get(keys.LABEL_EKS_CAPACITY_TYPE, "").lower(), labels.get(keys.LABEL_KARPENTER_CAPACITY_TYPE, ""),
-              labels.get(keys.LABEL_AZURE_SCALESET_PRIORITY, "")}
-    return "spot" if group.spot or "spot" in spotty else "on-demand"
 
 
 def _message(err: Exception) -> str:

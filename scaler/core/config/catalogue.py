@@ -108,6 +108,38 @@ CAPACITY_BLOCK_TYPES: Final = frozenset({
     "trn1.32xlarge", "trn2.48xlarge",
 })
 
+
+@dataclass(frozen=True, slots=True)
+class GpuFacts:
+    """What NVML says of one GPU (and so what the NVIDIA DRA driver publishes for it)."""
+
+    product_name: str  # NVML's name: "NVIDIA H100 80GB HBM3"
+    architecture: str  # "Hopper"
+    memory_mib: int  # total memory as NVML reports it (a little under the marketing figure)
+    compute_capability: str  # CUDA compute capability: "9.0"
+
+
+# (GPU model, memory GiB) as the catalogue states them -> NVML's facts (NVIDIA data sheets, nvidia-smi).
+GPU_FACTS: Final[dict[tuple[str, int], GpuFacts]] = {
+    ("T4", 16): GpuFacts("Tesla T4", "Turing", 15360, "7.5"),
+    ("A10G", 24): GpuFacts("NVIDIA A10G", "Ampere", 23028, "8.6"),
+    ("L4", 24): GpuFacts("NVIDIA L4", "Ada Lovelace", 23034, "8.9"),
+    ("L40S", 48): GpuFacts("NVIDIA L40S", "Ada Lovelace", 46068, "8.9"),
+    ("V100", 16): GpuFacts("Tesla V100-SXM2-16GB", "Volta", 16384, "7.0"),
+    ("A100", 40): GpuFacts("NVIDIA A100-SXM4-40GB", "Ampere", 40960, "8.0"),
+    ("A100", 80): GpuFacts("NVIDIA A100-SXM4-80GB", "Ampere", 81920, "8.0"),
+    ("H100", 80): GpuFacts("NVIDIA H100 80GB HBM3", "Hopper", 81559, "9.0"),
+}
+_A100_PCIE: Final = GpuFacts("NVIDIA A100 80GB PCIe", "Ampere", 81920, "8.0")  # Azure's NC A100 v4
+
+
+def gpu_facts(itype: InstanceType) -> GpuFacts | None:
+    """The GPU of an instance type as NVML describes it; None when the catalogue does not know it."""
+    if itype.gpu_model == "A100" and itype.name.startswith("Standard_NC") and "ads_A100" in itype.name:
+        return _A100_PCIE
+    return GPU_FACTS.get((itype.gpu_model or "", itype.gpu_memory_gib))
+
+
 # The value of the cloud's accelerator label per GPU model (cluster-autoscaler's GPU label).
 AWS_ACCELERATOR: Final = {
     "T4": "nvidia-tesla-t4", "A10G": "nvidia-a10g", "L4": "nvidia-l4", "L40S": "nvidia-l40s",

@@ -14,16 +14,20 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from scaler.core.config import dra_slices
 from scaler.core.config import reservation as rsv
-from scaler.core.config.catalogue import AWS_ACCELERATOR, CATALOGUE, Cloud, InstanceType
-from scaler.core.config.sharing import GpuSharing, SharingPlan, plan_sharing, sharing_from_tags
+from scaler.core.config.catalogue import AWS_ACCELERATOR, CATALOGUE, GPU_FACTS, Cloud, InstanceType
+from scaler.core.config.sharing import GpuSharing, SharingPlan, plan_sharing
 from scaler.core.config.specs import LABEL_KEY, StrictModel, TaintSpec, taint_spec
+from scaler.core.dra.model import ResourceSlice
 from scaler.core.model import keys
 from scaler.core.model.errors import FieldError
 from scaler.core.model.objects import Node, Pod, Taint
 from scaler.core.model.resources import Resources, parse_resources
+from scaler.core.model.workload import is_gpu_device
 
 Role = Literal["system", "general", "gpu"]
+GpuAllocation = Literal["device-plugin", "dra"]
 CapacityType = Literal["spot", "on-demand", "reserved", "capacity-block"]
 
 _NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$")
@@ -62,6 +66,8 @@ class Pool(StrictModel):
     daemonset_overhead: dict[str, str | int | float] | None = None
     gpu_sharing: GpuSharing | None = Field(
         default=None, description="time-slicing or MIG (scaler/core/config/sharing.py); whole GPUs when unset")
+    gpu_allocation: GpuAllocation = Field(
+        default="device-plugin", description="device-plugin (nvidia.com/gpu) or dra (ResourceSlices, claims)")
     # Filled in by validation from the catalogue (plus the pools file's overrides).
     instance: InstanceType | None = Field(default=None, exclude=True, repr=False)
     sharing: SharingPlan | None = Field(default=None, exclude=True, repr=False)
@@ -106,6 +112,12 @@ class Pool(StrictModel):
             raise FieldError("instance_types", "an Azure pool has exactly one VM size")
         if self.cloud == "azure" and self.role == "system" and self.capacity_type == "spot":
             raise FieldError("capacity_type", "AKS refuses a Spot system pool: use capacity_type on-demand")
+        if self.gpu_allocation == "dra" and self.role != "gpu":
+            raise FieldError("gpu_allocation", f"gpu_allocation dra on a role {self.role} pool: only a GPU pool "
+                             "allocates GPUs")
+        if self.gpu_allocation == "dra" and self.gpu_sharing is not None and self.gpu_sharing.time_slicing:
+            raise FieldError("gpu_allocation", "gpu_allocation dra with time_slicing: under DRA a claim shares a "
+                             "GPU (its config), the driver publishes each GPU once; drop time_slicing")
         if self.cloud == "azure":
             bad = [k for k in [*self.labels, *(t.key for t in self.taints)] if "_" in k]
             if bad:
@@ -152,6 +164,10 @@ class Pool(StrictModel):
                 # AKS cuts GPUs only through an agent pool's gpuInstanceProfile: one profile per GPU.
                 raise FieldError(("gpu_sharing", "mig", "strategy"), "Azure applies MIG as one profile per GPU "
                                    "(gpuInstanceProfile): use strategy single")
+        if self.dra and dra_slices.gpu_model(smallest, sharing) is None:
+            raise FieldError("gpu_allocation", f"gpu_allocation dra: the catalogue cannot describe {smallest.name}'s "
+                             f"{smallest.gpu_model} {smallest.gpu_memory_gib}GB as the DRA driver would (known: "
+                             f"{', '.join(f'{m} {g}GB' for m, g in GPU_FACTS)})")
         return self.model_copy(update={"gpus_per_node": gpus, "instance": smallest, "sharing": sharing})
 
     @property
@@ -163,6 +179,11 @@ class Pool(StrictModel):
     @property
     def gpus(self) -> int:
         return self.itype.gpus
+
+    @property
+    def dra(self) -> bool:
+        """GPUs allocated through DRA (ResourceSlices and claims), not the device plugin's nvidia.com/gpu."""
+        return self.gpu_allocation == "dra"
 
     def node_labels(self) -> dict[str, str]:
         """Labels every node of the pool carries at registration (kubelet --node-labels)."""
@@ -180,6 +201,8 @@ class Pool(StrictModel):
                 out[keys.LABEL_ACCELERATOR_AZURE] = "nvidia"
         if self.sharing is not None:
             out.update(self.sharing.labels(self.name))
+        if self.dra:
+            out[keys.LABEL_GPU_ALLOCATION] = keys.GPU_ALLOCATION_DRA
         out.update(self.labels)
         return out
 
@@ -189,7 +212,7 @@ class Pool(StrictModel):
             out.append(Taint(keys.TAINT_GPU, keys.TAINT_GPU_VALUE, "NoSchedule"))
         if self.min_pod_gpus > 1:
             out.append(Taint(keys.TAINT_MIN_GPUS, str(self.min_pod_gpus), "NoSchedule"))
-        shared = self.sharing.taint_value() if self.sharing is not None else None
+        shared = self.sharing.taint_value() if self.sharing is not None and not self.dra else None
         if shared:
             out.append(Taint(keys.TAINT_GPU_SHARING, shared, "NoSchedule"))
         if self.cloud == "azure" and self.capacity_type == "spot":
@@ -210,6 +233,8 @@ class Pool(StrictModel):
             keys.RES_EPHEMERAL: self.root_volume_gib * GiB,
             keys.RES_PODS: self.max_pods,
         }
+        if self.dra:
+            return out  # the GPUs are devices of the node's ResourceSlices
         if self.sharing is not None:
             out.update(self.sharing.resources())
         elif t.gpus:
@@ -268,10 +293,15 @@ class Pool(StrictModel):
             labels[keys.LABEL_GPU_COUNT] = str(self.gpus)
         ds = Pod(name=f"daemonsets-{self.name}", namespace="kube-system",
                  requests=self.daemonset_requests(), owner_kind="DaemonSet", phase="Running")
+        name = f"template-{self.name}-{zone}"
         return Node(
-            name=f"template-{self.name}-{zone}", labels=labels, taints=tuple(self.node_taints()),
-            allocatable=self.allocatable(), pool=self.name, pods=[ds], is_template=True,
+            name=name, labels=labels, taints=tuple(self.node_taints()), allocatable=self.allocatable(),
+            pool=self.name, pods=[ds], is_template=True, slices=self.dra_slices(name),
         )
+
+    def dra_slices(self, node_name: str) -> tuple[ResourceSlice, ...]:
+        """The ResourceSlices the DRA driver publishes on a node of this pool (none unless dra)."""
+        return dra_slices.template_slices(node_name, self.itype, self.sharing) if self.dra else ()
 
     # --- cluster-autoscaler tags -------------------------------------------------------------
     def to_tags(self, cluster: str) -> dict[str, str]:
@@ -290,86 +320,21 @@ class Pool(StrictModel):
             tags[keys.TAG_CA_TEMPLATE_LABEL + k] = v
         for t in self.node_taints():
             tags[keys.TAG_CA_TEMPLATE_TAINT + t.key] = f"{t.value}:{t.effect}"
-        if self.sharing is not None:
-            for name, count in self.sharing.resources().items():
-                tags[keys.TAG_CA_TEMPLATE_RESOURCES + name] = str(count)
-        elif self.gpus:
-            tags[keys.TAG_CA_TEMPLATE_RESOURCES + keys.RES_GPU] = str(self.gpus)
+        gpu_resources = {k: v for k, v in self.capacity().items() if is_gpu_device(k)}  # none under DRA
+        for name, count in gpu_resources.items():
+            tags[keys.TAG_CA_TEMPLATE_RESOURCES + name] = str(count)
         tags[keys.TAG_CA_TEMPLATE_RESOURCES + keys.RES_EPHEMERAL] = f"{self.root_volume_gib}Gi"
         if self.cloud == "azure":
             return {keys.azure_tag_key(k): v for k, v in tags.items()}
         return tags
 
     @classmethod
-    def from_tags(
-        cls,
-        tags: Mapping[str, str],
-        *,
-        cloud: Cloud,
-        cluster: str,
-        provider_ref: str,
-        instance_types: list[str],
-        zones: list[str],
-        min_size: int,
-        max_size: int,
-        catalogue: Mapping[str, InstanceType] = CATALOGUE,
-    ) -> Pool:
-        """A pool from a group's tags plus what the cloud says of the group itself.
+    def from_tags(cls, tags: Mapping[str, str], *, cloud: Cloud, cluster: str, provider_ref: str,
+                  instance_types: list[str], zones: list[str], min_size: int, max_size: int,
+                  catalogue: Mapping[str, InstanceType] = CATALOGUE) -> Pool:
+        """A pool from a group's tags plus what the cloud says of the group itself (`tags.pool_from_tags`)."""
+        from scaler.core.config.tags import pool_from_tags  # noqa: PLC0415 -- tags builds Pools
 
-        Works on groups made by gpuburst, eksctl, the console or by hand: whatever the tags do not
-        say falls back to cluster-autoscaler's reading (on-demand, role from the GPU count).
-        """
-        if cloud == "azure":
-            tags = {_aws_form(k): v for k, v in tags.items()}
-        if tags.get(keys.TAG_CA_ENABLED, "").lower() != "true" or keys.tag_ca_cluster(cluster) not in tags:
-            raise ValueError(f"{provider_ref}: not tagged for cluster-autoscaler in cluster {cluster!r}")
-        labels = {k[len(keys.TAG_CA_TEMPLATE_LABEL):]: v for k, v in tags.items()
-                  if k.startswith(keys.TAG_CA_TEMPLATE_LABEL)}
-        taints = []
-        for k, v in tags.items():
-            if k.startswith(keys.TAG_CA_TEMPLATE_TAINT):
-                value, _, effect = v.rpartition(":")
-                taints.append(TaintSpec(key=k[len(keys.TAG_CA_TEMPLATE_TAINT):], value=value,
-                                        effect=effect))  # type: ignore[arg-type]
-        capacity_type = labels.get(keys.LABEL_CAPACITY_TYPE)
-        if capacity_type is None:
-            spotty = {labels.get(keys.LABEL_EKS_CAPACITY_TYPE, "").lower(),
-                      labels.get(keys.LABEL_KARPENTER_CAPACITY_TYPE, ""),
-                      labels.get(keys.LABEL_AZURE_SCALESET_PRIORITY, "")}
-            capacity_type = "spot" if "spot" in spotty else "on-demand"
-        entry = catalogue.get(instance_types[0]) if instance_types else None
-        role = tags.get(keys.TAG_ROLE) or ("gpu" if entry and entry.gpus else "general")
-        name = tags.get(keys.TAG_POOL) or _pool_name(provider_ref)
-        # The min-gpus taint is how min_pod_gpus is spelled on a node: read it back as the field.
-        min_gpus = next((t.value for t in taints if t.key == keys.TAINT_MIN_GPUS and t.value.isdigit()), "0")
-        draft = cls.model_validate({
-            "name": name, "cloud": cloud, "role": role, "provider_ref": provider_ref,
-            "instance_types": instance_types, "capacity_type": capacity_type, "zones": zones,
-            "min": min_size, "max": max_size, "fallback": tags.get(keys.TAG_FALLBACK),
-            "min_pod_gpus": int(min_gpus), "reservation": rsv.from_tags(tags),
-            "gpu_sharing": sharing_from_tags(labels, tags, entry.gpus if entry else 0),
-        })
-        ephemeral = tags.get(keys.TAG_CA_TEMPLATE_RESOURCES + keys.RES_EPHEMERAL)
-        update: dict[str, Any] = {}
-        if ephemeral and ephemeral.endswith("Gi"):
-            update["root_volume_gib"] = int(ephemeral[:-2])
-        resolved = draft.model_copy(update=update).resolve(catalogue)
-        derived_labels = resolved.model_copy(update={"labels": {}}).node_labels()
-        derived_taints = set(resolved.derived_taints())
-        update = {
-            "labels": {k: v for k, v in labels.items() if derived_labels.get(k) != v},
-            "taints": [t for t in taints if t.to_taint() not in derived_taints],
-        }
-        # Re-validate so that the extracted labels and taints get the same checks as a pools file.
-        return cls.model_validate({**resolved.model_dump(by_alias=True), **update}).resolve(catalogue)
-
-
-def _aws_form(azure_key: str) -> str:
-    return azure_key.replace("_", "/") if azure_key.startswith(keys.azure_tag_key(keys.TAG_CA_PREFIX)) or \
-        azure_key.startswith(keys.azure_tag_key(keys.DOMAIN + "/")) else azure_key
-
-
-def _pool_name(provider_ref: str) -> str:
-    cleaned = re.sub(r"[^a-z0-9-]+", "-", provider_ref.lower()).strip("-")
-    return cleaned[:40].strip("-") or "pool"
-
+        return pool_from_tags(tags, cloud=cloud, cluster=cluster, provider_ref=provider_ref,
+                              instance_types=instance_types, zones=zones, min_size=min_size, max_size=max_size,
+                              catalogue=catalogue)

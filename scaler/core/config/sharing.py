@@ -27,7 +27,7 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from scaler.core.config.catalogue import InstanceType
+from scaler.core.config.catalogue import InstanceType, gpu_facts
 from scaler.core.model import keys
 from scaler.core.model.errors import FieldError
 
@@ -69,21 +69,10 @@ MIG_GPUS: Final[dict[tuple[str, int], MigGpu]] = {
                         {"all-balanced": {"1g.6gb": 2, "2g.12gb": 1}}),
 }
 
-# GPU feature discovery's product label (NVML's name, spaces as '-') per catalogue GPU.
-_PRODUCT: Final = {
-    ("T4", 16): "Tesla-T4", ("A10G", 24): "NVIDIA-A10G", ("L4", 24): "NVIDIA-L4",
-    ("L40S", 48): "NVIDIA-L40S", ("V100", 16): "Tesla-V100-SXM2-16GB",
-    ("A100", 40): "NVIDIA-A100-SXM4-40GB", ("A100", 80): "NVIDIA-A100-SXM4-80GB",
-    ("H100", 80): "NVIDIA-H100-80GB-HBM3",
-}
-_PCIE_A100: Final = "NVIDIA-A100-80GB-PCIe"  # Azure's NC A100 v4 carry the PCIe card
-
-
 def gpu_product(itype: InstanceType) -> str:
-    if itype.gpu_model == "A100" and itype.name.startswith("Standard_NC") and "ads_A100" in itype.name:
-        return _PCIE_A100
-    model = itype.gpu_model or "GPU"
-    return _PRODUCT.get((model, itype.gpu_memory_gib), f"NVIDIA-{model}")
+    """GPU feature discovery's product label: NVML's name with spaces as '-'."""
+    facts = gpu_facts(itype)
+    return facts.product_name.replace(" ", "-") if facts else f"NVIDIA-{itype.gpu_model or 'GPU'}"
 
 
 class _Strict(BaseModel):

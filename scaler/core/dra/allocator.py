@@ -29,7 +29,10 @@ from scaler.core.dra.search import AllocationError, Outcome, Search
 
 class Allocator:
     def __init__(self, classes: Mapping[str, DeviceClass] | Iterable[DeviceClass],
-                 slices: Sequence[ResourceSlice], allocated: Collection[DeviceID] = ()) -> None:
+                 slices: Sequence[ResourceSlice], allocated: Collection[DeviceID] = (),
+                 shared: Allocator | None = None) -> None:
+        """`shared`: an Allocator of the same classes whose selector results this one reuses (the
+        planner builds one per node, each with the devices the pass has given there)."""
         self.classes = dict(classes) if isinstance(classes, Mapping) else {c.name: c for c in classes}
         self.slices = list(slices)
         self.allocated = frozenset(allocated)
@@ -42,8 +45,8 @@ class Allocator:
                 self._by_node.setdefault(s.node_name, []).append(s)
             else:
                 self._anywhere.append(s)
-        self._variables: dict[int, dict[str, Any]] = {}
-        self._matches: dict[tuple[int, str], bool] = {}
+        self._variables: dict[int, dict[str, Any]] = shared._variables if shared else {}
+        self._matches: dict[tuple[int, str], bool] = shared._matches if shared else {}
         self._available: dict[PoolKey, dict[str, dict[str, Decimal]]] = {}
 
     def pools(self, node: NodeRef) -> list[Pool]:

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from scaler.core.dra.model import Device, ResourceSlice
+from scaler.core.dra.model import Device, ResourceSlice, qualified
 from scaler.core.model.objects import SelectorTerm
 from scaler.core.scheduling.predicates import term_matches
 
@@ -135,3 +135,19 @@ def _validate(pool: Pool) -> str:
                     if name not in counters:
                         return f"counter {name} not found in counter set {use.counter_set}"
     return ""
+
+
+def lookup_attribute(device: Device, driver: str, name: str) -> object | None:
+    """A matchAttribute name (fully qualified) on a device: as written, or unqualified under the
+    driver's own domain."""
+    if name in device.attributes:
+        return device.attributes[name]
+    domain, ident = qualified(name, driver)
+    if domain != driver or not ident:
+        return None
+    return device.attributes.get(ident)
+
+
+def same_attribute(a: object, b: object) -> bool:
+    """Equal values of the same type (a bool is not an int; a version is not a string)."""
+    return type(a) is type(b) and a == b

@@ -2,7 +2,8 @@
 
 Differs from upstream in one place on purpose: when a device's counters fit but a constraint rejects
 it, upstream leaves the counters charged for the rest of the attempt (allocateDevice returns before
-its rollback exists), which can hide a solution; here they are released.
+its rollback exists), which can hide a solution; here they are released. And the devices of one request
+are tried as combinations, not permutations (same first solution, failures found sooner).
 """
 
 from __future__ import annotations
@@ -25,9 +26,8 @@ from scaler.core.dra.model import (
     ExactRequest,
     ResourceClaim,
     ResourceSlice,
-    qualified,
 )
-from scaler.core.dra.pools import NodeRef, Pool, PoolKey, device_on_node
+from scaler.core.dra.pools import NodeRef, Pool, PoolKey, device_on_node, lookup_attribute, same_attribute
 from scaler.core.model.objects import SelectorRequirement, SelectorTerm
 
 
@@ -132,6 +132,7 @@ class Search:
         self.consumed: dict[PoolKey, dict[str, dict[str, Decimal]]] = {}
         self.results: list[list[tuple[_ReqData, _Candidate]]] = [[] for _ in claims]
         self.selectable: dict[tuple[_Key, int], bool] = {}
+        self.cands: dict[_Key, list[_Candidate]] = {}
 
     def run(self) -> Outcome:
         self._prepare()
@@ -233,7 +234,10 @@ class Search:
 
     # --- the search (upstream: allocateOne, allocateDevice) ---------------------------------------
 
-    def _one(self, ci: int, ri: int, si: int, di: int, in_sub: bool) -> bool:
+    def _one(self, ci: int, ri: int, si: int, di: int, in_sub: bool, start: int = 0) -> bool:
+        """Device `di` of request (ci, ri, si), tried from candidate `start` on: the devices of one request
+        are a set, so later ones are picked after earlier ones (upstream tries every order; the first
+        solution is the same, a failure is found in combinations, not permutations)."""
         if ci >= len(self.claims):
             return True
         if ri >= len(self.claims[ci].spec.requests):
@@ -253,22 +257,34 @@ class Search:
         if data.all_devices is not None:
             undo = self._take(ci, data, data.all_devices[di], must=True)
             return undo is not None and self._descend(undo, ci, ri, si, di, in_sub)
-        for pool in self.pools:
-            if pool.incomplete or pool.invalid:
+        cands = self._candidates((ci, ri, si), data)
+        if di == 0 and len(cands) < data.num_devices:
+            return False  # too few devices match, whatever the others take
+        for j in range(start, len(cands)):
+            cand = cands[j]
+            if self._in_use(cand.id):
                 continue
-            for s in pool.slices:
-                for d in s.devices:
-                    did = DeviceID(pool.driver, pool.name, d.name)
-                    if self._in_use(did) or not self.is_selectable((ci, ri, si), data, s, d):
-                        continue
-                    undo = self._take(ci, data, _Candidate(did, d, s, pool), must=False)
-                    if undo is not None and self._descend(undo, ci, ri, si, di, in_sub):
-                        return True
+            undo = self._take(ci, data, cand, must=False)
+            if undo is not None and self._descend(undo, ci, ri, si, di, in_sub, j + 1):
+                return True
         return False
 
-    def _descend(self, undo: Callable[[], None], ci: int, ri: int, si: int, di: int, in_sub: bool) -> bool:
+    def _candidates(self, key: _Key, data: _ReqData) -> list[_Candidate]:
+        """The devices the request may take on this node, in pool order, not allocated before."""
+        hit = self.cands.get(key)
+        if hit is None:
+            hit = self.cands[key] = [
+                _Candidate(did, d, s, pool)
+                for pool in self.pools if not (pool.incomplete or pool.invalid)
+                for s in pool.slices for d in s.devices
+                if (did := DeviceID(pool.driver, pool.name, d.name)) not in self.src.allocated
+                and self.is_selectable(key, data, s, d)]
+        return hit
+
+    def _descend(self, undo: Callable[[], None], ci: int, ri: int, si: int, di: int, in_sub: bool,
+                 start: int = 0) -> bool:
         try:
-            done = self._one(ci, ri, si, di + 1, in_sub)
+            done = self._one(ci, ri, si, di + 1, in_sub, start)
         except BaseException:
             undo()
             raise
@@ -354,22 +370,6 @@ class Search:
         from scaler.core.dra.explain import explain  # noqa: PLC0415 - only when allocation failed
 
         return explain(self)
-
-
-def lookup_attribute(device: Device, driver: str, name: str) -> object | None:
-    """A matchAttribute name (fully qualified) on a device: as written, or unqualified under the
-    driver's own domain."""
-    if name in device.attributes:
-        return device.attributes[name]
-    domain, ident = qualified(name, driver)
-    if domain != driver or not ident:
-        return None
-    return device.attributes.get(ident)
-
-
-def same_attribute(a: object, b: object) -> bool:
-    """Equal values of the same type (a bool is not an int; a version is not a string)."""
-    return type(a) is type(b) and a == b
 
 
 def node_selector_for(results: Sequence[tuple[Device, ResourceSlice]]) -> tuple[SelectorTerm, ...] | None:

@@ -21,6 +21,10 @@ DOMAIN: Final = "gpuburst.io"
 LABEL_POOL: Final = f"{DOMAIN}/pool"
 LABEL_CAPACITY_TYPE: Final = f"{DOMAIN}/capacity-type"
 LABEL_ROLE: Final = f"{DOMAIN}/role"
+# How a GPU pool's GPUs are allocated: "dra" (the NVIDIA DRA driver publishes ResourceSlices); absent:
+# the device plugin's nvidia.com/gpu. The platform installs the DRA driver where it says dra.
+LABEL_GPU_ALLOCATION: Final = f"{DOMAIN}/gpu-allocation"
+GPU_ALLOCATION_DRA: Final = "dra"
 
 # Pod-template annotation: a hash of the scaler's ConfigMap, so a config change rolls the Deployment.
 ANNOTATION_CONFIG_HASH: Final = f"{DOMAIN}/config-sha256"

@@ -8,9 +8,12 @@ of them per pass.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from scaler.core.model.resources import Resources
+
+if TYPE_CHECKING:
+    from scaler.core.dra.model import ResourceSlice
 
 TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
 TolerationOperator = Literal["Equal", "Exists"]
@@ -78,6 +81,7 @@ class Pod:
     host_ports: tuple[HostPort, ...] = ()  # containers' (and sidecars') ports with a hostPort
     claims: tuple[ClaimRef, ...] = ()  # PersistentVolumeClaims of its volumes (generic ephemeral too)
     terminating: bool = False  # metadata.deletionTimestamp set: topology spread does not count it
+    resource_claims: tuple[PodResourceClaim, ...] = ()  # spec.resourceClaims (DRA)
 
     @property
     def key(self) -> str:
@@ -97,6 +101,9 @@ class Node:
     created_at: float = 0.0
     pods: list[Pod] = field(default_factory=list)
     is_template: bool = False  # a node the planner imagines, not one that exists
+    # A template of a DRA pool: the ResourceSlices its driver would publish (real nodes' slices are
+    # the snapshot's, scaler.core.planning.snapshot.Snapshot.dra).
+    slices: tuple[ResourceSlice, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +161,18 @@ class HostPort:
 class ClaimRef:
     name: str  # the PVC's name in the pod's namespace
     ephemeral: bool = False  # a generic ephemeral volume: the PVC is made by its controller
+
+
+@dataclass(frozen=True, slots=True)
+class PodResourceClaim:
+    """One of spec.resourceClaims: a ResourceClaim by name, or one made from a template for the pod
+    (`generated`: its name, from status.resourceClaimStatuses, once made). Every container's
+    resources.claims names one of these; kube-scheduler allocates them all, so the planner does."""
+
+    name: str
+    claim_name: str = ""
+    template_name: str = ""
+    generated: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,7 +3,7 @@ in-flight ones (asked for, not registered) and one template slot per (pool, zone
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 
 from scaler.core.config.pool import Pool
 from scaler.core.config.settings import ScalerConfig
@@ -14,6 +14,7 @@ from scaler.core.planning.advance import Advanced, may_still_boot
 from scaler.core.planning.packing import BinKind, Group, Packer, Slot
 from scaler.core.planning.snapshot import Snapshot
 from scaler.core.scheduling import predicates
+from scaler.core.scheduling.filters import DraState
 
 # Taints a booting node carries until the kubelet / cloud controller is done: not a reason to
 # think the node will never take the pod. (Kept here: the scheduler, not gpuburst, owns them.)
@@ -55,16 +56,31 @@ def referenced_keys(pods: Iterable[Pod]) -> set[str]:
     return out
 
 
-def is_coming(node: Node, pool: Pool | None, now: float, config: ScalerConfig) -> bool:
+def is_coming(node: Node, pool: Pool | None, now: float, config: ScalerConfig,
+              published: Collection[str] = ()) -> bool:
     """A registered node that will take pods soon: not ready yet, or a GPU node whose device plugin
-    has not published its GPUs yet. Only within the provision timeout of its creation."""
+    has not published its GPUs yet (a DRA pool's: whose driver has not published its ResourceSlices,
+    the nodes in `published`). Only within the provision timeout of its creation."""
     if pool is None:
         return False
     if not may_still_boot(node, now, config):
         return False
     if not node.ready:
         return True
+    if pool.dra:
+        return node.name not in published
     return pool.gpus > 0 and gpu_devices(node.allocatable) <= 0
+
+
+def dra_state(snapshot: Snapshot, packer: Packer) -> DraState:
+    """The pass's DRA devices; a coming node of a DRA pool allocates from the slices its driver will publish."""
+    published = snapshot.dra.published()
+    expected = {}
+    for b in packer.bins:
+        obs = snapshot.pools.get(b.pool) if b.kind == "coming" and b.pool else None
+        if obs is not None and obs.pool.dra and b.node.name not in published:
+            expected[b.node.name] = obs.pool.dra_slices(b.node.name)
+    return DraState(snapshot.dra, expected)
 
 
 def _template(pool: Pool, region: str) -> Node:
@@ -76,7 +92,7 @@ def _template(pool: Pool, region: str) -> Node:
         return tmpl
     labels = {k: v for k, v in tmpl.labels.items() if k not in (keys.LABEL_ZONE, keys.LABEL_HOSTNAME)}
     return Node(f"template-{pool.name}", labels, tmpl.taints, tmpl.allocatable, pool=pool.name, pods=tmpl.pods,
-                is_template=True)
+                is_template=True, slices=tmpl.slices)
 
 
 def build_packer(snapshot: Snapshot, config: ScalerConfig, adv: Advanced) -> tuple[Packer, list[Slot]]:
@@ -90,6 +106,7 @@ def build_packer(snapshot: Snapshot, config: ScalerConfig, adv: Advanced) -> tup
     )
     packer.set_min_request([*snapshot.pending, *running])
     registered: set[str] = set()
+    published = snapshot.dra.published()
     for node in snapshot.nodes:
         registered.add(node.provider_id)
         if node.name in adv.leaving:
@@ -98,11 +115,11 @@ def build_packer(snapshot: Snapshot, config: ScalerConfig, adv: Advanced) -> tup
         seen = snapshot.pools.get(pname) if pname else None
         pool = seen.pool if seen else None
         taints = node.taints
-        if is_coming(node, pool, now, config):
+        if is_coming(node, pool, now, config, published):
             assert pool is not None
             kind: BinKind = "coming"
             alloc = dict(node.allocatable)
-            if pool.gpus and gpu_devices(alloc) <= 0:
+            if pool.gpus and not pool.dra and gpu_devices(alloc) <= 0:
                 alloc = pool.allocatable()
             taints = tuple(t for t in taints if t.key not in STARTUP_TAINTS)
         elif node.ready:
@@ -155,7 +172,8 @@ def _zonal_group(packer: Packer, pool: Pool, zone: str, region: str) -> Group:
         if g.node.name == name:
             return g
     tmpl = pool.template_node(zone, region)
-    node = Node(name, tmpl.labels, tmpl.taints, tmpl.allocatable, pool=pool.name, pods=tmpl.pods, is_template=True)
+    node = Node(name, tmpl.labels, tmpl.taints, tmpl.allocatable, pool=pool.name, pods=tmpl.pods, is_template=True,
+                slices=tmpl.slices)
     group = packer.group_for(node, node.taints, own=("in-flight", pool.name, zone))
     packer.in_flight_groups.append(group)
     return group

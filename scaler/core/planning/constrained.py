@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from scaler.core.model.objects import Node, Pod
 from scaler.core.planning.packing import Bin, Group, Packer, Placement, PodClass
-from scaler.core.scheduling.filters import Cluster, PodCheck, Storage, new_node, own_constraints
+from scaler.core.scheduling.filters import Cluster, DraState, PodCheck, Storage, new_node, own_constraints
 
 _REAL = frozenset({"existing", "coming"})
 
@@ -29,7 +29,7 @@ class Filtered:
     """The filters' Cluster of one pass, kept in step with the Packer's placements."""
 
     def __init__(self, packer: Packer, nodes: Sequence[Node], pending: Sequence[Pod], storage: Storage | None = None,
-                 namespaces: Mapping[str, Mapping[str, str]] | None = None) -> None:
+                 namespaces: Mapping[str, Mapping[str, str]] | None = None, dra: DraState | None = None) -> None:
         self.packer = packer
         # Running pods count too: their anti-affinity keeps pending pods away, and the drain check
         # moves them under their own constraints.
@@ -37,7 +37,7 @@ class Filtered:
             own_constraints(p) for n in nodes for p in n.pods)
         self.cluster: Cluster | None = None
         if self.active:
-            self.cluster = Cluster(nodes, storage, namespaces)
+            self.cluster = Cluster(nodes, storage, namespaces, dra)
             self.cluster.expect(pending)
         self._nodes: dict[int, tuple[Bin, Node]] = {}
         self._journal: list[tuple[str, Pod | None, str, Node | None, list[Pod]]] | None = None

@@ -10,7 +10,7 @@ from typing import Literal
 
 from scaler.core.config.pool import Pool
 from scaler.core.model.objects import Node, Pod, PodDisruptionBudget
-from scaler.core.scheduling.filters import Storage
+from scaler.core.scheduling.filters import DraObjects, Storage
 
 FailureKind = Literal["capacity", "price", "quota", "config", "timeout", "other"]
 
@@ -103,3 +103,5 @@ class Snapshot:
     # volumes, classes, CSINodes; namespace -> labels (None: only the name label is known).
     storage: Storage = field(default_factory=Storage)
     namespaces: dict[str, dict[str, str]] | None = None
+    # What kube-scheduler's DynamicResources filter reads: DeviceClasses, ResourceClaims (+Templates), ResourceSlices.
+    dra: DraObjects = field(default_factory=DraObjects)

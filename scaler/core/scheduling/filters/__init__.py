@@ -18,7 +18,8 @@ A `check` is valid until the next `place` / `unplace` / `add_node` / `remove_nod
 cluster-autoscaler adds a template node to the scheduler's snapshot to test it.
 
 Filters, in kube-scheduler's order: NodeName, NodeAffinity's matchFields, NodePorts,
-VolumeRestrictions, NodeVolumeLimits, VolumeBinding, VolumeZone, PodTopologySpread, InterPodAffinity.
+VolumeRestrictions, NodeVolumeLimits, VolumeBinding, VolumeZone, DynamicResources, PodTopologySpread,
+InterPodAffinity.
 See docs/planner.md for every filter of the scheduler and what the planner does with it.
 """
 
@@ -29,6 +30,7 @@ from collections.abc import Iterable, Mapping
 from scaler.core.model import keys
 from scaler.core.model.objects import Node, Pod
 from scaler.core.scheduling.filters import reasons
+from scaler.core.scheduling.filters.dra import DraCheck, DraObjects, DraState
 from scaler.core.scheduling.filters.index import Placed
 from scaler.core.scheduling.filters.interpod import AffinityCheck, blocked_by_existing
 from scaler.core.scheduling.filters.ports import field_affinity_reason, node_name_reason, ports_reason
@@ -36,13 +38,13 @@ from scaler.core.scheduling.filters.topology import SpreadCheck
 from scaler.core.scheduling.filters.volumes import Storage, VolumeCheck
 from scaler.core.scheduling.predicates import has_field_affinity
 
-__all__ = ["Cluster", "PodCheck", "Storage", "new_node", "own_constraints", "reasons"]
+__all__ = ["Cluster", "DraObjects", "DraState", "PodCheck", "Storage", "new_node", "own_constraints", "reasons"]
 
 
 def own_constraints(pod: Pod) -> bool:
     """The pod itself asks for something these filters decide (per node, or with the pods around)."""
     return bool(pod.spread or pod.pod_affinity or pod.pod_anti_affinity or pod.host_ports or pod.claims
-                or (pod.node_name and pod.phase == "Pending") or has_field_affinity(pod))
+                or pod.resource_claims or (pod.node_name and pod.phase == "Pending") or has_field_affinity(pod))
 
 
 def new_node(template: Node, name: str) -> Node:
@@ -52,19 +54,22 @@ def new_node(template: Node, name: str) -> Node:
     labels[keys.LABEL_HOSTNAME] = name
     # The template's pods list is shared, not copied: the filters keep their own record of placements.
     return Node(name, labels, template.taints, template.allocatable, template.unschedulable, template.ready,
-                "", template.pool, template.created_at, template.pods, True)
+                "", template.pool, template.created_at, template.pods, True, template.slices)
 
 
 class PodCheck:
     """One pod's PreFilter state against a cluster."""
 
-    __slots__ = ("affinity", "per_node", "pod", "pod_reason", "spread", "used_ports", "volumes")
+    __slots__ = ("affinity", "dra", "per_node", "pod", "pod_reason", "spread", "used_ports", "volumes")
 
     def __init__(self, cluster: Cluster, pod: Pod) -> None:
         placed = cluster.placed
         self.pod = pod
         self.volumes = VolumeCheck(placed, cluster.storage, pod) if pod.claims else None
         self.pod_reason = self.volumes.pod_reason if self.volumes is not None else None
+        self.dra = DraCheck(cluster.dra, pod) if pod.resource_claims else None
+        if self.pod_reason is None and self.dra is not None:
+            self.pod_reason = self.dra.pod_reason
         self.spread = SpreadCheck(placed, pod) if pod.spread else None
         self.affinity = (AffinityCheck(placed, pod)
                          if pod.pod_affinity or pod.pod_anti_affinity or placed.anti else None)
@@ -95,6 +100,10 @@ class PodCheck:
             why = self.volumes.reason(node)
             if why is not None:
                 return why
+        if self.dra is not None:
+            why = self.dra.reason(node)
+            if why is not None:
+                return why
         if self.spread is not None:
             why = self.spread.reason(node)
             if why is not None:
@@ -106,10 +115,12 @@ class Cluster:
     """Nodes and placed pods of a pass, for the filters that depend on them."""
 
     def __init__(self, nodes: Iterable[Node] = (), storage: Storage | None = None,
-                 namespaces: Mapping[str, Mapping[str, str]] | None = None) -> None:
+                 namespaces: Mapping[str, Mapping[str, str]] | None = None, dra: DraState | None = None) -> None:
         """`namespaces`: name -> labels of the cluster's namespaces (for namespaceSelector); when None,
-        a namespace is known by the `kubernetes.io/metadata.name` label alone."""
+        a namespace is known by the `kubernetes.io/metadata.name` label alone. `dra`: the pass's DRA
+        devices (none: no claim can be allocated)."""
         self.storage = storage if storage is not None else Storage()
+        self.dra = dra if dra is not None else DraState(DraObjects())
         self.placed = Placed(namespaces, self.storage.attachments)
         for node in nodes:
             self.placed.add_node(node)
@@ -121,15 +132,22 @@ class Cluster:
     def add_node(self, node: Node, pods: Iterable[Pod] | None = None, like: Node | None = None) -> None:
         """A node with its pods (`node.pods` unless given); `like`: the template it was opened from."""
         self.placed.add_node(node, pods, like)
+        self.dra.restore_node(node.name)
 
     def remove_node(self, name: str) -> list[Pod]:
+        self.dra.remove_node(name)
         return self.placed.remove_node(name)
 
     def place(self, pod: Pod, node_name: str) -> None:
         self.placed.place(pod, node_name)
+        if pod.resource_claims:
+            check = DraCheck(self.dra, pod)
+            self.dra.place(pod, self.placed.nodes[node_name], check.claims, check.generated)
 
     def unplace(self, pod: Pod, node_name: str) -> None:
         self.placed.unplace(pod, node_name)
+        if pod.resource_claims:
+            self.dra.unplace(pod)
 
     def expect(self, pods: Iterable[Pod]) -> None:
         """Declare the pods the pass may place: `needs_check` then also flags the pods their

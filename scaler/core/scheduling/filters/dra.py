@@ -1,0 +1,206 @@
+"""kube-scheduler's DynamicResources filter for the planner: a pod's ResourceClaims (resource.k8s.io/v1)
+must be allocatable on the node (`scaler.core.dra`: the structured allocator), or already allocated
+where the node is.
+
+`DraObjects` is what a snapshot holds (classes, claims, templates, slices). `DraState` is one pass's
+view: the devices claims already hold, and those the pass gives to the pods it places (on existing
+nodes, booting ones and nodes opened from a DRA pool's template, whose slices the template carries).
+A claim shared by several pods is allocated once: the first placed pod allocates it, the others follow
+it to its node. A claim allocated on a node the pass removes (a drain) is allocated again wherever its
+pods go, as kube-scheduler does once its pods are gone. A claim or template that does not exist, or a
+broken class, refuses the pod with the reason (never an exception).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from scaler.core.dra.model import (
+    Allocation,
+    DeviceClass,
+    DeviceID,
+    ResourceClaim,
+    ResourceClaimTemplate,
+    ResourceSlice,
+)
+from scaler.core.model.objects import Node, Pod
+from scaler.core.scheduling.predicates import term_matches
+
+if TYPE_CHECKING:  # the allocator (and its CEL runtime) loads with the first claim a pass allocates
+    from scaler.core.dra.allocator import Allocator, NodeRef
+
+
+@dataclass(slots=True)
+class DraObjects:
+    """The DRA objects of a snapshot, by name (claims and templates by namespace/name)."""
+
+    classes: dict[str, DeviceClass] = field(default_factory=dict)
+    claims: dict[str, ResourceClaim] = field(default_factory=dict)
+    templates: dict[str, ResourceClaimTemplate] = field(default_factory=dict)
+    slices: list[ResourceSlice] = field(default_factory=list)
+
+    def published(self) -> set[str]:
+        """Nodes some driver published a slice for."""
+        return {s.node_name for s in self.slices if s.node_name}
+
+
+def pinned_node(allocation: Allocation | None) -> str | None:
+    """The one node an allocation's selector names by metadata.name, if it does."""
+    if allocation is None or not allocation.node_selector or len(allocation.node_selector) != 1:
+        return None
+    for req in allocation.node_selector[0]:
+        if req.field and req.key == "metadata.name" and req.operator == "In" and len(req.values) == 1:
+            return req.values[0]
+    return None
+
+
+def claim_keys(pod: Pod) -> list[tuple[str, str]]:
+    """(pod claim name, the ResourceClaim's namespace/name or "template:" namespace/name)."""
+    out = []
+    for ref in pod.resource_claims:
+        if ref.claim_name:
+            out.append((ref.name, f"{pod.namespace}/{ref.claim_name}"))
+        elif ref.generated:
+            out.append((ref.name, f"{pod.namespace}/{ref.generated}"))
+        else:
+            out.append((ref.name, f"template:{pod.namespace}/{ref.template_name}"))
+    return out
+
+
+class DraState:
+    """One pass's devices: held by allocated claims, and given by the pass to the pods it places."""
+
+    def __init__(self, objects: DraObjects, expected: Mapping[str, tuple[ResourceSlice, ...]] | None = None) -> None:
+        """`expected`: slices of registered nodes whose driver has not published yet (coming nodes)."""
+        self.objects = objects
+        self.expected = dict(expected or {})
+        self.by_node: dict[str, list[ResourceSlice]] = {}
+        self.anywhere: list[ResourceSlice] = []
+        for s in objects.slices:
+            (self.by_node.setdefault(s.node_name, []) if s.node_name else self.anywhere).append(s)
+        self.held = {r.device_id for c in objects.claims.values() if c.allocation for r in c.allocation.results}
+        self.given: dict[str, set[DeviceID]] = {}  # node -> devices this pass gave
+        self.allocated: dict[str, tuple[str, Allocation, int]] = {}  # claim -> (node, allocation, pod id)
+        self.by_pod: dict[int, tuple[str, list[str], set[DeviceID]]] = {}
+        self.removed: set[str] = set()
+        self._allocators: dict[str, Allocator] = {}
+        self._first: Allocator | None = None  # its selector cache is shared by the others
+
+    # --- the pass's changes -----------------------------------------------------------------------
+    def place(self, pod: Pod, node: Node, claims: list[ResourceClaim], generated: set[str]) -> None:
+        """`generated`: the claims made from templates for this pod (no other pod follows them)."""
+        outcome = self.allocator(node).allocate(self.node_ref(node), claims) if claims else None
+        if outcome is None or not outcome.ok:
+            return
+        assert outcome.allocations is not None
+        devices = {r.device_id for a in outcome.allocations for r in a.results}
+        self.given.setdefault(node.name, set()).update(devices)
+        keys = []
+        for claim, allocation in zip(claims, outcome.allocations, strict=True):
+            if claim.key not in generated:
+                self.allocated[claim.key] = (node.name, allocation, id(pod))
+                keys.append(claim.key)
+        self.by_pod[id(pod)] = (node.name, keys, devices)
+        self._allocators.pop(node.name, None)
+
+    def unplace(self, pod: Pod) -> None:
+        hit = self.by_pod.pop(id(pod), None)
+        if hit is None:
+            return
+        name, keys, devices = hit
+        self.given.get(name, set()).difference_update(devices)
+        for key in keys:
+            self.allocated.pop(key, None)
+        self._allocators.pop(name, None)
+
+    def remove_node(self, name: str) -> None:
+        self.removed.add(name)
+
+    def restore_node(self, name: str) -> None:
+        self.removed.discard(name)
+
+    # --- per node -------------------------------------------------------------------------------------
+    def slices(self, node: Node) -> list[ResourceSlice]:
+        own = node.slices or self.expected.get(node.name) or self.by_node.get(node.name) or ()
+        return [*own, *self.anywhere] if self.anywhere else list(own)
+
+    def node_ref(self, node: Node) -> NodeRef:
+        """A node opened from a template allocates from the template's slices, under their node name."""
+        from scaler.core.dra.pools import NodeRef  # noqa: PLC0415 - see the TYPE_CHECKING import
+        own = node.slices or self.expected.get(node.name)
+        return NodeRef(own[0].node_name or node.name if own else node.name, node.labels)
+
+    def allocator(self, node: Node) -> Allocator:
+        hit = self._allocators.get(node.name)
+        if hit is None:
+            from scaler.core.dra.allocator import Allocator  # noqa: PLC0415 - see the TYPE_CHECKING import
+
+            slices = self.slices(node)
+            ids = {DeviceID(s.driver, s.pool.name, d.name) for s in slices for d in s.devices}
+            allocated = (self.held & ids) | self.given.get(node.name, set())
+            hit = Allocator(self.objects.classes, slices, allocated, shared=self._first)
+            self._first = self._first or hit
+            self._allocators[node.name] = hit
+        return hit
+
+
+class DraCheck:
+    """One pod's claims against a DraState: the PreFilter (resolve the claims) and the Filter."""
+
+    __slots__ = ("claims", "generated", "pinned", "pod", "pod_reason", "state")
+
+    def __init__(self, state: DraState, pod: Pod) -> None:
+        self.state, self.pod = state, pod
+        self.pod_reason: str | None = None
+        self.claims: list[ResourceClaim] = []  # to allocate on the node
+        self.generated: set[str] = set()  # those made from a template for this pod
+        self.pinned: list[tuple[str, Allocation | str]] = []  # already allocated: (claim, selector or node)
+        objects = state.objects
+        for ref_name, key in claim_keys(pod):
+            if key.startswith("template:"):
+                tmpl = objects.templates.get(key[len("template:"):])
+                if tmpl is None:
+                    self.pod_reason = f"ResourceClaimTemplate {key[len('template:'):]} not found (claim {ref_name})"
+                    return
+                made = ResourceClaim(pod.namespace, f"{pod.name}-{ref_name}", tmpl.spec)
+                self.claims.append(made)
+                self.generated.add(made.key)
+                continue
+            claim = objects.claims.get(key)
+            if claim is None:
+                self.pod_reason = f"ResourceClaim {key} not found"
+                return
+            passed = state.allocated.get(key)
+            if passed is not None:
+                self.pinned.append((key, passed[0]))
+            elif claim.allocation is not None and pinned_node(claim.allocation) not in state.removed:
+                self.pinned.append((key, claim.allocation))
+            else:
+                self.claims.append(claim)
+        missing = sorted({r.device_class_name for c in self.claims for q in c.spec.requests
+                          for r in ([q.exactly] if q.exactly else q.first_available)
+                          if r.device_class_name not in objects.classes})
+        if missing:
+            self.pod_reason = f"DeviceClass {', '.join(missing)} not found"
+
+    def reason(self, node: Node) -> str | None:
+        if self.pod_reason is not None:
+            return self.pod_reason
+        for key, where in self.pinned:
+            if isinstance(where, str):
+                if where != node.name:
+                    return f"ResourceClaim {key} is allocated on node {where}"
+            elif where.node_selector and not any(term_matches(t, node.labels, node.name)
+                                                 for t in where.node_selector):
+                return f"ResourceClaim {key} is allocated on devices this node cannot reach"
+        if not self.claims:
+            return None
+        state = self.state
+        outcome = state.allocator(node).allocate(state.node_ref(node), self.claims)
+        if outcome.ok:
+            return None
+        first = outcome.reason.strip().splitlines()[0] if outcome.reason.strip() else "no devices"
+        return f"cannot allocate the pod's ResourceClaims: {first}"
+
