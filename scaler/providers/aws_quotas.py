@@ -11,42 +11,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
-from typing import Any, Final
+from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from scaler.core.config.pool import Pool
 from scaler.core.planning.snapshot import Quota
+from scaler.providers.ec2_quota_classes import QUOTAS, instance_class, quota_key
 
 log = logging.getLogger(__name__)
-
-# (instance class, spot) -> (Service Quotas code, the quota's name in the console).
-QUOTAS: Final = {
-    ("G", False): ("L-DB2E81BA", "Running On-Demand G and VT instances"),
-    ("G", True): ("L-3819A6DF", "All G and VT Spot Instance Requests"),
-    ("P", False): ("L-417A185B", "Running On-Demand P instances"),
-    ("P", True): ("L-7212CCBC", "All P Spot Instance Requests"),
-    ("Standard", False): ("L-1216C47A", "Running On-Demand Standard (A, C, D, H, I, M, R, T, Z) instances"),
-    ("Standard", True): ("L-34B43A08", "All Standard (A, C, D, H, I, M, R, T, Z) Spot Instance Requests"),
-}
-STANDARD_LETTERS: Final = frozenset("acdhimrtz")
-
-
-def instance_class(instance_type: str) -> str | None:
-    """The quota class of an instance type (g6.xlarge -> G, p5.48xlarge -> P, m6i.large -> Standard)."""
-    family = instance_type.split(".", 1)[0].lower()
-    if family.startswith(("g", "vt")):
-        return "G"
-    if family.startswith("p"):
-        return "P"
-    return "Standard" if family[:1] in STANDARD_LETTERS else None
-
-
-def quota_key(pool: Pool) -> tuple[str, bool] | None:
-    cls = instance_class(pool.instance_types[0])
-    if cls is None or pool.prepaid:
-        return None
-    return cls, pool.capacity_type == "spot"
 
 
 class QuotaReader:

@@ -9,6 +9,14 @@ at a random rate (with the cloud's notice ahead of the reclaim: two minutes on A
 handed out by `interruptions()` until acknowledged), and a group whose desired size exceeds its
 instances retries its launches every `retry_interval` seconds (the group keeps trying, as a real one
 does). Every instance records its life and price, so the simulator's bill is the provider's.
+
+Prepaid capacity: a Capacity Block's instances exist only inside its window: a launch before its start
+or in its last 30 minutes fails (as EC2 refuses a launch into a reservation that is not active), and
+EC2's termination of what is left 30 minutes before the end ends them (reason `block-ended`, returned
+as taken back by the cloud). Quotas (`quotas`: an EC2 quota family, e.g. ("G", True) for the G and VT
+spot vCPUs, -> its vCPU limit) are observed as each pool's `PoolObservation.quota` (limit minus the
+vCPUs of the instances that count against it), and a launch beyond one fails with EC2's
+`MaxSpotInstanceCountExceeded` (spot) or `VcpuLimitExceeded` (on-demand).
 `fail_next` makes the next calls of an operation fail with a given error (an API fault).
 
 Clock: the provider has no clock of its own; `advance(now)` (called by `observe` and by the
@@ -25,9 +33,11 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from scaler.core.config.pool import Pool
+from scaler.core.config.reservation import EC2_BLOCK_TERMINATION
 from scaler.core.config.settings import ScalerConfig
-from scaler.core.planning.snapshot import CloudInstance, Interruption, LaunchFailure, PoolObservation
+from scaler.core.planning.snapshot import CloudInstance, Interruption, LaunchFailure, PoolObservation, Quota
 from scaler.providers.base import NotFound, ProviderError, check_size
+from scaler.providers.ec2_quota_classes import QUOTAS, quota_key
 
 CAPACITY_REASON = {"aws": "InsufficientInstanceCapacity", "azure": "ZonalAllocationFailed"}
 NOTICE_LEAD = {"aws": 120.0, "azure": 30.0}  # seconds between the cloud's notice and the reclaim
@@ -113,8 +123,11 @@ class SimProvider:
         interruption_rate: float = 0.0,
         seed: int = 0,
         retry_interval: float = 60.0,
+        quotas: dict[tuple[str, bool], int] | None = None,
     ) -> None:
-        """`interruption_rate`: expected reclaims per spot instance-hour (0 disables them)."""
+        """`interruption_rate`: expected reclaims per spot instance-hour (0 disables them); `quotas`: EC2 quota
+        family (class, spot) -> vCPU limit."""
+        self.quotas = dict(quotas or {})
         self.config = config
         self.outages = list(outages)
         self.interruption_rate = interruption_rate
@@ -143,7 +156,8 @@ class SimProvider:
         out: dict[str, PoolObservation] = {}
         for name, group in self._groups.items():
             members = [CloudInstance(i.provider_id, i.zone, i.requested_at) for i in group.instances.values()]
-            out[name] = PoolObservation(group.pool, group.desired, len(group.instances), group.failures, members)
+            out[name] = PoolObservation(group.pool, group.desired, len(group.instances), group.failures, members,
+                                        self._quota(group.pool))
             group.failures = []
         return out
 
@@ -214,6 +228,11 @@ class SimProvider:
                 self._end(self._groups[inst.pool], inst, "interrupted", at)
                 out.interrupted.append(inst)
         for group in self._groups.values():
+            ends = self._block_ends(group.pool)
+            if group.instances and ends <= self.now:
+                for inst in list(group.instances.values()):
+                    self._end(group, inst, "block-ended", ends)
+                    out.interrupted.append(inst)
             if len(group.instances) < group.desired and group.next_retry <= self.now:
                 self._launch(group)
         return out
@@ -230,6 +249,8 @@ class SimProvider:
         for group in self._groups.values():
             if len(group.instances) < group.desired:
                 times.append(max(group.next_retry, self.now))
+            if group.instances:
+                times.append(max(self._block_ends(group.pool), self.now))
         return min(times)
 
     def has_unreported_failures(self) -> bool:
@@ -245,6 +266,50 @@ class SimProvider:
         return any(o.zone == zone and o.start <= at < o.end for o in self.outages)
 
     # --- internals ----------------------------------------------------------------------------
+    @staticmethod
+    def _block_ends(pool: Pool) -> float:
+        """When EC2 terminates a Capacity Block's instances (30 minutes before its end); inf for other pools."""
+        r = pool.reservation
+        if pool.capacity_type != "capacity-block" or r is None or r.end is None:
+            return math.inf
+        return r.end - EC2_BLOCK_TERMINATION
+
+    def _block_refuses(self, pool: Pool) -> bool:
+        r = pool.reservation
+        if pool.capacity_type != "capacity-block" or r is None:
+            return False
+        return (r.start is not None and self.now < r.start) or self.now >= self._block_ends(pool)
+
+    def _quota_used(self, key: tuple[str, bool]) -> int:
+        return sum(g.pool.itype.vcpu * len(g.instances) for g in self._groups.values() if quota_key(g.pool) == key)
+
+    def _quota(self, pool: Pool) -> Quota | None:
+        key = quota_key(pool)
+        if key is None or key not in self.quotas:
+            return None
+        return Quota(QUOTAS[key][1], self.quotas[key] - self._quota_used(key))
+
+    def _refusal(self, pool: Pool, zone: str) -> LaunchFailure | None:
+        """Why the cloud refuses one more instance of the pool in the zone now, or None."""
+        if self._block_refuses(pool):
+            block = pool.reservation.id if pool.reservation is not None else ""
+            return LaunchFailure(zone=zone, kind="capacity", reason="InsufficientInstanceCapacity", at=self.now,
+                                 message=f"The Capacity Block reservation {block} is not active.")
+        key = quota_key(pool)
+        quota = self._quota(pool)
+        if key is not None and quota is not None and quota.headroom < pool.itype.vcpu:
+            reason = "MaxSpotInstanceCountExceeded" if key[1] else "VcpuLimitExceeded"
+            return LaunchFailure(zone=zone, kind="quota", reason=reason, at=self.now,
+                                 message=f"You have requested more vCPU capacity than your current vCPU limit of "
+                                         f"{self.quotas[key]} allows for the instance bucket that the specified "
+                                         f"instance type belongs to ({quota.name}).")
+        if pool.capacity_type == "spot" and self.spot_out(zone, self.now):
+            return LaunchFailure(
+                zone=zone, kind="capacity", reason=CAPACITY_REASON[pool.cloud], at=self.now,
+                message=f"We currently do not have sufficient {pool.itype.name} capacity in the "
+                        f"Availability Zone you requested ({zone}).")
+        return None
+
     def _fault(self, operation: Operation) -> None:
         queued = self.fail_next.get(operation)
         if queued:
@@ -270,14 +335,9 @@ class SimProvider:
         for _ in range(missing):
             zones = [z for z in pool.zones if z not in refused]
             zone = min(zones, key=lambda z: (per_zone[z], pool.zones.index(z)), default=None)
-            while zone is not None and spot and self.spot_out(zone, self.now):
+            while zone is not None and (failure := self._refusal(pool, zone)) is not None:
                 refused.add(zone)
-                group.failures.append(LaunchFailure(
-                    zone=zone, kind="capacity", reason=CAPACITY_REASON[pool.cloud],
-                    message=f"We currently do not have sufficient {pool.itype.name} capacity in the "
-                            f"Availability Zone you requested ({zone}).",
-                    at=self.now,
-                ))
+                group.failures.append(failure)
                 zones = [z for z in pool.zones if z not in refused]
                 zone = min(zones, key=lambda z: (per_zone[z], pool.zones.index(z)), default=None)
             if zone is None:

@@ -43,6 +43,7 @@ from scaler.reconcile import Planner, Reconciler
 from scaler.sim.binder import Binder
 from scaler.sim.kubeapi import SimKube, kubelet_node
 from scaler.sim.kueue import Kueue
+from scaler.sim.prepaid import PrepaidUse, block_times
 from scaler.sim.records import Fallbacks, JobRun, Sample, SimResult
 from scaler.sim.trace import SIM_NAMESPACE, Job, job_pods
 
@@ -93,6 +94,7 @@ class Engine:
         self.plan_seconds: list[float] = []
         self.passes = self.passes_planned = 0
         self.fallbacks = Fallbacks()
+        self.prepaid = PrepaidUse.of(config.pools)  # reserved pools' and Capacity Blocks' use (scaler/sim/prepaid.py)
         self.interruptions = self.rescheduled = self.scale_ups = 0
         self.node_of_instance: dict[str, str] = {}
         self.running_gangs: dict[int, JobRun] = {}  # gang jobs with a pod bound: their PDBs
@@ -128,7 +130,8 @@ class Engine:
             for inst in happened.ready:
                 self._register(inst, now)
             for inst in happened.interrupted:
-                self.interruptions += 1
+                self.interruptions += inst.end_reason == "interrupted"  # not a block's end
+                self.prepaid.ended(self.binder.nodes.get(self.node_of_instance.get(inst.provider_id, "")), self.run_of)
                 self._drop_node(inst.provider_id, now)
             while self._gpus_due and self._gpus_due[0][0] <= now:
                 _, name, resource, count = heapq.heappop(self._gpus_due)
@@ -167,6 +170,7 @@ class Engine:
         for resource, count in later:
             heapq.heappush(self._gpus_due, (now + self.device_plugin_delay, node.name, resource, count))
         self.binder.add_node(node)
+        self.prepaid.registered(node.name, inst.pool)
         self.node_of_instance[inst.provider_id] = node.name
         self.capacity_changed = True
 
@@ -245,6 +249,7 @@ class Engine:
         for inst in self.provider.alive():
             by_pool[inst.pool] = by_pool.get(inst.pool, 0) + inst.gpus
         sample = Sample(now, self.demand_gpus, len(self.pending), by_pool)
+        self.prepaid.sample(now, self.binder.nodes, self.pending)
         if self.samples and self.samples[-1].t == now:
             self.samples[-1] = sample
         else:
@@ -259,6 +264,7 @@ class Engine:
         times += [b.until for b in self.state.backoff.values()]
         times += list(self.state.unavailable.values())
         times += self.kueue.booking_ends(self.config.timings.booking_ttl)
+        times += block_times(self.config.pools)  # a block opens, closes to new nodes, starts its drain
         future = [x for x in times if x > now]
         return min(future, default=math.inf)
 
@@ -274,6 +280,7 @@ class Engine:
 
     def _evicted(self, pod: Pod) -> None:
         """The API server deleted an evicted pod; its controller creates it again, pending."""
+        self.prepaid.evicted(pod, self.run_of[pod.key].job.job_id, self.now)
         self.binder.unbind(pod)
         self._stop(pod, self.now)
         self.rescheduled += 1
@@ -315,6 +322,7 @@ class Engine:
         for name, obs in done.snapshot.pools.items():
             for failure in obs.failures:
                 self.fallbacks.failed(name, failure.at, pending)
+        self.fallbacks.capped(done.plan.quotas, self.pending)
         self._account(done.plan, now)
         self.plan_nonempty = not done.plan.empty
 
@@ -364,6 +372,7 @@ class Engine:
                 self.progress(self._status(tick))
         if self.progress:
             self.progress(self._status(tick) + f" done in {time.monotonic() - wall:.1f}s")
+        self.prepaid.sample(tick, self.binder.nodes, self.pending)
         return SimResult(
             config=self.config, profile=self.profile, jobs=self.runs, provider=self.provider, end=tick,
             samples=self.samples, plan_seconds=self.plan_seconds, passes=int(tick // self.interval) + 1,
@@ -372,7 +381,7 @@ class Engine:
             scale_downs=sum(1 for i in self.provider.history if i.end_reason == "deleted"),
             provider_errors=self.actuator.errors, evictions_refused=self.kube.refused,
             nodes=list(self.binder.nodes.values()), state=self.state, gpu_sharing=self.gpu_sharing,
-            requests=dict(self.kueue.counts) if self.queue_gangs else None,
+            requests=dict(self.kueue.counts) if self.queue_gangs else None, prepaid=self.prepaid,
         )
 
     def _status(self, tick: float) -> str:

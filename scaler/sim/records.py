@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Set
+from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass, field
 
 from scaler.core.config.settings import ScalerConfig
@@ -12,6 +12,7 @@ from scaler.core.planning.decisions import ScaleUp
 from scaler.core.planning.state import State
 from scaler.core.scheduling.scoring import ScoringProfile
 from scaler.providers.sim import SimProvider
+from scaler.sim.prepaid import PrepaidUse
 from scaler.sim.trace import Job
 
 
@@ -71,6 +72,7 @@ class SimResult:
     evictions_refused: int = 0  # evictions a PodDisruptionBudget refused (429)
     gpu_sharing: bool = False  # GPU-sharing jobs asked for shares on the sharing pools (trace.share_request)
     requests: dict[str, int] | None = None  # gangs queued behind ProvisioningRequests: condition -> count
+    prepaid: PrepaidUse | None = None  # reserved pools' and Capacity Blocks' use (scaler/sim/prepaid.py)
 
 
 class Fallbacks:
@@ -92,6 +94,19 @@ class Fallbacks:
             self.episodes.append(episode)
             self.open[pool] = episode
 
+    def capped(self, quotas: Mapping[str, str], pending: Mapping[str, Pod]) -> None:
+        """A pass found a cloud quota exhausted: each waiting pod no pool was asked for yet opens an episode from
+        its creation, closed by the scale-up the planner makes for it down the ladder (delay: its wait for that)."""
+        if not quotas:
+            return
+        promised = set().union(*self.promised.values())
+        quota = sorted(quotas)[0]
+        for key, pod in pending.items():
+            if key not in promised and f"{quota}/{key}" not in self.open:
+                episode = FallbackEpisode(quota, pod.created_at or 0.0, {key})
+                self.episodes.append(episode)
+                self.open[f"{quota}/{key}"] = episode
+
     def asked(self, scale_ups: Iterable[ScaleUp], now: float) -> None:
         for up in scale_ups:
             pods = set(up.pods)
@@ -100,7 +115,7 @@ class Fallbacks:
                     promised.difference_update(pods)
             self.promised.setdefault(up.pool, set()).update(pods)
             for pool, episode in list(self.open.items()):
-                if pool != up.pool and episode.pods & pods:
+                if episode.pool != up.pool and episode.pods & pods:
                     episode.fallback_at, episode.fallback_pool = now, up.pool
                     del self.open[pool]
 

@@ -40,6 +40,8 @@ from scaler.core.planning.provreq import FAILED, PROVISIONED
 from scaler.core.planning.snapshot import PoolObservation, Snapshot
 from scaler.core.scheduling.predicates import fits
 from scaler.sim.plan_command import reasons_by_text
+from scaler.sim.prepaid import section as prepaid_section
+from scaler.sim.prepaid import summary_lines as prepaid_lines
 from scaler.sim.records import JobRun, SimResult
 from scaler.sim.trace import fractional_gpus
 
@@ -66,7 +68,7 @@ def _cheapest_rate(result: SimResult, pod: Pod) -> float | None:
             continue
         share = devices / gpu_devices(template.allocatable) if devices else \
             pod.requests.get(keys.RES_CPU, 0) / 1000 / pool.itype.vcpu
-        rate = config.price(pool) * share
+        rate = pool.list_price(config.spot_price_factor) * share  # a prepaid pool at what it is charged
         if best is None or rate < best:
             best = rate
     return best
@@ -88,8 +90,8 @@ def lower_bound_cost(result: SimResult) -> float:
 
 def on_demand_price(result: SimResult, pool: Pool) -> float:
     """What a node of the pool costs an hour without spot: a spot pool's instance type at its on-demand list price
-    (the catalogue's, or the stack's catalogue override), any other pool at its own price."""
-    return pool.itype.price_per_hour if pool.capacity_type == "spot" else result.config.price(pool)
+    (the catalogue's, or the stack's catalogue override), any other pool (prepaid too) at its own list price."""
+    return pool.itype.price_per_hour if pool.capacity_type == "spot" else pool.list_price(1.0)
 
 
 def _static_pool(result: SimResult, pod: Pod) -> tuple[Pool, int, int] | None:
@@ -231,9 +233,14 @@ def build_report(result: SimResult, *, trace: str, pools_file: str, seed: int, o
                  wall_s: float) -> dict[str, Any]:
     end = result.end
     history = result.provider.history
-    paid = sum(i.gpus * i.life(end) for i in history) / 3600
+    config = result.config
+    # Prepaid pools are paid for their window, used or not (scaler/sim/prepaid.py), not per instance.
+    prepaid = prepaid_section(result.prepaid, config.pools, end, config.spot_price_factor)
+    bought = {p.name for p in config.pools if p.prepaid}
+    paid = sum(i.gpus * i.life(end) for i in history if i.pool not in bought) / 3600 + \
+        sum(p["paid_gpu_hours"] for p in prepaid.values())
     spot = sum(i.gpus * i.life(end) for i in history if i.spot) / 3600
-    cost = sum(i.price_per_hour * i.life(end) for i in history) / 3600
+    cost = sum(i.price_per_hour * i.life(end) for i in history) / 3600 + sum(p["cost_usd"] for p in prepaid.values())
     demand = sum(r.job.gpus * r.job.duration_s for r in result.jobs) / 3600
     fractional = sum(fractional_gpus(r.job) * r.job.duration_s for r in result.jobs) / 3600
     done = sum(r.job.gpus * _done_s(r, end) for r in result.jobs) / 3600
@@ -297,6 +304,8 @@ def build_report(result: SimResult, *, trace: str, pools_file: str, seed: int, o
             "booking_ttl_s": result.config.timings.booking_ttl,
         },
         "never_started": never,
+        # Reserved pools and Capacity Blocks: window, cost, GPU-hours used / paid, jobs moved off an ending block.
+        "prepaid": prepaid,
     }
 
 
@@ -314,6 +323,7 @@ def summary(report: dict[str, Any]) -> str:
     width = max(len(k) for k in SUMMARY_KEYS)
     lines = [f"simulation of {report['trace']} with {report['pools_file']} ({report['placement']})"]
     lines += [f"  {k:<{width}}  {report[k]}" for k in SUMMARY_KEYS]
+    lines += prepaid_lines(report.get("prepaid") or {}, width)
     lines.append(baseline_line(report))
     requests = report.get("provisioning_requests")
     if requests is not None:

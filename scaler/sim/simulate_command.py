@@ -23,6 +23,7 @@ from scaler.configfile import load_config
 from scaler.core.config.settings import ConfigError, ScalerConfig
 from scaler.core.planning.planner import plan
 from scaler.core.scheduling.scoring import PROFILES
+from scaler.providers.ec2_quota_classes import FAMILIES, QUOTAS, family_name, quota_key
 from scaler.providers.sim import Outage, SimProvider
 from scaler.reconcile import Planner
 from scaler.sim.engine import Engine
@@ -38,6 +39,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="replay only the jobs submitted in the first H hours (they all run to completion)")
     parser.add_argument("--spot-outage", action="append", default=[], metavar="ZONE:START_S:END_S",
                         help="no spot capacity in ZONE between START_S and END_S seconds (repeatable)")
+    parser.add_argument("--quota", action="append", default=[], metavar="FAMILY=VCPUS",
+                        help="cap an EC2 vCPU quota family (G-spot, G-on-demand, P-spot, P-on-demand, Standard-spot, "
+                             "Standard-on-demand) at VCPUS, as Service Quotas would (repeatable)")
     parser.add_argument("--scheduler", choices=sorted(PROFILES), default="default",
                         help="placement: kube-scheduler's default profile or gpuburst's binpack profile")
     parser.add_argument("--interruption-rate", type=float, default=0.0,
@@ -83,6 +87,25 @@ def parse_outages(specs: list[str], config: ScalerConfig) -> list[Outage]:
     return out
 
 
+def parse_quotas(specs: list[str], config: ScalerConfig) -> dict[tuple[str, bool], int]:
+    """`--quota FAMILY=VCPUS` -> {(class, spot): vCPUs}; a family no pool counts against would change nothing."""
+    used = {k for k in map(quota_key, config.pools) if k is not None}
+    out = {}
+    for spec in specs:
+        family, eq, vcpus = spec.partition("=")
+        key = FAMILIES.get(family.strip().lower())
+        if not eq or key is None:
+            raise InputError(f"--quota {spec}: expected FAMILY=VCPUS with FAMILY one of "
+                             f"{', '.join(family_name(k) for k in QUOTAS)}")
+        if not vcpus.strip().isdigit():
+            raise InputError(f"--quota {spec}: VCPUS must be a whole number of vCPUs >= 0")
+        if key not in used:
+            raise InputError(f"--quota {spec}: no pool of the pools file counts against {family_name(key)} "
+                             "(prepaid pools count against none), so it would change nothing")
+        out[key] = int(vcpus)
+    return out
+
+
 def check_output(option: str, path: str | None, inputs: dict[str, str] | None = None) -> None:
     """Refuse an output path that could not be written, or that is one of the `inputs` (option -> path) and
     would overwrite it, before the run rather than after it."""
@@ -116,16 +139,17 @@ def simulate(
     trace: str, pools: str, *, hours: float | None = None, outages: list[str] | None = None,
     scheduler: str = "default", interruption_rate: float = 0.0, seed: int = 0, quiet: bool = True,
     planner: Planner = plan, device_plugin_delay: float = 0.0, gpu_sharing: bool = False,
-    provisioning_requests: bool = False,
+    provisioning_requests: bool = False, quotas: list[str] | None = None,
 ) -> tuple[SimResult, dict[str, Any]]:
     """Run one simulation; returns the raw result and the report (raises on bad input)."""
     config = load_config(pools)
     specs = list(outages or [])
     parsed = parse_outages(specs, config)
+    caps = parse_quotas(list(quotas or []), config)
     jobs = load_trace(trace, hours)
     if gpu_sharing:
         check_sharing(config, jobs, pools, trace)
-    provider = SimProvider(config, outages=parsed, interruption_rate=interruption_rate, seed=seed)
+    provider = SimProvider(config, outages=parsed, interruption_rate=interruption_rate, seed=seed, quotas=caps)
 
     def progress(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
@@ -137,6 +161,7 @@ def simulate(
     result = engine.run()
     report = build_report(result, trace=trace, pools_file=pools, seed=seed, outages=specs,
                           wall_s=time.monotonic() - started)
+    report["quotas"] = {family_name(k): v for k, v in caps.items()}
     return result, report
 
 
@@ -164,7 +189,7 @@ def main(args: argparse.Namespace) -> int:
             args.trace, args.pools, hours=args.hours, outages=args.spot_outage, scheduler=args.scheduler,
             interruption_rate=args.interruption_rate, seed=args.seed, quiet=args.quiet,
             device_plugin_delay=args.device_plugin_delay, gpu_sharing=args.gpu_sharing,
-            provisioning_requests=args.provisioning_requests,
+            provisioning_requests=args.provisioning_requests, quotas=args.quota,
         )
     except (ConfigError, TraceError, InputError) as err:
         print(f"error: {err}", file=sys.stderr)
