@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 import yaml
-from sim_helpers import SMALL_POOLS, write_trace
+from sim_helpers import ROOT, SMALL_POOLS, write_trace
 
 from scaler.cli import main
+from scaler.configfile import load_config
 from scaler.core.config.settings import parse_config
 from scaler.providers.sim import SimProvider
 
@@ -112,3 +113,25 @@ def test_bad_quota_is_one_line_naming_the_flag(tmp_path: Path, pools_file: Path,
     err = capsys.readouterr().err
     assert message in err
     assert err.count("\n") == 1
+
+
+def test_the_reserved_example_is_the_usual_pools_plus_a_32_gpu_block_for_5_days() -> None:
+    usual = load_config(str(ROOT / "examples/pools-aws.yaml"))
+    config = load_config(str(ROOT / "examples/pools-aws-reserved.yaml"))
+    blocks = [p for p in config.pools if p.capacity_type == "capacity-block"]
+    assert [p.name for p in config.pools if not p.prepaid] == [p.name for p in usual.pools]
+    assert [(p.max_size * p.gpus, p.reservation and (p.reservation.start, p.reservation.end)) for p in blocks] == \
+        [(32, (0.0, 5 * 86400.0))]
+
+
+def test_on_a_slice_of_philly_a_a_spot_g_quota_of_zero_sends_1_gpu_jobs_to_on_demand_within_two_passes(
+        tmp_path: Path) -> None:
+    out = tmp_path / "report.json"
+    assert main(["simulate", "--trace", str(ROOT / "scaler/sim/data/philly-sample.csv"), "--hours", "3",
+                 "--pools", str(ROOT / "examples/pools-aws.yaml"), "--quota", "G-spot=0", "--quiet",
+                 "--report", str(out)]) == 0
+    report = json.loads(out.read_text(encoding="utf-8"))
+    assert report["jobs_completed"] == report["jobs_total"] > 10
+    assert report["spot_share"] == 0  # every GPU pool of the example is of the G class
+    assert report["fallback_events"] >= 1
+    assert report["fallback_delay_max_s"] <= 2 * report["timings"]["scan_interval"]
