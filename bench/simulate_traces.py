@@ -3,8 +3,9 @@ two-hour spot outage of one zone, random spot reclaims (0.05 per spot instance-h
 cloud's two-minute notice: drains through the Eviction API that gang jobs' PodDisruptionBudgets can
 block, replacements planned by the core), PHILLY-A's gang jobs queued behind ProvisioningRequests as
 Kueue queues them (`--provisioning-requests`) and the Alibaba trace's GPU-sharing pods on time-sliced pools
-(examples/pools-aws-shared.yaml, `--gpu-sharing`). Prints the command line of each run and one line of figures; these
-are the figures docs/simulator.md and the README quote.
+(examples/pools-aws-shared.yaml, `--gpu-sharing`), and PHILLY-A with a 32-GPU Capacity Block for its first
+5 days in front of the spot/on-demand ladder (examples/pools-aws-reserved.yaml). Prints the command line of each
+run and one line of figures; these are the figures docs/simulator.md and the README quote.
 
     .venv/bin/python bench/simulate_traces.py [--traces DIR] [--pools FILE] [--out DIR] [--jobs N] [--readme FILE]
 
@@ -33,6 +34,7 @@ from scaler.sim.simulate_command import simulate  # noqa: E402
 OUTAGE = "us-east-1a:36000:43200"  # hours 10 to 12 of PHILLY-A: the first busy morning
 INTERRUPTION_RATE = 0.05  # spot reclaims per spot instance-hour
 SHARED_POOLS = "examples/pools-aws-shared.yaml"
+RESERVED_POOLS = "examples/pools-aws-reserved.yaml"  # the usual pools plus a Capacity Block (issue 25)
 
 
 def without_min_gpus(pools: str, directory: Path) -> str:
@@ -62,6 +64,9 @@ def runs(traces: Path, pools: str, untainted: str | None) -> list[tuple[str, dic
     out.append(("ALIBABA-OPENB2023-A.csv default, time-sliced pools (--gpu-sharing)",
                 {"trace": str(traces / "ALIBABA-OPENB2023-A.csv"), "pools": SHARED_POOLS, "scheduler": "default",
                  "outages": [], "gpu_sharing": True}))
+    out.append(("PHILLY-A.csv default, 32-GPU Capacity Block for the first 5 days (pools-aws-reserved.yaml)",
+                {"trace": str(traces / "PHILLY-A.csv"), "pools": RESERVED_POOLS, "scheduler": "default",
+                 "outages": []}))
     if untainted:
         for trace in ("PHILLY-A.csv", "ALIBABA-OPENB2023-A.csv"):
             for scheduler in ("default", "binpack"):
@@ -96,11 +101,16 @@ def markdown(rows: list[tuple[str, dict[str, Any], dict[str, Any]]]) -> str:
         "| cost $ | lower bound $ | spot share | pending p50 / p95 / max s | fallbacks (max delay s) |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for label, _, r in rows:
+    for name_of_run, _, r in rows:
+        label = name_of_run
         fallback = f"{r['fallback_events']} ({r['fallback_delay_max_s']})" if r["fallback_events"] else "-"
         ratio = f"**{r['paid_over_demand']:.4f}**"
         if r["jobs_never_started"] and r["paid_over_demand_done"] is not None:
             ratio += f" ({r['paid_over_demand_done']:.4f} on work done)"
+        for name, block in (r.get("prepaid") or {}).items():
+            label += (f" ({name}: utilisation {block['utilisation']}, {block['utilisation_while_pending']} while pods "
+                      f"it fits waited; {block['jobs_moved_off']} jobs moved off, "
+                      f"{len(block['jobs_lost_at_end'])} lost at its end)")
         lines.append(
             f"| {label} | {r['jobs_completed']}/{r['jobs_total']} | {r['jobs_never_started']} "
             f"| {r['demand_gpu_hours']:,.1f} | {r['demand_fractional_gpu_hours']:,.1f} | {r['paid_gpu_hours']:,.1f} "
