@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from scaler.core.config.settings import ScalerConfig
+from scaler.sim.prepaid import window as prepaid_window
 from scaler.sim.records import SimResult
 
 MAX_POINTS = 4000
@@ -62,12 +63,18 @@ def x_limit(result: SimResult) -> float:
 
 
 def cumulative_cost(result: SimResult, grid: Sequence[float], price: dict[str, float] | None = None) -> list[float]:
-    """The dollars paid by each grid time: every instance's price over its life (`price`: per pool, instead)."""
+    """The dollars paid by each grid time: every instance's price over its life (`price`: per pool, instead), and
+    without `price` each prepaid pool's window charge spread over its window (scaler/sim/prepaid.py)."""
     changes: list[tuple[float, float]] = []
     for inst in result.provider.history:
         rate = (price[inst.pool] if price is not None else inst.price_per_hour) / 3600
         changes.append((inst.requested_at, rate))
         changes.append((inst.ended_at if inst.ended_at is not None else result.end, -rate))
+    for pool in result.config.pools if price is None else ():
+        if pool.prepaid:
+            start, stop = prepaid_window(pool, result.end)
+            rate = pool.max_size * pool.list_price(result.config.spot_price_factor) / 3600
+            changes += [(start, rate), (stop, -rate)]
     changes.sort()
     out, paid, rate, at, i = [], 0.0, 0.0, 0.0, 0
     for t in grid:

@@ -16,6 +16,8 @@ from scaler.cli import main
 from scaler.configfile import load_config
 from scaler.core.config.settings import parse_config
 from scaler.providers.sim import SimProvider
+from scaler.sim.plot import cumulative_cost
+from scaler.sim.simulate_command import simulate
 
 HOUR = 3600.0
 BLOCK = {"name": "gpu8-block", "capacity_type": "capacity-block", "instance_types": ["p5.48xlarge"],
@@ -135,3 +137,11 @@ def test_on_a_slice_of_philly_a_a_spot_g_quota_of_zero_sends_1_gpu_jobs_to_on_de
     assert report["spot_share"] == 0  # every GPU pool of the example is of the G class
     assert report["fallback_events"] >= 1
     assert report["fallback_delay_max_s"] <= 2 * report["timings"]["scan_interval"]
+
+
+def test_the_plots_cost_line_ends_at_the_reports_cost_block_included(tmp_path: Path) -> None:
+    trace = write_trace(tmp_path / "trace.csv", ["j1,0,8,7200,1", "j2,0,1,3600,1"])
+    result, report = simulate(str(trace), str(pools_with_block(tmp_path)))
+    assert report["prepaid"]["gpu8-block"]["cost_usd"] > 0
+    assert result.end < 10 * HOUR  # the run ends before the block: the block is paid to its end all the same
+    assert cumulative_cost(result, [10 * HOUR])[0] == pytest.approx(report["cost_usd"], abs=0.01)
