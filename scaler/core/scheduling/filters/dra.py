@@ -86,6 +86,9 @@ class DraState:
         self.by_pod: dict[int, tuple[str, list[str], set[DeviceID]]] = {}
         self.removed: set[str] = set()
         self._allocators: dict[str, Allocator] = {}
+        # node -> (ids of the claims' specs) -> (reason or None, the claim keys it names): the verdict for
+        # pods asking the same (a workload's template) on an unchanged node, computed once
+        self.verdicts: dict[str, dict[tuple[int, ...], tuple[str | None, tuple[str, ...]]]] = {}
         self._first: Allocator | None = None  # its selector cache is shared by the others
 
     # --- the pass's changes -----------------------------------------------------------------------
@@ -103,7 +106,7 @@ class DraState:
                 self.allocated[claim.key] = (node.name, allocation, id(pod))
                 keys.append(claim.key)
         self.by_pod[id(pod)] = (node.name, keys, devices)
-        self._allocators.pop(node.name, None)
+        self._forget(node.name)
 
     def unplace(self, pod: Pod) -> None:
         hit = self.by_pod.pop(id(pod), None)
@@ -113,7 +116,12 @@ class DraState:
         self.given.get(name, set()).difference_update(devices)
         for key in keys:
             self.allocated.pop(key, None)
+        self._forget(name)
+
+    def _forget(self, name: str) -> None:
+        """The node's devices changed: its allocator and verdicts are out of date."""
         self._allocators.pop(name, None)
+        self.verdicts.pop(name, None)
 
     def remove_node(self, name: str) -> None:
         self.removed.add(name)
@@ -149,7 +157,7 @@ class DraState:
 class DraCheck:
     """One pod's claims against a DraState: the PreFilter (resolve the claims) and the Filter."""
 
-    __slots__ = ("claims", "generated", "pinned", "pod", "pod_reason", "state")
+    __slots__ = ("claims", "generated", "keys", "pinned", "pod", "pod_reason", "spec", "state")
 
     def __init__(self, state: DraState, pod: Pod) -> None:
         self.state, self.pod = state, pod
@@ -184,6 +192,8 @@ class DraCheck:
                           if r.device_class_name not in objects.classes})
         if missing:
             self.pod_reason = f"DeviceClass {', '.join(missing)} not found"
+        self.keys = tuple(c.key for c in self.claims)
+        self.spec = tuple(id(c.spec) for c in self.claims)  # the specs live as long as the state's objects
 
     def reason(self, node: Node) -> str | None:
         if self.pod_reason is not None:
@@ -197,10 +207,30 @@ class DraCheck:
                 return f"ResourceClaim {key} is allocated on devices this node cannot reach"
         if not self.claims:
             return None
-        state = self.state
+        return self._allocate(node)
+
+    def _allocate(self, node: Node) -> str | None:
+        """Whether the claims allocate on the node: the allocator depends on the claims' specs and the
+        node's free devices only, so a verdict is reused for the next pod whose claims share the specs
+        (the reason names this pod's claims)."""
+        state, keys = self.state, self.keys
+        per_node = state.verdicts.get(node.name)
+        if per_node is None:
+            per_node = state.verdicts[node.name] = {}
+        else:
+            hit = per_node.get(self.spec)
+            if hit is not None:
+                reason, named = hit
+                if reason is not None and named != keys:
+                    for old, new in zip(named, keys, strict=True):
+                        reason = reason.replace(old, new)
+                return reason
         outcome = state.allocator(node).allocate(state.node_ref(node), self.claims)
         if outcome.ok:
-            return None
-        first = outcome.reason.strip().splitlines()[0] if outcome.reason.strip() else "no devices"
-        return f"cannot allocate the pod's ResourceClaims: {first}"
+            reason = None
+        else:
+            first = outcome.reason.strip().splitlines()[0] if outcome.reason.strip() else "no devices"
+            reason = f"cannot allocate the pod's ResourceClaims: {first}"
+        per_node[self.spec] = (reason, keys)
+        return reason
 
