@@ -18,9 +18,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from scaler.core.dra.model import (
+    EXACT_COUNT,
     Allocation,
+    ClaimSpec,
     DeviceClass,
     DeviceID,
+    DeviceRequest,
     ResourceClaim,
     ResourceClaimTemplate,
     ResourceSlice,
@@ -86,9 +89,11 @@ class DraState:
         self.by_pod: dict[int, tuple[str, list[str], set[DeviceID]]] = {}
         self.removed: set[str] = set()
         self._allocators: dict[str, Allocator] = {}
-        # node -> (ids of the claims' specs) -> (reason or None, the claim keys it names): the verdict for
+        self._free: dict[str, int] = {}  # node -> devices its allocator has not allocated (any class)
+        # node -> (the claims' spec ids) -> (reason or None, the claim keys it names): the verdict for
         # pods asking the same (a workload's template) on an unchanged node, computed once
         self.verdicts: dict[str, dict[tuple[int, ...], tuple[str | None, tuple[str, ...]]]] = {}
+        self.spec_ids: dict[ClaimSpec, int] = {}  # equal specs (one template per namespace) share an id
         self._first: Allocator | None = None  # its selector cache is shared by the others
 
     # --- the pass's changes -----------------------------------------------------------------------
@@ -134,6 +139,11 @@ class DraState:
         own = node.slices or self.expected.get(node.name) or self.by_node.get(node.name) or ()
         return [*own, *self.anywhere] if self.anywhere else list(own)
 
+    def free(self, node: Node) -> int:
+        """Devices of the node no claim holds: no request for more can be allocated there."""
+        self.allocator(node)
+        return self._free[node.name]
+
     def node_ref(self, node: Node) -> NodeRef:
         """A node opened from a template allocates from the template's slices, under their node name."""
         from scaler.core.dra.pools import NodeRef  # noqa: PLC0415 - see the TYPE_CHECKING import
@@ -148,6 +158,7 @@ class DraState:
             slices = self.slices(node)
             ids = {DeviceID(s.driver, s.pool.name, d.name) for s in slices for d in s.devices}
             allocated = (self.held & ids) | self.given.get(node.name, set())
+            self._free[node.name] = len(ids) - len(allocated & ids)
             hit = Allocator(self.objects.classes, slices, allocated, shared=self._first)
             self._first = self._first or hit
             self._allocators[node.name] = hit
@@ -157,7 +168,7 @@ class DraState:
 class DraCheck:
     """One pod's claims against a DraState: the PreFilter (resolve the claims) and the Filter."""
 
-    __slots__ = ("claims", "generated", "keys", "pinned", "pod", "pod_reason", "spec", "state")
+    __slots__ = ("claims", "generated", "keys", "needed", "pinned", "pod", "pod_reason", "spec", "state")
 
     def __init__(self, state: DraState, pod: Pod) -> None:
         self.state, self.pod = state, pod
@@ -193,7 +204,9 @@ class DraCheck:
         if missing:
             self.pod_reason = f"DeviceClass {', '.join(missing)} not found"
         self.keys = tuple(c.key for c in self.claims)
-        self.spec = tuple(id(c.spec) for c in self.claims)  # the specs live as long as the state's objects
+        self.needed = sum(_least(q) for c in self.claims for q in c.spec.requests)
+        ids = state.spec_ids
+        self.spec = tuple(ids.setdefault(c.spec, len(ids)) for c in self.claims)
 
     def reason(self, node: Node) -> str | None:
         if self.pod_reason is not None:
@@ -225,6 +238,12 @@ class DraCheck:
                     for old, new in zip(named, keys, strict=True):
                         reason = reason.replace(old, new)
                 return reason
+        free = state.free(node)
+        if free < self.needed:  # the allocator would say so after a search (and an explanation)
+            reason = (f"cannot allocate the pod's ResourceClaims: {', '.join(keys)}: {self.needed} device(s) "
+                      f"needed, {free} free on the node")
+            per_node[self.spec] = (reason, keys)
+            return reason
         outcome = state.allocator(node).allocate(state.node_ref(node), self.claims)
         if outcome.ok:
             reason = None
@@ -234,3 +253,10 @@ class DraCheck:
         per_node[self.spec] = (reason, keys)
         return reason
 
+
+def _least(request: DeviceRequest) -> int:
+    """The fewest devices the request can be satisfied with (All: unknown here, 0)."""
+    options = [request.exactly] if request.exactly else list(request.first_available)
+    if not options or any(r.allocation_mode != EXACT_COUNT for r in options):
+        return 0
+    return min(r.count for r in options)
