@@ -14,8 +14,11 @@ hostname anti-affinity or hostname spread, hard), a tenth use a zonal volume per
 one zone, or an unbound WaitForFirstConsumer claim whose class allows one zone), and some of their
 pods already run, so the counts start from the cluster.
 
-Usage: python bench/plan_scale.py [--repeat R] [--seed S] [--workloads W] [--mix plain|constrained|both]
-(target on a 2-core machine: p50 <= 0.5 s, rss <= 300 MB at 10,000 pods, both mixes)
+`--mix dra`: the 10,000-pod pass with every GPU pool `gpu_allocation: dra` and every GPU pod asking
+through a ResourceClaim (running ones hold allocated claims; bench/plan_scale_dra.py), `mix=dra`.
+
+Usage: python bench/plan_scale.py [--repeat R] [--seed S] [--workloads W] [--mix plain|constrained|both|dra]
+(target on a 2-core machine: p50 <= 0.5 s, rss <= 300 MB at 10,000 pods, every mix)
 """
 
 from __future__ import annotations
@@ -221,6 +224,11 @@ def make_snapshot(n_pods: int, cfg: ScalerConfig, seed: int, workloads: int = 50
 def run_one(n_pods: int, repeat: int, seed: int, workloads: int, mix: str = "plain") -> str:
     cfg = make_config()
     snap = make_snapshot(n_pods, cfg, seed, workloads, mix)
+    if mix == "dra":
+        from plan_scale_dra import dra_config, to_dra  # noqa: PLC0415 - bench/ is on the path when run
+
+        cfg = dra_config(pools())
+        snap = to_dra(snap, cfg)
     # Every node has been under the threshold for long: the pass also runs the scale-down planner's
     # drain simulation (budget 10% of the nodes), not only the scale-up.
     state = State(unneeded_since={n.name: 0.0 for n in snap.nodes})
@@ -236,7 +244,7 @@ def run_one(n_pods: int, repeat: int, seed: int, workloads: int, mix: str = "pla
     # On a shared machine the wall clock includes waiting for a core: say how busy it was (stderr).
     print(f"pods={len(snap.pending)} mix={mix}: cpu_p50_s={statistics.median(cpu):.3f} "
           f"loadavg_1m={os.getloadavg()[0]:.1f} cores={os.cpu_count()}", file=sys.stderr)
-    tail = " mix=constrained" if mix == "constrained" else ""
+    tail = f" mix={mix}" if mix != "plain" else ""
     return (f"plan_p50_s={statistics.median(times):.3f} plan_max_s={max(times):.3f} rss_mb={rss_mb:.0f} "
             f"pods={len(snap.pending)} nodes={len(snap.nodes)} pools={len(snap.pools)}{tail}")
 
@@ -246,8 +254,9 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--workloads", type=int, default=500, help="distinct pod specs among the pending pods")
-    ap.add_argument("--mix", choices=("plain", "constrained", "both"), default="both",
-                    help="plain: every size; constrained: the 10k pass with the constrained mix; both (default)")
+    ap.add_argument("--mix", choices=("plain", "constrained", "both", "dra"), default="both",
+                    help="plain: every size; constrained: the 10k pass with the constrained mix; both (default); "
+                         "dra: the 10k pass with every GPU pod on claims")
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)  # internal: run one size in this process
     args = ap.parse_args()
     if args.one:
@@ -256,6 +265,8 @@ def main() -> None:
     runs = [(size, "plain") for size in SIZES] if args.mix in ("plain", "both") else []
     if args.mix in ("constrained", "both"):
         runs.append((10_000, "constrained"))
+    if args.mix == "dra":
+        runs.append((10_000, "dra"))
     for size, mix in runs:
         out = subprocess.run([sys.executable, __file__, "--one", str(size), "--repeat", str(args.repeat),
                               "--seed", str(args.seed), "--workloads", str(args.workloads), "--mix", mix],

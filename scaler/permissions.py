@@ -98,6 +98,10 @@ KUBERNETES_RBAC_RULES: Final[list[dict[str, list[str]]]] = [
     {"apiGroups": [""], "resources": ["persistentvolumeclaims", "persistentvolumes", "namespaces"],
      "verbs": ["list", "watch"]},
     {"apiGroups": ["storage.k8s.io"], "resources": ["storageclasses", "csinodes"], "verbs": ["list", "watch"]},
+    # kube-scheduler's DynamicResources filter (DRA): read only.
+    {"apiGroups": ["resource.k8s.io"],
+     "resources": ["deviceclasses", "resourceclaims", "resourceclaimtemplates", "resourceslices"],
+     "verbs": ["list", "watch"]},
     {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
     # list: an Event written before a restart is updated, not created again
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch", "list"]},

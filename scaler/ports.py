@@ -17,7 +17,7 @@ from typing import Any, Literal, Protocol
 
 from scaler.core.model.objects import Node, Pod, PodDisruptionBudget
 from scaler.core.planning.provreq import Condition, ProvisioningRequest
-from scaler.core.scheduling.filters import Storage
+from scaler.core.scheduling.filters import DraObjects, Storage
 
 EvictResult = Literal["evicted", "blocked", "gone"]
 
@@ -62,6 +62,7 @@ class ClusterView:
     namespaces: dict[str, dict[str, str]] | None = None
     stale: list[str] = field(default_factory=list)  # the watches that are not synced
     skipped: list[Skipped] = field(default_factory=list)  # objects that did not convert
+    dra: DraObjects = field(default_factory=DraObjects)  # DeviceClasses, ResourceClaims (+Templates), ResourceSlices
 
 
 class Observer(Protocol):

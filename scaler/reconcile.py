@@ -66,7 +66,7 @@ class Reconciler:
         snapshot = Snapshot(now=now, pending=view.pending, nodes=view.nodes, pools=pools, pdbs=view.pdbs,
                             fresh=view.fresh, pdbs_fresh=view.pdbs_fresh, interruptions=list(self.notices),
                             draining=self.actuator.draining(), abandoned=abandoned, refused=refused,
-                            storage=view.storage, namespaces=view.namespaces)
+                            storage=view.storage, namespaces=view.namespaces, dra=view.dra)
         requests = self._read_requests() if view.fresh else []
         plan, self.state, answers = provreq.serve(snapshot, self.state, self.config, requests, self.planner)
         self.actuator.act(plan, snapshot)

@@ -1,11 +1,13 @@
-"""A list + watch cache of pods, nodes and PodDisruptionBudgets (the official client's Watch).
+"""A list + watch cache of pods, nodes, PodDisruptionBudgets, storage and DRA objects (the official
+client's Watch).
 
 One thread per resource: list (paginated) to get a resourceVersion, then watch from it; a watch
 that ends is resumed from the last resourceVersion seen, a 410 Gone (or an ERROR event) relists,
 and a failed connection marks the resource unsynced and retries with bounded, jittered backoff.
 `Snapshot.fresh` is True while pods and nodes are synced, `Snapshot.pdbs_fresh` while the PDBs are:
 the planner never removes capacity on data it could not refresh, and a failing PDB watch stops
-drains only.
+drains only. An optional resource (DRA's resource.k8s.io/v1) the API server does not serve (404) is
+empty and synced, and looked for again every few minutes.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from kubernetes.client.exceptions import ApiException
 from scaler.core.model import keys
 from scaler.core.planning.provreq import ProvisioningRequest
 from scaler.kube.convert import SnapshotError, cluster_view, pdb_from_json
+from scaler.kube.convert_dra import dra_view
 from scaler.kube.convert_storage import storage_view
 from scaler.kube.provreq import ProvisioningRequests
 from scaler.ports import ClusterView, Skipped
@@ -33,7 +36,10 @@ JSON = dict[str, Any]
 # The first word of a SnapshotError (scaler.kube.convert) -> the kind of the object it is about.
 KINDS = {"pod": "Pod", "node": "Node", "poddisruptionbudget": "PodDisruptionBudget",
          "persistentvolumeclaim": "PersistentVolumeClaim", "persistentvolume": "PersistentVolume",
-         "storageclass": "StorageClass", "csinode": "CSINode"}
+         "storageclass": "StorageClass", "csinode": "CSINode",
+         # scaler.core.dra.convert names the object by its kind
+         **{k: k for k in ("DeviceClass", "ResourceClaim", "ResourceClaimTemplate", "ResourceSlice")}}
+ABSENT_RECHECK = 300.0  # seconds between looks for an optional API the server did not serve
 
 
 
@@ -42,8 +48,11 @@ class Informer:
     """The current objects of one resource, kept by list + watch in a background thread."""
 
     def __init__(self, kind: str, list_fn: Callable[..., Any], *, watch_timeout: int = 300,
-                 backoff_initial: float = 0.5, backoff_max: float = 30.0, page_size: int = 500) -> None:
+                 backoff_initial: float = 0.5, backoff_max: float = 30.0, page_size: int = 500,
+                 optional: bool = False) -> None:
+        """`optional`: a 404 (the API server does not serve the resource) is an empty, synced resource."""
         self.kind = kind
+        self.optional = optional
         self._list_fn = list_fn
         self._watch_timeout = watch_timeout
         self._backoff_initial = backoff_initial
@@ -91,9 +100,21 @@ class Informer:
                     log.info("watch %s expired (410 Gone), relisting", self.kind)
                     self.resource_version = None
                     continue
+                if err.status == 404 and self.optional:
+                    self._absent()
+                    continue
                 failures = self._failed(failures, f"HTTP {err.status}: {err.reason}")
             except Exception as err:
                 failures = self._failed(failures, f"{err.__class__.__name__}: {err}")
+
+    def _absent(self) -> None:
+        if not self.synced.is_set() or self._objects:
+            log.info("%s: not served by the API server (404); empty until it is", self.kind)
+        with self._lock:
+            self._objects = {}
+        self.resource_version = None
+        self.synced.set()
+        self._stop.wait(ABSENT_RECHECK)
 
     def _failed(self, failures: int, why: str) -> int:
         self.synced.clear()
@@ -185,8 +206,19 @@ class ClusterCache:
         self.storage_classes = Informer("storageclasses", storage.list_storage_class, **informer_options)
         self.csinodes = Informer("csinodes", storage.list_csi_node, **informer_options)
         self.namespaces = Informer("namespaces", core.list_namespace, **informer_options)
+        # What kube-scheduler's DynamicResources filter reads; absent before Kubernetes 1.34 (optional).
+        dra = client.ResourceV1Api(api)
+        self.device_classes = Informer("deviceclasses", dra.list_device_class, optional=True, **informer_options)
+        self.resource_claims = Informer("resourceclaims", dra.list_resource_claim_for_all_namespaces,
+                                        optional=True, **informer_options)
+        self.claim_templates = Informer("resourceclaimtemplates",
+                                        dra.list_resource_claim_template_for_all_namespaces, optional=True,
+                                        **informer_options)
+        self.resource_slices = Informer("resourceslices", dra.list_resource_slice, optional=True,
+                                        **informer_options)
         self.informers = (self.pods, self.nodes, self.pdbs, self.pvcs, self.pvs, self.storage_classes,
-                          self.csinodes, self.namespaces)
+                          self.csinodes, self.namespaces, self.device_classes, self.resource_claims,
+                          self.claim_templates, self.resource_slices)
 
     def start(self) -> None:
         for inf in self.informers:
@@ -245,8 +277,10 @@ class ClusterCache:
                 skip(err, obj)
         storage, namespaces = storage_view(self.pvcs.items(), self.pvs.items(), self.storage_classes.items(),
                                            self.csinodes.items(), self.namespaces.items(), skip=skip)
+        dra = dra_view(self.device_classes.items(), self.resource_claims.items(), self.claim_templates.items(),
+                       self.resource_slices.items(), skip)
         return ClusterView(view.pending, list(view.nodes.values()), pdbs, fresh, pdbs_fresh, storage,
-                           namespaces or {}, stale, skipped)
+                           namespaces or {}, stale, skipped, dra)
 
     def provisioning_requests(self) -> list[ProvisioningRequest]:
         """Read when asked (a pass on fresh data), not watched: there are few, and their PodTemplates too.

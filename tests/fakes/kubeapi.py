@@ -34,6 +34,10 @@ CLUSTER_LISTS = {
     "/apis/storage.k8s.io/v1/storageclasses": "storageclasses",
     "/apis/storage.k8s.io/v1/csinodes": "csinodes",
     "/apis/autoscaling.x-k8s.io/v1/provisioningrequests": "provisioningrequests",
+    "/apis/resource.k8s.io/v1/deviceclasses": "deviceclasses",
+    "/apis/resource.k8s.io/v1/resourceclaims": "resourceclaims",
+    "/apis/resource.k8s.io/v1/resourceclaimtemplates": "resourceclaimtemplates",
+    "/apis/resource.k8s.io/v1/resourceslices": "resourceslices",
 }
 NAMESPACED = {
     ("api/v1", "pods"): "pods",
@@ -48,7 +52,10 @@ LIST_KIND = {"pods": "PodList", "nodes": "NodeList", "poddisruptionbudgets": "Po
              "events": "EventList", "configmaps": "ConfigMapList", "leases": "LeaseList",
              "persistentvolumeclaims": "PersistentVolumeClaimList", "persistentvolumes": "PersistentVolumeList",
              "namespaces": "NamespaceList", "storageclasses": "StorageClassList", "csinodes": "CSINodeList",
-             "podtemplates": "PodTemplateList", "provisioningrequests": "ProvisioningRequestList"}
+             "podtemplates": "PodTemplateList", "provisioningrequests": "ProvisioningRequestList",
+             "deviceclasses": "DeviceClassList", "resourceclaims": "ResourceClaimList",
+             "resourceclaimtemplates": "ResourceClaimTemplateList", "resourceslices": "ResourceSliceList"}
+DRA = ("deviceclasses", "resourceclaims", "resourceclaimtemplates", "resourceslices")
 
 
 def _status(code: int, reason: str, message: str, **extra: Any) -> JSON:
@@ -66,6 +73,7 @@ class FakeKube:
         self.generation = 0  # bumped to cut every open watch
         self.down = False
         self.broken: set[str] = set()  # cluster-wide lists/watches answering 503 (e.g. {"pods"})
+        self.absent: set[str] = set()  # collections the server does not serve: 404 (e.g. set(DRA): before 1.34)
         self.requests: list[tuple[str, str]] = []
         self.lists: list[tuple[str, int]] = []  # (resource, offset) of every list page served
         self.pages: dict[str, list[JSON]] = {}
@@ -193,6 +201,9 @@ class FakeKube:
                 resource = CLUSTER_LISTS.get(url.path)
                 if resource in fake.broken:
                     self._send(503, _status(503, "ServiceUnavailable", "etcdserver: request timed out"))
+                    return
+                if resource in fake.absent:
+                    self._send(404, _status(404, "NotFound", "the server could not find the requested resource"))
                     return
                 if resource is not None:
                     if q.get("watch") in ("true", "True", "1"):

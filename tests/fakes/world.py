@@ -104,7 +104,11 @@ class World:
 
     def caught_up(self) -> bool:
         for inf, resource in ((self.cache.pods, "pods"), (self.cache.nodes, "nodes"),
-                              (self.cache.pvcs, "persistentvolumeclaims"), (self.cache.pvs, "persistentvolumes")):
+                              (self.cache.pvcs, "persistentvolumeclaims"), (self.cache.pvs, "persistentvolumes"),
+                              (self.cache.resource_claims, "resourceclaims"),
+                              (self.cache.claim_templates, "resourceclaimtemplates"),
+                              (self.cache.device_classes, "deviceclasses"),
+                              (self.cache.resource_slices, "resourceslices")):
             mine = {o["metadata"]["name"]: o["metadata"]["resourceVersion"] for o in inf.items()}
             theirs = {o["metadata"]["name"]: o["metadata"]["resourceVersion"] for o in self.kube.objects(resource)}
             if mine != theirs:

@@ -77,7 +77,8 @@ def test_storage_objects_and_namespaces_are_watched_for_the_filters(kube: FakeKu
     assert cache.wait_synced(5)
     assert eventually(lambda: len(cache.observe(lambda _: None).storage.claims) == 1
                       and len(cache.namespaces.items()) == 1
-                      and len(cache.csinodes.items()) == 1 and len(cache.pvs.items()) == 1)
+                      and len(cache.csinodes.items()) == 1 and len(cache.pvs.items()) == 1
+                      and len(cache.storage_classes.items()) == 1)
     view = cache.observe(lambda _: None)
     storage, namespaces = view.storage, view.namespaces
     assert storage.claims["ml/ckpt"].bound and storage.volumes["pv-1"].labels[keys.LABEL_ZONE] == "us-east-1a"

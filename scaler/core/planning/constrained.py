@@ -17,6 +17,7 @@ the snapshot, pending or running, is constrained, nothing here runs.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from scaler.core.model.objects import Node, Pod
 from scaler.core.planning.packing import Bin, Group, Packer, Placement, PodClass
@@ -42,7 +43,8 @@ class Filtered:
         self._nodes: dict[int, tuple[Bin, Node]] = {}
         self._journal: list[tuple[str, Pod | None, str, Node | None, list[Pod]]] | None = None
         self._constrained: dict[int, tuple[PodClass, bool]] = {}
-        self._hints: dict[tuple[int, tuple[tuple[int, int], ...]], int] = {}  # (group, request) -> first bin
+        # (group, request[, settled key]) -> first bin worth asking
+        self._hints: dict[tuple[Any, ...], int] = {}
 
     # --- which pods -------------------------------------------------------------------------------
     def constrained(self, pod: Pod) -> bool:
@@ -168,10 +170,14 @@ class Filtered:
                 continue  # a template group: its nodes differ only in name and hostname
             bins = g.bins
             # Bins only lose room while a pass places pods (a rollback clears the hints): those before
-            # the first one that had room for this request still have none.
+            # the first one that had room for this request still have none. For a settled key
+            # (PodCheck.settled_key), those before the first one not refused stay refused too.
             hint_key = (id(g), nz)
-            start = max(g.start, self._hints.get(hint_key, 0))
-            first_roomy = len(bins)
+            settled = check.settled_key()
+            settled_hint = (id(g), nz, settled)
+            start = max(g.start, self._hints.get(hint_key, 0),
+                        self._hints.get(settled_hint, 0) if settled is not None else 0)
+            first_roomy = first_open = len(bins)
             for j in range(start, len(bins)):
                 b = bins[j]
                 free = b.free
@@ -180,14 +186,19 @@ class Filtered:
                         break
                 else:
                     if b.removed or b.kind not in kinds:
+                        first_open = min(first_open, j)
                         continue
                     if j < first_roomy:
                         first_roomy = j
                         self._hints[hint_key] = j
                     if check.reason(self.node_of(b)) is None:
+                        if settled is not None:
+                            self._hints[settled_hint] = min(first_open, j)
                         return b
             if first_roomy == len(bins):
                 self._hints[hint_key] = len(bins)
+            if settled is not None:
+                self._hints[settled_hint] = min(first_open, len(bins))
         return None
 
     def take(self, b: Bin, nz: tuple[tuple[int, int], ...]) -> None:

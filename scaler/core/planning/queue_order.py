@@ -133,6 +133,10 @@ class Chooser:
         self.synced = len(changed)
         heap = self.heap
         left: list[Pod] = []
+        # Bins refused for pods of `settled` (PodCheck.settled_key): set aside, not asked again for the
+        # next pods of the same key; back in the heap when the key changes and at the end.
+        settled: tuple[int, ...] | None = None
+        aside: list[tuple[int, str, int, int, Bin]] = []
         for pod in pods:
             refused: list[tuple[int, str, int, int, Bin]] = []
             target: Bin | None = None
@@ -147,13 +151,23 @@ class Chooser:
                     check = filtered.check(pod)
                     if check.pod_reason is not None:
                         break
+                    key = check.settled_key()
+                    if key != settled:
+                        settled = key
+                        for e in aside:
+                            heapq.heappush(heap, e)
+                        aside = []
+                        continue
                 heapq.heappop(heap)
                 if check.reason(b.node) is None:
                     target = b
                     break
                 refused.append(entry)
-            for entry in refused:
-                heapq.heappush(heap, entry)
+            if settled is not None and check is not None and check.pod_reason is None:
+                aside.extend(refused)
+            else:
+                for entry in refused:
+                    heapq.heappush(heap, entry)
             if target is None:
                 left.append(pod)
                 continue
@@ -162,6 +176,8 @@ class Chooser:
             filtered.record(pod, target)
             if self._open(target):
                 self._push(target)
+        for entry in aside:
+            heapq.heappush(heap, entry)
         self.synced = len(changed)
         return left
 

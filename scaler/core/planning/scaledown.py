@@ -1,10 +1,11 @@
 """Scale-down planner: which nodes to drain and remove, proven safe with the predicates.
 
 Pure. A node is *unneeded* while its requests stay under the utilization threshold (GPU nodes:
-requested / allocatable GPUs; others: the larger of the cpu and memory shares, DaemonSets and mirror
-pods not counted). After `unneeded_time` it is removed if every pod on it may be evicted and fits on
-the remaining nodes (re-placed with the same Packer as the scale-up, so nothing is double-booked),
-within the pool's min, the PDBs and the per-pass budget. Empty nodes go first.
+requested / allocatable GPUs; DRA nodes: GPUs its pods' allocated ResourceClaims hold / the pool's
+GPUs; others: the larger of the cpu and memory shares, DaemonSets and mirror pods not counted).
+After `unneeded_time` it is removed if every pod on it may be evicted and fits on the remaining nodes
+(re-placed with the same Packer as the scale-up, so nothing is double-booked), within the pool's min,
+the PDBs and the per-pass budget. Empty nodes go first.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from scaler.core.model.workload import active, blocker, gpu_devices, node_pool, 
 from scaler.core.planning.advance import Advanced, may_still_boot, outside_pools
 from scaler.core.planning.constrained import Filtered
 from scaler.core.planning.decisions import ScaleDown
+from scaler.core.planning.dra_use import DraUse
 from scaler.core.planning.packing import Bin, Placement, PodClass
 from scaler.core.planning.scaleup import ScaleUpResult
 from scaler.core.planning.snapshot import Snapshot
@@ -31,14 +33,18 @@ _EXISTING = frozenset({"existing"})
 NOTE_EXAMPLES = 5
 
 
-def utilization(node: Node, pool: Pool | None) -> float:
+def utilization(node: Node, pool: Pool | None, dra: DraUse | None = None) -> float:
     """The busiest share of the node: GPUs when it has any, else cpu or memory.
 
     A shared GPU (time-slicing replicas, MIG slices) counts as used while any of its devices is, and
     the device plugin may hand a node's busy devices out on different GPUs: `used` devices keep up
-    to `used` GPUs busy.
+    to `used` GPUs busy. A DRA pool's node publishes its GPUs as devices, not allocatable: the GPUs
+    its pods' allocated claims hold are the used ones (`dra`; a shared claim once).
     """
     counted = to_evict(node.pods)
+    if pool is not None and pool.dra and pool.gpus:
+        used = dra.gpus_in_use(node.pods) if dra is not None else 0
+        return min(used, pool.gpus) / pool.gpus
     devices = gpu_devices(node.allocatable)
     if devices > 0:
         gpus = pool.gpus if pool is not None and pool.gpus else devices
@@ -177,6 +183,7 @@ def _candidates(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, up: Sca
     held = _hold(snapshot, config, adv) | outside_pools(snapshot)  # or not an instance of its pool any more
     threshold = config.scale_down.utilization_threshold
     found: list[Candidate] = []
+    dra = DraUse(snapshot.dra)
     for node in snapshot.nodes:
         name = node_pool(node)
         obs = snapshot.pools.get(name) if name else None
@@ -196,7 +203,7 @@ def _candidates(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, up: Sca
         disrupting = any(t.key == keys.TAINT_DISRUPTING for t in node.taints)
         if node.unschedulable and not disrupting:
             continue  # cordoned by someone else: theirs to decide
-        util = utilization(node, obs.pool)
+        util = utilization(node, obs.pool, dra)
         if util >= threshold and not disrupting:
             continue
         since = out.unneeded[node.name] = since_before.get(node.name, now)

@@ -139,3 +139,10 @@ def test_a_malformed_dra_object_is_one_line(tmp_path: Path, capsys: pytest.Captu
     assert main(["plan", "--snapshot", str(path), "--pools", str(POOLS)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "ResourceSlice ip-10-0-1-20.ec2.internal-gpu.nvidia.com: spec.pool.name" in err[0]
+
+
+def test_a_node_with_too_few_free_devices_says_how_many(tmp_path: Path) -> None:
+    # two GPUs asked, an L4 node has one: refused without a search, the reason counts the devices
+    v = _plan(tmp_path, _only(snapshot(), "two-gpus-0")).verdicts["ml/two-gpus-0"]
+    assert v.reasons["l4-dra"] == ("cannot allocate the pod's ResourceClaims: ml/two-gpus-0-gpus: 2 device(s) "
+                                   "needed, 1 free on the node")

@@ -76,6 +76,17 @@ class PodCheck:
         self.used_ports = placed.ports
         self.per_node = (pod.node_name and pod.phase == "Pending") or has_field_affinity(pod)
 
+    def settled_key(self) -> tuple[int, ...] | None:
+        """For a pod whose only filter is DRA on claims to allocate: a key such that a node refusing it
+        refuses every later pod of the same key in the pass (while pods are placed, nodes only lose
+        devices and room, and an allocation that fails on more free devices fails on fewer); None when
+        other filters (or claims allocated already) decide too."""
+        d = self.dra
+        if (d is None or d.pinned or not d.claims or self.volumes is not None or self.spread is not None
+                or self.affinity is not None or self.per_node or self.pod.host_ports):
+            return None
+        return d.spec
+
     def template_reason(self, template: Node) -> str | None:
         """A refusal that holds for every node opened from the template (label-only filters), or None
         (then each node must be asked)."""

@@ -18,9 +18,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from scaler.core.dra.model import (
+    EXACT_COUNT,
     Allocation,
+    ClaimSpec,
     DeviceClass,
     DeviceID,
+    DeviceRequest,
     ResourceClaim,
     ResourceClaimTemplate,
     ResourceSlice,
@@ -86,6 +89,11 @@ class DraState:
         self.by_pod: dict[int, tuple[str, list[str], set[DeviceID]]] = {}
         self.removed: set[str] = set()
         self._allocators: dict[str, Allocator] = {}
+        self._free: dict[str, int] = {}  # node -> devices its allocator has not allocated (any class)
+        # node -> (the claims' spec ids) -> (reason or None, the claim keys it names): the verdict for
+        # pods asking the same (a workload's template) on an unchanged node, computed once
+        self.verdicts: dict[str, dict[tuple[int, ...], tuple[str | None, tuple[str, ...]]]] = {}
+        self.spec_ids: dict[ClaimSpec, int] = {}  # equal specs (one template per namespace) share an id
         self._first: Allocator | None = None  # its selector cache is shared by the others
 
     # --- the pass's changes -----------------------------------------------------------------------
@@ -103,7 +111,7 @@ class DraState:
                 self.allocated[claim.key] = (node.name, allocation, id(pod))
                 keys.append(claim.key)
         self.by_pod[id(pod)] = (node.name, keys, devices)
-        self._allocators.pop(node.name, None)
+        self._forget(node.name)
 
     def unplace(self, pod: Pod) -> None:
         hit = self.by_pod.pop(id(pod), None)
@@ -113,7 +121,12 @@ class DraState:
         self.given.get(name, set()).difference_update(devices)
         for key in keys:
             self.allocated.pop(key, None)
+        self._forget(name)
+
+    def _forget(self, name: str) -> None:
+        """The node's devices changed: its allocator and verdicts are out of date."""
         self._allocators.pop(name, None)
+        self.verdicts.pop(name, None)
 
     def remove_node(self, name: str) -> None:
         self.removed.add(name)
@@ -125,6 +138,11 @@ class DraState:
     def slices(self, node: Node) -> list[ResourceSlice]:
         own = node.slices or self.expected.get(node.name) or self.by_node.get(node.name) or ()
         return [*own, *self.anywhere] if self.anywhere else list(own)
+
+    def free(self, node: Node) -> int:
+        """Devices of the node no claim holds: no request for more can be allocated there."""
+        self.allocator(node)
+        return self._free[node.name]
 
     def node_ref(self, node: Node) -> NodeRef:
         """A node opened from a template allocates from the template's slices, under their node name."""
@@ -140,6 +158,7 @@ class DraState:
             slices = self.slices(node)
             ids = {DeviceID(s.driver, s.pool.name, d.name) for s in slices for d in s.devices}
             allocated = (self.held & ids) | self.given.get(node.name, set())
+            self._free[node.name] = len(ids) - len(allocated & ids)
             hit = Allocator(self.objects.classes, slices, allocated, shared=self._first)
             self._first = self._first or hit
             self._allocators[node.name] = hit
@@ -149,7 +168,7 @@ class DraState:
 class DraCheck:
     """One pod's claims against a DraState: the PreFilter (resolve the claims) and the Filter."""
 
-    __slots__ = ("claims", "generated", "pinned", "pod", "pod_reason", "state")
+    __slots__ = ("claims", "generated", "keys", "needed", "pinned", "pod", "pod_reason", "spec", "state")
 
     def __init__(self, state: DraState, pod: Pod) -> None:
         self.state, self.pod = state, pod
@@ -184,6 +203,10 @@ class DraCheck:
                           if r.device_class_name not in objects.classes})
         if missing:
             self.pod_reason = f"DeviceClass {', '.join(missing)} not found"
+        self.keys = tuple(c.key for c in self.claims)
+        self.needed = sum(_least(q) for c in self.claims for q in c.spec.requests)
+        ids = state.spec_ids
+        self.spec = tuple(ids.setdefault(c.spec, len(ids)) for c in self.claims)
 
     def reason(self, node: Node) -> str | None:
         if self.pod_reason is not None:
@@ -197,10 +220,43 @@ class DraCheck:
                 return f"ResourceClaim {key} is allocated on devices this node cannot reach"
         if not self.claims:
             return None
-        state = self.state
+        return self._allocate(node)
+
+    def _allocate(self, node: Node) -> str | None:
+        """Whether the claims allocate on the node: the allocator depends on the claims' specs and the
+        node's free devices only, so a verdict is reused for the next pod whose claims share the specs
+        (the reason names this pod's claims)."""
+        state, keys = self.state, self.keys
+        per_node = state.verdicts.get(node.name)
+        if per_node is None:
+            per_node = state.verdicts[node.name] = {}
+        else:
+            hit = per_node.get(self.spec)
+            if hit is not None:
+                reason, named = hit
+                if reason is not None and named != keys:
+                    for old, new in zip(named, keys, strict=True):
+                        reason = reason.replace(old, new)
+                return reason
+        free = state.free(node)
+        if free < self.needed:  # the allocator would say so after a search (and an explanation)
+            reason = (f"cannot allocate the pod's ResourceClaims: {', '.join(keys)}: {self.needed} device(s) "
+                      f"needed, {free} free on the node")
+            per_node[self.spec] = (reason, keys)
+            return reason
         outcome = state.allocator(node).allocate(state.node_ref(node), self.claims)
         if outcome.ok:
-            return None
-        first = outcome.reason.strip().splitlines()[0] if outcome.reason.strip() else "no devices"
-        return f"cannot allocate the pod's ResourceClaims: {first}"
+            reason = None
+        else:
+            first = outcome.reason.strip().splitlines()[0] if outcome.reason.strip() else "no devices"
+            reason = f"cannot allocate the pod's ResourceClaims: {first}"
+        per_node[self.spec] = (reason, keys)
+        return reason
 
+
+def _least(request: DeviceRequest) -> int:
+    """The fewest devices the request can be satisfied with (All: unknown here, 0)."""
+    options = [request.exactly] if request.exactly else list(request.first_available)
+    if not options or any(r.allocation_mode != EXACT_COUNT for r in options):
+        return 0
+    return min(r.count for r in options)

@@ -1,0 +1,34 @@
+"""The DRA objects (resource.k8s.io/v1) the watch cache holds -> the Snapshot's `DraObjects`, one object at a
+time: one that does not convert is skipped with its reason (a pod whose claim or class is left out is
+told so by the DynamicResources filter), never a failed pass."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
+
+from scaler.core.dra import convert as dra_convert
+from scaler.core.scheduling.filters import DraObjects
+from scaler.kube.convert import SnapshotError
+
+T = TypeVar("T")
+Skip = Callable[[SnapshotError, Mapping[str, Any]], None]
+
+
+def _each(objs: Iterable[dict[str, Any]], convert: Callable[[dict[str, Any]], T], skip: Skip) -> list[T]:
+    out: list[T] = []
+    for obj in objs:
+        try:
+            out.append(convert(obj))
+        except dra_convert.DraInputError as err:
+            skip(SnapshotError(str(err)), obj)
+    return out
+
+
+def dra_view(classes: Iterable[dict[str, Any]], claims: Iterable[dict[str, Any]],
+             templates: Iterable[dict[str, Any]], slices: Iterable[dict[str, Any]], skip: Skip) -> DraObjects:
+    return DraObjects(
+        classes={c.name: c for c in _each(classes, dra_convert.device_class, skip)},
+        claims={c.key: c for c in _each(claims, dra_convert.resource_claim, skip)},
+        templates={f"{t.namespace}/{t.name}": t for t in _each(templates, dra_convert.resource_claim_template, skip)},
+        slices=_each(slices, dra_convert.resource_slice, skip))

@@ -1,0 +1,91 @@
+"""Scale-down on DRA nodes (issue 24): a `gpu_allocation: dra` node's GPUs are devices of its
+ResourceSlices, not allocatable, so its use is the GPUs its pods' allocated ResourceClaims hold (a
+shared claim once). An idle DRA node is unneeded however much cpu its pods ask; a busy one is not,
+however little. Planned as `python -m scaler plan --snapshot` does."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from dra_snapshot import classes, node, pod, slice_
+
+from scaler.configfile import load_config
+from scaler.core.planning.decisions import Plan
+from scaler.core.planning.planner import plan
+from scaler.core.planning.state import State
+from scaler.sim.plan_command import load_snapshot
+
+ROOT = Path(__file__).resolve().parents[3]
+POOLS = ROOT / "examples" / "pools-aws-dra.yaml"
+NODE = "ip-10-0-1-20.ec2.internal"
+
+
+def _plan(tmp_path: Path, items: list[dict[str, Any]]) -> Plan:
+    path = tmp_path / "snap.json"
+    path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}), encoding="utf-8")
+    config = load_config(POOLS)
+    snap, _ = load_snapshot(path, config)
+    return plan(snap, State(), config)[0]
+
+
+def _running(name: str, cpu: str, claim: str | None = None, on: str = NODE) -> dict[str, Any]:
+    out = pod(name, {"gpu": f"claim:{claim}"} if claim else None)
+    out["spec"]["nodeName"] = on
+    out["spec"]["containers"][0]["resources"]["requests"] = {"cpu": cpu, "memory": "1Gi"}
+    out["status"] = {"phase": "Running", "conditions": [{"type": "PodScheduled", "status": "True"}]}
+    return out
+
+
+def _claim(name: str, devices: list[str], pool: str = NODE, users: tuple[str, ...] = ()) -> dict[str, Any]:
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {"name": name, "namespace": "ml"},
+            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+                "deviceClassName": "gpu.nvidia.com", "count": len(devices)}}]}},
+            "status": {"allocation": {"devices": {"results": [
+                {"request": "gpu", "driver": "gpu.nvidia.com", "pool": pool, "device": d} for d in devices]},
+                "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+                    {"key": "metadata.name", "operator": "In", "values": [pool]}]}]}},
+                "reservedFor": [{"resource": "pods", "name": u, "uid": f"uid-{u}"} for u in users]}}
+
+
+def test_a_dra_node_whose_gpu_a_claim_holds_is_not_unneeded(tmp_path: Path) -> None:
+    # the pod asks for little cpu and memory (0.5 of 3.92 cpus, 1 of 14 GiB): counted by those, the node
+    # would look idle and be removed
+    items = [node(), slice_(), *classes(), _claim("train", ["gpu-0"], users=("train-0",)),
+             _running("train-0", "500m", "train")]
+    assert NODE not in _plan(tmp_path, items).unneeded
+
+
+def test_a_dra_node_no_claim_holds_is_unneeded_whatever_its_cpu(tmp_path: Path) -> None:
+    # 3 of 3.92 cpus requested, no GPU held: a GPU node counts its GPUs, as device-plugin nodes do
+    items = [node(), slice_(), *classes(), _running("prep-0", "3")]
+    assert NODE in _plan(tmp_path, items).unneeded
+
+
+def _a100_node(name: str) -> list[dict[str, Any]]:
+    n = node()
+    n["metadata"]["name"] = name
+    n["metadata"]["labels"].update({"kubernetes.io/hostname": name, "gpuburst.io/pool": "a100-dra",
+                                    "node.kubernetes.io/instance-type": "p4d.24xlarge"})
+    n["spec"]["providerID"] = "aws:///us-east-1a/i-0a100"
+    n["status"]["allocatable"].update(cpu="95", memory="1100Gi")
+    s = slice_()
+    s["metadata"]["name"] = f"{name}-gpu.nvidia.com"
+    s["spec"].update(nodeName=name, pool={"name": name, "generation": 1, "resourceSliceCount": 1})
+    gpu = s["spec"]["devices"][0]
+    s["spec"]["devices"] = [{**gpu, "name": f"gpu-{i}"} for i in range(8)]
+    return [n, s]
+
+
+def test_a_claim_shared_by_two_pods_counts_once(tmp_path: Path) -> None:
+    a100 = "ip-10-0-1-30.ec2.internal"
+    shared = _claim("shared", ["gpu-0", "gpu-1", "gpu-2"], pool=a100, users=("a-0", "b-0"))
+    items = [*_a100_node(a100), *classes(), shared,
+             _running("a-0", "1", "shared", on=a100), _running("b-0", "1", "shared", on=a100)]
+    # 3 of 8 GPUs: under the 0.5 threshold (counted per pod it would be 6 of 8)
+    assert a100 in _plan(tmp_path, items).unneeded
+    items.append(_claim("more", ["gpu-3"], pool=a100, users=("c-0",)))
+    items.append(_running("c-0", "1", "more", on=a100))
+    assert a100 not in _plan(tmp_path, items).unneeded  # 4 of 8
