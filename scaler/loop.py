@@ -333,15 +333,17 @@ def check_flags(args: argparse.Namespace) -> str | None:
         return f"--interval {args.interval:g}: expected seconds above 0 and at most 3600"
     if not 0 <= args.sync_timeout <= 3600:
         return f"--sync-timeout {args.sync_timeout:g}: expected seconds from 0 to 3600"
+    if args.log_level not in LOG_LEVELS:  # a default from GPUBURST_LOG_LEVEL is not checked by argparse
+        return f"--log-level {args.log_level} (or GPUBURST_LOG_LEVEL): expected one of {', '.join(LOG_LEVELS)}"
     return None
 
 
 def main(args: argparse.Namespace) -> int:
-    setup_logging(args.log_format, args.log_level)
     why = check_flags(args)
     if why is not None:
         print(f"error: run: {why}", file=sys.stderr)
         return 2
+    setup_logging(args.log_format, args.log_level)
     try:
         config = load_config(args.config)
         provider = make_provider(config, args)

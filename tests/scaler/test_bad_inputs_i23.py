@@ -349,3 +349,12 @@ def test_an_azure_credential_failure_is_one_line_said_once(caplog: pytest.LogCap
     with caplog.at_level(logging.WARNING):
         logging.getLogger("azure.identity._credentials.chained").warning(diagnostic)
     assert not caplog.records  # azure-identity's own copy is not shown
+
+
+def test_a_log_level_from_the_environment_is_checked_like_the_flag(tmp_path: Path) -> None:
+    """argparse checks a flag's choices, not a default taken from GPUBURST_LOG_LEVEL: checked before anything runs."""
+    import os
+
+    env = {**os.environ, "GPUBURST_LOG_LEVEL": "verbose"}
+    line = refused(scaler("run", "--config", str(EXAMPLE), "--once", env=env), "--log-level", "GPUBURST_LOG_LEVEL")
+    assert "VERBOSE" in line
