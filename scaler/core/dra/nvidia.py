@@ -26,16 +26,18 @@ from scaler.core.dra.model import (
     ResourceSlice,
     Version,
 )
+from scaler.core.model import keys
 
 DRIVER: Final = "gpu.nvidia.com"
+# The chart's classes: the GPU class is named as the driver, and serves pods that ask for nvidia.com/gpu.
 GPU_CLASS: Final = DeviceClass(
-    "gpu.nvidia.com",
-    ("device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'",),
-    extended_resource_name="nvidia.com/gpu",
+    DRIVER,
+    (f"device.driver == '{DRIVER}' && device.attributes['{DRIVER}'].type == 'gpu'",),
+    extended_resource_name=keys.RES_GPU,
 )
 MIG_CLASS: Final = DeviceClass(
     "mig.nvidia.com",
-    ("device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'mig'",),
+    (f"device.driver == '{DRIVER}' && device.attributes['{DRIVER}'].type == 'mig'",),
 )
 DEVICE_CLASSES: Final = (GPU_CLASS, MIG_CLASS)
 MEMORY_SLICES: Final = 8  # memory slices of an A100/H100/H200/B200-class GPU
