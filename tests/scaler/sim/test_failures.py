@@ -3,10 +3,13 @@ since their last checkpoint (`--checkpoint-interval`): scaler/sim/failures.py.""
 
 from __future__ import annotations
 
+import copy
+import json
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
-from sim_helpers import write_trace
+from sim_helpers import ROOT, write_trace
 
 from scaler.cli import main
 from scaler.core.config.settings import ScalerConfig
@@ -17,6 +20,8 @@ from scaler.sim.failures import GpuFailures, kept_progress
 from scaler.sim.records import SimResult
 from scaler.sim.trace import load_trace
 
+SNAPSHOT = ROOT / "examples" / "snapshot-aws.json"
+POOLS = ROOT / "examples" / "pools-aws.yaml"
 # Long 8-GPU and 1-GPU jobs: hours of GPU time for failures to hit.
 ROWS = sorted([*[f"g{i},{i * 600},8,{4 * 3600},1" for i in range(4)],
                *[f"s{i},{i * 300},1,{3 * 3600},1" for i in range(6)]], key=lambda r: int(r.split(",")[1]))
@@ -89,3 +94,28 @@ def test_the_summary_shows_failures_and_lost_work(tmp_path: Path, pools_file: Pa
     out = capsys.readouterr().out
     assert "gpu_hours_lost " in out and "(checkpoint every 1800 s)" in out
     assert "repaired_nodes=0" in out and "(repair off)" in out
+
+
+def test_explain_says_why_a_node_is_repaired(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The example snapshot with its GPU node reporting an XID error for 20 minutes and a second node that lost
+    its GPU just now: the first is repaired (its pod planned on a replacement), the second waits its grace."""
+    data = json.loads(SNAPSHOT.read_text())
+    [gpu] = [o for o in data["items"] if o["kind"] == "Node" and o["metadata"]["name"] == "ip-10-0-1-40.ec2.internal"]
+    fresh = copy.deepcopy(gpu)
+    fresh["metadata"]["name"] = "ip-10-0-1-41.ec2.internal"
+    fresh["spec"]["providerID"] = fresh["spec"]["providerID"].replace("1-40", "1-41") + "x"
+    fresh["status"]["allocatable"]["nvidia.com/gpu"] = "0"
+    latest = max(o["metadata"].get("creationTimestamp", "") for o in data["items"])
+    at = datetime.fromisoformat(latest.replace("Z", "+00:00")) - timedelta(minutes=20)
+    gpu["status"]["conditions"].append({"type": "GpuXidError", "status": "True", "reason": "Xid79",
+                                        "lastTransitionTime": at.strftime("%Y-%m-%dT%H:%M:%SZ")})
+    data["items"].append(fresh)
+    snapshot = tmp_path / "snapshot.json"
+    snapshot.write_text(json.dumps(data))
+    assert main(["explain", "--snapshot", str(snapshot), "--pools", str(POOLS)]) == 0
+    out = capsys.readouterr().out
+    assert "remove node ip-10-0-1-40.ec2.internal of gpu1-spot-a: repair: condition GpuXidError=True (Xid79)" in out
+    assert ("  node ip-10-0-1-40.ec2.internal (gpu1-spot-a): condition GpuXidError=True (Xid79): repair started: "
+            "cordon, replacement planned ahead, drain, its instance given back") in out
+    assert ("  node ip-10-0-1-41.ec2.internal (gpu1-spot-a): 1 of 1 GPU devices not allocatable: within its grace: "
+            "repaired if it lasts 600 s") in out
