@@ -13,8 +13,9 @@ Order within a pass:
    A PodDisruptionBudget's refusal (HTTP 429) leaves the pod and retries next pass. Once nothing but
    DaemonSet and mirror pods is left, exactly the drained instance is removed (the size drops by one).
    A planned drain that finds a pod the plan did not prove evictable, or that outlives its deadline,
-   is abandoned: the node is uncordoned. A forced one removes the node at its deadline. A repair's
-   drain whose node the plan names recovered (its GPUs came back) is stopped the same way;
+   is abandoned: the node is uncordoned. A forced one removes the node at its deadline. A repair's drain
+   outlives its deadline (a broken node is not given its pods back); it stops when the plan names the node
+   recovered (its GPUs came back): uncordoned the same way;
 4. nodes that carry the drain taint but belong to no drain of this process (a previous one died) are
    given back; the notices the plan handled are acknowledged.
 
@@ -243,7 +244,7 @@ class Actuator:
             elif now >= drain.deadline:
                 if drain.forced:
                     self._finish(drain)  # the cloud takes the node now anyway
-                else:
+                elif not drain.repair:  # a broken node stays cordoned, its evictions retried, until it is empty
                     self._abandon(drain, f"pods {sorted(drain.blocked) or [p.key for p in left]} could not be "
                                          f"evicted within {drain.deadline - drain.started:.0f}s")
 

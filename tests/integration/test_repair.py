@@ -23,7 +23,7 @@ POOL = "gpu8"
 def _config(**repair: Any) -> ScalerConfig:
     return parse_config({
         "cluster": "burst", "cloud": "aws", "region": "us-east-1",
-        "timings": {"scan_interval": 10, "unneeded_time": 600, "provision_timeout": 600},
+        "timings": {"scan_interval": 10, "unneeded_time": 600, "provision_timeout": 600, "drain_timeout": 30},
         "pools": [{"name": POOL, "instance_types": ["g6.48xlarge"], "zones": ["us-east-1a"], "max": 20,
                    "repair": {"lost_gpu_grace": 60, **repair}}],
     }, "test")
@@ -122,10 +122,11 @@ def test_a_gpu_that_recovers_stops_its_repair(world: World, kube: FakeKube) -> N
     kube.put("pods", pod("train-0", gpus=2, cpu="1", node_name=node, labels={"app": "train"}))
     kube.put("poddisruptionbudgets", pdb("train", {"app": "train"}, allowed=0))  # the drain waits
     _lose_gpu(kube, node)
-    for _ in range(8):
+    for _ in range(12):  # the drain outlives drain_timeout (30 s): a broken node is not uncordoned for a PDB
         world.step()
     assert node in world.runtime.reconciler.actuator.drains
     assert kube.get("nodes", f"/{node}")["spec"]["unschedulable"] is True  # type: ignore[index]
+    assert _events(kube, "ScaleDownFailed") == [] and len(_events(kube, "GpuRepair")) == 2  # node + pod, once
     _lose_gpu(kube, node, left=8)  # the GPU is back (a transient fault, a driver reload)
     plan = world.step()
     assert plan is not None and plan.recovered == [node]
