@@ -29,9 +29,9 @@ def plan(snapshot: Snapshot, state: State, config: ScalerConfig) -> tuple[Plan, 
     leaving = read_notices(snapshot, adv.gone)
     ending_blocks(snapshot, leaving)
     fix = plan_repairs(snapshot, adv.state, adv.gone)
-    fix.displaced = [p for p in fix.displaced if p.key not in {d.key for d in leaving.displaced}]
     adv.leaving = leaving.nodes | fix.nodes
-    displaced = [*leaving.displaced, *fix.displaced]
+    seen = {p.key for p in leaving.displaced}
+    displaced = [*leaving.displaced, *(p for p in fix.displaced if p.key not in seen)]
     view = dataclasses.replace(snapshot, pending=[*snapshot.pending, *displaced]) if displaced else snapshot
     up = plan_scale_up(view, config, adv)
     record_scale_ups(adv.state, up.scale_ups, snapshot.now, config)

@@ -14,7 +14,7 @@ from scaler.core.model import keys
 from scaler.core.model.objects import Node, NodeCondition
 from scaler.core.planning.planner import plan
 from scaler.core.planning.snapshot import DrainState
-from scaler.core.planning.state import State
+from scaler.core.planning.state import Backoff, State
 
 GPU8 = [p for p in POOLS if p["name"].startswith("gpu8")]
 
@@ -133,3 +133,11 @@ def test_bad_repair_settings_name_the_field(repair: dict[str, Any], message: str
         _config(**repair)
     [line] = str(err.value).splitlines()
     assert message in line
+
+
+def test_the_replacement_goes_down_the_fallback_chain_when_the_pool_cannot_take_it() -> None:
+    cfg = _config(lost_gpu_grace=0)
+    state = State(backoff={"gpu8-spot-a": Backoff(until=5000.0, failures=1)})
+    result, _ = plan(snapshot(cfg, [], [_broken(cfg, "b1", [pod("train-0", gpu=4)])]), state, cfg)
+    assert [d.node for d in result.scale_downs] == ["b1"]
+    assert [(u.pool, u.pods) for u in result.scale_ups] == [("gpu8-od", ("default/train-0",))]
