@@ -103,6 +103,8 @@ KUBERNETES_RBAC_RULES: Final[list[dict[str, list[str]]]] = [
      "resources": ["deviceclasses", "resourceclaims", "resourceclaimtemplates", "resourceslices"],
      "verbs": ["list", "watch"]},
     {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
+    # delete: only a gang's pods on an ending Capacity Block (its budget allows no eviction; EC2 takes it anyway)
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["delete"]},
     # list: an Event written before a restart is updated, not created again
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch", "list"]},
     # ProvisioningRequests (Kueue's admission check): read them and the PodTemplates they name, answer

@@ -661,3 +661,40 @@ def test_a_gang_does_not_take_the_node_coming_for_a_pod_that_waited_before_it(wo
     assert plan.verdicts["default/single"].outcome == "fits-in-flight"
     assert {plan.verdicts[f"default/gang-{i}"].outcome for i in range(2)} == {"scale-up"}
     assert world.desired("gpu-spot-a") == 3
+
+
+def test_a_gang_on_an_ending_capacity_block_is_moved_off_together(aws: MotoAws, kube: FakeKube,
+                                                                  tmp_path: Path) -> None:
+    """A 2-node Capacity Block running a gang whose budget refuses every eviction: at the drain lead the
+    gang's pods are deleted through the API server (none evicted, no 429), the replacements are asked for
+    on the next rung in the same pass, and the drains count as capacity-block-end, not spot-interruption."""
+    now = float(int(time.time()))
+    block = {"name": "gpu8-block", "capacity_type": "capacity-block", "instance_types": ["p5.48xlarge"],
+             "zones": ["us-east-1a"], "min_pod_gpus": 8, "max": 2, "fallback": "gpu8-od",
+             "reservation": {"id": "cr-0123456789abcdef0", "start": now - 3600, "end": now + 2400 + 30}}
+    od = {"name": "gpu8-od", "instance_types": ["g6.48xlarge"], "zones": ["us-east-1a"], "min_pod_gpus": 8,
+          "max": 4}
+    config = parse_config({**CONFIG, "pools": [block, od]}, "test")
+    w = World(aws, kube, config, tmp_path, desired={"gpu8-block": 2})
+    try:
+        w.provider.observe(0)
+        nodes = w.register("gpu8-block")
+        gang = {keys.LABEL_POD_GROUP: "g1"}
+        tolerate = [{"key": keys.TAINT_GPU, "operator": "Exists", "effect": "NoSchedule"},
+                    {"key": keys.TAINT_MIN_GPUS, "operator": "Exists", "effect": "NoSchedule"}]
+        for i, node in enumerate(nodes):
+            kube.put("pods", pod(f"g1-{i}", node_name=node, gpus=8, labels=gang, owner="Job", tolerations=tolerate))
+        kube.put("poddisruptionbudgets", pdb("g1", gang, allowed=0))
+        plan = w.step()
+        assert plan is not None and plan.scale_downs == []  # more than 40 min before the end: not yet
+        plan = w.step(30)
+        assert plan is not None
+        assert sorted(d.delete for d in plan.scale_downs) == [("default/g1-0",), ("default/g1-1",)]
+        assert sum(u.count for u in plan.scale_ups if u.pool == "gpu8-od") == 2
+        assert not [p for p in kube.objects("pods") if p["metadata"]["name"].startswith("g1-")]
+        assert not [e for e in kube.evictions if e[0].startswith("default/g1-")]
+        assert w.runtime.metrics.interruptions.labels("gpu8-block", "capacity-block-end")._value.get() == 2
+        assert w.runtime.metrics.interruptions.labels("gpu8-block", "spot-interruption")._value.get() == 0
+    finally:
+        w.close()
+
