@@ -698,3 +698,29 @@ def test_a_gang_on_an_ending_capacity_block_is_moved_off_together(aws: MotoAws, 
     finally:
         w.close()
 
+
+# EC2's own status messages of a failed launch activity (the activity carries no code).
+LAUNCH_FAILURES = {
+    "InsufficientInstanceCapacity": "We currently do not have sufficient g6.xlarge capacity in the Availability Zone "
+    "you requested (us-east-1a). Our system will be working on provisioning additional capacity. Launching EC2 "
+    "instance failed.",
+    "VcpuLimitExceeded": "You have requested more vCPU capacity than your current vCPU limit of 0 allows for the "
+    "instance bucket that the specified instance type belongs to. Please visit http://aws.amazon.com/contact-us/"
+    "ec2-request to request an adjustment to this limit. Launching EC2 instance failed.",
+    "MaxSpotInstanceCountExceeded": "Max spot instance count exceeded. Launching EC2 instance failed.",
+}
+
+
+@pytest.mark.parametrize("code", sorted(LAUNCH_FAILURES))
+def test_a_failed_scaling_activity_moves_the_pods_to_the_next_rung_in_the_pass_that_reads_it(
+        world: World, code: str) -> None:
+    world.gpu_pods("train", 2, pending=True)
+    world.step()
+    assert world.desired("gpu-spot-a") == 2 and world.desired("gpu-od") == 0
+    FailedLaunch(world.provider.asg, world.groups["gpu-spot-a"], LAUNCH_FAILURES[code], "us-east-1a",
+                 world.clock.t + 5, refused=True)
+    plan = world.step()  # the next pass reads the failure: not the provision timeout (300 s) later
+    assert plan is not None
+    assert {u.pool: u.count for u in plan.scale_ups} == {"gpu-od": 2}
+    assert world.desired("gpu-od") == 2
+    assert ("gpu-spot-a", "us-east-1a") in world.runtime.state.unavailable
