@@ -79,7 +79,10 @@ AZURE_VMSS_ACTIONS: Final = (
     "Microsoft.Compute/virtualMachineScaleSets/virtualMachines/read",
     "Microsoft.Compute/locations/operations/read",
 )
-AZURE_SCALER_ACTIONS: Final = AZURE_AGENT_POOL_ACTIONS + AZURE_VMSS_ACTIONS
+# The region's compute usages (every family's quota and use, in one call): a subscription-level read, so
+# granted by a role of its own assigned on the subscription (the others are scoped to resource groups).
+AZURE_QUOTA_ACTIONS: Final = ("Microsoft.Compute/locations/usages/read",)
+AZURE_SCALER_ACTIONS: Final = AZURE_AGENT_POOL_ACTIONS + AZURE_VMSS_ACTIONS + AZURE_QUOTA_ACTIONS
 
 
 def azure_scaler_actions(kinds: set[str]) -> list[str]:

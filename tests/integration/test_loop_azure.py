@@ -167,3 +167,41 @@ def test_an_agent_pools_failed_scale_sends_the_pod_to_the_next_rung_in_the_pass_
         assert ("gpu-spot", "1") in runtime.state.unavailable
     finally:
         cache.stop()
+
+
+def test_an_exhausted_spot_quota_sends_the_pod_to_the_next_rung_in_the_first_pass(
+        arm: FakeArm, kube: FakeKube, tmp_path: Path) -> None:
+    config = parse_config({**CONFIG, "pools": [
+        {"name": "gpu-spot", "provider_ref": "gpuspot", "capacity_type": "spot", "vm_size": "Standard_NC4as_T4_v3",
+         "zones": ["1"], "max": 3, "fallback": "gpu-od"},
+        {"name": "gpu-od", "provider_ref": "gpuod", "vm_size": "Standard_NC4as_T4_v3", "zones": ["1"], "max": 3}]},
+        "test")
+    arm.add_agent_pool("gpuspot", 0, "Standard_NC4as_T4_v3", spot=True)
+    arm.usages["lowPriorityCores"] = (100, 100)  # Spot's regional vCPUs all used
+    api = api_client(str(kube.kubeconfig(tmp_path / "kc")))
+    cache = ClusterCache(api, watch_timeout=5, backoff_initial=0.05, backoff_max=0.2)
+    cache.start()
+    try:
+        assert cache.wait_synced(5)
+        clock = Clock()
+        provider = AzureProvider(config, subscription_id=SUB, resource_group=RG, credential=FakeCredential(),
+                                 polling_interval=0, clock=clock)
+        leader = Leader(api, "gpuburst-system", "r")
+        actions = KubeActions(api, "gpuburst-system", nodes=cache.raw_node, before_change=leader.check)
+        runtime = Runtime(config, provider, cache, actions, leader=leader, clock=clock)
+        tolerate = [{"key": "kubernetes.azure.com/scalesetpriority", "operator": "Equal", "value": "spot",
+                     "effect": "NoSchedule"}, {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+        kube.put("pods", pod("job-0", gpus=1, cpu="1", pending=True, tolerations=tolerate))
+        settle(cache, kube)
+        plan = runtime.run_once()
+        assert plan is not None
+        assert {u.pool: u.count for u in plan.scale_ups} == {"gpu-od": 1}  # never asked Spot for what it refuses
+        assert not [c for c in arm.calls if c[0] == "PUT agentPool" and c[1].startswith("gpuspot")]
+        assert "lowPriorityCores" in plan.quotas
+        events = [e for e in kube.objects("events") if e["reason"] == "QuotaExhausted"]
+        assert events and "lowPriorityCores" in events[0]["message"]
+        sample = runtime.metrics.registry.get_sample_value
+        assert sample("gpuburst_quota_exhausted", {"quota": "lowPriorityCores"}) == 1
+        assert sample("gpuburst_quota_headroom_vcpus", {"quota": "standardNCASv3_T4Family"}) == 16
+    finally:
+        cache.stop()

@@ -124,11 +124,12 @@ AZURE_METHODS = {
     "virtual_machine_scale_sets.begin_update": "Microsoft.Compute/virtualMachineScaleSets/write",
     "virtual_machine_scale_sets.begin_delete_instances": "Microsoft.Compute/virtualMachineScaleSets/delete/action",
     "virtual_machine_scale_set_vms.list": "Microsoft.Compute/virtualMachineScaleSets/virtualMachines/read",
+    "usage.list": "Microsoft.Compute/locations/usages/read",
 }
 
 
 def test_azure_actions_are_exactly_what_the_provider_calls() -> None:
-    text = (ROOT / "scaler/providers/azure.py").read_text()
+    text = (ROOT / "scaler/providers/azure.py").read_text() + (ROOT / "scaler/providers/azure_quotas.py").read_text()
     used = set(re.findall(r"self\.(?:aks|compute)\.([a-z_]+\.[a-z_]+)", text))
     assert used == set(AZURE_METHODS)
     polling = {a for a in permissions.AZURE_SCALER_ACTIONS if a.endswith("/locations/operations/read")}
