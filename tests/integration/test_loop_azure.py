@@ -126,82 +126,65 @@ FAILED_SCALES = {
     "OverconstrainedAllocationRequest": "Allocation failed. VM(s) with the following constraints cannot be "
     "allocated, because the condition is too restrictive. Please remove some constraints and try again.",
 }
+LADDER = {**CONFIG, "pools": [
+    {"name": "gpu-spot", "provider_ref": "gpuspot", "capacity_type": "spot", "vm_size": "Standard_NC4as_T4_v3",
+     "zones": ["1"], "max": 3, "fallback": "gpu-od"},
+    {"name": "gpu-od", "provider_ref": "gpuod", "vm_size": "Standard_NC4as_T4_v3", "zones": ["1"], "max": 3}]}
+SPOT_GPU = [{"key": "kubernetes.azure.com/scalesetpriority", "operator": "Equal", "value": "spot",
+             "effect": "NoSchedule"}, {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+
+
+@pytest.fixture
+def ladder(arm: FakeArm, kube: FakeKube, tmp_path: Path) -> Iterator[tuple[Runtime, AzureProvider, Clock]]:
+    """A Spot agent pool falling back to a regular one, a scaler on them and one pending 1-GPU pod."""
+    config = parse_config(LADDER, "test")
+    arm.add_agent_pool("gpuspot", 0, "Standard_NC4as_T4_v3", spot=True)
+    api = api_client(str(kube.kubeconfig(tmp_path / "kc")))
+    cache = ClusterCache(api, watch_timeout=5, backoff_initial=0.05, backoff_max=0.2)
+    cache.start()
+    try:
+        assert cache.wait_synced(5)
+        clock = Clock()
+        provider = AzureProvider(config, subscription_id=SUB, resource_group=RG, credential=FakeCredential(),
+                                 polling_interval=0, clock=clock)
+        leader = Leader(api, "gpuburst-system", "r")
+        actions = KubeActions(api, "gpuburst-system", nodes=cache.raw_node, before_change=leader.check)
+        kube.put("pods", pod("job-0", gpus=1, cpu="1", pending=True, tolerations=SPOT_GPU))
+        settle(cache, kube)
+        yield Runtime(config, provider, cache, actions, leader=leader, clock=clock), provider, clock
+    finally:
+        cache.stop()
 
 
 @pytest.mark.parametrize("code", sorted(FAILED_SCALES))
 def test_an_agent_pools_failed_scale_sends_the_pod_to_the_next_rung_in_the_pass_that_reads_it(
-        arm: FakeArm, kube: FakeKube, tmp_path: Path, code: str) -> None:
-    config = parse_config({**CONFIG, "pools": [
-        {"name": "gpu-spot", "provider_ref": "gpuspot", "capacity_type": "spot", "vm_size": "Standard_NC4as_T4_v3",
-         "zones": ["1"], "max": 3, "fallback": "gpu-od"},
-        {"name": "gpu-od", "provider_ref": "gpuod", "vm_size": "Standard_NC4as_T4_v3", "zones": ["1"], "max": 3}]},
-        "test")
-    arm.add_agent_pool("gpuspot", 0, "Standard_NC4as_T4_v3", spot=True)
-    api = api_client(str(kube.kubeconfig(tmp_path / "kc")))
-    cache = ClusterCache(api, watch_timeout=5, backoff_initial=0.05, backoff_max=0.2)
-    cache.start()
-    try:
-        assert cache.wait_synced(5)
-        clock = Clock()
-        provider = AzureProvider(config, subscription_id=SUB, resource_group=RG, credential=FakeCredential(),
-                                 polling_interval=0, clock=clock)
-        leader = Leader(api, "gpuburst-system", "r")
-        actions = KubeActions(api, "gpuburst-system", nodes=cache.raw_node, before_change=leader.check)
-        runtime = Runtime(config, provider, cache, actions, leader=leader, clock=clock)
-        spot = [{"key": "kubernetes.azure.com/scalesetpriority", "operator": "Equal", "value": "spot",
-                 "effect": "NoSchedule"}, {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
-        kube.put("pods", pod("job-0", gpus=1, cpu="1", pending=True, tolerations=spot))
-        arm.fail_next[("gpuspot", "scale")] = (code, FAILED_SCALES[code])
-        settle(cache, kube)
-        first = runtime.run_once()
-        assert first is not None
-        assert ("PUT agentPool", "gpuspot count=1") in arm.calls
-        deadline = time.monotonic() + 10  # the operation fails in the background, as ARM's would
-        while any(not p.done() for _, p in provider._pollers.get("gpu-spot", [])) and time.monotonic() < deadline:
-            time.sleep(0.02)
-        clock.t += 10
-        plan = runtime.run_once()  # the pass that reads the failure asks the fallback: no provision timeout
-        assert plan is not None
-        assert {u.pool: u.count for u in plan.scale_ups} == {"gpu-od": 1}
-        assert ("PUT agentPool", "gpuod count=1") in arm.calls
-        assert ("gpu-spot", "1") in runtime.state.unavailable
-    finally:
-        cache.stop()
+        arm: FakeArm, ladder: tuple[Runtime, AzureProvider, Clock], code: str) -> None:
+    runtime, provider, clock = ladder
+    arm.fail_next[("gpuspot", "scale")] = (code, FAILED_SCALES[code])
+    assert runtime.run_once() is not None
+    assert ("PUT agentPool", "gpuspot count=1") in arm.calls
+    deadline = time.monotonic() + 10  # the operation fails in the background, as ARM's would
+    while any(not p.done() for _, p in provider._pollers.get("gpu-spot", [])) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    clock.t += 10
+    plan = runtime.run_once()  # the pass that reads the failure asks the fallback: no provision timeout
+    assert plan is not None
+    assert {u.pool: u.count for u in plan.scale_ups} == {"gpu-od": 1}
+    assert ("PUT agentPool", "gpuod count=1") in arm.calls
+    assert ("gpu-spot", "1") in runtime.state.unavailable
 
 
 def test_an_exhausted_spot_quota_sends_the_pod_to_the_next_rung_in_the_first_pass(
-        arm: FakeArm, kube: FakeKube, tmp_path: Path) -> None:
-    config = parse_config({**CONFIG, "pools": [
-        {"name": "gpu-spot", "provider_ref": "gpuspot", "capacity_type": "spot", "vm_size": "Standard_NC4as_T4_v3",
-         "zones": ["1"], "max": 3, "fallback": "gpu-od"},
-        {"name": "gpu-od", "provider_ref": "gpuod", "vm_size": "Standard_NC4as_T4_v3", "zones": ["1"], "max": 3}]},
-        "test")
-    arm.add_agent_pool("gpuspot", 0, "Standard_NC4as_T4_v3", spot=True)
+        arm: FakeArm, kube: FakeKube, ladder: tuple[Runtime, AzureProvider, Clock]) -> None:
+    runtime, _, _ = ladder
     arm.usages["lowPriorityCores"] = (100, 100)  # Spot's regional vCPUs all used
-    api = api_client(str(kube.kubeconfig(tmp_path / "kc")))
-    cache = ClusterCache(api, watch_timeout=5, backoff_initial=0.05, backoff_max=0.2)
-    cache.start()
-    try:
-        assert cache.wait_synced(5)
-        clock = Clock()
-        provider = AzureProvider(config, subscription_id=SUB, resource_group=RG, credential=FakeCredential(),
-                                 polling_interval=0, clock=clock)
-        leader = Leader(api, "gpuburst-system", "r")
-        actions = KubeActions(api, "gpuburst-system", nodes=cache.raw_node, before_change=leader.check)
-        runtime = Runtime(config, provider, cache, actions, leader=leader, clock=clock)
-        tolerate = [{"key": "kubernetes.azure.com/scalesetpriority", "operator": "Equal", "value": "spot",
-                     "effect": "NoSchedule"}, {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
-        kube.put("pods", pod("job-0", gpus=1, cpu="1", pending=True, tolerations=tolerate))
-        settle(cache, kube)
-        plan = runtime.run_once()
-        assert plan is not None
-        assert {u.pool: u.count for u in plan.scale_ups} == {"gpu-od": 1}  # never asked Spot for what it refuses
-        assert not [c for c in arm.calls if c[0] == "PUT agentPool" and c[1].startswith("gpuspot")]
-        assert "lowPriorityCores" in plan.quotas
-        events = [e for e in kube.objects("events") if e["reason"] == "QuotaExhausted"]
-        assert events and "lowPriorityCores" in events[0]["message"]
-        sample = runtime.metrics.registry.get_sample_value
-        assert sample("gpuburst_quota_exhausted", {"quota": "lowPriorityCores"}) == 1
-        assert sample("gpuburst_quota_headroom_vcpus", {"quota": "standardNCASv3_T4Family"}) == 16
-    finally:
-        cache.stop()
+    plan = runtime.run_once()
+    assert plan is not None
+    assert {u.pool: u.count for u in plan.scale_ups} == {"gpu-od": 1}  # never asked Spot for what it refuses
+    assert not [c for c in arm.calls if c[0] == "PUT agentPool" and c[1].startswith("gpuspot")]
+    assert "lowPriorityCores" in plan.quotas
+    events = [e for e in kube.objects("events") if e["reason"] == "QuotaExhausted"]
+    assert events and "lowPriorityCores" in events[0]["message"]
+    sample = runtime.metrics.registry.get_sample_value
+    assert sample("gpuburst_quota_exhausted", {"quota": "lowPriorityCores"}) == 1
+    assert sample("gpuburst_quota_headroom_vcpus", {"quota": "standardNCASv3_T4Family"}) == 16
