@@ -5,7 +5,8 @@ A node runs one GPU agent: the driver's GPU kubelet plugin (here) or the device 
 device_plugin role, tests/ansible/test_device_plugin_values.py). Placement is checked as
 kube-scheduler decides it (node affinity and taints, `scaler.core.scheduling.predicates`) against each
 pool's template node, the node a scale-up creates. The objects' schemas are checked with the rest of
-the platform's in test_charts.py.
+the platform's in test_charts.py, and here once more through the repository's dev stacks given a DRA
+pool (stack file -> stack -> platform), for the stacks' default Kubernetes version.
 """
 
 from __future__ import annotations
@@ -15,11 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from charts_helpers import SHARED_CHARTS, Rendered, releases, render
+import yaml
+from charts_helpers import SHARED_CHARTS, Obj, Rendered, releases, render
 from gpuburst_platform.dra import RELEASE
 from gpuburst_platform.settings import DRA_DRIVER_NAMESPACE
 from gpuburst_platform.versions import CHARTS
-from platform_helpers import AWS_DRA_POOLS, AZURE_DRA_POOLS, platform_program
+from platform_helpers import AWS_DRA_POOLS, AZURE_DRA_POOLS, ROOT, STACK_ENV, platform_program, run_program
 
 from scaler.configfile import load_config
 from scaler.core.dra import nvidia
@@ -102,3 +104,55 @@ def test_the_chart_makes_the_device_classes_the_scaler_plans_with(drivers: dict[
 def test_the_chart_gpu_class_serves_nvidia_com_gpu_as_the_scaler_assumes(drivers: dict[str, Rendered]) -> None:
     chart = {o.name: o.body["spec"].get("extendedResourceName") for o in drivers["aws"].of("DeviceClass")}
     assert chart == {c.name: c.extended_resource_name for c in nvidia.DEVICE_CLASSES}
+
+
+# --- the repository's stacks, each given a DRA pool -----------------------------------------------
+DRA_POOL = {"aws": {"name": "l4-dra-a", "instance_types": ["g6.xlarge"], "zones": ["us-east-1a"], "max": 2,
+                    "gpu_allocation": "dra"},
+            "azure": {"name": "t4dra1", "vm_size": "Standard_NC4as_T4_v3", "zones": ["1"], "max": 2,
+                      "gpu_allocation": "dra"}}
+DEV_STACKS = [ROOT / "Pulumi.aws-dev.yaml", ROOT / "Pulumi.azure-dev.yaml"]
+
+
+@pytest.mark.parametrize("path", DEV_STACKS, ids=[p.name for p in DEV_STACKS])
+def test_a_stack_with_a_dra_pool_installs_the_driver_there_valid_for_its_version(path: Path, tmp_path: Path) -> None:
+    """Through the stack's own path (stack file -> validated stack -> the platform it feeds), at the
+    stacks' Kubernetes version (the default), the driver's objects schema-checked for that version."""
+    import pulumi_kubernetes as k8s
+    from charts_helpers import Validator
+    from gpuburst_infra.offline import stack_file_config
+    from gpuburst_infra.program import read_pulumi_config
+    from gpuburst_infra.stack import load_stack
+    from gpuburst_infra.stack_models import DEFAULT_KUBERNETES
+    from gpuburst_platform import Platform, PlatformSettings
+
+    import pulumi
+
+    data = yaml.safe_load(path.read_text())
+    cloud = data["config"]["gpuburst:cloud"]
+    data["config"]["gpuburst:pools"].append(DRA_POOL[cloud])
+    edited = tmp_path / path.name
+    edited.write_text(yaml.safe_dump(data, sort_keys=False))
+    config, secrets = stack_file_config(edited)
+    pulumi.runtime.set_all_config(config, secrets)
+    try:
+        stack = load_stack(read_pulumi_config(), path.name)
+    finally:
+        pulumi.runtime.set_all_config({}, [])
+    version = stack.settings.kubernetes_version
+    assert version == DEFAULT_KUBERNETES
+
+    def program() -> Any:
+        return Platform("platform", provider=k8s.Provider("k8s", kubeconfig="{}"), config=stack.scaler,
+                        cloud=stack.cloud, identity="id", kubernetes_version=version, settings=PlatformSettings(),
+                        scaler_env=STACK_ENV[stack.cloud])
+
+    (rel,) = [r for r in releases(run_program(program)) if r.inputs["name"] == RELEASE]
+    inputs = json.loads(json.dumps(rel.inputs))
+    driver = render(SHARED_CHARTS / "nvidia-dra-driver-gpu", inputs["values"], RELEASE, inputs["namespace"])
+    pod = _daemon_pod(driver.one("DaemonSet"))
+    for pool in stack.scaler.pools:
+        assert (static_reason(pod, pool.template_node()) is None) == (pool.name == DRA_POOL[cloud]["name"]), pool.name
+    validator = Validator(driver.crds)
+    objects = [*driver.objects, *(Obj("crds/", c) for c in driver.crds)]
+    assert [m for o in objects if (m := validator.validate(o, version))] == []
