@@ -34,8 +34,10 @@ SUPPORTED_REGIONS: dict[Cloud, tuple[str, ...]] = {
 # "End of life" is the last day of the month, LTS aside):
 #   1.33: GA Jun 2025, end of life Jul 2026;  1.34: GA Nov 2025, end of life Nov 2026
 #   1.35: GA Mar 2026, end of life Mar 2027
-# DRA (resource.k8s.io/v1) is GA and on by default since 1.34; neither EKS nor AKS needs a flag for it
-# (EKS serves every GA API; AKS no feature registration). `gpu_allocation: dra` pools need 1.34+.
+# DRA (resource.k8s.io/v1) is GA and on by default upstream since 1.34. EKS serves every GA API ("Amazon
+# EKS supports all generally available (GA) features of the Kubernetes API", its version FAQ); AKS
+# documents no flag for it on 1.34+ (an AKS blog post of November 2025 still called DRA alpha: true of
+# the versions before 1.34). `gpu_allocation: dra` pools need 1.34+.
 SUPPORTED_KUBERNETES: dict[Cloud, tuple[str, ...]] = {
     "aws": ("1.33", "1.34", "1.35"),
     "azure": ("1.33", "1.34", "1.35"),
