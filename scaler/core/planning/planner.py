@@ -26,7 +26,7 @@ def plan(snapshot: Snapshot, state: State, config: ScalerConfig) -> tuple[Plan, 
     """Decide scale-ups, size resets and drains for one pass. The input state is not changed."""
     adv = advance(snapshot, state, config)
     leaving = read_notices(snapshot, adv.gone)
-    ending_blocks(snapshot, leaving)
+    ending_blocks(snapshot, leaving, config.gang_label)
     adv.leaving = leaving.nodes
     view = dataclasses.replace(snapshot, pending=[*snapshot.pending, *leaving.displaced]) \
         if leaving.displaced else snapshot
