@@ -86,6 +86,18 @@ class Homes:
         self.prices: dict[str, float] = {}
         self.templates: dict[str, list[tuple[Node, Resources]]] = {}
         self.fitting: dict[tuple[str, object], list[Node]] = {}
+        self.smaller: dict[str, list[Pool]] = {}
+
+    def cheaper(self, pool: Pool) -> list[Pool]:
+        """The pools of smaller nodes cheaper than the pool, cheapest first (in config order at one price)."""
+        out = self.smaller.get(pool.name)
+        if out is None:
+            price = self.price(pool)
+            out = self.smaller[pool.name] = sorted(
+                (o for o in self.config.pools if self.price(o) < price
+                 and (o.itype.gpus < pool.itype.gpus if pool.itype.gpus else o.itype.vcpu < pool.itype.vcpu)),
+                key=self.price)
+        return out
 
     def price(self, pool: Pool) -> float:
         p = self.prices.get(pool.name)
@@ -93,10 +105,14 @@ class Homes:
             p = self.prices[pool.name] = self.config.price(pool)
         return p
 
-    def fits(self, pod: Pod, pool: Pool) -> list[Node]:
-        """The pool's available templates the pod fits (resources, selectors, taints)."""
-        key = (pool.name, (tuple(pod.requests.items()), tuple(pod.node_selector.items()), pod.required_affinity,
-                           pod.tolerations))
+    @staticmethod
+    def shape(pod: Pod) -> object:
+        """What of a pod decides whether it fits a template."""
+        return tuple(pod.requests.items()), tuple(pod.node_selector.items()), pod.required_affinity, pod.tolerations
+
+    def fits(self, shape: object, pod: Pod, pool: Pool) -> list[Node]:
+        """The pool's available templates the pod (of that shape) fits (resources, selectors, taints)."""
+        key = (pool.name, shape)
         hit = self.fitting.get(key)
         if hit is None:
             tmpl = self.templates.get(pool.name)
@@ -124,20 +140,17 @@ def cheaper_home(pods: list[Pod], pool: Pool, config: ScalerConfig, adv: Advance
     price = homes.price(pool)
     if any(config.gang_label in p.labels for p in pods):
         return None
-    smaller = [o for o in config.pools
-               if (o.itype.gpus < pool.itype.gpus if pool.itype.gpus else o.itype.vcpu < pool.itype.vcpu)]
     total, homes_used = 0.0, set()
     for pod in pods:
         best: tuple[float, str] | None = None
-        for other in smaller:
-            cost = homes.price(other)
-            if cost >= price or (best is not None and cost >= best[0]):
-                continue
+        shape = homes.shape(pod)
+        for other in homes.cheaper(pool):  # the first that takes the pod is the cheapest
             backoff = adv.state.backoff.get(other.name)
             if backoff is not None and backoff.until > now:
                 continue
-            if any(admits is None or admits(pod, t) for t in homes.fits(pod, other)):
-                best = (cost, other.name)
+            if any(admits is None or admits(pod, t) for t in homes.fits(shape, pod, other)):
+                best = (homes.price(other), other.name)
+                break
         if best is None:
             return None
         total += best[0]
