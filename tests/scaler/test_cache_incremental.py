@@ -9,10 +9,14 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from kubernetes import client
 
+from scaler.core.model import keys
 from scaler.kube import cache as cache_module
 from scaler.kube.cache import ClusterCache
+from scaler.kube.convert import cluster_view
 from tests.fakes.kubeapi import node, pod
 
 JSON = dict[str, Any]
@@ -97,3 +101,56 @@ def test_a_relist_converts_only_what_changed(conversions: list[str]) -> None:
     inf._relist()
     assert conversions == ["a", "b", "b"]
     assert [m[0].requests.get("nvidia.com/gpu", 0) for m, _ in inf.models()] == [0, 1]
+
+
+# --- property: the incremental view is the from-scratch conversion of the same objects --------------------
+NAMES = ("a", "b", "c", "d")
+NODE_NAMES = ("n1", "n2")
+
+
+@st.composite
+def event_sequences(draw: st.DrawFn) -> list[tuple[str, str, JSON]]:
+    """Watch events on pods and nodes, each change with a new resourceVersion; some re-deliver an object
+    unchanged (same version), some pods do not convert, some have ended."""
+    out: list[tuple[str, str, JSON]] = []
+    rv = 0
+    last: dict[tuple[str, str], JSON] = {}
+    for _ in range(draw(st.integers(1, 30))):
+        resource = draw(st.sampled_from(("pods", "pods", "pods", "nodes")))
+        name = draw(st.sampled_from(NODE_NAMES if resource == "nodes" else NAMES))
+        kind = draw(st.sampled_from(("ADDED", "MODIFIED", "MODIFIED", "DELETED", "RESYNC")))
+        if kind == "RESYNC":
+            if (resource, name) in last:
+                out.append(("MODIFIED", resource, last[(resource, name)]))
+            continue
+        rv += 1
+        if resource == "nodes":
+            obj = at(node(name, cpu=draw(st.sampled_from(("2", "8"))), pool=draw(st.sampled_from((None, "p")))), rv)
+        else:
+            obj = at(pod(name, node_name=draw(st.sampled_from((None, *NODE_NAMES, "gone"))),
+                         pending=draw(st.booleans()), gpus=draw(st.integers(0, 1))), rv)
+            if obj["spec"].get("nodeName") is None:
+                obj["spec"].pop("nodeName", None)
+            state = draw(st.integers(0, 9))
+            if state == 0:
+                obj["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "lots"
+            elif state == 1:
+                obj["status"] = {"phase": "Succeeded"}
+        last[(resource, name)] = obj
+        out.append((kind, resource, obj))
+    return out
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(event_sequences())
+def test_the_incremental_view_equals_the_conversion_from_scratch(events: list[tuple[str, str, JSON]]) -> None:
+    c = synced_cache()
+    for kind, resource, obj in events:
+        getattr(c, resource).apply(kind, obj)
+        view = c.observe(lambda pid: None)
+        skipped: list[tuple[str, str]] = []
+        want = cluster_view(c.nodes.items(), c.pods.items(), keys.LABEL_POOL,
+                            skip=lambda err, o: skipped.append((o["metadata"]["name"], str(err))))
+        assert view.pending == want.pending
+        assert view.nodes == list(want.nodes.values())
+        assert [(s.name, s.message) for s in view.skipped] == skipped
