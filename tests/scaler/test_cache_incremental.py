@@ -15,6 +15,7 @@ from kubernetes import client
 
 from scaler.core.model import keys
 from scaler.kube import cache as cache_module
+from scaler.kube import convert
 from scaler.kube.cache import ClusterCache
 from scaler.kube.convert import cluster_view
 from tests.fakes.kubeapi import node, pod
@@ -30,13 +31,13 @@ def at(obj: JSON, rv: int) -> JSON:
 def conversions(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The names of the pods converted, in order."""
     seen: list[str] = []
-    real = cache_module.pod_entry
+    real = convert.pod_entry
 
     def counting(obj: Any) -> Any:
         seen.append(obj["metadata"]["name"])
         return real(obj)
 
-    monkeypatch.setattr(cache_module, "pod_entry", counting)
+    monkeypatch.setattr("scaler.kube.cache.pod_entry", counting)
     return seen
 
 
@@ -95,7 +96,7 @@ def test_a_relist_converts_only_what_changed(conversions: list[str]) -> None:
     body = {"items": [at(pod("a", pending=True), 1), at(pod("b", pending=True), 2)],
             "metadata": {"resourceVersion": "2"}}
     inf = cache_module.Informer("pods", lambda **_: SimpleNamespace(data=json.dumps(body)),
-                                convert=cache_module.pod_entry)
+                                convert=cache_module.pod_entry)  # type: ignore[attr-defined]
     inf._relist()
     body["items"] = [at(pod("a", pending=True), 1), at(pod("b", pending=True, gpus=1), 3)]
     inf._relist()
@@ -149,8 +150,11 @@ def test_the_incremental_view_equals_the_conversion_from_scratch(events: list[tu
         getattr(c, resource).apply(kind, obj)
         view = c.observe(lambda pid: None)
         skipped: list[tuple[str, str]] = []
-        want = cluster_view(c.nodes.items(), c.pods.items(), keys.LABEL_POOL,
-                            skip=lambda err, o: skipped.append((o["metadata"]["name"], str(err))))
+
+        def skip(err: Exception, o: Any, into: list[tuple[str, str]] = skipped) -> None:
+            into.append((o["metadata"]["name"], str(err)))
+
+        want = cluster_view(c.nodes.items(), c.pods.items(), keys.LABEL_POOL, skip=skip)
         assert view.pending == want.pending
         assert view.nodes == list(want.nodes.values())
         assert [(s.name, s.message) for s in view.skipped] == skipped
