@@ -155,6 +155,8 @@ def cheaper_home(pods: list[Pod], pool: Pool, config: ScalerConfig, adv: Advance
             return None
         total += best[0]
         homes_used.add(best[1])
+        if total >= price:  # the new nodes already cost more: the rest need not be looked at
+            return None
     if total >= price:
         return None
     return f"consolidation: its pods fit {', '.join(sorted(homes_used))} for ${total:.2f}/h instead of ${price:.2f}/h"
