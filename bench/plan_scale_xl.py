@@ -79,9 +79,12 @@ def node_json(n: Node, rv: int) -> JSON:
                        "conditions": [{"type": "Ready", "status": "True"}]}}
 
 
-def cluster(cfg: ScalerConfig, rng: random.Random) -> tuple[list[JSON], list[JSON], dict[str, str], list[Pod]]:
-    """Nodes and pods as JSON, provider id -> pool, and the pending pods' workload templates."""
-    nodes, pods, pool_of = [], [], {}
+def cluster(cfg: ScalerConfig, rng: random.Random, cache: ClusterCache
+            ) -> tuple[list[JSON], dict[str, str], list[tuple[str, str]]]:
+    """The nodes and running pods, added to the cache as they are made (the API server's copy of 85,000
+    pods is not kept, as it is not in the scaler's process): the nodes' JSON, provider id -> pool, and the
+    running pods' (namespace, name)."""
+    nodes, pool_of, running_keys = [], {}, []
     running = PODS - PENDING
     for i in range(NODES):
         pool = cfg.pools[i % len(cfg.pools)]
@@ -92,18 +95,19 @@ def cluster(cfg: ScalerConfig, rng: random.Random) -> tuple[list[JSON], list[JSO
                     provider_id=f"aws:///{zone}/i-{i:08x}", pool=pool.name)
         pool_of[node.provider_id] = pool.name
         nodes.append(node_json(node, i + 1))
+        cache.nodes.apply("ADDED", nodes[-1])
         free = dict(tmpl.allocatable)
         want = running // NODES + (1 if i < running % NODES else 0)
         placed = 0
-        while placed < want:  # small pods that fit (taints and selectors ignored, as in the default bench)
+        while placed < want:  # taints and selectors ignored, as in the default bench
             p = _pod(rng, f"run-{i}-{placed}", node=name)
             if all(free.get(r, 0) >= v for r, v in p.requests.items() if r != keys.RES_PODS):
                 for r, v in p.requests.items():
                     free[r] = free.get(r, 0) - v
-            pods.append(pod_json(p, 1))
+            cache.pods.apply("ADDED", pod_json(p, 1))
+            running_keys.append((p.namespace, p.name))
             placed += 1
-    templates = [_pod(rng, f"wl{w}") for w in range(500)]
-    return nodes, pods, pool_of, templates
+    return nodes, pool_of, running_keys
 
 
 def pending_pods(rng: random.Random, templates: list[Pod], start: int, n: int) -> Iterator[Pod]:
@@ -149,14 +153,13 @@ class StaticPools:
 
 class Feed:
     """Synthetic watch events for the cache: between passes some pending pods are bound, some running
-    ones end, new pending pods arrive and a node is relabelled."""
+    ones end, new pending pods arrive, the scheduler rewrites some pending pods' condition and a node is
+    relabelled."""
 
-    def __init__(self, cache: ClusterCache, rng: random.Random, templates: list[Pod], pods: list[JSON],
-                 nodes: list[JSON]) -> None:
+    def __init__(self, cache: ClusterCache, rng: random.Random, templates: list[Pod], pending: list[JSON],
+                 running: list[tuple[str, str]], nodes: list[JSON]) -> None:
         self.cache, self.rng, self.templates = cache, rng, templates
-        self.pending = [o for o in pods if "nodeName" not in o["spec"]]
-        self.running = [o for o in pods if "nodeName" in o["spec"]]
-        self.nodes = nodes
+        self.pending, self.running, self.nodes = pending, running, nodes
         self.rv = 10
         self.made = PENDING
 
@@ -167,21 +170,25 @@ class Feed:
             bound = {**obj, "metadata": {**obj["metadata"], "resourceVersion": self._rv()},
                      "spec": {**obj["spec"], "nodeName": rng.choice(self.nodes)["metadata"]["name"]},
                      "status": {"phase": "Running"}}
-            self.running.append(bound)
+            self.running.append((obj["metadata"]["namespace"], obj["metadata"]["name"]))
             self.cache.pods.apply("MODIFIED", bound)
         for _ in range(quarter):  # a running pod ends (DELETED)
-            obj = self.running.pop(rng.randrange(len(self.running)))
-            self.cache.pods.apply("DELETED", obj)
+            ns, name = self.running.pop(rng.randrange(len(self.running)))
+            self.cache.pods.apply("DELETED", {"metadata": {"namespace": ns, "name": name,
+                                                           "resourceVersion": self._rv()}})
         for p in pending_pods(rng, self.templates, self.made, quarter):  # new pending pods (ADDED)
             obj = pod_json(p, int(self._rv()))
             self.pending.append(obj)
             self.cache.pods.apply("ADDED", obj)
         self.made += quarter
-        for _ in range(n - 3 * quarter):  # status-only updates of running pods (MODIFIED, same spec)
-            i = rng.randrange(len(self.running))
-            obj = self.running[i]
-            self.running[i] = {**obj, "metadata": {**obj["metadata"], "resourceVersion": self._rv()}}
-            self.cache.pods.apply("MODIFIED", self.running[i])
+        for _ in range(n - 3 * quarter):  # the scheduler tried a pending pod again (MODIFIED, same spec)
+            i = rng.randrange(len(self.pending))
+            obj = self.pending[i]
+            tried = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                      "message": f"0/{NODES} nodes are available (attempt {self.rv})"}]
+            self.pending[i] = {**obj, "metadata": {**obj["metadata"], "resourceVersion": self._rv()},
+                               "status": {**obj["status"], "conditions": tried}}
+            self.cache.pods.apply("MODIFIED", self.pending[i])
         i = rng.randrange(len(self.nodes))  # a node relabelled
         node = self.nodes[i]
         self.nodes[i] = {**node, "metadata": {**node["metadata"], "resourceVersion": self._rv(),
@@ -199,18 +206,16 @@ def run_xl(repeat: int, seed: int) -> str:
     cfg = make_config()
     assert len(pool_dicts()) == len(cfg.pools)
     rng = random.Random(seed)
-    nodes, pods, pool_of, templates = cluster(cfg, rng)
-    pods += [pod_json(p, 1) for p in pending_pods(rng, templates, 0, PENDING)]
     cache = ClusterCache(client.ApiClient())
     cache.provisioning_requests = list  # type: ignore[method-assign]  # none, and no API server to ask
     for inf in cache.informers:  # the initial list (not timed), then every watch is synced
         inf.synced.set()
-    for obj in nodes:
-        cache.nodes.apply("ADDED", obj)
-    for obj in pods:
+    nodes, pool_of, running = cluster(cfg, rng, cache)
+    templates = [_pod(rng, f"wl{w}") for w in range(500)]
+    pending = [pod_json(p, 1) for p in pending_pods(rng, templates, 0, PENDING)]
+    for obj in pending:
         cache.pods.apply("ADDED", obj)
-    feed = Feed(cache, rng, templates, pods, nodes)
-    del pods
+    feed = Feed(cache, rng, templates, pending, running, nodes)
     plan_times: list[float] = []
 
     def timed_plan(snapshot: Any, state: State, config: ScalerConfig) -> Any:

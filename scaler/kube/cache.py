@@ -39,6 +39,7 @@ KINDS = {"pod": "Pod", "node": "Node", "poddisruptionbudget": "PodDisruptionBudg
          "storageclass": "StorageClass", "csinode": "CSINode",
          # scaler.core.dra.convert names the object by its kind
          **{k: k for k in ("DeviceClass", "ResourceClaim", "ResourceClaimTemplate", "ResourceSlice")}}
+_NAMING = ("name", "namespace", "uid", "resourceVersion")  # the metadata a slim Informer keeps
 ABSENT_RECHECK = 300.0  # seconds between looks for an optional API the server did not serve
 
 
@@ -49,13 +50,15 @@ class Informer:
 
     def __init__(self, kind: str, list_fn: Callable[..., Any], *, watch_timeout: int = 300,
                  backoff_initial: float = 0.5, backoff_max: float = 30.0, page_size: int = 500,
-                 optional: bool = False, convert: Callable[[JSON], Any] | None = None) -> None:
+                 optional: bool = False, convert: Callable[[JSON], Any] | None = None, slim: bool = False) -> None:
         """`optional`: a 404 (the API server does not serve the resource) is an empty, synced resource.
         `convert`: each object is converted as its event arrives (what it returns, or the SnapshotError it
         raises, is kept beside the object: `models`); an object whose resourceVersion did not change is not
-        converted again."""
+        converted again. `slim`: of an object that converted only the metadata that names it is kept (`items`
+        gives that), the model holds what the passes read (a pod's JSON is several times its model)."""
         self.kind = kind
         self._convert = convert
+        self._slim = slim and convert is not None
         self._models: dict[str, Any] = {}
         self.optional = optional
         self._list_fn = list_fn
@@ -82,6 +85,14 @@ class Informer:
         """(the converted object or the SnapshotError its conversion raised, the object), in `items` order."""
         with self._lock:
             return [(self._models[k], obj) for k, obj in self._objects.items()]
+
+    def _kept(self, obj: JSON, model: Any) -> JSON:
+        """What is kept of the object: all of it, or (slim) the metadata naming it when it converted (one
+        that did not is kept whole, for the pass to report)."""
+        if not self._slim or isinstance(model, SnapshotError):
+            return obj
+        meta = obj.get("metadata") or {}
+        return {"metadata": {k: meta[k] for k in _NAMING if k in meta}}
 
     def _model(self, obj: JSON, before: JSON | None, model: Any) -> Any:
         """The converted object: the one kept for `before` when it is the same version of the object."""
@@ -165,6 +176,7 @@ class Informer:
         if self._convert is not None:
             for k, obj in objects.items():
                 models[k] = self._model(obj, self._objects.get(k), self._models.get(k))
+                objects[k] = self._kept(obj, models[k])
         with self._lock:
             self._objects, self._models = objects, models
         self.resource_version = str(meta.get("resourceVersion"))
@@ -196,6 +208,7 @@ class Informer:
         if kind in ("ADDED", "MODIFIED"):
             if self._convert is not None:  # converted here, in the watch's thread, not by the pass
                 model = self._model(obj, self._objects.get(key), self._models.get(key))
+                obj = self._kept(obj, model)
             with self._lock:
                 self._objects[key] = obj
                 if self._convert is not None:
@@ -229,7 +242,8 @@ class ClusterCache:
         self.requests = ProvisioningRequests(api)
         core = client.CoreV1Api(api)
         policy = client.PolicyV1Api(api)
-        self.pods = Informer("pods", core.list_pod_for_all_namespaces, convert=pod_entry, **informer_options)
+        self.pods = Informer("pods", core.list_pod_for_all_namespaces, convert=pod_entry, slim=True,
+                             **informer_options)
         self.nodes = Informer("nodes", core.list_node, convert=lambda obj: node_from_json(obj, keys.LABEL_POOL),
                               **informer_options)
         self.pdbs = Informer("poddisruptionbudgets", policy.list_pod_disruption_budget_for_all_namespaces,

@@ -90,6 +90,10 @@ def test_a_pod_that_does_not_convert_is_skipped_on_every_pass() -> None:
         assert [p.name for p in view.pending] == ["good"]
         assert [(s.kind, s.name) for s in view.skipped] == [("Pod", "bad")]
         assert "requests.cpu" in view.skipped[0].message
+    # Of a pod that converted only what names it is kept (its model holds the rest); a bad one stays whole.
+    kept = {o["metadata"]["name"]: o for o in c.pods.items()}
+    assert kept["good"] == {"metadata": {"name": "good", "namespace": "default", "resourceVersion": "2"}}
+    assert kept["bad"] == bad
 
 
 def test_a_relist_converts_only_what_changed(conversions: list[str]) -> None:
@@ -146,15 +150,21 @@ def event_sequences(draw: st.DrawFn) -> list[tuple[str, str, JSON]]:
 @given(event_sequences())
 def test_the_incremental_view_equals_the_conversion_from_scratch(events: list[tuple[str, str, JSON]]) -> None:
     c = synced_cache()
+    api: dict[str, dict[str, JSON]] = {"pods": {}, "nodes": {}}  # what the API server holds
     for kind, resource, obj in events:
         getattr(c, resource).apply(kind, obj)
+        if kind == "DELETED":
+            api[resource].pop(obj["metadata"]["name"], None)
+        else:
+            api[resource][obj["metadata"]["name"]] = obj
         view = c.observe(lambda pid: None)
         skipped: list[tuple[str, str]] = []
 
         def skip(err: Exception, o: Any, into: list[tuple[str, str]] = skipped) -> None:
             into.append((o["metadata"]["name"], str(err)))
 
-        want = cluster_view(c.nodes.items(), c.pods.items(), keys.LABEL_POOL, skip=skip)
+        want = cluster_view(api["nodes"].values(), api["pods"].values(), keys.LABEL_POOL, skip=skip)
         assert view.pending == want.pending
         assert view.nodes == list(want.nodes.values())
         assert [(s.name, s.message) for s in view.skipped] == skipped
+        assert sorted(o["metadata"]["name"] for o in c.pods.items()) == sorted(api["pods"])
