@@ -87,6 +87,28 @@ class Homes:
         self.templates: dict[str, list[tuple[Node, Resources]]] = {}
         self.fitting: dict[tuple[str, object], list[Node]] = {}
         self.smaller: dict[str, list[Pool]] = {}
+        self.bests: dict[tuple[str, object], tuple[float, str] | None] = {}
+
+    def best(self, pod: Pod, pool: Pool, admits: Callable[[Pod, Node], bool] | None) -> tuple[float, str] | None:
+        """The cheapest pool of smaller nodes, cheaper than the pool, not in backoff, with a template the
+        pod fits (and `admits`): (its price, its name), or None. Without `admits` the answer holds for
+        every pod of the shape."""
+        shape = self.shape(pod)
+        memo = (pool.name, shape)
+        if admits is None and memo in self.bests:
+            return self.bests[memo]
+        found = None
+        backoffs = self.adv.state.backoff
+        for other in self.cheaper(pool):  # the first that takes the pod is the cheapest
+            backoff = backoffs.get(other.name)
+            if backoff is not None and backoff.until > self.now:
+                continue
+            if any(admits is None or admits(pod, t) for t in self.fits(shape, pod, other)):
+                found = (self.price(other), other.name)
+                break
+        if admits is None:
+            self.bests[memo] = found
+        return found
 
     def cheaper(self, pool: Pool) -> list[Pool]:
         """The pools of smaller nodes cheaper than the pool, cheapest first (in config order at one price)."""
@@ -142,15 +164,7 @@ def cheaper_home(pods: list[Pod], pool: Pool, config: ScalerConfig, adv: Advance
         return None
     total, homes_used = 0.0, set()
     for pod in pods:
-        best: tuple[float, str] | None = None
-        shape = homes.shape(pod)
-        for other in homes.cheaper(pool):  # the first that takes the pod is the cheapest
-            backoff = adv.state.backoff.get(other.name)
-            if backoff is not None and backoff.until > now:
-                continue
-            if any(admits is None or admits(pod, t) for t in homes.fits(shape, pod, other)):
-                best = (homes.price(other), other.name)
-                break
+        best = homes.best(pod, pool, admits)
         if best is None:
             return None
         total += best[0]
