@@ -17,7 +17,13 @@ pods already run, so the counts start from the cluster.
 `--mix dra`: the 10,000-pod pass with every GPU pool `gpu_allocation: dra` and every GPU pod asking
 through a ResourceClaim (running ones hold allocated claims; bench/plan_scale_dra.py), `mix=dra`.
 
+`--scale xl`: the whole pass at 100,000 pods (15,000 pending), 15,000 nodes, 100 pools: the watch-fed
+cache fed by synthetic watch events, then `Reconciler.run` (bench/plan_scale_xl.py); prints
+`pass_p50_s=<x> plan_p50_s=<y> cpu_p50_s=<z> rss_mb=<m> pods=100000 nodes=15000 pools=100`
+(target: cpu_p50_s <= 1.0, rss <= 1 GB).
+
 Usage: python bench/plan_scale.py [--repeat R] [--seed S] [--workloads W] [--mix plain|constrained|both|dra]
+                                  [--scale default|xl]
 (target on a 2-core machine: p50 <= 0.5 s, rss <= 300 MB at 10,000 pods, every mix)
 """
 
@@ -257,8 +263,15 @@ def main() -> None:
     ap.add_argument("--mix", choices=("plain", "constrained", "both", "dra"), default="both",
                     help="plain: every size; constrained: the 10k pass with the constrained mix; both (default); "
                          "dra: the 10k pass with every GPU pod on claims")
+    ap.add_argument("--scale", choices=("default", "xl"), default="default",
+                    help="xl: the whole pass (watch-fed cache + Reconciler.run) at 100k pods / 15k nodes / 100 pools")
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)  # internal: run one size in this process
     args = ap.parse_args()
+    if args.scale == "xl":
+        from plan_scale_xl import run_xl  # noqa: PLC0415 - bench/ is on the path when run
+
+        print(run_xl(args.repeat, args.seed), flush=True)
+        return
     if args.one:
         print(run_one(args.one, args.repeat, args.seed, args.workloads, args.mix))
         return

@@ -10,7 +10,8 @@ Order within a pass:
    are asked for ahead of the interruptions' drains;
 3. drains: cordon, then evict through the Eviction API from the next pass on (a pod list read after
    the cordon), or at once for a spot interruption (the cloud takes the node at the deadline anyway).
-   A PodDisruptionBudget's refusal (HTTP 429) leaves the pod and retries next pass. Once nothing but
+   A PodDisruptionBudget's refusal (HTTP 429) leaves the pod and retries next pass; the pods the plan
+   says to delete (a gang on an ending Capacity Block) are deleted with their grace period instead. Once nothing but
    DaemonSet and mirror pods is left, exactly the drained instance is removed (the size drops by one).
    A planned drain that finds a pod the plan did not prove evictable, or that outlives its deadline,
    is abandoned: the node is uncordoned. A forced one removes the node at its deadline. A repair's drain
@@ -72,6 +73,7 @@ class Drain:
     notice: bool = False
     repair: bool = False
     planned: frozenset[str] = frozenset()  # the pods the plan proved evictable
+    delete: frozenset[str] = frozenset()  # the pods deleted rather than evicted (a gang on an ending block)
     blocked: set[str] = field(default_factory=set)
 
 
@@ -198,11 +200,12 @@ class Actuator:
             return
         deadline = down.deadline if down.deadline is not None else now + self.drain_timeout
         drain = Drain(down.pool, down.node, down.provider_id, now, deadline, down.reason, down.forced,
-                      down.deadline is not None, down.repair, frozenset(down.evict))
+                      down.deadline is not None, down.repair, frozenset(down.evict), frozenset(down.delete))
         self.drains[down.node] = drain
         log.info("draining %s of pool %s: %s", down.node, down.pool, down.reason)
         if drain.notice:
-            self.metrics.interruptions.labels(down.pool, "spot-interruption" if down.forced else "rebalance").inc()
+            kind = down.kind or ("spot-interruption" if down.forced else "rebalance")
+            self.metrics.interruptions.labels(down.pool, kind).inc()
         if down.repair:
             self.metrics.repairs.labels(down.pool, "started").inc()
             for pod in to_evict(node.pods):
@@ -211,7 +214,7 @@ class Actuator:
                                 "Warning")
         if down.forced:  # the two minutes are short: evict at once
             for pod in to_evict(node.pods):
-                self._evict(pod)
+                self._evict(pod, drain)
         elif not drain.notice:
             self.kube.event(ObjectRef("Node", down.node), "ScaleDown", f"draining node for removal: {down.reason}")
 
@@ -235,7 +238,7 @@ class Actuator:
                     self._abandon(drain, f"pod(s) {', '.join(sorted(strays)[:5])} arrived or became unevictable "
                                          "after the scale-down was planned")
                     continue
-            drain.blocked = {p.key for p in left if self._evict(p) == "blocked"}
+            drain.blocked = {p.key for p in left if self._evict(p, drain) == "blocked"}
             if not left:
                 if not self._finish(drain) and now >= drain.deadline and not drain.forced:
                     # The cloud keeps refusing to remove it (e.g. the group's MinSize is above the
@@ -248,15 +251,18 @@ class Actuator:
                     self._abandon(drain, f"pods {sorted(drain.blocked) or [p.key for p in left]} could not be "
                                          f"evicted within {drain.deadline - drain.started:.0f}s")
 
-    def _evict(self, pod: Pod) -> EvictResult | None:
+    def _evict(self, pod: Pod, drain: Drain) -> EvictResult | None:
+        deleting = pod.key in drain.delete
         try:
-            result = self.kube.evict(pod.namespace, pod.name)
+            result = (self.kube.delete_pod if deleting else self.kube.evict)(pod.namespace, pod.name)
         except KubeError as err:
-            self.metrics.kube_errors.labels("evict").inc()
+            self.metrics.kube_errors.labels("delete-pod" if deleting else "evict").inc()
             log.warning("%s", err)
             return None
-        self.metrics.evictions.labels(result).inc()
-        if result == "blocked":
+        self.metrics.evictions.labels("deleted" if deleting and result == "evicted" else result).inc()
+        if deleting:
+            log.info("deleted %s (a gang moved off %s together: its budget allows no eviction)", pod.key, drain.node)
+        elif result == "blocked":
             log.info("eviction of %s blocked by a PodDisruptionBudget; retrying next pass", pod.key)
         return result
 
@@ -365,6 +371,10 @@ class RecordingKube:
 
     def evict(self, namespace: str, name: str) -> EvictResult:
         self._record("evict", f"{namespace}/{name}")
+        return "blocked"
+
+    def delete_pod(self, namespace: str, name: str) -> EvictResult:
+        self._record("delete_pod", f"{namespace}/{name}")
         return "blocked"
 
     def delete_node(self, name: str) -> None:

@@ -1,7 +1,8 @@
 """Least privilege, as data: exactly what the scaler's code calls, importable by the Pulumi program.
 
 - `aws_scaler_policy(cluster, queue_arn)`: the IAM policy for the scaler's IRSA role. Reads are on
-  `*` (Describe* calls cannot be scoped by resource); every mutating Auto Scaling call is allowed only
+  `*` (Describe* calls cannot be scoped by resource), Service Quotas reads only on the six EC2 vCPU
+  quotas' ARNs; every mutating Auto Scaling call is allowed only
   on groups tagged for this cluster (`k8s.io/cluster-autoscaler/<cluster>=owned` and
   `k8s.io/cluster-autoscaler/enabled=true`); SQS receive/delete only on the interruption queue.
 - `AZURE_SCALER_ACTIONS`: every action the scaler may call; `azure_scaler_actions(kinds)` the subset
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from scaler.core.config.ec2_quota_classes import QUOTAS
 from scaler.core.model import keys
 
 # Names of the objects the scaler owns in its own namespace (the Role scopes get/update to them).
@@ -27,8 +29,10 @@ AWS_READ_ACTIONS: Final = (
     "autoscaling:DescribeAutoScalingGroups",
     "autoscaling:DescribeScalingActivities",
     "ec2:DescribeInstances",  # launch times; the vCPUs that count against a quota
-    "servicequotas:GetServiceQuota",  # the EC2 vCPU quotas (scaler/providers/aws_quotas.py)
 )
+# The EC2 vCPU quotas (scaler/providers/aws_quotas.py): only those quotas, by their ARNs.
+AWS_QUOTA_ACTIONS: Final = ("servicequotas:GetServiceQuota",)
+AWS_QUOTA_RESOURCES: Final = tuple(f"arn:aws:servicequotas:*:*:ec2/{code}" for code, _ in QUOTAS.values())
 AWS_MUTATING_ACTIONS: Final = (
     "autoscaling:SetDesiredCapacity",
     "autoscaling:TerminateInstanceInAutoScalingGroup",
@@ -40,6 +44,8 @@ def aws_scaler_policy(cluster: str, interruption_queue_arn: str | None = None) -
     """The IAM policy document (as a dict; `json.dumps` it for the cloud)."""
     statements: list[dict[str, Any]] = [
         {"Sid": "Read", "Effect": "Allow", "Action": list(AWS_READ_ACTIONS), "Resource": "*"},
+        {"Sid": "ReadVcpuQuotas", "Effect": "Allow", "Action": list(AWS_QUOTA_ACTIONS),
+         "Resource": list(AWS_QUOTA_RESOURCES)},
         {
             "Sid": "ScaleOwnedGroups",
             "Effect": "Allow",
@@ -79,7 +85,10 @@ AZURE_VMSS_ACTIONS: Final = (
     "Microsoft.Compute/virtualMachineScaleSets/virtualMachines/read",
     "Microsoft.Compute/locations/operations/read",
 )
-AZURE_SCALER_ACTIONS: Final = AZURE_AGENT_POOL_ACTIONS + AZURE_VMSS_ACTIONS
+# The region's compute usages (every family's quota and use, in one call): a subscription-level read, so
+# granted by a role of its own assigned on the subscription (the others are scoped to resource groups).
+AZURE_QUOTA_ACTIONS: Final = ("Microsoft.Compute/locations/usages/read",)
+AZURE_SCALER_ACTIONS: Final = AZURE_AGENT_POOL_ACTIONS + AZURE_VMSS_ACTIONS + AZURE_QUOTA_ACTIONS
 
 
 def azure_scaler_actions(kinds: set[str]) -> list[str]:
@@ -103,6 +112,8 @@ KUBERNETES_RBAC_RULES: Final[list[dict[str, list[str]]]] = [
      "resources": ["deviceclasses", "resourceclaims", "resourceclaimtemplates", "resourceslices"],
      "verbs": ["list", "watch"]},
     {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
+    # delete: only a gang's pods on an ending Capacity Block (its budget allows no eviction; EC2 takes it anyway)
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["delete"]},
     # list: an Event written before a restart is updated, not created again
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch", "list"]},
     # ProvisioningRequests (Kueue's admission check): read them and the PodTemplates they name, answer

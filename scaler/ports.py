@@ -93,6 +93,10 @@ class Kube(Protocol):
         """policy/v1 Eviction: "blocked" when a PodDisruptionBudget refuses it (429)."""
         ...
 
+    def delete_pod(self, namespace: str, name: str) -> EvictResult:
+        """Delete a pod with its grace period, whatever its PodDisruptionBudget ("evicted", or "gone")."""
+        ...
+
     def delete_node(self, name: str) -> None:
         """Delete a Node object (one whose instance is long gone)."""
         ...

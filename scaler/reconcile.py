@@ -14,8 +14,10 @@ retries after failed passes, Events and metrics are the Runtime's; the clock is 
 
 from __future__ import annotations
 
+import gc
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from scaler.actuator import Acting
@@ -58,6 +60,10 @@ class Reconciler:
     def run(self, now: float) -> Pass:
         """Observe, decide, act. A ProviderError from observing the pools ends the pass before anything
         is decided (the caller retries); LostLease from the actuator stops it where it is."""
+        with no_cycle_collection():
+            return self._run(now)
+
+    def _run(self, now: float) -> Pass:
         pools = self.provider.observe(now)
         view = self.observer.observe(self.provider.pool_of)
         if self.actuator.live:
@@ -92,3 +98,17 @@ class Reconciler:
             self.metrics.kube_errors.labels("provisioningrequests").inc()
             log.warning("reading ProvisioningRequests failed: %s", err)
             return []
+
+
+@contextmanager
+def no_cycle_collection() -> Iterator[None]:
+    """The cyclic garbage collector waits while a pass runs: the objects a pass makes are freed by their
+    reference counts as it goes, and on a large cluster the collector's full sweeps over the cache's
+    objects (100,000 pods) cost a quarter of the pass. Cycles made meanwhile are collected after it."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()

@@ -220,6 +220,7 @@ class AwsStack:
                                 {"resource_type": "network-interface", "tags": owned}],
             update_default_version=True,
             tags=owned,
+            **block_market(pool),
         )
         if pool.capacity_type == "spot":
             distribution = {"on_demand_base_capacity": 0, "on_demand_percentage_above_base_capacity": 0,
@@ -227,6 +228,16 @@ class AwsStack:
         else:
             distribution = {"on_demand_base_capacity": 0, "on_demand_percentage_above_base_capacity": 100,
                             "on_demand_allocation_strategy": "prioritized"}
+        spec = {"launch_template_id": template.id, "version": template.latest_version.apply(str)}
+        # A Capacity Block's group launches its one instance type from the template (market type capacity-block);
+        # the others through a mixed instances policy.
+        launch: dict[str, Any] = {"launch_template": {"id": template.id, "version": spec["version"]}} \
+            if pool.capacity_type == "capacity-block" else {
+            "mixed_instances_policy": {
+                "instances_distribution": distribution,
+                "launch_template": {"launch_template_specification": spec,
+                                    "overrides": [{"instance_type": t} for t in pool.instance_types]},
+            }}
         return aws.autoscaling.Group(
             pool.name,
             name=ref,
@@ -235,16 +246,8 @@ class AwsStack:
             desired_capacity=pool.min_size,  # at creation only: the scaler owns it (ignore_changes)
             protect_from_scale_in=True,
             vpc_zone_identifiers=[self.subnets[z] for z in pool.zones],
-            mixed_instances_policy={
-                "instances_distribution": distribution,
-                "launch_template": {
-                    "launch_template_specification": {
-                        "launch_template_id": template.id,
-                        "version": template.latest_version.apply(str),
-                    },
-                    "overrides": [{"instance_type": t} for t in pool.instance_types],
-                },
-            },
+            **launch,
+            **reserved_capacity(pool),
             suspended_processes=["AZRebalance"],  # only the scaler removes nodes
             capacity_rebalance=False,  # rebalance recommendations reach the scaler through the queue
             health_check_type="EC2",
@@ -338,3 +341,24 @@ class AwsStack:
             "oidcProviderArn": self.oidc.arn,
             "nodeRoleArn": self.node_role.arn,
         }
+
+
+def block_market(pool: Pool) -> dict[str, Any]:
+    """A Capacity Block pool's launch template: market type capacity-block, into the block's reservation."""
+    r = pool.reservation
+    if pool.capacity_type != "capacity-block" or r is None:
+        return {}
+    return {"instance_market_options": {"market_type": "capacity-block"},
+            "capacity_reservation_specification": {"capacity_reservation_target": {"capacity_reservation_id": r.id}}}
+
+
+def reserved_capacity(pool: Pool) -> dict[str, Any]:
+    """A reserved pool's group: launch into its On-Demand Capacity Reservation (by id or resource group), only
+    there or there first, as the pool says."""
+    r = pool.reservation
+    if pool.capacity_type != "reserved" or r is None:
+        return {}
+    target = {"capacity_reservation_ids": [r.id]} if r.id else {"capacity_reservation_resource_group_arns":
+                                                                 [r.resource_group]}
+    return {"capacity_reservation_specification": {"capacity_reservation_preference": r.preference,
+                                                   "capacity_reservation_target": target}}

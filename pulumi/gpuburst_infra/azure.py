@@ -21,7 +21,7 @@ from gpuburst_infra.stack import AzureStackConfig, Stack
 from scaler.core.config.pool import Pool
 from scaler.core.model import keys
 from scaler.core.model.objects import Taint
-from scaler.permissions import azure_scaler_actions
+from scaler.permissions import AZURE_QUOTA_ACTIONS, azure_scaler_actions
 
 # AKS reserves its own label domain and sets those labels itself (accelerator on GPU sizes,
 # scalesetpriority on Spot pools); it also adds the Spot taint to every Spot pool.
@@ -52,9 +52,9 @@ def aks_node_taints(pool: Pool) -> list[str]:
 
 
 
-def role_definition_guid(cluster: str, resource_group: str) -> str:
+def role_definition_guid(cluster: str, resource_group: str, role: str = "scaler") -> str:
     """Stable per cluster: a re-run updates the same custom role instead of making another."""
-    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"gpuburst:{resource_group}/{cluster}/scaler"))
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"gpuburst:{resource_group}/{cluster}/{role}"))
 
 
 
@@ -190,6 +190,8 @@ class AzureStack:
         }
         if pool.capacity_type == "spot":
             profile.update(scale_set_eviction_policy="Delete", spot_max_price=-1)
+        if pool.capacity_type == "reserved" and pool.reservation is not None:
+            profile["capacity_reservation_group_id"] = pool.reservation.id  # its VMs land in the group's capacity
         if pool.gpus:
             profile["gpu_profile"] = {"driver": "Install" if self.settings.gpu_driver == "install" else "None"}
         mig = pool.sharing.aks_gpu_instance_profile() if pool.sharing else None
@@ -256,6 +258,27 @@ class AzureStack:
                 f"scaler-{name}", scope=scope, principal_id=self.scaler_identity.principal_id,
                 principal_type="ServicePrincipal", role_definition_id=role.id,
                 description=f"gpuburst scaler of {self.name}")
+        self._quota_reader()
+
+    def _quota_reader(self) -> None:
+        """The region's compute usages (the quotas the planner caps pools by) are a subscription-level read: a
+        role of that one action, defined and assigned on the subscription."""
+        sub_scope = self.subscription.apply(lambda sub: f"/subscriptions/{sub}")
+        role = authorization.RoleDefinition(
+            "scaler-quotas",
+            role_definition_id=role_definition_guid(self.name, self.rg_name, "scaler-quotas"),
+            scope=sub_scope,
+            role_name=f"gpuburst scaler quotas ({self.rg_name}/{self.name})",
+            description="Read the region's compute usages and quotas.",
+            role_type="CustomRole",
+            permissions=[{"actions": list(AZURE_QUOTA_ACTIONS), "not_actions": [],
+                          "data_actions": [], "not_data_actions": []}],
+            assignable_scopes=[sub_scope],
+        )
+        authorization.RoleAssignment(
+            "scaler-quotas", scope=sub_scope, principal_id=self.scaler_identity.principal_id,
+            principal_type="ServicePrincipal", role_definition_id=role.id,
+            description=f"gpuburst scaler of {self.name}: quota reads")
 
     def _deployer_access(self) -> list[pulumi.Resource]:
         """With Azure RBAC the Owner of the subscription has no right inside the cluster: the identity

@@ -23,11 +23,29 @@ SUPPORTED_REGIONS: dict[Cloud, tuple[str, ...]] = {
     "azure": ("eastus", "eastus2", "southcentralus", "westus2", "westus3", "northeurope",
               "westeurope", "swedencentral", "uksouth", "japaneast", "australiaeast"),
 }
-# Kubernetes minor versions EKS (with AL2023 images) and AKS support in standard support.
+# Kubernetes minor versions a stack may name: those under standard support on EKS (AL2023 images) and
+# AKS on 2026-11-24, plus 1.33 so that a cluster still on it can be upgraded one minor at a time.
+# EKS (docs.aws.amazon.com/eks/latest/userguide/kubernetes-versions.html, "release calendar"; 14 months
+# of standard support, then 12 months of paid extended support):
+#   1.33: end of standard support July 29, 2026 (extended, billed per cluster hour, since)
+#   1.34: EKS release Oct 2025, end of standard support Dec 2, 2026
+#   1.35: EKS release Jan 28, 2026, end of standard support Mar 27, 2027
+# AKS (learn.microsoft.com/azure/aks/supported-kubernetes-versions, "AKS Kubernetes release calendar";
+# "End of life" is the last day of the month, LTS aside):
+#   1.33: GA Jun 2025, end of life Jul 2026;  1.34: GA Nov 2025, end of life Nov 2026
+#   1.35: GA Mar 2026, end of life Mar 2027
+# DRA (resource.k8s.io/v1) is GA and on by default upstream since 1.34. EKS serves every GA API ("Amazon
+# EKS supports all generally available (GA) features of the Kubernetes API", its version FAQ); AKS
+# documents no flag for it on 1.34+ (an AKS blog post of November 2025 still called DRA alpha: true of
+# the versions before 1.34). `gpu_allocation: dra` pools need 1.34+.
 SUPPORTED_KUBERNETES: dict[Cloud, tuple[str, ...]] = {
-    "aws": ("1.31", "1.32", "1.33", "1.34"),
-    "azure": ("1.31", "1.32", "1.33", "1.34"),
+    "aws": ("1.33", "1.34", "1.35"),
+    "azure": ("1.33", "1.34", "1.35"),
 }
+# What a stack gets without gpuburst:kubernetes_version: under standard support on both clouds until
+# March 2027. Move it with the calendars above.
+DEFAULT_KUBERNETES = "1.35"
+DRA_MIN_KUBERNETES = (1, 34)
 AZURE_MAX_TAGS = 50
 AGENT_POOL_NAME = re.compile(r"^[a-z][a-z0-9]{0,11}$")
 _IAM_PRINCIPAL = re.compile(r"^arn:aws:iam::\d{12}:(role|user)/[\w+=,.@/-]+$")
@@ -67,7 +85,7 @@ class ScalerSection(BaseModel):
 class _Common(_Strict):
     cloud: Cloud
     cluster: str = Field(pattern=r"^[a-z][a-z0-9-]{0,38}[a-z0-9]$")
-    kubernetes_version: str
+    kubernetes_version: str = DEFAULT_KUBERNETES
     tags: dict[str, str] = Field(default_factory=dict, description="extra tags on every resource")
     scaler: ScalerSection = Field(default_factory=ScalerSection)
     pools: list[Any] = Field(min_length=1)
@@ -86,6 +104,10 @@ class _Common(_Strict):
         if self.kubernetes_version not in supported:
             raise FieldError("kubernetes_version", f"{self.kubernetes_version!r} is not a supported Kubernetes "
                              f"version on {self.cloud} (supported: {', '.join(supported)}; quote it in YAML)")
+        dra = [p.get("name") for p in self.pools if isinstance(p, dict) and p.get("gpu_allocation") == "dra"]
+        if dra and tuple(map(int, self.kubernetes_version.split("."))) < DRA_MIN_KUBERNETES:
+            raise FieldError("kubernetes_version", f"{self.kubernetes_version!r}: pool {dra[0]} has gpu_allocation "
+                             "dra, which needs Kubernetes 1.34 or later (resource.k8s.io/v1)")
         return self
 
 

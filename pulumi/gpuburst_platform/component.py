@@ -5,6 +5,7 @@ that also made the cloud pools, the scaler's cloud identity (IRSA role ARN or wo
 client id) and `PlatformSettings`. Declares, through pulumi-kubernetes, one module per concern:
 
 - namespaces and PriorityClasses for GPU training and inference (here);
+- NVIDIA's DRA driver on the pools with `gpu_allocation: dra` only (dra.py);
 - monitoring (prometheus.py): kube-prometheus-stack with Alertmanager and Grafana, gpuburst's alerts
   and dashboard (their data: monitoring.py);
 - the GPU metrics chain (metrics.py): dcgm-exporter, then prometheus-adapter (TLS from the Ansible
@@ -25,9 +26,10 @@ from collections.abc import Mapping
 import pulumi_kubernetes as k8s
 
 import pulumi
-from gpuburst_platform import example, kueue, metrics, prometheus, render, scaler_chart, scheduler
+from gpuburst_platform import dra, example, kueue, metrics, prometheus, render, scaler_chart, scheduler
 from gpuburst_platform.base import Ctx, meta
 from gpuburst_platform.settings import (
+    DRA_DRIVER_NAMESPACE,
     KEDA_NAMESPACE,
     KUEUE_NAMESPACE,
     MONITORING_NAMESPACE,
@@ -60,8 +62,10 @@ def _check(name: str, config: ScalerConfig, cloud: Cloud, settings: PlatformSett
                          "receiver URL: pulumi config set --secret gpuburst:alertsUrl <URL>")
 
 
-def namespace_names(settings: PlatformSettings, scaler_namespace: str) -> list[str]:
+def namespace_names(settings: PlatformSettings, scaler_namespace: str, config: ScalerConfig) -> list[str]:
     names = [scaler_namespace, MONITORING_NAMESPACE]
+    if render.dra_pool_names(config):
+        names.append(DRA_DRIVER_NAMESPACE)
     if settings.metrics == "keda":
         names.append(KEDA_NAMESPACE)
     if settings.kueue:
@@ -100,7 +104,7 @@ class Platform(pulumi.ComponentResource):
         ctx = Ctx(name, pulumi.ResourceOptions(parent=self, provider=provider), config, cloud, settings, namespace)
 
         self.namespaces = ns = {n: k8s.core.v1.Namespace(ctx.rname(f"ns-{n}"), metadata=meta(n), opts=ctx.child())
-                                for n in namespace_names(settings, namespace)}
+                                for n in namespace_names(settings, namespace, config)}
         self.priority_classes = {
             pc: k8s.scheduling.v1.PriorityClass(
                 ctx.rname(f"pc-{pc}"), metadata=meta(pc), value=value, global_default=False,
@@ -108,6 +112,8 @@ class Platform(pulumi.ComponentResource):
             )
             for pc, (value, desc) in PRIORITY_CLASSES.items()
         }
+        # The DRA pools' GPU agent (the device plugin is the Ansible collection's, kept off these pools).
+        self.dra_driver = dra.declare(ctx, ns[DRA_DRIVER_NAMESPACE]) if DRA_DRIVER_NAMESPACE in ns else None
         self.prometheus = prometheus.declare(ctx, ns[MONITORING_NAMESPACE], alerts_url)
         self.metrics = metrics.declare(ctx, ns[MONITORING_NAMESPACE], self.prometheus, ns.get(KEDA_NAMESPACE))
         self.scaler = scaler_chart.declare(ctx, ns[namespace], self.prometheus, identity, service_account,
@@ -123,6 +129,7 @@ class Platform(pulumi.ComponentResource):
         self.register_outputs({
             "scaler_namespace": namespace,
             "metrics": settings.metrics,
+            "dra_pools": render.dra_pool_names(config),
             "scheduler_name": render.SCHEDULER_NAME if settings.binpack_scheduler else "default-scheduler",
         })
 

@@ -67,6 +67,38 @@ def single_gpu_pod_tolerations(config: ScalerConfig) -> list[dict[str, str]]:
     return tolerations_for([t for t in gpu_taints(config) if t.key != keys.TAINT_MIN_GPUS])
 
 
+# --- which GPU agent runs where: the device plugin or the DRA driver -------------------------------
+def dra_pool_names(config: ScalerConfig) -> list[str]:
+    """The pools whose GPUs the NVIDIA DRA driver serves (`gpu_allocation: dra`), sorted."""
+    return sorted(p.name for p in config.pools if p.dra)
+
+
+def pool_affinity(pools: list[str], operator: str) -> dict[str, Any]:
+    """Required node affinity on the pool label: `In` these pools, or `NotIn` them (nodes without the
+    label, e.g. static GPU hosts, match NotIn). A node runs the device plugin or the DRA driver, never both."""
+    term = {"key": keys.LABEL_POOL, "operator": operator, "values": pools}
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [term]}]}}}
+
+
+def dra_driver_values(config: ScalerConfig) -> dict[str, Any]:
+    """The NVIDIA DRA driver chart's values: its GPU kubelet plugin on the DRA pools' nodes only,
+    tolerating their taints; no ComputeDomain part (see gpuburst_platform/dra.py)."""
+    pools = dra_pool_names(config)
+    taints = {t for p in config.pools if p.dra for t in p.node_taints()}
+    return {
+        # 25.8.1 ships GPU allocation behind this switch (its validation refuses gpus.enabled without it).
+        "gpuResourcesEnabledOverride": True,
+        "resources": {"gpus": {"enabled": True}, "computeDomains": {"enabled": False}},
+        # The EKS AL2023 NVIDIA AMI, AKS and the Ansible nvidia_driver role install the driver on the host.
+        "nvidiaDriverRoot": "/",
+        "kubeletPlugin": {
+            "affinity": pool_affinity(pools, "In"),
+            "tolerations": tolerations_for(sorted(taints, key=lambda t: (t.key, t.value, t.effect))),
+        },
+    }
+
+
 # --- security contexts ------------------------------------------------------------------------
 def pod_security() -> dict[str, Any]:
     return {

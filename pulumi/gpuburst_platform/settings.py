@@ -18,6 +18,7 @@ SCALER_NAMESPACE = "gpuburst-system"
 MONITORING_NAMESPACE = "monitoring"
 KEDA_NAMESPACE = "keda"
 KUEUE_NAMESPACE = "kueue-system"
+DRA_DRIVER_NAMESPACE = "nvidia-dra-driver-gpu"  # only when some pool says gpu_allocation: dra
 ADAPTER_SERVICE = "custom-metrics-apiserver"
 CUSTOM_METRICS_APISERVICE = "v1beta1.custom.metrics.k8s.io"
 

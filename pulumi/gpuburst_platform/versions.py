@@ -29,6 +29,8 @@ CHARTS: Final[dict[str, Chart]] = {
     # Kueue (`platform.kueue`): job queueing, its ProvisioningRequest admission check answered by gpuburst.
     # Published as an OCI artifact only: the chart is its full reference, there is no repository.
     "kueue": Chart("oci://registry.k8s.io/kueue/charts/kueue", "0.19.2", ""),
+    # NVIDIA's DRA driver for GPUs (driver gpu.nvidia.com): on pools with `gpu_allocation: dra` only.
+    "nvidia-dra-driver-gpu": Chart("nvidia-dra-driver-gpu", "25.8.1", "https://helm.ngc.nvidia.com/nvidia"),
 }
 
 # kube-scheduler of the second (bin-packing) scheduler must match the cluster's minor version.
@@ -39,6 +41,7 @@ KUBE_SCHEDULER_PATCH: Final[dict[str, str]] = {
     "1.32": "v1.32.6",
     "1.33": "v1.33.2",
     "1.34": "v1.34.1",
+    "1.35": "v1.35.3",
 }
 
 

@@ -131,6 +131,19 @@ class KubeActions:
             raise KubeError(f"evict {namespace}/{name}: {err}") from None
         return "evicted"
 
+    def delete_pod(self, namespace: str, name: str) -> EvictResult:
+        """DELETE of the pod (its grace period honoured): only for a gang on an ending Capacity Block."""
+        self.before_change()
+        try:
+            self.core.delete_namespaced_pod(name, namespace, _request_timeout=TIMEOUT)
+        except ApiException as err:
+            if err.status == 404:
+                return "gone"
+            raise KubeError(f"delete pod {namespace}/{name}: HTTP {err.status} {err.reason}") from None
+        except TransportError as err:
+            raise KubeError(f"delete pod {namespace}/{name}: {err}") from None
+        return "evicted"
+
     # --- ProvisioningRequests -----------------------------------------------------------------
     def write_conditions(self, request: ProvisioningRequest, conditions: dict[str, Condition]) -> None:
         self.before_change()

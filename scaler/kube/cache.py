@@ -25,7 +25,7 @@ from kubernetes.client.exceptions import ApiException
 
 from scaler.core.model import keys
 from scaler.core.planning.provreq import ProvisioningRequest
-from scaler.kube.convert import SnapshotError, cluster_view, pdb_from_json
+from scaler.kube.convert import SnapshotError, assemble, node_from_json, pdb_from_json, pod_entry
 from scaler.kube.convert_dra import dra_view
 from scaler.kube.convert_storage import storage_view
 from scaler.kube.provreq import ProvisioningRequests
@@ -39,6 +39,7 @@ KINDS = {"pod": "Pod", "node": "Node", "poddisruptionbudget": "PodDisruptionBudg
          "storageclass": "StorageClass", "csinode": "CSINode",
          # scaler.core.dra.convert names the object by its kind
          **{k: k for k in ("DeviceClass", "ResourceClaim", "ResourceClaimTemplate", "ResourceSlice")}}
+_NAMING = ("name", "namespace", "uid", "resourceVersion")  # the metadata a slim Informer keeps
 ABSENT_RECHECK = 300.0  # seconds between looks for an optional API the server did not serve
 
 
@@ -49,9 +50,16 @@ class Informer:
 
     def __init__(self, kind: str, list_fn: Callable[..., Any], *, watch_timeout: int = 300,
                  backoff_initial: float = 0.5, backoff_max: float = 30.0, page_size: int = 500,
-                 optional: bool = False) -> None:
-        """`optional`: a 404 (the API server does not serve the resource) is an empty, synced resource."""
+                 optional: bool = False, convert: Callable[[JSON], Any] | None = None, slim: bool = False) -> None:
+        """`optional`: a 404 (the API server does not serve the resource) is an empty, synced resource.
+        `convert`: each object is converted as its event arrives (what it returns, or the SnapshotError it
+        raises, is kept beside the object: `models`); an object whose resourceVersion did not change is not
+        converted again. `slim`: of an object that converted only the metadata that names it is kept (`items`
+        gives that), the model holds what the passes read (a pod's JSON is several times its model)."""
         self.kind = kind
+        self._convert = convert
+        self._slim = slim and convert is not None
+        self._models: dict[str, Any] = {}
         self.optional = optional
         self._list_fn = list_fn
         self._watch_timeout = watch_timeout
@@ -72,6 +80,29 @@ class Informer:
     def items(self) -> list[JSON]:
         with self._lock:
             return list(self._objects.values())
+
+    def models(self) -> list[tuple[Any, JSON]]:
+        """(the converted object or the SnapshotError its conversion raised, the object), in `items` order."""
+        with self._lock:
+            return [(self._models[k], obj) for k, obj in self._objects.items()]
+
+    def _kept(self, obj: JSON, model: Any) -> JSON:
+        """What is kept of the object: all of it, or (slim) the metadata naming it when it converted (one
+        that did not is kept whole, for the pass to report)."""
+        if not self._slim or isinstance(model, SnapshotError):
+            return obj
+        meta = obj.get("metadata") or {}
+        return {"metadata": {k: meta[k] for k in _NAMING if k in meta}}
+
+    def _model(self, obj: JSON, before: JSON | None, model: Any) -> Any:
+        """The converted object: the one kept for `before` when it is the same version of the object."""
+        rv = (obj.get("metadata") or {}).get("resourceVersion")
+        if before is not None and rv and (before.get("metadata") or {}).get("resourceVersion") == rv:
+            return model
+        try:
+            return self._convert(obj)  # type: ignore[misc]
+        except SnapshotError as err:
+            return err
 
     # --- lifecycle --------------------------------------------------------------------------
     def start(self) -> None:
@@ -111,7 +142,7 @@ class Informer:
         if not self.synced.is_set() or self._objects:
             log.info("%s: not served by the API server (404); empty until it is", self.kind)
         with self._lock:
-            self._objects = {}
+            self._objects, self._models = {}, {}
         self.resource_version = None
         self.synced.set()
         self._stop.wait(ABSENT_RECHECK)
@@ -141,8 +172,13 @@ class Informer:
             cont = meta.get("continue")
             if not cont:
                 break
+        models: dict[str, Any] = {}
+        if self._convert is not None:
+            for k, obj in objects.items():
+                models[k] = self._model(obj, self._objects.get(k), self._models.get(k))
+                objects[k] = self._kept(obj, models[k])
         with self._lock:
-            self._objects = objects
+            self._objects, self._models = objects, models
         self.resource_version = str(meta.get("resourceVersion"))
         self.relists += 1
         self.synced.set()
@@ -160,17 +196,29 @@ class Informer:
             if kind == "ERROR":
                 code = int(obj.get("code") or 500)
                 raise ApiException(status=code, reason=obj.get("message", ""))
-            rv = (obj.get("metadata") or {}).get("resourceVersion")
-            if kind in ("ADDED", "MODIFIED"):
-                with self._lock:
-                    self._objects[_key(obj)] = obj
-            elif kind == "DELETED":
-                with self._lock:
-                    self._objects.pop(_key(obj), None)
-            if rv:
-                self.resource_version = str(rv)
+            self.apply(kind, obj)
             if self._stop.is_set():
                 break
+
+
+    def apply(self, kind: str, obj: JSON) -> None:
+        """One watch event (ADDED, MODIFIED, DELETED; BOOKMARK only moves the resourceVersion)."""
+        rv = (obj.get("metadata") or {}).get("resourceVersion")
+        key = _key(obj)
+        if kind in ("ADDED", "MODIFIED"):
+            if self._convert is not None:  # converted here, in the watch's thread, not by the pass
+                model = self._model(obj, self._objects.get(key), self._models.get(key))
+                obj = self._kept(obj, model)
+            with self._lock:
+                self._objects[key] = obj
+                if self._convert is not None:
+                    self._models[key] = model
+        elif kind == "DELETED":
+            with self._lock:
+                self._objects.pop(key, None)
+                self._models.pop(key, None)
+        if rv:
+            self.resource_version = str(rv)
 
 
 class RawWatch(watch.Watch):
@@ -194,8 +242,10 @@ class ClusterCache:
         self.requests = ProvisioningRequests(api)
         core = client.CoreV1Api(api)
         policy = client.PolicyV1Api(api)
-        self.pods = Informer("pods", core.list_pod_for_all_namespaces, **informer_options)
-        self.nodes = Informer("nodes", core.list_node, **informer_options)
+        self.pods = Informer("pods", core.list_pod_for_all_namespaces, convert=pod_entry, slim=True,
+                             **informer_options)
+        self.nodes = Informer("nodes", core.list_node, convert=lambda obj: node_from_json(obj, keys.LABEL_POOL),
+                              **informer_options)
         self.pdbs = Informer("poddisruptionbudgets", policy.list_pod_disruption_budget_for_all_namespaces,
                              **informer_options)
         # What kube-scheduler's volume and namespaceSelector filters read (scaler.core.scheduling.filters).
@@ -265,7 +315,7 @@ class ClusterCache:
         skipped: list[Skipped] = []
         skip = self._skipper(skipped)
         fresh, pdbs_fresh, stale = self.fresh, self.pdbs_fresh, self.stale()
-        view = cluster_view(self.nodes.items(), self.pods.items(), keys.LABEL_POOL, skip=skip)
+        view = assemble(self._converted(self.nodes, skip), self._converted(self.pods, skip))
         for node in view.nodes.values():
             if node.provider_id:
                 node.pool = pool_of(node.provider_id) or node.pool
@@ -281,6 +331,18 @@ class ClusterCache:
                        self.resource_slices.items(), skip)
         return ClusterView(view.pending, list(view.nodes.values()), pdbs, fresh, pdbs_fresh, storage,
                            namespaces or {}, stale, skipped, dra)
+
+    @staticmethod
+    def _converted(informer: Informer, skip: Callable[[SnapshotError, Mapping[str, Any]], None]) -> list[Any]:
+        """The informer's converted objects; those that did not convert go to `skip` (every pass, as the
+        conversion of the whole list used to)."""
+        out = []
+        for model, obj in informer.models():
+            if isinstance(model, SnapshotError):
+                skip(model, obj)
+            elif model is not None:
+                out.append(model)
+        return out
 
     def provisioning_requests(self) -> list[ProvisioningRequest]:
         """Read when asked (a pass on fresh data), not watched: there are few, and their PodTemplates too.

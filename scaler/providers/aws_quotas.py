@@ -15,9 +15,9 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from scaler.core.config.ec2_quota_classes import QUOTAS, instance_class, quota_key
 from scaler.core.config.pool import Pool
 from scaler.core.planning.snapshot import Quota
-from scaler.providers.ec2_quota_classes import QUOTAS, instance_class, quota_key
 
 log = logging.getLogger(__name__)
 

@@ -48,6 +48,7 @@ from scaler.core.planning.snapshot import (
     PoolObservation,
 )
 from scaler.providers import base
+from scaler.providers.azure_quotas import AzureQuotaReader
 from scaler.providers.base import ProviderError, check_size
 
 log = logging.getLogger(__name__)
@@ -156,6 +157,7 @@ class AzureProvider:
         self.aks = ContainerServiceClient(cred, subscription_id, polling_interval=polling_interval, **extra)
         self.compute = ComputeManagementClient(cred, subscription_id, polling_interval=polling_interval, **extra)
         self._pools = {p.name: p for p in config.pools}
+        self.quotas = AzureQuotaReader(self.compute, config.region, clock)
         self._instances: dict[str, str] = {}  # VM resource id (lower) -> pool
         self._machines: dict[str, str] = {}  # VM resource id (lower) -> AKS machine name
         self._pollers: dict[str, list[tuple[str, LROPoller[Any]]]] = {}
@@ -188,6 +190,8 @@ class AzureProvider:
             zonal = {f.reason for f in obs.failures}  # an instance's failure says which zone; prefer it
             obs.failures = [f for f in self._operation_failures(pool.name, now) if f.reason not in zonal] + obs.failures
             out[pool.name] = obs
+        for name, quota in self.quotas.for_pools(self._pools.values()).items():
+            out[name].quota = quota
         self._instances = instances
         self._acknowledged &= set(self._evicted)
         return out

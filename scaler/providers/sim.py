@@ -32,12 +32,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
+from scaler.core.config.ec2_quota_classes import QUOTAS, quota_key
 from scaler.core.config.pool import Pool
 from scaler.core.config.reservation import EC2_BLOCK_TERMINATION
 from scaler.core.config.settings import ScalerConfig
 from scaler.core.planning.snapshot import CloudInstance, Interruption, LaunchFailure, PoolObservation, Quota
 from scaler.providers.base import NotFound, ProviderError, check_size
-from scaler.providers.ec2_quota_classes import QUOTAS, quota_key
 
 CAPACITY_REASON = {"aws": "InsufficientInstanceCapacity", "azure": "ZonalAllocationFailed"}
 NOTICE_LEAD = {"aws": 120.0, "azure": 30.0}  # seconds between the cloud's notice and the reclaim

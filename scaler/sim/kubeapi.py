@@ -91,6 +91,13 @@ class SimKube:
         self.deleted(pod)
         return "evicted"
 
+    def delete_pod(self, namespace: str, name: str) -> EvictResult:
+        pod = self.pod(f"{namespace}/{name}")
+        if pod is None or pod.node_name is None:
+            return "gone"
+        self.deleted(pod)
+        return "evicted"
+
     def delete_node(self, name: str) -> None:
         if name in self.binder.nodes:
             self.node_deleted(name)

@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from scaler.configfile import load_config
+from scaler.core.config.ec2_quota_classes import FAMILIES, QUOTAS, family_name, quota_key
 from scaler.core.config.settings import ConfigError, ScalerConfig
 from scaler.core.planning.planner import plan
 from scaler.core.scheduling.scoring import PROFILES
-from scaler.providers.ec2_quota_classes import FAMILIES, QUOTAS, family_name, quota_key
 from scaler.providers.sim import Outage, SimProvider
 from scaler.reconcile import Planner
 from scaler.sim.engine import Engine

@@ -4,7 +4,9 @@ Serves the documented JSON shapes of AKS agent pools and machines and of VM scal
 instances, and runs every write as a long-running operation: the PUT/PATCH/POST answers 200/201/202
 with an Azure-AsyncOperation (or Location) header, the status URL answers InProgress once, then
 Succeeded or Failed with an ARM error body. `fail_next[(pool, verb)] = (code, message)` makes the next
-such operation fail the way Azure reports an allocation failure.
+such operation fail the way Azure reports an allocation failure. `usages` is the region's compute usage
+list (GET .../providers/Microsoft.Compute/locations/eastus/usages), name -> (current, limit); every GET
+is counted in `usage_reads`.
 """
 
 from __future__ import annotations
@@ -45,6 +47,10 @@ class FakeArm:
         self.ops: dict[str, list[JSON]] = {}  # operation id -> remaining status bodies
         self.fail_next: dict[tuple[str, str], tuple[str, str]] = {}
         self.calls: list[tuple[str, str]] = []
+        self.usages: dict[str, tuple[int, int]] = {
+            "cores": (12, 100), "lowPriorityCores": (0, 100), "standardNCASv3_T4Family": (8, 24),
+            "standardDSv5Family": (4, 50), "standardNCADSA100v4Family": (0, 0)}
+        self.usage_reads = 0
         self.throttle = 0  # answer this many agent pool GETs with 429 (ARM's throttling)
         self.server_errors = 0  # then this many with 500
         base = f"{ARM}/subscriptions/{subscription}/resourceGroups/{rg}/providers"
@@ -63,6 +69,8 @@ class FakeArm:
         cb("POST", re.compile(vmss + r"(?P<s>[^/?]+)/delete\?"), self._delete_instances)
         cb("GET", re.compile(re.escape(f"{ARM}/subscriptions/{subscription}/providers/") +
                              r"[^/]+/locations/eastus/operations/(?P<op>[^/?]+)"), self._operation)
+        cb("GET", re.compile(re.escape(f"{ARM}/subscriptions/{subscription}/providers/Microsoft.Compute/locations/"
+                                       "eastus/usages?")), self._usages)
 
     # --- state ------------------------------------------------------------------------------------
     def vmss_vm_id(self, scale_set: str, instance: str, rg: str | None = None) -> str:
@@ -236,6 +244,15 @@ class FakeArm:
         self.vms[name] = [v for v in self.vms[name] if v["instanceId"] not in ids]
         self.scale_sets[name]["sku"]["capacity"] = len(self.vms[name])
         return 202, self._start("Microsoft.Compute", (name, "delete"), "Location"), ""
+
+    def _usages(self, request: Any) -> tuple[int, dict[str, str], str]:
+        """Compute usages as ARM lists them (Usages_List: unit, currentValue, limit, name.value/localizedValue)."""
+        self.usage_reads += 1
+        local = {"cores": "Total Regional vCPUs", "lowPriorityCores": "Total Regional Low-priority vCPUs"}
+        value = [{"unit": "Count", "currentValue": cur, "limit": lim,
+                  "name": {"value": name, "localizedValue": local.get(name, f"Standard {name[8:-6]} Family vCPUs")}}
+                 for name, (cur, lim) in self.usages.items()]
+        return 200, {}, json.dumps({"value": value})
 
     def evict(self, scale_set: str, instance: str) -> None:
         """A Spot eviction with policy Deallocate: the instance stays, deallocated."""

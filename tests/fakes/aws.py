@@ -125,11 +125,19 @@ class Faults:
 
 class FailedLaunch:
     """DescribeScalingActivities for `group` answers with one failed launch activity carrying AWS's own
-    status message (moto records no failed activities); other groups reach moto."""
+    status message (moto records no failed activities); other groups reach moto. `refused`: the group's
+    instances moto launched are left out of DescribeAutoScalingGroups too (AWS launched none of them)."""
 
-    def __init__(self, client: Any, group: str, message: str, zone: str, at: float) -> None:
+    def __init__(self, client: Any, group: str, message: str, zone: str, at: float, *, refused: bool = False) -> None:
         self.group, self.message, self.zone, self.at = group, message, zone, at
         client.meta.events.register("before-send.autoscaling.DescribeScalingActivities", self)
+        if refused:
+            client.meta.events.register("after-call.autoscaling.DescribeAutoScalingGroups", self._hide)
+
+    def _hide(self, parsed: dict[str, Any], **_: Any) -> None:
+        for group in parsed.get("AutoScalingGroups") or ():
+            if group.get("AutoScalingGroupName") == self.group:
+                group["Instances"] = []
 
     def __call__(self, request: Any, **_: Any) -> Any:
         from urllib.parse import parse_qs

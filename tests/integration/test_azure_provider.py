@@ -12,6 +12,7 @@ from scaler.core.config.settings import ScalerConfig, parse_config
 from scaler.providers.azure import AzureProvider
 from scaler.providers.base import ProviderError
 from tests.fakes.arm import FakeArm, FakeCredential
+from tests.fakes.world import Clock
 
 pytestmark = pytest.mark.integration
 SUB, RG, CLUSTER = "00000000-0000-0000-0000-000000000001", "burst-rg", "burst"
@@ -164,3 +165,25 @@ def test_throttling_and_server_errors(provider: AzureProvider, arm: FakeArm) -> 
     with pytest.raises(ProviderError) as err:
         provider.observe(0)
     assert err.value.kind == "not-found"
+
+
+def test_compute_quotas_are_read_as_caps_at_most_every_five_minutes(config: ScalerConfig, arm: FakeArm) -> None:
+    clock = Clock()
+    provider = AzureProvider(config, subscription_id=SUB, resource_group=RG, credential=FakeCredential(),
+                             polling_interval=0, clock=clock)
+    arm.usages["lowPriorityCores"] = (12, 16)
+    obs = provider.observe(clock.t)
+    # On-demand VMs count against their size's family; Spot VMs against the region's low-priority vCPUs.
+    assert {n: (o.quota.name, o.quota.headroom) for n, o in obs.items() if o.quota} == {
+        "gpu-od": ("standardNCASv3_T4Family", 16), "gpu-spot-1": ("lowPriorityCores", 4),
+        "gpu-vmss": ("lowPriorityCores", 4)}
+    arm.usages["standardNCASv3_T4Family"] = (24, 24)
+    clock.t += 299
+    assert provider.observe(clock.t)["gpu-od"].quota.headroom == 16  # type: ignore[union-attr]
+    assert arm.usage_reads == 1
+    clock.t += 1
+    assert provider.observe(clock.t)["gpu-od"].quota.headroom == 0  # type: ignore[union-attr]
+    assert arm.usage_reads == 2
+    arm.usages.pop("standardNCASv3_T4Family")  # a family the usage list does not name: no cap
+    clock.t += 300
+    assert provider.observe(clock.t)["gpu-od"].quota is None

@@ -661,3 +661,66 @@ def test_a_gang_does_not_take_the_node_coming_for_a_pod_that_waited_before_it(wo
     assert plan.verdicts["default/single"].outcome == "fits-in-flight"
     assert {plan.verdicts[f"default/gang-{i}"].outcome for i in range(2)} == {"scale-up"}
     assert world.desired("gpu-spot-a") == 3
+
+
+def test_a_gang_on_an_ending_capacity_block_is_moved_off_together(aws: MotoAws, kube: FakeKube,
+                                                                  tmp_path: Path) -> None:
+    """A 2-node Capacity Block running a gang whose budget refuses every eviction: at the drain lead the
+    gang's pods are deleted through the API server (none evicted, no 429), the replacements are asked for
+    on the next rung in the same pass, and the drains count as capacity-block-end, not spot-interruption."""
+    now = float(int(time.time()))
+    block = {"name": "gpu8-block", "capacity_type": "capacity-block", "instance_types": ["p5.48xlarge"],
+             "zones": ["us-east-1a"], "min_pod_gpus": 8, "max": 2, "fallback": "gpu8-od",
+             "reservation": {"id": "cr-0123456789abcdef0", "start": now - 3600, "end": now + 2400 + 30}}
+    od = {"name": "gpu8-od", "instance_types": ["g6.48xlarge"], "zones": ["us-east-1a"], "min_pod_gpus": 8,
+          "max": 4}
+    config = parse_config({**CONFIG, "pools": [block, od]}, "test")
+    w = World(aws, kube, config, tmp_path, desired={"gpu8-block": 2})
+    try:
+        w.provider.observe(0)
+        nodes = w.register("gpu8-block")
+        gang = {keys.LABEL_POD_GROUP: "g1"}
+        tolerate = [{"key": keys.TAINT_GPU, "operator": "Exists", "effect": "NoSchedule"},
+                    {"key": keys.TAINT_MIN_GPUS, "operator": "Exists", "effect": "NoSchedule"}]
+        for i, node in enumerate(nodes):
+            kube.put("pods", pod(f"g1-{i}", node_name=node, gpus=8, labels=gang, owner="Job", tolerations=tolerate))
+        kube.put("poddisruptionbudgets", pdb("g1", gang, allowed=0))
+        plan = w.step()
+        assert plan is not None and plan.scale_downs == []  # more than 40 min before the end: not yet
+        plan = w.step(30)
+        assert plan is not None
+        assert sorted(d.delete for d in plan.scale_downs) == [("default/g1-0",), ("default/g1-1",)]
+        assert sum(u.count for u in plan.scale_ups if u.pool == "gpu8-od") == 2
+        assert not [p for p in kube.objects("pods") if p["metadata"]["name"].startswith("g1-")]
+        assert not [e for e in kube.evictions if e[0].startswith("default/g1-")]
+        assert w.runtime.metrics.interruptions.labels("gpu8-block", "capacity-block-end")._value.get() == 2
+        assert w.runtime.metrics.interruptions.labels("gpu8-block", "spot-interruption")._value.get() == 0
+    finally:
+        w.close()
+
+
+# EC2's own status messages of a failed launch activity (the activity carries no code).
+LAUNCH_FAILURES = {
+    "InsufficientInstanceCapacity": "We currently do not have sufficient g6.xlarge capacity in the Availability Zone "
+    "you requested (us-east-1a). Our system will be working on provisioning additional capacity. Launching EC2 "
+    "instance failed.",
+    "VcpuLimitExceeded": "You have requested more vCPU capacity than your current vCPU limit of 0 allows for the "
+    "instance bucket that the specified instance type belongs to. Please visit http://aws.amazon.com/contact-us/"
+    "ec2-request to request an adjustment to this limit. Launching EC2 instance failed.",
+    "MaxSpotInstanceCountExceeded": "Max spot instance count exceeded. Launching EC2 instance failed.",
+}
+
+
+@pytest.mark.parametrize("code", sorted(LAUNCH_FAILURES))
+def test_a_failed_scaling_activity_moves_the_pods_to_the_next_rung_in_the_pass_that_reads_it(
+        world: World, code: str) -> None:
+    world.gpu_pods("train", 2, pending=True)
+    world.step()
+    assert world.desired("gpu-spot-a") == 2 and world.desired("gpu-od") == 0
+    FailedLaunch(world.provider.asg, world.groups["gpu-spot-a"], LAUNCH_FAILURES[code], "us-east-1a",
+                 world.clock.t + 5, refused=True)
+    plan = world.step()  # the next pass reads the failure: not the provision timeout (300 s) later
+    assert plan is not None
+    assert {u.pool: u.count for u in plan.scale_ups} == {"gpu-od": 2}
+    assert world.desired("gpu-od") == 2
+    assert ("gpu-spot-a", "us-east-1a") in world.runtime.state.unavailable

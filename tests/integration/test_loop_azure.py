@@ -60,6 +60,17 @@ def add_node(kube: FakeKube, config: ScalerConfig, pool_name: str, name: str, pr
                    "conditions": [{"type": "Ready", "status": "True"}]}})
 
 
+def settle(cache: ClusterCache, kube: FakeKube) -> None:
+    """Let the watch deliver what the fake API server holds."""
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        cached = {o["metadata"]["resourceVersion"] for o in cache.pods.items() + cache.nodes.items()}
+        stored = {o["metadata"]["resourceVersion"] for o in kube.objects("pods") + kube.objects("nodes")}
+        if cached == stored:
+            return
+        time.sleep(0.02)
+
+
 def test_azure_scale_up_and_spot_eviction(arm: FakeArm, kube: FakeKube, config: ScalerConfig,
                                           tmp_path: Path) -> None:
     api = api_client(str(kube.kubeconfig(tmp_path / "kc")))
@@ -83,13 +94,7 @@ def test_azure_scale_up_and_spot_eviction(arm: FakeArm, kube: FakeKube, config: 
 
         def step(seconds: float = 10) -> None:
             clock.t += seconds
-            deadline = time.monotonic() + 5
-            while time.monotonic() < deadline:  # let the watch deliver what the fake holds
-                cached = {o["metadata"]["resourceVersion"] for o in cache.pods.items() + cache.nodes.items()}
-                stored = {o["metadata"]["resourceVersion"] for o in kube.objects("pods") + kube.objects("nodes")}
-                if cached == stored:
-                    break
-                time.sleep(0.02)
+            settle(cache, kube)
             runtime.run_once()
 
         step()
@@ -109,3 +114,77 @@ def test_azure_scale_up_and_spot_eviction(arm: FakeArm, kube: FakeKube, config: 
         assert arm.agent_pools["gpuod"]["properties"]["count"] == 1  # not asked twice
     finally:
         cache.stop()
+
+
+QUOTA = ("Operation could not be completed as it results in exceeding approved standardNCASv3_T4Family Cores quota. "
+         "Additional details - Deployment Model: Resource Manager, Location: eastus, Current Limit: 8, "
+         "Current Usage: 8, Additional Required: 4, (Minimum) New Limit Required: 12.")
+FAILED_SCALES = {
+    "SKUFamilyQuotaExceeded": QUOTA,
+    "AllocationFailed": "Allocation failed. We do not have sufficient capacity for the requested VM size in this "
+    "region. Read more about improving likelihood of allocation success at http://aka.ms/allocation-guidance",
+    "OverconstrainedAllocationRequest": "Allocation failed. VM(s) with the following constraints cannot be "
+    "allocated, because the condition is too restrictive. Please remove some constraints and try again.",
+}
+LADDER = {**CONFIG, "pools": [
+    {"name": "gpu-spot", "provider_ref": "gpuspot", "capacity_type": "spot", "vm_size": "Standard_NC4as_T4_v3",
+     "zones": ["1"], "max": 3, "fallback": "gpu-od"},
+    {"name": "gpu-od", "provider_ref": "gpuod", "vm_size": "Standard_NC4as_T4_v3", "zones": ["1"], "max": 3}]}
+SPOT_GPU = [{"key": "kubernetes.azure.com/scalesetpriority", "operator": "Equal", "value": "spot",
+             "effect": "NoSchedule"}, {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+
+
+@pytest.fixture
+def ladder(arm: FakeArm, kube: FakeKube, tmp_path: Path) -> Iterator[tuple[Runtime, AzureProvider, Clock]]:
+    """A Spot agent pool falling back to a regular one, a scaler on them and one pending 1-GPU pod."""
+    config = parse_config(LADDER, "test")
+    arm.add_agent_pool("gpuspot", 0, "Standard_NC4as_T4_v3", spot=True)
+    api = api_client(str(kube.kubeconfig(tmp_path / "kc")))
+    cache = ClusterCache(api, watch_timeout=5, backoff_initial=0.05, backoff_max=0.2)
+    cache.start()
+    try:
+        assert cache.wait_synced(5)
+        clock = Clock()
+        provider = AzureProvider(config, subscription_id=SUB, resource_group=RG, credential=FakeCredential(),
+                                 polling_interval=0, clock=clock)
+        leader = Leader(api, "gpuburst-system", "r")
+        actions = KubeActions(api, "gpuburst-system", nodes=cache.raw_node, before_change=leader.check)
+        kube.put("pods", pod("job-0", gpus=1, cpu="1", pending=True, tolerations=SPOT_GPU))
+        settle(cache, kube)
+        yield Runtime(config, provider, cache, actions, leader=leader, clock=clock), provider, clock
+    finally:
+        cache.stop()
+
+
+@pytest.mark.parametrize("code", sorted(FAILED_SCALES))
+def test_an_agent_pools_failed_scale_sends_the_pod_to_the_next_rung_in_the_pass_that_reads_it(
+        arm: FakeArm, ladder: tuple[Runtime, AzureProvider, Clock], code: str) -> None:
+    runtime, provider, clock = ladder
+    arm.fail_next[("gpuspot", "scale")] = (code, FAILED_SCALES[code])
+    assert runtime.run_once() is not None
+    assert ("PUT agentPool", "gpuspot count=1") in arm.calls
+    deadline = time.monotonic() + 10  # the operation fails in the background, as ARM's would
+    while any(not p.done() for _, p in provider._pollers.get("gpu-spot", [])) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    clock.t += 10
+    plan = runtime.run_once()  # the pass that reads the failure asks the fallback: no provision timeout
+    assert plan is not None
+    assert {u.pool: u.count for u in plan.scale_ups} == {"gpu-od": 1}
+    assert ("PUT agentPool", "gpuod count=1") in arm.calls
+    assert ("gpu-spot", "1") in runtime.state.unavailable
+
+
+def test_an_exhausted_spot_quota_sends_the_pod_to_the_next_rung_in_the_first_pass(
+        arm: FakeArm, kube: FakeKube, ladder: tuple[Runtime, AzureProvider, Clock]) -> None:
+    runtime, _, _ = ladder
+    arm.usages["lowPriorityCores"] = (100, 100)  # Spot's regional vCPUs all used
+    plan = runtime.run_once()
+    assert plan is not None
+    assert {u.pool: u.count for u in plan.scale_ups} == {"gpu-od": 1}  # never asked Spot for what it refuses
+    assert not [c for c in arm.calls if c[0] == "PUT agentPool" and c[1].startswith("gpuspot")]
+    assert "lowPriorityCores" in plan.quotas
+    events = [e for e in kube.objects("events") if e["reason"] == "QuotaExhausted"]
+    assert events and "lowPriorityCores" in events[0]["message"]
+    sample = runtime.metrics.registry.get_sample_value
+    assert sample("gpuburst_quota_exhausted", {"quota": "lowPriorityCores"}) == 1
+    assert sample("gpuburst_quota_headroom_vcpus", {"quota": "standardNCASv3_T4Family"}) == 16

@@ -23,6 +23,9 @@ from scaler.core.config.settings import ScalerConfig  # noqa: E402
 
 AZURE_POOLS = ROOT / "tests" / "platform" / "pools-azure.yaml"
 AWS_POOLS = ROOT / "examples" / "pools-aws.yaml"
+# DRA pools beside device-plugin ones (`gpu_allocation: dra`): the DRA driver's release appears.
+AWS_DRA_POOLS = ROOT / "tests" / "platform" / "pools-aws-dra.yaml"
+AZURE_DRA_POOLS = ROOT / "tests" / "platform" / "pools-azure-dra.yaml"
 IRSA_ARN = "arn:aws:iam::123456789012:role/gpuburst-dev-scaler"
 CLIENT_ID = "00000000-1111-2222-3333-444444444444"
 
@@ -91,18 +94,20 @@ STACK_ENV = {
 
 
 def platform_program(cloud: str, metrics: str = "prometheus-adapter", *, alerts_url: str | None = None,
-                     scaler_env: dict[str, str] | None = None, **settings: Any) -> Recorder:
+                     scaler_env: dict[str, str] | None = None, pools: Path | None = None,
+                     **settings: Any) -> Recorder:
     import pulumi_kubernetes as k8s
+    from gpuburst_infra.stack_models import DEFAULT_KUBERNETES
     from gpuburst_platform import Platform, PlatformSettings
 
-    config = scaler_config(cloud)
+    config = load_config(pools) if pools is not None else scaler_config(cloud)
     identity = IRSA_ARN if cloud == "aws" else CLIENT_ID
 
     def program() -> Any:
         provider = k8s.Provider("k8s", kubeconfig="apiVersion: v1\nkind: Config\n")
         return Platform(
             "platform", provider=provider, config=config, cloud=config.cloud, identity=identity,
-            kubernetes_version="1.32", settings=PlatformSettings(metrics=metrics, **settings),
+            kubernetes_version=DEFAULT_KUBERNETES, settings=PlatformSettings(metrics=metrics, **settings),
             alerts_url=alerts_url, scaler_env=STACK_ENV[cloud] if scaler_env is None else scaler_env,
         )
 

@@ -41,13 +41,13 @@ from charts_helpers import (
     releases,
     render,
 )
-from gpuburst_infra.stack_models import SUPPORTED_KUBERNETES
+from gpuburst_infra.stack_models import DEFAULT_KUBERNETES, DRA_MIN_KUBERNETES, SUPPORTED_KUBERNETES
 from gpuburst_platform import prometheus as component
 from gpuburst_platform import render as prender
 from gpuburst_platform.scaler_chart import IRSA_ANNOTATION, WORKLOAD_IDENTITY_ANNOTATION
 from gpuburst_platform.settings import ADAPTER_SERVICE, CUSTOM_METRICS_APISERVICE, MONITORING_NAMESPACE
 from gpuburst_platform.versions import CHARTS
-from platform_helpers import ROOT, STACK_ENV, platform_program
+from platform_helpers import AWS_DRA_POOLS, AZURE_DRA_POOLS, ROOT, STACK_ENV, platform_program
 
 from scaler import permissions
 from scaler.core.config.settings import ConfigError, parse_config
@@ -58,6 +58,11 @@ VARIANTS = [("aws", "prometheus-adapter"), ("azure", "prometheus-adapter"), ("aw
 DEVICE_PLUGIN_ROLE = ROOT / "ansible_collections/gpuburst/cluster/roles/device_plugin/defaults/main.yml"
 POOL_FILES = ["examples/pools-aws.yaml", "examples/pools-azure.yaml"]
 COUNTS: dict[str, int] = {}  # read by conftest's terminal summary
+assert DEFAULT_KUBERNETES in VERSIONS
+
+
+def _before(version: str, minimum: tuple[int, int]) -> bool:
+    return tuple(map(int, version.split("."))) < minimum
 
 
 def _chart_dir(chart: str) -> Path:
@@ -92,7 +97,10 @@ def platforms() -> list[Platform]:
     return [_platform(c, m) for c, m in VARIANTS] + [
         # Kueue wired to gpuburst, and alerts sent to a receiver (its URL a stack secret).
         _platform("aws", "prometheus-adapter", kueue=True, alerts={"receiver": "slack"},
-                  alerts_url="https://hooks.slack.com/services/T0/B0/X")]
+                  alerts_url="https://hooks.slack.com/services/T0/B0/X"),
+        # DRA pools beside device-plugin ones: NVIDIA's DRA driver too (tests/platform/test_dra_driver.py).
+        _platform("aws", "prometheus-adapter", pools=AWS_DRA_POOLS),
+        _platform("azure", "keda", pools=AZURE_DRA_POOLS)]
 
 
 def _device_plugin_values(tmp_path: Path, pools_file: str) -> dict[str, Any]:
@@ -149,7 +157,7 @@ def test_every_official_chart_and_ours_is_rendered(platforms: list[Platform],
                                                    device_plugin: dict[str, Rendered]) -> None:
     charts = {r.chart for p in platforms for r in p.releases.values()} | {r.chart for r in device_plugin.values()}
     assert charts == {"kube-prometheus-stack", "dcgm-exporter", "prometheus-adapter", "keda",
-                      "nvidia-device-plugin", "kueue", OUR_CHART.name}
+                      "nvidia-device-plugin", "nvidia-dra-driver-gpu", "kueue", OUR_CHART.name}
     for p in platforms:
         for r in p.releases.values():
             assert r.objects, f"{r.chart} rendered nothing"
@@ -554,8 +562,13 @@ def test_every_object_is_valid_for_every_kubernetes_version_the_stacks_allow(
             if key not in seen:
                 seen.add(key)
                 objects.append(o)
-    problems = [msg for v in VERSIONS for o in objects if (msg := validator.validate(o, v))]
+    # resource.k8s.io/v1 (the DRA driver's DeviceClasses) is served from 1.34; a stack with a DRA pool on
+    # an older version is refused (gpuburst_infra.stack_models), so those objects are checked from 1.34 on.
+    problems = [msg for v in VERSIONS for o in objects
+                if not (_before(v, DRA_MIN_KUBERNETES) and str(o.body.get("apiVersion")).startswith("resource.k8s.io/"))
+                and (msg := validator.validate(o, v))]
     assert not problems, "\n".join([f"{len(problems)} invalid:", *problems[:30]])
+    assert {o.kind for o in objects if str(o.body.get("apiVersion")) == "resource.k8s.io/v1"} == {"DeviceClass"}
     custom = sum(1 for o in objects if (o.body["apiVersion"], o.kind) in validator.custom)
     COUNTS.update(objects=len(objects), versions=len(VERSIONS), custom=custom,
                   validations=len(objects) * len(VERSIONS))

@@ -293,3 +293,47 @@ def test_existing_network_is_used_as_given(tmp_path: Any) -> None:
     assert not r.of_type("aws:ec2/vpc:Vpc") and not r.of_type("aws:ec2/subnet:Subnet")
     assert r.one(GROUP, "gpu1-spot-b").inputs["vpcZoneIdentifiers"] == [subnets["us-east-1b"]]
     assert r.one("aws:ec2/securityGroup:SecurityGroup", "nodes").inputs["vpcId"] == "vpc-0123456789abcdef0"
+
+
+def test_reserved_and_block_pools_launch_into_their_reservations(tmp_path: Any) -> None:
+    """The same pool model: a reserved pool's group targets its On-Demand Capacity Reservation (only there, or
+    there first), a Capacity Block's launch template buys into the block with market type capacity-block."""
+    from gpuburst_infra.offline import render
+    from stack_helpers import write_stack
+
+    rg_arn = "arn:aws:resource-groups:us-east-1:123456789012:group/gpu-reservations"
+
+    def edit(c: dict[str, Any]) -> None:
+        c["gpuburst:pools"] += [
+            {"name": "gpu1-reserved", "capacity_type": "reserved", "instance_types": ["g6.xlarge"],
+             "zones": ["us-east-1a"], "max": 4, "fallback": "gpu1-spot-a",
+             "reservation": {"id": "cr-0123456789abcdef0"}},
+            {"name": "gpu1-reserved-rg", "capacity_type": "reserved", "instance_types": ["g6.xlarge", "g5.xlarge"],
+             "zones": ["us-east-1a"], "max": 4, "fallback": "gpu1-spot-a",
+             "reservation": {"resource_group": rg_arn, "preference": "capacity-reservations-first"}},
+            {"name": "gpu8-block", "capacity_type": "capacity-block", "instance_types": ["p5.48xlarge"],
+             "zones": ["us-east-1a"], "min_pod_gpus": 8, "max": 2, "fallback": "gpu8-od",
+             "reservation": {"id": "cr-0fedcba9876543210", "start": "2026-12-01T11:30:00Z",
+                             "end": "2026-12-08T11:30:00Z"}},
+            {"name": "gpu8-od", "instance_types": ["g6.48xlarge"], "zones": ["us-east-1a"], "min_pod_gpus": 8,
+             "max": 2}]
+
+    r = render(write_stack(ROOT / "Pulumi.aws-dev.yaml", tmp_path, edit))
+    assert r.one(GROUP, "gpu1-reserved").inputs["capacityReservationSpecification"] == {
+        "capacityReservationPreference": "capacity-reservations-only",
+        "capacityReservationTarget": {"capacityReservationIds": ["cr-0123456789abcdef0"]}}
+    assert r.one(GROUP, "gpu1-reserved-rg").inputs["capacityReservationSpecification"] == {
+        "capacityReservationPreference": "capacity-reservations-first",
+        "capacityReservationTarget": {"capacityReservationResourceGroupArns": [rg_arn]}}
+    assert "instanceMarketOptions" not in r.one(TEMPLATE, "gpu1-reserved").inputs
+    block = r.one(TEMPLATE, "gpu8-block").inputs
+    assert block["instanceMarketOptions"] == {"marketType": "capacity-block"}
+    assert block["capacityReservationSpecification"] == {
+        "capacityReservationTarget": {"capacityReservationId": "cr-0fedcba9876543210"}}
+    group = r.one(GROUP, "gpu8-block").inputs
+    assert "mixedInstancesPolicy" not in group and group["launchTemplate"]["id"]
+    assert "capacityReservationSpecification" not in r.one(GROUP, "gpu1-spot-a").inputs
+    assert "capacityReservationSpecification" not in r.one(TEMPLATE, "gpu1-spot-a").inputs
+    # The block's dates and the reservations are tags the scaler reads back (Pool.from_tags).
+    tags = {t["key"]: t["value"] for t in group["tags"]}
+    assert tags[keys.TAG_RESERVATION_PREFIX + "end"] == "2026-12-08T11:30:00Z"

@@ -16,7 +16,7 @@ from stack_helpers import ROOT, pool_entry, rendered, write_stack
 from scaler.core.config.pool import Pool, TaintSpec
 from scaler.core.config.settings import parse_config
 from scaler.core.model import keys
-from scaler.permissions import AZURE_AGENT_POOL_ACTIONS
+from scaler.permissions import AZURE_AGENT_POOL_ACTIONS, AZURE_QUOTA_ACTIONS
 
 STACKS = ["azure-dev", "azure-prod"]
 AGENT_POOL = "azure-native:containerservice:AgentPool"
@@ -128,7 +128,7 @@ def test_gpu_driver_follows_config(stack: str, tmp_path: Path) -> None:
 @pytest.mark.parametrize("stack", STACKS)
 def test_scaler_role_allows_only_the_agent_pool_actions_on_the_scalers_pools(stack: str) -> None:
     r, s = rendered(stack), _stack(stack)
-    (role,) = r.of_type("azure-native:authorization:RoleDefinition")
+    role = r.one("azure-native:authorization:RoleDefinition", "scaler")
     (perm,) = role.inputs["permissions"]
     # Every pool is an AKS agent pool: no Compute (scale set) action at all.
     assert perm["actions"] == list(AZURE_AGENT_POOL_ACTIONS)
@@ -136,7 +136,8 @@ def test_scaler_role_allows_only_the_agent_pool_actions_on_the_scalers_pools(sta
     assert not perm.get("dataActions") and not perm.get("notActions")
     assert not any("*" in a for a in perm["actions"])
     identity = r.one("azure-native:managedidentity:UserAssignedIdentity", "scaler")
-    assignments = [a for a in r.of_type("azure-native:authorization:RoleAssignment") if a.name.startswith("scaler")]
+    assignments = [a for a in r.of_type("azure-native:authorization:RoleAssignment")
+                   if a.name.startswith("scaler") and a.name != "scaler-quotas"]
     cluster_id = r.one(CLUSTER, "cluster").id
     # One assignment per pool the scaler owns, on that agent pool; none on the cluster or the node group.
     expected = sorted(f"{cluster_id}/agentPools/{p.provider_ref}" for p in s.pools)
@@ -147,6 +148,38 @@ def test_scaler_role_allows_only_the_agent_pool_actions_on_the_scalers_pools(sta
     assert {a.inputs["principalId"] for a in assignments} == {_principal_of(identity)}
     rg = r.one("azure-native:resources:ResourceGroup", "rg").id
     assert role.inputs["assignableScopes"] == [rg]
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_the_quota_reads_have_a_role_of_their_one_action_on_the_subscription(stack: str) -> None:
+    # Compute usages are listed per subscription and region: the resource group's role cannot grant them.
+    r = rendered(stack)
+    role = r.one("azure-native:authorization:RoleDefinition", "scaler-quotas")
+    (perm,) = role.inputs["permissions"]
+    assert perm["actions"] == list(AZURE_QUOTA_ACTIONS) == ["Microsoft.Compute/locations/usages/read"]
+    (scope,) = role.inputs["assignableScopes"]
+    assert scope == role.inputs["scope"] and scope.count("/") == 2 and scope.startswith("/subscriptions/")
+    assignment = r.one("azure-native:authorization:RoleAssignment", "scaler-quotas")
+    assert (assignment.inputs["scope"], assignment.inputs["roleDefinitionId"]) == (scope, role.id)
+    identity = r.one("azure-native:managedidentity:UserAssignedIdentity", "scaler")
+    assert assignment.inputs["principalId"] == _principal_of(identity)
+
+
+def test_a_reserved_pool_lands_in_its_capacity_reservation_group(tmp_path: Path) -> None:
+    group = ("/subscriptions/00000000-0000-0000-0000-000000000001/resourceGroups/gpu-reservations/providers/"
+             "Microsoft.Compute/capacityReservationGroups/t4-eastus")
+
+    def edit(c: dict[str, Any]) -> None:
+        od = next(p for p in c["gpuburst:pools"] if p.get("role", "gpu") == "gpu" and
+                  p.get("capacity_type", "on-demand") == "on-demand")
+        c["gpuburst:pools"].append({**od, "name": "gpu1-reserved", "capacity_type": "reserved", "min": 0,
+                                    "max": 2, "fallback": od["name"], "reservation": {"id": group}})
+
+    r = render(write_stack(ROOT / "Pulumi.azure-dev.yaml", tmp_path, edit))
+    pools = {a.name: a.inputs for a in r.of_type(AGENT_POOL)}
+    assert pools["gpu1-reserved"]["capacityReservationGroupID"] == group
+    assert pools["gpu1-reserved"]["scaleSetPriority"] == "Regular"
+    assert not [n for n, a in pools.items() if n != "gpu1-reserved" and "capacityReservationGroupID" in a]
 
 
 def _principal_of(identity: Any) -> str:
@@ -172,7 +205,7 @@ def test_cluster_identity_and_rbac_follow_config() -> None:
     for c in (prod, dev):
         assert c["oidcIssuerProfile"] == {"enabled": True}
         assert c["securityProfile"] == {"workloadIdentity": {"enabled": True}}
-        assert c["kubernetesVersion"] == "1.33" and c["enableRBAC"] is True
+        assert c["kubernetesVersion"] == "1.35" and c["enableRBAC"] is True
         (system,) = c["agentPoolProfiles"]
         assert system["mode"] == "System" and system["scaleSetPriority"] == "Regular"
     assert prod["aadProfile"]["enableAzureRBAC"] is True and prod["disableLocalAccounts"] is True

@@ -64,6 +64,10 @@ CASES = [
      f"{F}: gpuburst:kubernetes_version: '1.19' is not a supported Kubernetes version on aws"),
     ("unquoted version read as a float", _set("gpuburst:kubernetes_version", 1.30),
      f"{F}: gpuburst:kubernetes_version: '1.3' is not a supported Kubernetes version on aws"),
+    ("DRA pool before Kubernetes 1.34", lambda c: (_set("gpuburst:kubernetes_version", "1.33")(c),
+                                                    _pool("gpu1-od-a", gpu_allocation="dra")(c)),
+     f"{F}: gpuburst:kubernetes_version: '1.33': pool gpu1-od-a has gpu_allocation dra, which needs "
+     "Kubernetes 1.34 or later (resource.k8s.io/v1)"),
     ("zone outside the region", _pool("gpu1-spot-b", zones=["us-west-2b"]),
      f"{F}: gpuburst:pools[gpu1-spot-b].zones: ['us-west-2b'] are not zones of us-east-1"),
     ("spot GPU pool over several zones", _pool("gpu1-spot-b", zones=["us-east-1a", "us-east-1b"]),
@@ -120,3 +124,15 @@ def test_secret_values_never_go_into_plain_inputs(tmp_path: Path) -> None:
     path = write_stack(DEV, tmp_path, _set("gpuburst:tags", {"secure": "v1:AAAA"}))
     with pytest.raises(StackConfigError, match=r"Pulumi\.aws-dev\.yaml: gpuburst:tags: is stored as a secret"):
         render(path)
+
+
+def test_a_stack_without_a_version_gets_the_default(tmp_path: Path) -> None:
+    """The default is under standard support on EKS and AKS and serves DRA (resource.k8s.io/v1, 1.34+)."""
+    from gpuburst_infra.stack_models import DEFAULT_KUBERNETES, DRA_MIN_KUBERNETES, SUPPORTED_KUBERNETES
+
+    rendered = render(write_stack(DEV, tmp_path, lambda c: (c.pop("gpuburst:kubernetes_version"),
+                                                           _pool("gpu1-od-a", gpu_allocation="dra")(c))))
+    (cluster,) = [r for r in rendered.resources if r.type == "aws:eks/cluster:Cluster"]
+    assert cluster.inputs["version"] == DEFAULT_KUBERNETES
+    assert all(DEFAULT_KUBERNETES in versions for versions in SUPPORTED_KUBERNETES.values())
+    assert tuple(map(int, DEFAULT_KUBERNETES.split("."))) >= DRA_MIN_KUBERNETES

@@ -5,7 +5,9 @@ the MIG strategy, null for whole GPUs), which the device_plugin role puts in the
 under the pool's name, the value of the label its nodes carry (nvidia.com/device-plugin.config).
 The labels and taints come from the scaler's pool model (scaler.core.config.pool), the same object the
 Pulumi program derives the cloud groups' tags and the nodes' kubelet flags from, so the device
-plugin's tolerations can never drift from the pools. Reads YAML from a file or from stdin ("-").
+plugin's tolerations can never drift from the pools. `gpu_allocation` (device-plugin or dra) says which
+GPU agent serves the pool: the device_plugin role keeps off dra pools, the dra_driver role runs only there.
+Reads YAML from a file or from stdin ("-").
 
     python gpu_pools.py --source Pulumi.aws-dev.yaml -  <  scalerConfig.yaml
 """
@@ -42,7 +44,8 @@ def main() -> int:
         return 1
     pools = [
         {"name": p.name, "labels": p.node_labels(), "taints": [str(t) for t in p.node_taints()],
-         "device_plugin_config": p.sharing.device_plugin_config() if p.sharing else None}
+         "device_plugin_config": p.sharing.device_plugin_config() if p.sharing and not p.dra else None,
+         "gpu_allocation": p.gpu_allocation}
         for p in config.pools if p.role == "gpu"
     ]
     print(json.dumps(pools))

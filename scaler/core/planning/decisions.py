@@ -53,6 +53,10 @@ class ScaleDown:
     reason: str
     deadline: float | None = None  # give up (or, forced, remove anyway) then; None: the drain timeout
     forced: bool = False  # a spot interruption: the cloud takes the node at the deadline anyway
+    kind: str = ""  # the interruption metric's kind when not the notice's (capacity-block-end)
+    # Pods deleted (grace period honoured) rather than evicted: a gang's on an ending Capacity Block, whose
+    # budget allows no eviction while EC2 takes the whole gang at the block's end anyway.
+    delete: tuple[str, ...] = ()
     repair: bool = False  # a broken GPU node's (scaler.core.planning.repair): stopped if it recovers
 
 

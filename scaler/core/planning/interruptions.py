@@ -8,8 +8,12 @@ at random; a shortage shows as launch failures, which do (for `timings.unavailab
 fallback takes over from there. A rebalance recommendation drains only a node
 whose pods may all be moved; a node that is already stopping ("terminating") is left to the cloud.
 While such a drain is in progress its node's capacity does not count and its pods keep their home.
-A Capacity Block's nodes are drained the same way (forced, evictions PodDisruptionBudget-respecting
-until EC2 takes them) from `drain_lead` before the block's end, their replacements planned ahead.
+A Capacity Block's nodes are drained the same way (forced, evictions PodDisruptionBudget-respecting)
+from `drain_lead` before the block's end, their replacements planned ahead. A gang (pods sharing
+`config.gang_label`) is moved together: its budget (minAvailable = all its pods, as gang schedulers
+create it) refuses every eviction, and EC2 would take its pods at the block's end anyway, losing the
+work since its last checkpoint; its pods on the block are deleted at the drain's start instead (their
+grace period lets the job checkpoint), and come back pending on the replacements bought on the next rung.
 """
 
 from __future__ import annotations
@@ -90,10 +94,10 @@ def read_notices(snapshot: Snapshot, gone: set[str]) -> Leaving:
     return out
 
 
-def ending_blocks(snapshot: Snapshot, out: Leaving) -> None:
+def ending_blocks(snapshot: Snapshot, out: Leaving, gang_label: str) -> None:
     """Drain the nodes of Capacity Blocks that end within their pool's drain lead (once: a drain in progress
     is already displaced). EC2 starts terminating the instances 30 minutes before the end: that is the
-    drain's deadline, the node is removed then whatever is left."""
+    drain's deadline, the node is removed then whatever is left. Gang pods are deleted, not evicted."""
     for node in snapshot.nodes:
         name = node_pool(node)
         obs = snapshot.pools.get(name) if name else None
@@ -105,7 +109,10 @@ def ending_blocks(snapshot: Snapshot, out: Leaving) -> None:
         if node.name not in out.nodes:
             _displace(node, out)
         reason = f"Capacity Block {block.id} ends at {fmt_time(block.end)}"
-        out.drains.append(ScaleDown(name, node.name, node.provider_id, tuple(p.key for p in to_evict(node.pods)),
-                                    reason, deadline=max(snapshot.now, block.end - EC2_BLOCK_TERMINATION), forced=True))
+        pods = to_evict(node.pods)
+        out.drains.append(ScaleDown(name, node.name, node.provider_id, tuple(p.key for p in pods), reason,
+                                    deadline=max(snapshot.now, block.end - EC2_BLOCK_TERMINATION), forced=True,
+                                    kind="capacity-block-end",
+                                    delete=tuple(p.key for p in pods if gang_label in p.labels)))
         out.events.append(NodeEvent(node.name, "CapacityBlockEnding", f"{reason}: draining; replacements are "
                                     "planned on the pool's fallback", warning=True))

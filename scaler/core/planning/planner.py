@@ -27,7 +27,7 @@ def plan(snapshot: Snapshot, state: State, config: ScalerConfig) -> tuple[Plan, 
     """Decide scale-ups, size resets and drains for one pass. The input state is not changed."""
     adv = advance(snapshot, state, config)
     leaving = read_notices(snapshot, adv.gone)
-    ending_blocks(snapshot, leaving)
+    ending_blocks(snapshot, leaving, config.gang_label)
     fix = plan_repairs(snapshot, adv.state, adv.gone)
     adv.leaving = leaving.nodes | fix.nodes
     seen = {p.key for p in leaving.displaced}

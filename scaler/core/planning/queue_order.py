@@ -57,8 +57,8 @@ class Chooser:
         self.norm_nodes = [g.node for g in seen.values()]
         values = scoring.static_scores(cls.rep, self.norm_nodes, self.profile)
         self.static = {gid: v for gid, v in zip(seen, values, strict=True)}
-        for b in found:
-            self._push(b)
+        self.heap = [self._entry(b) for b in found]
+        heapq.heapify(self.heap)  # one O(n) build: every entry's key is unique (the sequence number)
         self.synced = len(packer.changed)
 
     def _open(self, b: Bin) -> bool:
@@ -69,6 +69,9 @@ class Chooser:
         return all(free[i] >= a for i, a in self.cls.nz)
 
     def _push(self, b: Bin) -> None:
+        heapq.heappush(self.heap, self._entry(b))
+
+    def _entry(self, b: Bin) -> tuple[int, str, int, int, Bin]:
         gid = id(b.group)
         static = self.static.get(gid)
         if static is None:  # a group that had no room when the class was first placed
@@ -85,7 +88,7 @@ class Chooser:
             self.cache[id(b)] = (b.version, part)
             score = static + part
         self.seq += 1
-        heapq.heappush(self.heap, (-score, b.name, self.seq, b.version, b))
+        return -score, b.name, self.seq, b.version, b
 
     def take(self, n: int, out: Placement) -> int:
         """Place up to n pods of the class; returns how many found a node."""

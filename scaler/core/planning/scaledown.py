@@ -17,6 +17,7 @@ from scaler.core.config.pool import Pool
 from scaler.core.config.settings import ScalerConfig
 from scaler.core.model import keys
 from scaler.core.model.objects import Node, Pod, PodDisruptionBudget
+from scaler.core.model.resources import Resources
 from scaler.core.model.workload import active, blocker, gpu_devices, node_pool, to_evict
 from scaler.core.planning.advance import Advanced, may_still_boot, outside_pools
 from scaler.core.planning.constrained import Filtered
@@ -27,7 +28,7 @@ from scaler.core.planning.scaleup import ScaleUpResult
 from scaler.core.planning.snapshot import Snapshot
 from scaler.core.planning.state import Held
 from scaler.core.planning.trial import Trial
-from scaler.core.scheduling.predicates import fits
+from scaler.core.scheduling.predicates import fits, free_resources
 
 _EXISTING = frozenset({"existing"})
 NOTE_EXAMPLES = 5
@@ -76,44 +77,103 @@ class ScaleDownResult:
     moves: dict[str, str] = field(default_factory=dict)  # evicted pod key -> the node it was re-placed on
 
 
+class Homes:
+    """What `cheaper_home` works out once a pass: each pool's price and available templates (with their
+    free resources), and the templates a pod of a given shape fits (they are only read)."""
+
+    def __init__(self, config: ScalerConfig, adv: Advanced, now: float) -> None:
+        self.config, self.adv, self.now = config, adv, now
+        self.prices: dict[str, float] = {}
+        self.templates: dict[str, list[tuple[Node, Resources]]] = {}
+        self.fitting: dict[tuple[str, object], list[Node]] = {}
+        self.smaller: dict[str, list[Pool]] = {}
+        self.bests: dict[tuple[str, object], tuple[float, str] | None] = {}
+
+    def best(self, pod: Pod, pool: Pool, admits: Callable[[Pod, Node], bool] | None) -> tuple[float, str] | None:
+        """The cheapest pool of smaller nodes, cheaper than the pool, not in backoff, with a template the
+        pod fits (and `admits`): (its price, its name), or None. Without `admits` the answer holds for
+        every pod of the shape."""
+        shape = self.shape(pod)
+        memo = (pool.name, shape)
+        if admits is None and memo in self.bests:
+            return self.bests[memo]
+        found = None
+        backoffs = self.adv.state.backoff
+        for other in self.cheaper(pool):  # the first that takes the pod is the cheapest
+            backoff = backoffs.get(other.name)
+            if backoff is not None and backoff.until > self.now:
+                continue
+            if any(admits is None or admits(pod, t) for t in self.fits(shape, pod, other)):
+                found = (self.price(other), other.name)
+                break
+        if admits is None:
+            self.bests[memo] = found
+        return found
+
+    def cheaper(self, pool: Pool) -> list[Pool]:
+        """The pools of smaller nodes cheaper than the pool, cheapest first (in config order at one price)."""
+        out = self.smaller.get(pool.name)
+        if out is None:
+            price = self.price(pool)
+            out = self.smaller[pool.name] = sorted(
+                (o for o in self.config.pools if self.price(o) < price
+                 and (o.itype.gpus < pool.itype.gpus if pool.itype.gpus else o.itype.vcpu < pool.itype.vcpu)),
+                key=self.price)
+        return out
+
+    def price(self, pool: Pool) -> float:
+        p = self.prices.get(pool.name)
+        if p is None:
+            p = self.prices[pool.name] = self.config.price(pool)
+        return p
+
+    @staticmethod
+    def shape(pod: Pod) -> object:
+        """What of a pod decides whether it fits a template."""
+        return tuple(pod.requests.items()), tuple(pod.node_selector.items()), pod.required_affinity, pod.tolerations
+
+    def fits(self, shape: object, pod: Pod, pool: Pool) -> list[Node]:
+        """The pool's available templates the pod (of that shape) fits (resources, selectors, taints)."""
+        key = (pool.name, shape)
+        hit = self.fitting.get(key)
+        if hit is None:
+            tmpl = self.templates.get(pool.name)
+            if tmpl is None:
+                unavailable = self.adv.state.unavailable
+                tmpl = self.templates[pool.name] = [
+                    (t, free_resources(t)) for t in (pool.template_node(z) for z in pool.zones
+                                                     if unavailable.get((pool.name, z), 0.0) <= self.now)]
+            hit = self.fitting[key] = [t for t, free in tmpl if fits(pod, t, free)]
+        return hit
+
+
 def cheaper_home(pods: list[Pod], pool: Pool, config: ScalerConfig, adv: Advanced, now: float,
-                 admits: Callable[[Pod, Node], bool] | None = None) -> str | None:
+                 admits: Callable[[Pod, Node], bool] | None = None, homes: Homes | None = None) -> str | None:
     """Why the pods may leave their node for new nodes of cheaper pools, or None.
 
     Every pod must fit a template of a pool of smaller nodes (fewer GPUs; for CPU pools fewer vCPUs:
     a move to the same shape would only shift the hole) that is cheaper per hour than the node's
     pool, not in backoff and with an available zone; counting one new node per pod (an upper bound), the new
     nodes must cost less than the node they replace. Gang members never move alone. `admits`: the
-    pod's other kube-scheduler filters on a template (a volume's zone, anti-affinity).
+    pod's other kube-scheduler filters on a template (a volume's zone, anti-affinity). `homes`: kept by
+    the caller for the calls of one pass.
     """
-    price = config.price(pool)
+    homes = Homes(config, adv, now) if homes is None else homes
+    price = homes.price(pool)
     if any(config.gang_label in p.labels for p in pods):
         return None
-    smaller = [o for o in config.pools
-               if (o.itype.gpus < pool.itype.gpus if pool.itype.gpus else o.itype.vcpu < pool.itype.vcpu)]
-    templates: dict[str, list[Node]] = {}
-    total, homes = 0.0, set()
+    total, homes_used = 0.0, set()
     for pod in pods:
-        best: tuple[float, str] | None = None
-        for other in smaller:
-            cost = config.price(other)
-            if cost >= price or (best is not None and cost >= best[0]):
-                continue
-            backoff = adv.state.backoff.get(other.name)
-            if backoff is not None and backoff.until > now:
-                continue
-            if other.name not in templates:
-                templates[other.name] = [other.template_node(z) for z in other.zones
-                                         if adv.state.unavailable.get((other.name, z), 0.0) <= now]
-            if any(fits(pod, t) and (admits is None or admits(pod, t)) for t in templates[other.name]):
-                best = (cost, other.name)
+        best = homes.best(pod, pool, admits)
         if best is None:
             return None
         total += best[0]
-        homes.add(best[1])
+        homes_used.add(best[1])
+        if total >= price:  # the new nodes already cost more: the rest need not be looked at
+            return None
     if total >= price:
         return None
-    return f"consolidation: its pods fit {', '.join(sorted(homes))} for ${total:.2f}/h instead of ${price:.2f}/h"
+    return f"consolidation: its pods fit {', '.join(sorted(homes_used))} for ${total:.2f}/h instead of ${price:.2f}/h"
 
 
 def _hold(snapshot: Snapshot, config: ScalerConfig, adv: Advanced) -> set[str]:
@@ -232,6 +292,7 @@ class _Removals:
             if not drain.notice:
                 self.room[drain.pool] = self.room.get(drain.pool, 0) - 1
         self.allowed = [b.disruptions_allowed for b in snapshot.pdbs]
+        self.homes = Homes(config, adv, snapshot.now)
 
     def try_remove(self, c: Candidate, moves: dict[str, str]) -> ScaleDown | str | None:
         """The ScaleDown for the candidate, or why it stays (None: not this pass, nothing to say)."""
@@ -297,7 +358,7 @@ class _Removals:
                 return not filtered.constrained(pod) or filtered.check(pod).reason(template) is None
 
             consolidation = cheaper_home(evict, pool, self.config, self.adv, self.snapshot.now,
-                                         admits if filtered.active else None)
+                                         admits if filtered.active else None, self.homes)
         if consolidation is None:
             b.removed = False
             return False, "its pods do not fit on the other nodes"

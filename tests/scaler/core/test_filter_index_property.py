@@ -10,7 +10,7 @@ straight from podtopologyspread/filtering.go and interpodaffinity/filtering.go.
 from __future__ import annotations
 
 from filter_builders import exists, has, node, pod, spread, term
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from scaler.core.model.objects import Node, Pod, Taint
@@ -85,29 +85,53 @@ def make_pod(draw: st.DrawFn, i: int) -> Pod:
     return p
 
 
+# An operation: ("node", node), or (place | unplace | remove | check, (pod, k)), then the incoming pod checked
+# after it against every node and against a template in the zone given.
+Op = tuple[str, object, Pod, str]
+
+
 @st.composite
-def scenarios(draw: st.DrawFn) -> list[tuple[str, object]]:
-    ops: list[tuple[str, object]] = []
+def scenarios(draw: st.DrawFn) -> list[Op]:
+    ops: list[Op] = []
     for i in range(draw(st.integers(2, 6))):
         labels = {"zone": draw(st.sampled_from(ZONES)), "kubernetes.io/hostname": f"n{i}"}
         taints = (Taint("t", "", "NoSchedule"),) if draw(st.integers(0, 4)) == 0 else ()
-        ops.append(("node", node(f"n{i}", labels, taints)))
+        ops.append(("node", node(f"n{i}", labels, taints), pod("none"), ZONES[0]))
     for i in range(draw(st.integers(0, 25))):
         what = draw(st.sampled_from(["place", "place", "place", "unplace", "remove", "check"]))
-        ops.append((what, (make_pod(draw, i), draw(st.integers(0, 5)))))
+        ops.append((what, (make_pod(draw, i), draw(st.integers(0, 5))), make_pod(draw, 999),
+                    draw(st.sampled_from(ZONES))))
     return ops
 
 
-# derandomize: CI runs the same 300 scenarios every time (a random run once found a terminating-pod spread case
-# the index and this naive scheduler disagree on: see the session note, to be fixed and added as an @example).
+def _zone_spread(name: str) -> Pod:
+    p = pod(name, {"app": "b"})
+    p.spread = (spread(1, "zone", has("app", "b")),)
+    return p
+
+
+# A node removed, put back (a rollback) and removed again between two checks of one eligibility: the index
+# once summed the removals before the addition, dropped the zone at zero and brought it back (a random run
+# found it, among terminating pods; the zone of n1 then counted as an eligible domain with no pods).
+GONE_ZONE = [("node", node("n0", {"zone": "z1", "kubernetes.io/hostname": "n0"}), pod("none"), "z1"),
+             ("node", node("n1", {"zone": "z3", "kubernetes.io/hostname": "n1"}), pod("none"), "z1"),
+             ("place", (pod("p0", {"app": "b"}, terminating=True), 0), _zone_spread("in0"), "z1"),
+             ("place", (pod("p1", {"app": "b"}), 0), _zone_spread("in1"), "z1"),
+             ("remove", (pod("p2"), 1), pod("in2"), "z1"),
+             ("remove", (pod("p3"), 1), pod("in3"), "z1"),
+             ("remove", (pod("p4"), 1), _zone_spread("in4"), "z1")]
+
+
+# derandomize: CI runs the same 300 scenarios every time (and the cases random runs found, as examples).
 @settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
-@given(scenarios(), st.data())
-def test_incremental_index_agrees_with_a_naive_scheduler(ops: list[tuple[str, object]], data: st.DataObject) -> None:
+@given(scenarios())
+@example(GONE_ZONE)
+def test_incremental_index_agrees_with_a_naive_scheduler(ops: list[Op]) -> None:
     cluster = Cluster()
     nodes: dict[str, Node] = {}
     pods: dict[str, list[Pod]] = {}
     removed: dict[str, tuple[Node, list[Pod]]] = {}
-    for what, arg in ops:
+    for what, arg, incoming, tmpl_zone in ops:
         if what == "node":
             assert isinstance(arg, Node)
             cluster.add_node(arg)
@@ -135,10 +159,8 @@ def test_incremental_index_agrees_with_a_naive_scheduler(ops: list[tuple[str, ob
                 gone = cluster.remove_node(name)
                 assert {id(q) for q in gone} == {id(q) for q in pods[name]}
                 removed[name] = (nodes.pop(name), pods.pop(name))
-        incoming = make_pod(data.draw, 999)
         check = cluster.check(incoming)
-        extra = node("tmpl", {"zone": data.draw(st.sampled_from(ZONES)), "kubernetes.io/hostname": "tmpl"},
-                     template=True)
+        extra = node("tmpl", {"zone": tmpl_zone, "kubernetes.io/hostname": "tmpl"}, template=True)
         for target in [*nodes.values()]:
             want = naive_spread(incoming, target, nodes, pods) or naive_anti(incoming, target, nodes, pods)
             assert check.reason(target) == want, (target.name, incoming)

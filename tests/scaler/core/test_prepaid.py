@@ -97,3 +97,17 @@ def test_a_blocks_nodes_are_drained_at_the_lead_with_replacements_bought_ahead_o
     assert ups(result) == {"gpu8-od": 2}  # asked for in the same pass, ahead of the evictions
     assert {(e.node, e.reason) for e in result.events} == {("p5-0", "CapacityBlockEnding"),
                                                             ("p5-1", "CapacityBlockEnding")}
+
+
+def test_a_gang_on_an_ending_block_is_deleted_together_and_the_drain_says_block_end() -> None:
+    # A gang's budget (minAvailable = all its pods) refuses every eviction: its pods on the block are deleted
+    # (the whole gang at once); a pod of no gang is evicted as before. Every drain counts as the block's end.
+    c = cfg(BLOCK)
+    gang = {c.gang_label: "g1"}
+    nodes = [node_of(c, "gpu8-block", "p5-0", [pod("g1-0", cpu="8", gpu=8, labels=gang, owner="Job")]),
+             node_of(c, "gpu8-block", "p5-1", [pod("g1-1", cpu="8", gpu=8, labels=gang, owner="Job"),
+                                                pod("solo", cpu="8", gpu=2)])]
+    result, _ = plan(snapshot(c, [], nodes, now=END - 40 * 60), State(), c)
+    drains = sorted((d.node, d.kind, d.evict, d.delete) for d in result.scale_downs)
+    assert drains == [("p5-0", "capacity-block-end", ("default/g1-0",), ("default/g1-0",)),
+                      ("p5-1", "capacity-block-end", ("default/g1-1", "default/solo"), ("default/g1-1",))]

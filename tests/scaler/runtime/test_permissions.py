@@ -37,8 +37,12 @@ def test_rbac_has_no_wildcards_and_no_secrets() -> None:
         assert "secrets" not in rule["resources"]
     evict = [r for r in permissions.KUBERNETES_RBAC_RULES if "pods/eviction" in r["resources"]]
     assert evict[0]["verbs"] == ["create"]
-    # The one delete: Node objects whose instance is gone (clusters without a cloud controller manager).
-    assert [r["resources"] for r in permissions.KUBERNETES_RBAC_RULES if "delete" in r["verbs"]] == [["nodes"]]
+    # The deletes: Node objects whose instance is gone (clusters without a cloud controller manager), and
+    # the pods of a gang on an ending Capacity Block (nothing else: no patch or create of pods).
+    assert [r["resources"] for r in permissions.KUBERNETES_RBAC_RULES if "delete" in r["verbs"]] == [["nodes"],
+                                                                                                    ["pods"]]
+    pods = [r for r in permissions.KUBERNETES_RBAC_RULES if r["resources"] == ["pods"]]
+    assert sorted(v for r in pods for v in r["verbs"]) == ["delete", "list", "watch"]
 
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -81,6 +85,7 @@ KUBE_METHODS = {
     "patch_node": ("", "nodes", "patch"),
     "delete_node": ("", "nodes", "delete"),
     "create_namespaced_pod_eviction": ("", "pods/eviction", "create"),
+    "delete_namespaced_pod": ("", "pods", "delete"),
     "create_namespaced_event": ("", "events", "create"),
     "patch_namespaced_event": ("", "events", "patch"),
     "list_namespaced_event": ("", "events", "list"),
@@ -119,11 +124,12 @@ AZURE_METHODS = {
     "virtual_machine_scale_sets.begin_update": "Microsoft.Compute/virtualMachineScaleSets/write",
     "virtual_machine_scale_sets.begin_delete_instances": "Microsoft.Compute/virtualMachineScaleSets/delete/action",
     "virtual_machine_scale_set_vms.list": "Microsoft.Compute/virtualMachineScaleSets/virtualMachines/read",
+    "usage.list": "Microsoft.Compute/locations/usages/read",
 }
 
 
 def test_azure_actions_are_exactly_what_the_provider_calls() -> None:
-    text = (ROOT / "scaler/providers/azure.py").read_text()
+    text = (ROOT / "scaler/providers/azure.py").read_text() + (ROOT / "scaler/providers/azure_quotas.py").read_text()
     used = set(re.findall(r"self\.(?:aks|compute)\.([a-z_]+\.[a-z_]+)", text))
     assert used == set(AZURE_METHODS)
     polling = {a for a in permissions.AZURE_SCALER_ACTIONS if a.endswith("/locations/operations/read")}

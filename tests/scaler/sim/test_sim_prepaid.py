@@ -89,6 +89,18 @@ def test_jobs_are_moved_off_a_block_before_it_ends(tmp_path: Path) -> None:
     assert block["used_gpu_hours"] > 0
 
 
+def test_a_gang_is_moved_off_a_block_together_before_it_ends(tmp_path: Path) -> None:
+    # A 16-GPU gang (2 pods of 8, their budget minAvailable = 2 refuses every eviction) running on the block
+    # when its drain starts: its pods are deleted together and the gang resumes on the next rung, so EC2 takes
+    # none of it at the end (evictions alone left it there until EC2 did: fails on main).
+    report = run(tmp_path, pools_with_block(tmp_path), ["g1,21600,16,21600,1"])
+    block = report["prepaid"]["gpu8-block"]
+    assert report["jobs_completed"] == 1
+    assert block["used_gpu_hours"] > 16 * 3  # on both of the block's nodes until its drain
+    assert block["jobs_lost_at_end"] == []
+    assert block["jobs_moved_off"] == 1
+
+
 def test_a_spot_g_quota_of_zero_sends_1_gpu_jobs_to_on_demand_within_two_passes(
         tmp_path: Path, pools_file: Path) -> None:
     rows = [f"j{i},{i * 300},1,1800,1" for i in range(12)]

@@ -238,16 +238,22 @@ class Placed:
                     else:
                         e.remove(node, sig[i])
             else:
-                # Nodes of one signature differ only in name and hostname: take the new ones in bulk,
-                # one verdict and one domain update per (signature, added or removed).
-                runs = Counter(zip(self._log_deltas[e.synced:], self._log_sigs[e.synced:], strict=True))
-                for (delta, sig_id), n in runs.items():
+                # Nodes of one signature differ only in name and hostname: take the changes in bulk, one
+                # verdict and one domain update per signature, by the net count (a node removed, put back
+                # and removed again is one fewer: summed per direction, the removals could take a domain
+                # below zero, where it is dropped, before the addition brings it back).
+                net: Counter[int] = Counter()
+                for delta, sig_id in zip(self._log_deltas[e.synced:], self._log_sigs[e.synced:], strict=True):
+                    net[sig_id] += delta
+                for sig_id, n in net.items():
+                    if n == 0:
+                        continue
                     rep = self._sig_rep[sig_id]
                     known = e.verdicts.get(sig_id)
                     if known is None:
                         known = e.verdicts[sig_id] = e.test(rep)
                     if known:
-                        e.update(rep, delta * n)
+                        e.update(rep, n)
             e.synced = len(log)
         return e
 

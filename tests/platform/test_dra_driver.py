@@ -1,0 +1,158 @@
+"""NVIDIA's DRA driver as the platform installs it: on exactly the pools with `gpu_allocation: dra`,
+rendered offline from ../shared/charts with the values the component passes, for AWS and Azure.
+
+A node runs one GPU agent: the driver's GPU kubelet plugin (here) or the device plugin (the Ansible
+device_plugin role, tests/ansible/test_device_plugin_values.py). Placement is checked as
+kube-scheduler decides it (node affinity and taints, `scaler.core.scheduling.predicates`) against each
+pool's template node, the node a scale-up creates. The objects' schemas are checked with the rest of
+the platform's in test_charts.py, and here once more through the repository's dev stacks given a DRA
+pool (stack file -> stack -> platform), for the stacks' default Kubernetes version.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from charts_helpers import SHARED_CHARTS, Obj, Rendered, releases, render
+from gpuburst_platform.dra import RELEASE
+from gpuburst_platform.settings import DRA_DRIVER_NAMESPACE
+from gpuburst_platform.versions import CHARTS
+from platform_helpers import AWS_DRA_POOLS, AZURE_DRA_POOLS, ROOT, STACK_ENV, platform_program, run_program
+
+from scaler.configfile import load_config
+from scaler.core.dra import nvidia
+from scaler.core.scheduling.predicates import static_reason
+from scaler.kube.convert import pod_from_json
+
+POOLS = {"aws": AWS_DRA_POOLS, "azure": AZURE_DRA_POOLS}
+
+
+def _driver(cloud: str, pools: Path | None) -> Rendered | None:
+    recorder = platform_program(cloud, pools=pools)
+    found = [r for r in releases(recorder) if json.loads(json.dumps(r.inputs))["name"] == RELEASE]
+    if not found:
+        return None
+    (rel,) = found
+    inputs = json.loads(json.dumps(rel.inputs))
+    assert inputs["chart"] == CHARTS["nvidia-dra-driver-gpu"].chart
+    assert inputs["version"] == CHARTS["nvidia-dra-driver-gpu"].version
+    assert inputs["namespace"] == DRA_DRIVER_NAMESPACE
+    return render(SHARED_CHARTS / "nvidia-dra-driver-gpu", inputs["values"], RELEASE, inputs["namespace"])
+
+
+@pytest.fixture(scope="module")
+def drivers() -> dict[str, Rendered]:
+    out = {}
+    for cloud, pools in POOLS.items():
+        driver = _driver(cloud, pools)
+        assert driver is not None, f"{pools}: DRA pools but no DRA driver release"
+        out[cloud] = driver
+    return out
+
+
+def _daemon_pod(ds: Any) -> Any:
+    template = ds.body["spec"]["template"]
+    return pod_from_json({"metadata": {"name": ds.name, "namespace": ds.namespace, **template["metadata"]},
+                          "spec": template["spec"]})
+
+
+@pytest.mark.parametrize("cloud", sorted(POOLS))
+def test_the_gpu_kubelet_plugin_lands_exactly_on_the_dra_pools(drivers: dict[str, Rendered], cloud: str) -> None:
+    driver = drivers[cloud]
+    (ds,) = driver.of("DaemonSet")  # the GPU kubelet plugin, nothing else runs per node
+    containers = [c["name"] for c in ds.body["spec"]["template"]["spec"]["containers"]]
+    assert containers == ["gpus"], containers  # no compute-domains container
+    pod = _daemon_pod(ds)
+    pools = load_config(POOLS[cloud]).pools
+    assert {p.dra for p in pools if p.role == "gpu"} == {True, False}  # both kinds of GPU pool
+    for pool in pools:
+        reason = static_reason(pod, pool.template_node())
+        assert (reason is None) == pool.dra, f"{pool.name}: {reason}"
+
+
+@pytest.mark.parametrize("cloud", sorted(POOLS))
+def test_no_controller_and_no_compute_domain_class(drivers: dict[str, Rendered], cloud: str) -> None:
+    driver = drivers[cloud]
+    # The ComputeDomain controller is pinned to control-plane nodes, which EKS and AKS do not show.
+    assert not driver.of("Deployment")
+    assert {o.name for o in driver.of("DeviceClass")} == {c.name for c in nvidia.DEVICE_CLASSES}
+
+
+def test_no_driver_without_a_dra_pool() -> None:
+    for cloud in POOLS:
+        assert _driver(cloud, None) is None, cloud
+
+
+def _class(obj: Any) -> tuple[str, tuple[str, ...]]:
+    spec = obj.body["spec"]
+    return obj.name, tuple(s["cel"]["expression"] for s in spec["selectors"])
+
+
+def test_the_chart_makes_the_device_classes_the_scaler_plans_with(drivers: dict[str, Rendered]) -> None:
+    """The scaler's DRA templates name the chart's classes; their selectors must be the chart's own."""
+    chart = {_class(o) for o in drivers["aws"].of("DeviceClass")}
+    assert chart == {(c.name, tuple(c.selectors)) for c in nvidia.DEVICE_CLASSES}
+
+
+@pytest.mark.xfail(strict=True, reason="the 25.8.1 chart's gpu.nvidia.com DeviceClass has no extendedResourceName, "
+                   "but scaler.core.dra.nvidia.GPU_CLASS serves nvidia.com/gpu: the planner would send an "
+                   "nvidia.com/gpu pod to a DRA pool the cluster cannot serve it on")
+def test_the_chart_gpu_class_serves_nvidia_com_gpu_as_the_scaler_assumes(drivers: dict[str, Rendered]) -> None:
+    chart = {o.name: o.body["spec"].get("extendedResourceName") for o in drivers["aws"].of("DeviceClass")}
+    assert chart == {c.name: c.extended_resource_name for c in nvidia.DEVICE_CLASSES}
+
+
+# --- the repository's stacks, each given a DRA pool -----------------------------------------------
+DRA_POOL = {"aws": {"name": "l4-dra-a", "instance_types": ["g6.xlarge"], "zones": ["us-east-1a"], "max": 2,
+                    "gpu_allocation": "dra"},
+            "azure": {"name": "t4dra1", "vm_size": "Standard_NC4as_T4_v3", "zones": ["1"], "max": 2,
+                      "gpu_allocation": "dra"}}
+DEV_STACKS = [ROOT / "Pulumi.aws-dev.yaml", ROOT / "Pulumi.azure-dev.yaml"]
+
+
+@pytest.mark.parametrize("path", DEV_STACKS, ids=[p.name for p in DEV_STACKS])
+def test_a_stack_with_a_dra_pool_installs_the_driver_there_valid_for_its_version(path: Path, tmp_path: Path) -> None:
+    """Through the stack's own path (stack file -> validated stack -> the platform it feeds), at the
+    stacks' Kubernetes version (the default), the driver's objects schema-checked for that version."""
+    import pulumi_kubernetes as k8s
+    from charts_helpers import Validator
+    from gpuburst_infra.offline import stack_file_config
+    from gpuburst_infra.program import read_pulumi_config
+    from gpuburst_infra.stack import load_stack
+    from gpuburst_infra.stack_models import DEFAULT_KUBERNETES
+    from gpuburst_platform import Platform, PlatformSettings
+
+    import pulumi
+
+    data = yaml.safe_load(path.read_text())
+    cloud = data["config"]["gpuburst:cloud"]
+    data["config"]["gpuburst:pools"].append(DRA_POOL[cloud])
+    edited = tmp_path / path.name
+    edited.write_text(yaml.safe_dump(data, sort_keys=False))
+    config, secrets = stack_file_config(edited)
+    pulumi.runtime.set_all_config(config, secrets)
+    try:
+        stack = load_stack(read_pulumi_config(), path.name)
+    finally:
+        pulumi.runtime.set_all_config({}, [])
+    version = stack.settings.kubernetes_version
+    assert version == DEFAULT_KUBERNETES
+
+    def program() -> Any:
+        return Platform("platform", provider=k8s.Provider("k8s", kubeconfig="{}"), config=stack.scaler,
+                        cloud=stack.cloud, identity="id", kubernetes_version=version, settings=PlatformSettings(),
+                        scaler_env=STACK_ENV[stack.cloud])
+
+    (rel,) = [r for r in releases(run_program(program)) if r.inputs["name"] == RELEASE]
+    inputs = json.loads(json.dumps(rel.inputs))
+    driver = render(SHARED_CHARTS / "nvidia-dra-driver-gpu", inputs["values"], RELEASE, inputs["namespace"])
+    pod = _daemon_pod(driver.one("DaemonSet"))
+    for pool in stack.scaler.pools:
+        assert (static_reason(pod, pool.template_node()) is None) == (pool.name == DRA_POOL[cloud]["name"]), pool.name
+    validator = Validator(driver.crds)
+    objects = [*driver.objects, *(Obj("crds/", c) for c in driver.crds)]
+    assert [m for o in objects if (m := validator.validate(o, version))] == []

@@ -1,0 +1,170 @@
+"""The watch-fed cache converts each pod and node once, when its event arrives (issue 28): a pass reads the
+converted objects, an unchanged object is not converted again, and what one pass does to its view does
+not leak into the next."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from kubernetes import client
+
+from scaler.core.model import keys
+from scaler.kube import cache as cache_module
+from scaler.kube import convert
+from scaler.kube.cache import ClusterCache
+from scaler.kube.convert import cluster_view
+from tests.fakes.kubeapi import node, pod
+
+JSON = dict[str, Any]
+
+
+def at(obj: JSON, rv: int) -> JSON:
+    return {**obj, "metadata": {**obj["metadata"], "resourceVersion": str(rv)}}
+
+
+@pytest.fixture
+def conversions(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the pods converted, in order."""
+    seen: list[str] = []
+    real = convert.pod_entry
+
+    def counting(obj: Any) -> Any:
+        seen.append(obj["metadata"]["name"])
+        return real(obj)
+
+    monkeypatch.setattr("scaler.kube.cache.pod_entry", counting)
+    return seen
+
+
+def synced_cache() -> ClusterCache:
+    c = ClusterCache(client.ApiClient())
+    for inf in c.informers:
+        inf.synced.set()
+    return c
+
+
+def test_a_pod_is_converted_when_its_event_arrives_not_by_every_pass(conversions: list[str]) -> None:
+    c = synced_cache()
+    c.nodes.apply("ADDED", at(node("n1", cpu="8"), 1))
+    c.pods.apply("ADDED", at(pod("web", node_name="n1"), 2))
+    c.pods.apply("ADDED", at(pod("train", pending=True, gpus=1), 3))
+    for _ in range(3):
+        view = c.observe(lambda _: None)
+        assert [p.name for p in view.pending] == ["train"]
+        assert [p.name for p in view.nodes[0].pods] == ["web"]
+    assert conversions == ["web", "train"]
+    c.pods.apply("MODIFIED", at(pod("web", node_name="n1"), 2))  # the same version again (a resync)
+    assert conversions == ["web", "train"]
+    c.pods.apply("MODIFIED", at(pod("train", node_name="n1", gpus=1), 4))  # bound: converted anew
+    view = c.observe(lambda _: None)
+    assert view.pending == [] and sorted(p.name for p in view.nodes[0].pods) == ["train", "web"]
+    c.pods.apply("DELETED", at(pod("web", node_name="n1"), 5))
+    assert [p.name for p in c.observe(lambda _: None).nodes[0].pods] == ["train"]
+    assert conversions == ["web", "train", "train"]
+
+
+def test_what_a_pass_adds_to_its_nodes_is_not_seen_by_the_next() -> None:
+    c = synced_cache()
+    c.nodes.apply("ADDED", at(node("n1", provider_id="aws:///us-east-1a/i-1"), 1))
+    c.pods.apply("ADDED", at(pod("web", node_name="n1"), 2))
+    first = c.observe(lambda _: "gpu-od")
+    assert first.nodes[0].pool == "gpu-od"
+    first.nodes[0].pods.append(first.nodes[0].pods[0])  # as a pass placing a pod (provreq's bookings)
+    again = c.observe(lambda _: None)
+    assert [p.name for p in again.nodes[0].pods] == ["web"] and again.nodes[0].pool is None
+
+
+def test_a_pod_that_does_not_convert_is_skipped_on_every_pass() -> None:
+    c = synced_cache()
+    bad = at(pod("bad", pending=True), 1)
+    bad["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "lots"
+    c.pods.apply("ADDED", bad)
+    c.pods.apply("ADDED", at(pod("good", pending=True), 2))
+    for _ in range(2):
+        view = c.observe(lambda _: None)
+        assert [p.name for p in view.pending] == ["good"]
+        assert [(s.kind, s.name) for s in view.skipped] == [("Pod", "bad")]
+        assert "requests.cpu" in view.skipped[0].message
+    # Of a pod that converted only what names it is kept (its model holds the rest); a bad one stays whole.
+    kept = {o["metadata"]["name"]: o for o in c.pods.items()}
+    assert kept["good"] == {"metadata": {"name": "good", "namespace": "default", "resourceVersion": "2"}}
+    assert kept["bad"] == bad
+
+
+def test_a_relist_converts_only_what_changed(conversions: list[str]) -> None:
+    body = {"items": [at(pod("a", pending=True), 1), at(pod("b", pending=True), 2)],
+            "metadata": {"resourceVersion": "2"}}
+    inf = cache_module.Informer("pods", lambda **_: SimpleNamespace(data=json.dumps(body)),
+                                convert=cache_module.pod_entry)  # type: ignore[attr-defined]
+    inf._relist()
+    body["items"] = [at(pod("a", pending=True), 1), at(pod("b", pending=True, gpus=1), 3)]
+    inf._relist()
+    assert conversions == ["a", "b", "b"]
+    assert [m[0].requests.get("nvidia.com/gpu", 0) for m, _ in inf.models()] == [0, 1]
+
+
+# --- property: the incremental view is the from-scratch conversion of the same objects --------------------
+NAMES = ("a", "b", "c", "d")
+NODE_NAMES = ("n1", "n2")
+
+
+@st.composite
+def event_sequences(draw: st.DrawFn) -> list[tuple[str, str, JSON]]:
+    """Watch events on pods and nodes, each change with a new resourceVersion; some re-deliver an object
+    unchanged (same version), some pods do not convert, some have ended."""
+    out: list[tuple[str, str, JSON]] = []
+    rv = 0
+    last: dict[tuple[str, str], JSON] = {}
+    for _ in range(draw(st.integers(1, 30))):
+        resource = draw(st.sampled_from(("pods", "pods", "pods", "nodes")))
+        name = draw(st.sampled_from(NODE_NAMES if resource == "nodes" else NAMES))
+        kind = draw(st.sampled_from(("ADDED", "MODIFIED", "MODIFIED", "DELETED", "RESYNC")))
+        if kind == "RESYNC":
+            if (resource, name) in last:
+                out.append(("MODIFIED", resource, last[(resource, name)]))
+            continue
+        rv += 1
+        if resource == "nodes":
+            obj = at(node(name, cpu=draw(st.sampled_from(("2", "8"))), pool=draw(st.sampled_from((None, "p")))), rv)
+        else:
+            obj = at(pod(name, node_name=draw(st.sampled_from((None, *NODE_NAMES, "gone"))),
+                         pending=draw(st.booleans()), gpus=draw(st.integers(0, 1))), rv)
+            if obj["spec"].get("nodeName") is None:
+                obj["spec"].pop("nodeName", None)
+            state = draw(st.integers(0, 9))
+            if state == 0:
+                obj["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "lots"
+            elif state == 1:
+                obj["status"] = {"phase": "Succeeded"}
+        last[(resource, name)] = obj
+        out.append((kind, resource, obj))
+    return out
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(event_sequences())
+def test_the_incremental_view_equals_the_conversion_from_scratch(events: list[tuple[str, str, JSON]]) -> None:
+    c = synced_cache()
+    api: dict[str, dict[str, JSON]] = {"pods": {}, "nodes": {}}  # what the API server holds
+    for kind, resource, obj in events:
+        getattr(c, resource).apply(kind, obj)
+        if kind == "DELETED":
+            api[resource].pop(obj["metadata"]["name"], None)
+        else:
+            api[resource][obj["metadata"]["name"]] = obj
+        view = c.observe(lambda pid: None)
+        skipped: list[tuple[str, str]] = []
+
+        def skip(err: Exception, o: Any, into: list[tuple[str, str]] = skipped) -> None:
+            into.append((o["metadata"]["name"], str(err)))
+
+        want = cluster_view(api["nodes"].values(), api["pods"].values(), keys.LABEL_POOL, skip=skip)
+        assert view.pending == want.pending
+        assert view.nodes == list(want.nodes.values())
+        assert [(s.name, s.message) for s in view.skipped] == skipped
+        assert sorted(o["metadata"]["name"] for o in c.pods.items()) == sorted(api["pods"])
