@@ -153,7 +153,7 @@ class Cluster:
         self.placed.place(pod, node_name)
         if pod.resource_claims:
             check = DraCheck(self.dra, pod)
-            self.dra.place(pod, self.placed.nodes[node_name], check.claims, check.generated)
+            self.dra.place(pod, self.placed.nodes[node_name], check.claims, check.generated, check.spec)
 
     def unplace(self, pod: Pod, node_name: str) -> None:
         self.placed.unplace(pod, node_name)
