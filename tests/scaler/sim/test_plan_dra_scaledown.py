@@ -109,7 +109,8 @@ def _two_a100s() -> list[dict[str, Any]]:
 
 
 def _busy_y(held: int) -> list[dict[str, Any]]:
-    return [_claim("big", [f"gpu-{i}" for i in range(held)], pool=Y, users=("big-0",)), _running("big-0", "1", "big", on=Y)]
+    return [_claim("big", [f"gpu-{i}" for i in range(held)], pool=Y, users=("big-0",)),
+            _running("big-0", "1", "big", on=Y)]
 
 
 def test_a_node_whose_pods_claims_fit_nowhere_else_stays(tmp_path: Path) -> None:
