@@ -101,6 +101,7 @@ class DraState:
         self.spec_ids: dict[ClaimSpec, int] = {}  # equal specs (one template per namespace) share an id
         self._first: Allocator | None = None  # its selector cache is shared by the others
         self._spec_info: dict[int, tuple[ClaimSpec, tuple[int, tuple[str, ...], int]]] = {}
+        self.last: DraCheck | None = None  # the latest pod's check, for its placement (nothing changed since)
         self._ids: dict[int, tuple[object, frozenset[DeviceID]]] = {}  # id(node's own slices) -> their devices
         self._in_use: dict[str, set[DeviceID]] = {}  # node -> its devices held or given
         # (id(node's own slices), spec id) -> (those slices, the one claim's candidates or None: dra.simple)
@@ -143,7 +144,11 @@ class DraState:
                 self.allocated[claim.key] = (node.name, allocation, id(pod))
                 keys.append(claim.key)
         self.by_pod[id(pod)] = (node.name, keys, devices)
+        used = self._in_use.get(node.name)
         self._forget(node.name)
+        if used is not None:  # kept up to date: the node's other devices are as they were
+            self._free[node.name] -= len(devices - used)
+            self._in_use[node.name] = used | devices
 
     def unplace(self, pod: Pod) -> None:
         hit = self.by_pod.pop(id(pod), None)
@@ -157,15 +162,18 @@ class DraState:
 
     def _forget(self, name: str) -> None:
         """The node's devices changed: its allocator and verdicts are out of date."""
+        self.last = None
         self._allocators.pop(name, None)
         self.verdicts.pop(name, None)
         self._in_use.pop(name, None)
 
     def remove_node(self, name: str) -> None:
         self.removed.add(name)
+        self.last = None
 
     def restore_node(self, name: str) -> None:
         self.removed.discard(name)
+        self.last = None
 
     # --- per node -------------------------------------------------------------------------------------
     def slices(self, node: Node) -> list[ResourceSlice]:
@@ -265,6 +273,7 @@ class DraCheck:
         self.keys = tuple(c.key for c in self.claims)
         self.needed = sum(info[2] for info in infos)
         self.spec = tuple(info[0] for info in infos)
+        state.last = self
 
     def reason(self, node: Node) -> str | None:
         if self.pod_reason is not None:
