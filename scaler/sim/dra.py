@@ -75,14 +75,10 @@ class SimDra:
         pool = self.config.pool(node.pool) if node.pool else None
         if pool is None or not pool.dra:
             return
-        slices = pool.dra_slices(node.name)
-        self.objects.slices.extend(slices)
-        self.state.by_node[node.name] = list(slices)
-        self.state._forget(node.name)
+        self.state.publish(node.name, pool.dra_slices(node.name))
 
     def drop(self, name: str) -> None:
-        self.objects.slices = [s for s in self.objects.slices if s.node_name != name]
-        self.state.by_node.pop(name, None)
+        self.state.unpublish(name)
 
     def view(self, nodes: list[Node]) -> tuple[list[Node], DraObjects]:
         """The nodes with each running pod's claim generated and allocated, and the objects with those claims."""

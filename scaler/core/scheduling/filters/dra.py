@@ -167,6 +167,17 @@ class DraState:
         self.verdicts.pop(name, None)
         self._in_use.pop(name, None)
 
+    def publish(self, name: str, slices: Sequence[ResourceSlice]) -> None:
+        """A node's driver published its slices (the simulator's nodes)."""
+        self.objects.slices.extend(slices)
+        self.by_node[name] = list(slices)
+        self._forget(name)
+
+    def unpublish(self, name: str) -> None:
+        self.objects.slices = [s for s in self.objects.slices if s.node_name != name]
+        self.by_node.pop(name, None)
+        self._forget(name)
+
     def remove_node(self, name: str) -> None:
         self.removed.add(name)
         self.last = None
