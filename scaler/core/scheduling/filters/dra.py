@@ -183,8 +183,9 @@ class DraState:
         self.last = None
 
     def restore_node(self, name: str) -> None:
-        self.removed.discard(name)
-        self.last = None
+        if name in self.removed:  # (a node the pass opens is added, not restored: checks stay valid)
+            self.removed.discard(name)
+            self.last = None
 
     # --- per node -------------------------------------------------------------------------------------
     def slices(self, node: Node) -> list[ResourceSlice]:
