@@ -69,6 +69,8 @@ class SimDra:
         self.objects = DraObjects(classes={c.name: c for c in DEVICE_CLASSES}, templates={
             f"{namespace}/gpu-{n}": ResourceClaimTemplate(namespace, f"gpu-{n}", _spec(n)) for n in range(1, most + 1)})
         self.state = DraState(self.objects)  # the scheduler's: its placements are the allocations
+        # id(pod) -> (the scheduler's allocation it was made from, the pod as seen, its claim)
+        self._seen: dict[int, tuple[object, Pod, ResourceClaim]] = {}
 
     def register(self, node: Node) -> None:
         """The driver on a DRA pool's node publishes its slice."""
@@ -86,7 +88,8 @@ class SimDra:
         out = []
         for node in nodes:
             pods = [self._allocated(p, node.name, claims) for p in node.pods]
-            out.append(dataclasses.replace(node, pods=pods))
+            same = all(a is b for a, b in zip(pods, node.pods, strict=True))
+            out.append(node if same else dataclasses.replace(node, pods=pods))
         objects = DraObjects(self.objects.classes, claims, self.objects.templates, list(self.objects.slices))
         return out, objects
 
@@ -94,6 +97,10 @@ class SimDra:
         hit = self.state.by_pod.get(id(pod))
         if not pod.resource_claims or hit is None or hit[0] != node:
             return pod
+        seen = self._seen.get(id(pod))
+        if seen is not None and seen[0] is hit:
+            claims[seen[2].key] = seen[2]
+            return seen[1]
         ref = pod.resource_claims[0]
         tmpl = self.objects.templates[f"{pod.namespace}/{ref.template_name}"]
         pinned = ((SelectorRequirement("metadata.name", "In", (node,), field=True),),)
@@ -101,4 +108,6 @@ class SimDra:
                         for d in sorted(hit[2], key=lambda d: (d.pool, d.device)))
         claim = ResourceClaim(pod.namespace, f"{pod.name}-{CLAIM}", tmpl.spec, Allocation(results, pinned), (pod.name,))
         claims[claim.key] = claim
-        return dataclasses.replace(pod, resource_claims=(dataclasses.replace(ref, generated=claim.name),))
+        seen_pod = dataclasses.replace(pod, resource_claims=(dataclasses.replace(ref, generated=claim.name),))
+        self._seen[id(pod)] = (hit, seen_pod, claim)
+        return seen_pod
