@@ -10,6 +10,7 @@ them exit code 1.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib.util
 import json
 import math
@@ -26,10 +27,11 @@ from scaler.core.planning.planner import plan
 from scaler.core.scheduling.scoring import PROFILES
 from scaler.providers.sim import Outage, SimProvider
 from scaler.reconcile import Planner
+from scaler.sim.dra import dra_config
 from scaler.sim.engine import Engine
 from scaler.sim.records import SimResult
 from scaler.sim.report import build_report, summary
-from scaler.sim.trace import Job, TraceError, load_trace
+from scaler.sim.trace import Job, TraceError, job_pods, load_trace
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -55,6 +57,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--provisioning-requests", action="store_true",
                         help="queue gang jobs as Kueue does with a ProvisioningRequest admission check: each asks "
                              "for all its pods (best-effort-atomic-scale-up) and starts when it is Provisioned")
+    parser.add_argument("--dra", action="store_true",
+                        help="GPU pools as gpu_allocation: dra and each job's GPUs as a ResourceClaim (issue 24)")
     parser.add_argument("--report", help="write the JSON report here")
     parser.add_argument("--plot", help="write the timeline here (.png, .svg or .pdf)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random spot reclaims")
@@ -139,10 +143,10 @@ def simulate(
     trace: str, pools: str, *, hours: float | None = None, outages: list[str] | None = None,
     scheduler: str = "default", interruption_rate: float = 0.0, seed: int = 0, quiet: bool = True,
     planner: Planner = plan, device_plugin_delay: float = 0.0, gpu_sharing: bool = False,
-    provisioning_requests: bool = False, quotas: list[str] | None = None,
+    provisioning_requests: bool = False, quotas: list[str] | None = None, dra: bool = False,
 ) -> tuple[SimResult, dict[str, Any]]:
     """Run one simulation; returns the raw result and the report (raises on bad input)."""
-    config = load_config(pools)
+    config = dra_config(pools) if dra else load_config(pools)
     specs = list(outages or [])
     parsed = parse_outages(specs, config)
     caps = parse_quotas(list(quotas or []), config)
@@ -157,8 +161,13 @@ def simulate(
     started = time.monotonic()
     engine = Engine(config, jobs, provider, planner, profile=PROFILES[scheduler],
                     progress=None if quiet else progress, device_plugin_delay=device_plugin_delay,
-                    gpu_sharing=gpu_sharing, provisioning_requests=provisioning_requests)
+                    gpu_sharing=gpu_sharing, provisioning_requests=provisioning_requests, dra=dra)
     result = engine.run()
+    if dra:  # the baselines price each job's GPUs on the same pools with the device plugin
+        plain = load_config(pools)
+        result = dataclasses.replace(result, config=plain, jobs=[
+            dataclasses.replace(r, pods=job_pods(r.job, plain, PROFILES[scheduler].scheduler_name, gpu_sharing))
+            for r in result.jobs])
     report = build_report(result, trace=trace, pools_file=pools, seed=seed, outages=specs,
                           wall_s=time.monotonic() - started)
     report["quotas"] = {family_name(k): v for k, v in caps.items()}
@@ -189,7 +198,7 @@ def main(args: argparse.Namespace) -> int:
             args.trace, args.pools, hours=args.hours, outages=args.spot_outage, scheduler=args.scheduler,
             interruption_rate=args.interruption_rate, seed=args.seed, quiet=args.quiet,
             device_plugin_delay=args.device_plugin_delay, gpu_sharing=args.gpu_sharing,
-            provisioning_requests=args.provisioning_requests, quotas=args.quota,
+            provisioning_requests=args.provisioning_requests, quotas=args.quota, dra=args.dra,
         )
     except (ConfigError, TraceError, InputError) as err:
         print(f"error: {err}", file=sys.stderr)

@@ -13,6 +13,7 @@ its MIG devices consume, so two devices on the same slices cannot both be alloca
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Final
@@ -105,8 +106,9 @@ def _mig_device(gpu: GpuModel, node: str, minor: int, p: MigProfile) -> Device:
                   consumes_counters=(CounterConsumption(f"gpu-{minor}-counter-set", dict(occupied)),))
 
 
+@functools.lru_cache(maxsize=4096)  # the planner asks for every DRA pool's template slices each pass
 def node_slices(node: str, gpu: GpuModel, generation: int = 1) -> tuple[ResourceSlice, ...]:
-    """The slices the driver publishes on `node`: one pool named after the node."""
+    """The slices the driver publishes on `node`: one pool named after the node (shared, never to be changed)."""
     devices: list[Device] = []
     counters: list[CounterSet] = []
     for minor in range(gpu.count):

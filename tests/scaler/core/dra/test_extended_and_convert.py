@@ -7,6 +7,7 @@ import pytest
 from scaler.core.dra import convert, nvidia
 from scaler.core.dra.allocator import Allocator, NodeRef
 from scaler.core.dra.extended import extended_resource_claim
+from scaler.core.dra.model import DeviceClass
 
 H100 = nvidia.GpuModel("NVIDIA H100 80GB HBM3", "Hopper", 80 * 2**30, "9.0", count=8)
 
@@ -31,9 +32,22 @@ def test_too_many_gpus_is_a_reason_not_an_error() -> None:
     assert "needs 9 device(s) of class gpu.nvidia.com, 8 match on the node, 8 of them free" in outcome.reason
 
 
-def test_selector_that_does_not_compile_names_class_and_expression() -> None:
+def test_selector_that_does_not_compile_is_refused_on_reading_in_one_line() -> None:
+    # as the API server validates it: the object is bad input (plan --snapshot: exit 2; the live cache
+    # skips it with a Warning Event), not a pass that fails later
     spec = {"selectors": [{"cel": {"expression": "device.x ="}}]}
-    bad = convert.device_class({"metadata": {"name": "broken"}, "spec": spec})
+    with pytest.raises(convert.DraInputError) as err:
+        convert.device_class({"metadata": {"name": "broken"}, "spec": spec})
+    assert str(err.value).startswith("DeviceClass broken: spec.selectors[0].cel.expression: CEL compile error: ")
+    assert "\n" not in str(err.value)
+    template = {"metadata": {"name": "t", "namespace": "ml"}, "spec": {"spec": {"devices": {"requests": [
+        {"name": "g", "exactly": {"deviceClassName": "gpu.nvidia.com", "selectors": spec["selectors"]}}]}}}}
+    with pytest.raises(convert.DraInputError, match=r"^ResourceClaimTemplate ml/t: .*CEL compile error"):
+        convert.resource_claim_template(template)
+
+
+def test_selector_that_does_not_compile_names_class_and_expression() -> None:
+    bad = DeviceClass("broken", ("device.x =",))  # built without convert (its check is above)
     claim = extended_resource_claim("ml/p", {"deviceclass.resource.kubernetes.io/broken": 1}, {}, [bad])
     assert claim is not None
     outcome = Allocator([bad], nvidia.node_slices("n1", H100)).allocate(NodeRef("n1"), [claim])
