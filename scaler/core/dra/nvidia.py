@@ -27,14 +27,14 @@ from scaler.core.dra.model import (
     ResourceSlice,
     Version,
 )
-from scaler.core.model import keys
 
 DRIVER: Final = "gpu.nvidia.com"
-# The chart's classes: the GPU class is named as the driver, and serves pods that ask for nvidia.com/gpu.
+# The chart's classes (nvidia-dra-driver-gpu 25.8.1, templates/deviceclass-*.yaml): the GPU class is named as
+# the driver and declares no extendedResourceName, so a pod that asks for nvidia.com/gpu is never served on a DRA
+# node (the planner sends it to a device-plugin pool); a cluster's own class with one is read from the cluster.
 GPU_CLASS: Final = DeviceClass(
     DRIVER,
     (f"device.driver == '{DRIVER}' && device.attributes['{DRIVER}'].type == 'gpu'",),
-    extended_resource_name=keys.RES_GPU,
 )
 MIG_CLASS: Final = DeviceClass(
     "mig.nvidia.com",
