@@ -4,7 +4,8 @@ cloud's two-minute notice: drains through the Eviction API that gang jobs' PodDi
 block, replacements planned by the core), PHILLY-A's gang jobs queued behind ProvisioningRequests as
 Kueue queues them (`--provisioning-requests`) and the Alibaba trace's GPU-sharing pods on time-sliced pools
 (examples/pools-aws-shared.yaml, `--gpu-sharing`), and PHILLY-A with a 32-GPU Capacity Block for its first
-5 days in front of the spot/on-demand ladder (examples/pools-aws-reserved.yaml), and PHILLY-A with random GPU
+5 days in front of the spot/on-demand ladder (examples/pools-aws-reserved.yaml), both traces on the same
+pools as DRA pools with each job's GPUs as a ResourceClaim (`--dra`, issue 24), and PHILLY-A with random GPU
 failures (0.001 per GPU-hour) with and without the scaler's repair. Every stopped job loses the work since its
 last checkpoint (every 1800 s). Prints the command line of each run and one line of figures; these are the
 figures docs/simulator.md and the README quote.
@@ -72,6 +73,10 @@ def runs(traces: Path, pools: str, untainted: str | None) -> list[tuple[str, dic
     out.append(("ALIBABA-OPENB2023-A.csv default, time-sliced pools (--gpu-sharing)",
                 {"trace": str(traces / "ALIBABA-OPENB2023-A.csv"), "pools": SHARED_POOLS, "scheduler": "default",
                  "outages": [], "gpu_sharing": True}))
+    for trace in ("PHILLY-A.csv", "ALIBABA-OPENB2023-A.csv"):  # issue 24: the same pools as DRA pools
+        out.append((f"{trace} default, DRA pools, GPUs as ResourceClaims (--dra)",
+                    {"trace": str(traces / trace), "pools": pools, "scheduler": "default", "outages": [],
+                     "dra": True}))
     out.append(("PHILLY-A.csv default, 32-GPU Capacity Block for the first 5 days (pools-aws-reserved.yaml)",
                 {"trace": str(traces / "PHILLY-A.csv"), "pools": RESERVED_POOLS, "scheduler": "default",
                  "outages": []}))
@@ -89,6 +94,8 @@ def command_line(kw: dict[str, Any]) -> str:
         outages += f" --interruption-rate {kw['interruption_rate']}"
     if kw.get("gpu_sharing"):
         outages += " --gpu-sharing"
+    if kw.get("dra"):
+        outages += " --dra"
     if kw.get("provisioning_requests"):
         outages += " --provisioning-requests"
     if "checkpoint_interval" in kw:
@@ -152,7 +159,7 @@ def write_readme(path: Path, table: str) -> None:
 def _one(kw: dict[str, Any]) -> dict[str, Any]:
     _, report = simulate(kw["trace"], kw["pools"], scheduler=kw["scheduler"], outages=kw["outages"],
                          interruption_rate=kw.get("interruption_rate", 0.0), gpu_sharing=kw.get("gpu_sharing", False),
-                         provisioning_requests=kw.get("provisioning_requests", False),
+                         provisioning_requests=kw.get("provisioning_requests", False), dra=kw.get("dra", False),
                          gpu_failure_rate=kw.get("gpu_failure_rate", 0.0), repair=kw.get("repair", True),
                          checkpoint_interval=kw.get("checkpoint_interval", CHECKPOINT))
     return report

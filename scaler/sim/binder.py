@@ -25,7 +25,7 @@ from scaler.core.model import keys
 from scaler.core.model.objects import Node, Pod
 from scaler.core.model.resources import Resources, fits
 from scaler.core.model.workload import is_daemonset
-from scaler.core.scheduling.filters import Cluster, Storage
+from scaler.core.scheduling.filters import Cluster, DraState, Storage
 from scaler.core.scheduling.predicates import free_resources, has_field_affinity, static_reason
 from scaler.core.scheduling.scoring import ScoringProfile, select_node
 
@@ -46,11 +46,12 @@ class Binder:
     """A cluster's nodes, their bound pods and free resources; binds pods as a scheduler profile would."""
 
     def __init__(self, profiles: dict[str, ScoringProfile], storage: Storage | None = None,
-                 namespaces: dict[str, dict[str, str]] | None = None) -> None:
+                 namespaces: dict[str, dict[str, str]] | None = None, dra: DraState | None = None) -> None:
         """`profiles`: scheduler name -> profile; a pod naming another scheduler stays pending.
-        `storage`, `namespaces`: what the volume filters and namespaceSelector read (none by default)."""
+        `storage`, `namespaces`: what the volume filters and namespaceSelector read (none by default);
+        `dra`: the DRA objects whose devices claims are allocated from (none: no claim is)."""
         self.profiles = profiles
-        self.cluster = Cluster((), storage, namespaces)
+        self.cluster = Cluster((), storage, namespaces, dra)
         self.last_reason: str | None = None  # why the last pod `bind` refused fits no node (filters only)
         self.nodes: dict[str, Node] = {}
         self.free: dict[str, Resources] = {}

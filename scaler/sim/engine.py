@@ -40,6 +40,7 @@ from scaler.ports import ClusterView
 from scaler.providers.sim import Instance, SimProvider
 from scaler.reconcile import Planner, Reconciler
 from scaler.sim.binder import Binder
+from scaler.sim.dra import SimDra, on_claims
 from scaler.sim.failures import GpuFailures
 from scaler.sim.kubeapi import SimKube, kubelet_node
 from scaler.sim.kueue import Kueue
@@ -65,6 +66,7 @@ class Engine:
         gpu_sharing: bool = False,
         provisioning_requests: bool = False,
         failures: GpuFailures | None = None,
+        dra: bool = False,
     ) -> None:
         """`device_plugin_delay`: a GPU node registers Ready with no allocatable GPU and publishes its
         GPUs this many seconds later (the NVIDIA device plugin starting); 0 publishes them at once."""
@@ -74,10 +76,12 @@ class Engine:
         self.profile = profile
         self.progress = progress
         self.interval = config.timings.scan_interval
-        self.binder = Binder({profile.scheduler_name: profile})
+        self.dra = SimDra(config, SIM_NAMESPACE) if dra else None  # `config` has the DRA pools (scaler/sim/dra.py)
+        self.binder = Binder({profile.scheduler_name: profile}, dra=self.dra.state if self.dra else None)
         self.gpu_sharing = gpu_sharing
         self.failures = failures or GpuFailures()
-        self.runs = [JobRun(j, job_pods(j, config, profile.scheduler_name, gpu_sharing)) for j in jobs]
+        self.runs = [JobRun(j, [on_claims(p) for p in job_pods(j, config, profile.scheduler_name, gpu_sharing)]
+                            if dra else job_pods(j, config, profile.scheduler_name, gpu_sharing)) for j in jobs]
         self.run_of: dict[str, JobRun] = {p.key: r for r in self.runs for p in r.pods}
         self._run_index = {id(r): i for i, r in enumerate(self.runs)}
         self.plan_nonempty = False
@@ -177,6 +181,8 @@ class Engine:
             heapq.heappush(self._gpus_due, (now + self.device_plugin_delay, node.name, resource, count))
         self.binder.add_node(node)
         self.failures.watch(node, now)
+        if self.dra is not None:
+            self.dra.register(node)
         self.prepaid.registered(node.name, inst.pool)
         self.node_of_instance[inst.provider_id] = node.name
         self.capacity_changed = True
@@ -186,6 +192,8 @@ class Engine:
         if name is None or name not in self.binder.nodes:
             return
         self.failures.gone(name, now)
+        if self.dra is not None:
+            self.dra.drop(name)
         for pod in self.binder.remove_node(name):
             self._stop(pod, now)
 
@@ -301,6 +309,9 @@ class Engine:
 
     # --- the Observer the pass reads (scaler.ports.Observer) ---------------------------------------
     def observe(self, pool_of: Callable[[str], str | None]) -> ClusterView:
+        if self.dra is not None:
+            nodes, objects = self.dra.view(list(self.binder.nodes.values()))
+            return ClusterView(list(self.pending.values()), nodes, self._pdbs(), dra=objects)
         return ClusterView(list(self.pending.values()), list(self.binder.nodes.values()), self._pdbs())
 
     def provisioning_requests(self) -> list[provreq.ProvisioningRequest]:

@@ -10,6 +10,7 @@ them exit code 1.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib.util
 import json
 import math
@@ -26,11 +27,12 @@ from scaler.core.planning.planner import plan
 from scaler.core.scheduling.scoring import PROFILES
 from scaler.providers.sim import Outage, SimProvider
 from scaler.reconcile import Planner
+from scaler.sim.dra import dra_config
 from scaler.sim.engine import Engine
 from scaler.sim.failures import GpuFailures
 from scaler.sim.records import SimResult
 from scaler.sim.report import build_report, summary
-from scaler.sim.trace import Job, TraceError, load_trace
+from scaler.sim.trace import Job, TraceError, job_pods, load_trace
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -64,6 +66,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "a reclaim loses the work since its last checkpoint (default 1800; 0: loses nothing)")
     parser.add_argument("--no-repair", action="store_true",
                         help="turn the pools' GPU repair off (with --gpu-failure-rate: what repair changes)")
+    parser.add_argument("--dra", action="store_true",
+                        help="GPU pools as gpu_allocation: dra and each job's GPUs as a ResourceClaim (issue 24)")
     parser.add_argument("--report", help="write the JSON report here")
     parser.add_argument("--plot", help="write the timeline here (.png, .svg or .pdf)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random spot reclaims")
@@ -149,11 +153,11 @@ def simulate(
     trace: str, pools: str, *, hours: float | None = None, outages: list[str] | None = None,
     scheduler: str = "default", interruption_rate: float = 0.0, seed: int = 0, quiet: bool = True,
     planner: Planner = plan, device_plugin_delay: float = 0.0, gpu_sharing: bool = False,
-    provisioning_requests: bool = False, quotas: list[str] | None = None, gpu_failure_rate: float = 0.0,
-    checkpoint_interval: float = 1800.0, repair: bool = True,
+    provisioning_requests: bool = False, quotas: list[str] | None = None, dra: bool = False,
+    gpu_failure_rate: float = 0.0, checkpoint_interval: float = 1800.0, repair: bool = True,
 ) -> tuple[SimResult, dict[str, Any]]:
     """Run one simulation; returns the raw result and the report (raises on bad input)."""
-    config = load_config(pools)
+    config = dra_config(pools) if dra else load_config(pools)
     if not repair:
         if not gpu_failure_rate:
             raise InputError("--no-repair: without --gpu-failure-rate no GPU breaks, so it would change nothing")
@@ -173,9 +177,14 @@ def simulate(
     started = time.monotonic()
     engine = Engine(config, jobs, provider, planner, profile=PROFILES[scheduler],
                     progress=None if quiet else progress, device_plugin_delay=device_plugin_delay,
-                    gpu_sharing=gpu_sharing, provisioning_requests=provisioning_requests,
+                    gpu_sharing=gpu_sharing, provisioning_requests=provisioning_requests, dra=dra,
                     failures=GpuFailures(gpu_failure_rate, seed, checkpoint_interval))
     result = engine.run()
+    if dra:  # the baselines price each job's GPUs on the same pools with the device plugin
+        plain = load_config(pools)
+        result = dataclasses.replace(result, config=plain, jobs=[
+            dataclasses.replace(r, pods=job_pods(r.job, plain, PROFILES[scheduler].scheduler_name, gpu_sharing))
+            for r in result.jobs])
     report = build_report(result, trace=trace, pools_file=pools, seed=seed, outages=specs,
                           wall_s=time.monotonic() - started)
     report["quotas"] = {family_name(k): v for k, v in caps.items()}
@@ -212,7 +221,7 @@ def main(args: argparse.Namespace) -> int:
             args.trace, args.pools, hours=args.hours, outages=args.spot_outage, scheduler=args.scheduler,
             interruption_rate=args.interruption_rate, seed=args.seed, quiet=args.quiet,
             device_plugin_delay=args.device_plugin_delay, gpu_sharing=args.gpu_sharing,
-            provisioning_requests=args.provisioning_requests, quotas=args.quota,
+            provisioning_requests=args.provisioning_requests, quotas=args.quota, dra=args.dra,
             gpu_failure_rate=args.gpu_failure_rate, checkpoint_interval=args.checkpoint_interval,
             repair=not args.no_repair,
         )

@@ -89,6 +89,24 @@ def test_without_the_class_the_pod_gets_no_node_and_says_why(world: World, kube:
     assert world.cache.stale() == []
 
 
+def test_a_selector_that_does_not_compile_is_a_warning_and_the_pods_reason(world: World, kube: FakeKube) -> None:
+    kube.put("deviceclasses", GPU_CLASS)
+    exact = {**ONE_GPU["spec"]["spec"]["devices"]["requests"][0]["exactly"],
+             "selectors": [{"cel": {"expression": "device.driver =="}}]}
+    kube.put("resourceclaimtemplates", {**ONE_GPU, "spec": {"spec": {"devices": {"requests": [
+        {"name": "gpu", "exactly": exact}]}}}})
+    kube.put("pods", dra_pod("train-0"))
+    plan = world.step()  # the pass runs: the broken template is left out, the pod says it is missing
+    assert plan is not None and plan.scale_ups == []
+    [stuck] = [e for e in kube.objects("events") if e["involvedObject"]["name"] == "train-0"]
+    assert "ResourceClaimTemplate default/one-gpu not found" in stuck["message"]
+    [skipped] = [e for e in kube.objects("events") if e["reason"] == "FailedToRead"]
+    assert skipped["type"] == "Warning"
+    assert (skipped["involvedObject"]["kind"], skipped["involvedObject"]["name"]) == ("ResourceClaimTemplate",
+                                                                                       "one-gpu")
+    assert "CEL compile error" in skipped["message"] and "\n" not in skipped["message"]
+
+
 def test_an_api_server_without_resource_k8s_io_v1_is_an_empty_dra_part(
         aws: MotoAws, kube: FakeKube, config: ScalerConfig, tmp_path: Path) -> None:
     kube.absent = set(DRA)  # Kubernetes before 1.34 (or DRA disabled): 404 on every DRA list

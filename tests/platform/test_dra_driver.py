@@ -98,9 +98,6 @@ def test_the_chart_makes_the_device_classes_the_scaler_plans_with(drivers: dict[
     assert chart == {(c.name, tuple(c.selectors)) for c in nvidia.DEVICE_CLASSES}
 
 
-@pytest.mark.xfail(strict=True, reason="the 25.8.1 chart's gpu.nvidia.com DeviceClass has no extendedResourceName, "
-                   "but scaler.core.dra.nvidia.GPU_CLASS serves nvidia.com/gpu: the planner would send an "
-                   "nvidia.com/gpu pod to a DRA pool the cluster cannot serve it on")
 def test_the_chart_gpu_class_serves_nvidia_com_gpu_as_the_scaler_assumes(drivers: dict[str, Rendered]) -> None:
     chart = {o.name: o.body["spec"].get("extendedResourceName") for o in drivers["aws"].of("DeviceClass")}
     assert chart == {c.name: c.extended_resource_name for c in nvidia.DEVICE_CLASSES}

@@ -79,7 +79,16 @@ class _At:
     def selectors(self, obj: Obj, path: str) -> tuple[str, ...]:
         def one(sel: Obj, where: str) -> str:
             cel = self.get(sel, "cel", where, dict, {})
-            return self.get(cel, "expression", f"{where}.cel", str, "")  # empty: an unknown selector type
+            expression = self.get(cel, "expression", f"{where}.cel", str, "")  # empty: an unknown selector type
+            if expression:  # as the API server's validation: a selector that does not compile is refused
+                from scaler.core.dra.cel import CelError, compile_selector  # noqa: PLC0415 - CEL loads with DRA
+
+                try:
+                    compile_selector(expression)
+                except CelError as err:  # one line: the compiler's, without its caret drawing
+                    why = " ".join(line for line in str(err).splitlines() if not line.lstrip().startswith("|"))
+                    raise self.fail(f"{where}.cel.expression", f"CEL compile error: {why}") from None
+            return expression
 
         return self.items(obj, "selectors", path, one)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Final, Literal
+from typing import Final, Literal, NamedTuple
 
 from scaler.core.model.objects import SelectorTerm
 
@@ -34,8 +34,7 @@ class Version:
 AttributeValue = str | int | bool | Version
 
 
-@dataclass(frozen=True, slots=True)
-class DeviceID:
+class DeviceID(NamedTuple):  # a tuple: hashed and compared in C (the planner builds sets of them per node)
     driver: str
     pool: str
     device: str

@@ -13,6 +13,7 @@ its MIG devices consume, so two devices on the same slices cannot both be alloca
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Final
@@ -26,14 +27,14 @@ from scaler.core.dra.model import (
     ResourceSlice,
     Version,
 )
-from scaler.core.model import keys
 
 DRIVER: Final = "gpu.nvidia.com"
-# The chart's classes: the GPU class is named as the driver, and serves pods that ask for nvidia.com/gpu.
+# The chart's classes (nvidia-dra-driver-gpu 25.8.1, templates/deviceclass-*.yaml): the GPU class is named as
+# the driver and declares no extendedResourceName, so a pod that asks for nvidia.com/gpu is never served on a DRA
+# node (the planner sends it to a device-plugin pool); a cluster's own class with one is read from the cluster.
 GPU_CLASS: Final = DeviceClass(
     DRIVER,
     (f"device.driver == '{DRIVER}' && device.attributes['{DRIVER}'].type == 'gpu'",),
-    extended_resource_name=keys.RES_GPU,
 )
 MIG_CLASS: Final = DeviceClass(
     "mig.nvidia.com",
@@ -105,8 +106,9 @@ def _mig_device(gpu: GpuModel, node: str, minor: int, p: MigProfile) -> Device:
                   consumes_counters=(CounterConsumption(f"gpu-{minor}-counter-set", dict(occupied)),))
 
 
+@functools.lru_cache(maxsize=4096)  # the planner asks for every DRA pool's template slices each pass
 def node_slices(node: str, gpu: GpuModel, generation: int = 1) -> tuple[ResourceSlice, ...]:
-    """The slices the driver publishes on `node`: one pool named after the node."""
+    """The slices the driver publishes on `node`: one pool named after the node (shared, never to be changed)."""
     devices: list[Device] = []
     counters: list[CounterSet] = []
     for minor in range(gpu.count):

@@ -55,6 +55,8 @@ RES_MEMORY: Final = "memory"
 RES_EPHEMERAL: Final = "ephemeral-storage"
 RES_PODS: Final = "pods"
 RES_GPU: Final = "nvidia.com/gpu"
+# Not a Kubernetes resource: the planner's count of a node's free DRA devices (never on a real node)
+RES_DRA_DEVICES: Final = "dra.gpuburst.io/devices"
 MIG_RESOURCE_PREFIX: Final = "nvidia.com/mig-"
 
 # --- taints ----------------------------------------------------------------------------------

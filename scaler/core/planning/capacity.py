@@ -15,11 +15,14 @@ from scaler.core.planning.packing import BinKind, Group, Packer, Slot
 from scaler.core.planning.snapshot import Snapshot
 from scaler.core.scheduling import predicates
 from scaler.core.scheduling.filters import DraState
+from scaler.core.scheduling.filters.dra import devices_at_least, node_devices
 
 # Taints a booting node carries until the kubelet / cloud controller is done: not a reason to
 # think the node will never take the pod. (Kept here: the scheduler, not gpuburst, owns them.)
 STARTUP_TAINTS = frozenset({"node.kubernetes.io/not-ready", "node.cloudprovider.kubernetes.io/uninitialized"})
 MAX_IN_FLIGHT_BINS = 1000  # per pool: beyond that many booting nodes the detail stops mattering
+# keys.RES_DRA_DEVICES of a template slot: the DRA filter explains a pool whose nodes have too few devices
+UNCOUNTED = 1 << 40
 
 
 def _resource_names(snapshot: Snapshot, templates: Iterable[Mapping[str, int]]) -> list[str]:
@@ -83,6 +86,18 @@ def dra_state(snapshot: Snapshot, packer: Packer) -> DraState:
     return DraState(snapshot.dra, expected)
 
 
+def _counted_devices(snapshot: Snapshot) -> dict[str, int] | None:
+    """Free DRA devices per node, when a pending pod's claims made from templates need some (the packer
+    then skips nodes with too few before the allocator is asked); else None."""
+    if not any(p.resource_claims for p in snapshot.pending):
+        return None
+    return node_devices(snapshot.dra)
+
+
+def _devices(node: Node) -> int:
+    return sum(len(s.devices) for s in node.slices)
+
+
 def _template(pool: Pool, region: str) -> Node:
     """The node a scale-up of the pool gets. A pool in one zone promises that zone; a pool across zones
     does not (the Auto Scaling group or scale set picks it), so its template has no zone label and a pod
@@ -100,10 +115,14 @@ def build_packer(snapshot: Snapshot, config: ScalerConfig, adv: Advanced) -> tup
     now = snapshot.now
     templates = {name: _template(obs.pool, config.region) for name, obs in snapshot.pools.items()}
     running = [p for n in snapshot.nodes for p in n.pods if not is_daemonset(p)]
-    packer = Packer(
-        _resource_names(snapshot, [t.allocatable for t in templates.values()]),
-        referenced_keys([*snapshot.pending, *running]),
-    )
+    devices = _counted_devices(snapshot)
+    names = _resource_names(snapshot, [t.allocatable for t in templates.values()])
+    packer = Packer([*names, keys.RES_DRA_DEVICES] if devices is not None else names,
+                    referenced_keys([*snapshot.pending, *running]))
+    dev = packer.index.get(keys.RES_DRA_DEVICES)
+    if dev is not None:
+        dra = snapshot.dra
+        packer.claim_devices = lambda pod: devices_at_least(dra, pod)
     packer.set_min_request([*snapshot.pending, *running])
     registered: set[str] = set()
     published = snapshot.dra.published()
@@ -127,6 +146,10 @@ def build_packer(snapshot: Snapshot, config: ScalerConfig, adv: Advanced) -> tup
         else:
             continue  # NotReady for long: no capacity, not ours to guess about
         free = packer.vec(alloc)
+        if dev is not None and devices is not None:
+            free[dev] = devices.get(node.name, 0)
+            if kind == "coming" and pool is not None and pool.dra:  # maybe not published yet
+                free[dev] = max(free[dev], _devices(templates[pool.name]))
         vec_alloc = list(free)
         for pod in node.pods:
             if active(pod):
@@ -141,8 +164,10 @@ def build_packer(snapshot: Snapshot, config: ScalerConfig, adv: Advanced) -> tup
         tmpl = templates[name]
         zone = pool.zones[0] if len(pool.zones) == 1 else ""
         empty = packer.vec(predicates.free_resources(tmpl))
+        if dev is not None:
+            empty[dev] = UNCOUNTED
         slot = Slot(pool, zone, packer.group_for(tmpl, tmpl.taints, own=("slot", name)), empty, config.price(pool),
-                    pool.capacity_type == "spot", shapes.setdefault(tuple(empty), len(shapes)))
+                    pool.capacity_type == "spot", shapes.setdefault(tuple(empty), len(shapes)), _devices(tmpl))
         slots.append(slot)
         count = min(adv.in_flight(name), MAX_IN_FLIGHT_BINS)
         if not count:
@@ -158,6 +183,8 @@ def build_packer(snapshot: Snapshot, config: ScalerConfig, adv: Advanced) -> tup
         for where, n in [*booting.items(), ("", count)]:
             group = _zonal_group(packer, pool, where, config.region) if where else slot.group
             free = packer.vec(predicates.free_resources(group.node)) if where else slot.empty
+            if dev is not None:
+                free = [*free[:dev], _devices(group.node), *free[dev + 1:]]
             for _ in range(min(n, count - i)):
                 b = packer.add_bin(group.node, list(free), "in-flight", group, name, where or zone)
                 b.name = f"in-flight-{name}-{i}"

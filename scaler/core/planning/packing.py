@@ -89,6 +89,7 @@ class Slot:
     price: float
     spot: bool
     shape: int = 0  # slots with equal `empty` share a shape
+    devices: int = 0  # DRA devices a new node publishes (its keys.RES_DRA_DEVICES once opened; `empty` has none)
 
 
 
@@ -143,6 +144,8 @@ class Packer:
         self.in_flight_groups: list[Group] = []  # booting nodes of multi-zone pools (zone unknown)
         # (resource, amount) every pod of the pass requests at least: a bin with less is dead.
         self.dead: tuple[tuple[int, int], ...] = ()
+        # pod -> the DRA devices it takes at least (keys.RES_DRA_DEVICES, when the pass counts them)
+        self.claim_devices: Callable[[Pod], int] | None = None
 
     def set_min_request(self, pods: Iterable[Pod]) -> None:
         """Declare every pod this pass will place (pending and evictable): bins that cannot take the
@@ -229,11 +232,13 @@ class Packer:
         for pod in pods:
             gang = gang_of.get(pod.key) if gang_of else None
             req_key = tuple(sorted(pod.requests.items()))
+            devices = self.claim_devices(pod) if self.claim_devices is not None and pod.resource_claims else 0
             sid = self.static_id(pod)
-            key = (req_key, sid, pod.priority, pod.scheduler_name, gang, extra(pod) if extra else None)
+            key = (req_key, devices, sid, pod.priority, pod.scheduler_name, gang, extra(pod) if extra else None)
             cls = seen.get(key)
             if cls is None:
-                nz = tuple(sorted((self.index[n], v) for n, v in pod.requests.items() if v > 0))
+                req = {**pod.requests, keys.RES_DRA_DEVICES: devices} if devices else pod.requests
+                nz = tuple(sorted((self.index[n], v) for n, v in req.items() if v > 0))
                 cls = seen[key] = PodClass(pod, nz, sid, gang)
                 gpu = self.index.get(keys.RES_GPU)
                 cls.gpus = pod.requests.get(keys.RES_GPU, 0) if gpu is not None else 0
@@ -369,7 +374,11 @@ class Packer:
 
     def open_bin(self, slot: Slot, name: str) -> Bin:
         node = slot.group.node
-        b = self.add_bin(node, list(slot.empty), "new", slot.group, slot.pool.name, slot.zone)
+        free = list(slot.empty)
+        dev = self.index.get(keys.RES_DRA_DEVICES)
+        if dev is not None:
+            free[dev] = slot.devices
+        b = self.add_bin(node, free, "new", slot.group, slot.pool.name, slot.zone)
         b.name = name
         if self._journal is not None:
             self._journal.append((b, None))

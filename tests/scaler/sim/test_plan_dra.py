@@ -106,13 +106,20 @@ def test_broken_claims_are_explained_not_crashed(tmp_path: Path) -> None:
     assert v["ml/missing-class-0"].outcome == "unschedulable"
     assert v["ml/missing-class-0"].reasons["*"] == "DeviceClass tpu.example.com not found"
     assert v["ml/missing-claim-0"].reasons["*"] == "ResourceClaim ml/nowhere not found"
+
+
+def test_a_selector_that_does_not_compile_is_one_line_exit_2(tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
     data = _only(snapshot(), "whole-gpu-0")
     tmpl = next(o for o in data["items"] if o["metadata"]["name"] == "one-gpu")
     request = tmpl["spec"]["spec"]["devices"]["requests"][0]
     request["exactly"]["selectors"] = [{"cel": {"expression": "device.driver =="}}]  # does not compile
-    v = _plan(tmp_path, data).verdicts
-    assert v["ml/whole-gpu-0"].outcome == "unschedulable"
-    assert "CEL compile error" in v["ml/whole-gpu-0"].reasons["l4-dra"]
+    path = tmp_path / "snap.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    assert main(["plan", "--snapshot", str(path), "--pools", str(POOLS)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and ("ResourceClaimTemplate ml/one-gpu: spec.spec.devices.requests[0].exactly.selectors[0]"
+                              ".cel.expression: CEL compile error") in err[0], err
 
 
 def test_without_a_dra_pool_a_claim_never_buys_a_cpu_node(tmp_path: Path) -> None:

@@ -89,3 +89,65 @@ def test_a_claim_shared_by_two_pods_counts_once(tmp_path: Path) -> None:
     items.append(_claim("more", ["gpu-3"], pool=a100, users=("c-0",)))
     items.append(_running("c-0", "1", "more", on=a100))
     assert a100 not in _plan(tmp_path, items).unneeded  # 4 of 8
+
+
+def _drain_plan(tmp_path: Path, items: list[dict[str, Any]], unneeded: str) -> Plan:
+    path = tmp_path / "snap.json"
+    path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}), encoding="utf-8")
+    config = load_config(POOLS)
+    snap, _ = load_snapshot(path, config)
+    return plan(snap, State(unneeded_since={unneeded: snap.now - 3600}), config)[0]
+
+
+X, Y = "ip-10-0-1-30.ec2.internal", "ip-10-0-1-31.ec2.internal"
+
+
+def _two_a100s() -> list[dict[str, Any]]:
+    x, y = _a100_node(X), _a100_node(Y)
+    y[0]["spec"]["providerID"] = "aws:///us-east-1a/i-0a101"
+    return [*x, *y, *classes()]
+
+
+def _busy_y(held: int) -> list[dict[str, Any]]:
+    return [_claim("big", [f"gpu-{i}" for i in range(held)], pool=Y, users=("big-0",)),
+            _running("big-0", "1", "big", on=Y)]
+
+
+def test_a_node_whose_pods_claims_fit_nowhere_else_stays(tmp_path: Path) -> None:
+    # X: one pod holding 3 GPUs (3 of 8: unneeded); Y has 2 GPUs free: the claim cannot be allocated there
+    items = [*_two_a100s(), *_busy_y(6), _claim("train", ["gpu-0", "gpu-1", "gpu-2"], pool=X, users=("train-0",)),
+             _running("train-0", "1", "train", on=X)]
+    result = _drain_plan(tmp_path, items, X)
+    assert X not in {s.node for s in result.scale_downs}
+    # with 3 GPUs free on Y it goes, and its pod is planned there
+    items = [*_two_a100s(), *_busy_y(5), _claim("train", ["gpu-0", "gpu-1", "gpu-2"], pool=X, users=("train-0",)),
+             _running("train-0", "1", "train", on=X)]
+    result = _drain_plan(tmp_path, items, X)
+    assert [s.node for s in result.scale_downs] == [X]
+
+
+def test_a_shared_claim_moves_with_its_pods_as_one(tmp_path: Path) -> None:
+    # two pods share one claim of 2 GPUs on X; Y has 2 GPUs free: the claim is allocated once there and
+    # both pods follow it (counted per pod they would need 4)
+    shared = _claim("shared", ["gpu-0", "gpu-1"], pool=X, users=("a-0", "b-0"))
+    items = [*_two_a100s(), *_busy_y(6), shared, _running("a-0", "1", "shared", on=X),
+             _running("b-0", "1", "shared", on=X)]
+    result = _drain_plan(tmp_path, items, X)
+    assert [s.node for s in result.scale_downs] == [X]
+
+
+def test_two_drains_do_not_count_the_same_free_gpu(tmp_path: Path) -> None:
+    # X and Z each run a pod holding 1 GPU; Y has 1 GPU free: only one of them can move there
+    z = _a100_node("ip-10-0-1-32.ec2.internal")
+    z[0]["spec"]["providerID"] = "aws:///us-east-1a/i-0a102"
+    items = [*_two_a100s(), *z, *_busy_y(7), _claim("one", ["gpu-0"], pool=X, users=("one-0",)),
+             _running("one-0", "1", "one", on=X), _claim("two", ["gpu-0"], pool=z[0]["metadata"]["name"],
+                                                            users=("two-0",)),
+             _running("two-0", "1", "two", on=z[0]["metadata"]["name"])]
+    path = tmp_path / "snap.json"
+    path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}), encoding="utf-8")
+    config = load_config(POOLS)
+    snap, _ = load_snapshot(path, config)
+    result = plan(snap, State(unneeded_since={X: snap.now - 3600, z[0]["metadata"]["name"]: snap.now - 3600}),
+                  config)[0]
+    assert len(result.scale_downs) == 1

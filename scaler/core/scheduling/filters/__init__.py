@@ -152,8 +152,9 @@ class Cluster:
     def place(self, pod: Pod, node_name: str) -> None:
         self.placed.place(pod, node_name)
         if pod.resource_claims:
-            check = DraCheck(self.dra, pod)
-            self.dra.place(pod, self.placed.nodes[node_name], check.claims, check.generated)
+            last = self.dra.last
+            check = last if last is not None and last.pod is pod else DraCheck(self.dra, pod)
+            self.dra.place(pod, self.placed.nodes[node_name], check.claims, check.generated, check.spec)
 
     def unplace(self, pod: Pod, node_name: str) -> None:
         self.placed.unplace(pod, node_name)

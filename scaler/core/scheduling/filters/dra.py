@@ -13,7 +13,7 @@ broken class, refuses the pod with the reason (never an exception).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -33,6 +33,7 @@ from scaler.core.scheduling.predicates import term_matches
 
 if TYPE_CHECKING:  # the allocator (and its CEL runtime) loads with the first claim a pass allocates
     from scaler.core.dra.allocator import Allocator, NodeRef
+    from scaler.core.dra.simple import Candidates
 
 
 @dataclass(slots=True)
@@ -72,6 +73,9 @@ def claim_keys(pod: Pod) -> list[tuple[str, str]]:
     return out
 
 
+Verdict = tuple[str | None, tuple[str, ...], tuple[Allocation, ...] | None]
+
+
 class DraState:
     """One pass's devices: held by allocated claims, and given by the pass to the pods it places."""
 
@@ -90,28 +94,61 @@ class DraState:
         self.removed: set[str] = set()
         self._allocators: dict[str, Allocator] = {}
         self._free: dict[str, int] = {}  # node -> devices its allocator has not allocated (any class)
-        # node -> (the claims' spec ids) -> (reason or None, the claim keys it names): the verdict for
-        # pods asking the same (a workload's template) on an unchanged node, computed once
-        self.verdicts: dict[str, dict[tuple[int, ...], tuple[str | None, tuple[str, ...]]]] = {}
+        # node -> (the claims' spec ids) -> (reason or None, the claim keys it names, the allocations when
+        # they fit): the verdict for pods asking the same (a workload's template) on an unchanged node,
+        # computed once
+        self.verdicts: dict[str, dict[tuple[int, ...], Verdict]] = {}
         self.spec_ids: dict[ClaimSpec, int] = {}  # equal specs (one template per namespace) share an id
         self._first: Allocator | None = None  # its selector cache is shared by the others
+        self._spec_info: dict[int, tuple[ClaimSpec, tuple[int, tuple[str, ...], int]]] = {}
+        self.last: DraCheck | None = None  # the latest pod's check, for its placement (nothing changed since)
+        self._ids: dict[int, tuple[object, frozenset[DeviceID]]] = {}  # id(node's own slices) -> their devices
+        self._in_use: dict[str, set[DeviceID]] = {}  # node -> its devices held or given
+        # (id(node's own slices), spec id) -> (those slices, the one claim's candidates or None: dra.simple)
+        self._simple: dict[tuple[int, int], tuple[object, Candidates | None]] = {}
+
+    def spec_info(self, spec: ClaimSpec) -> tuple[int, tuple[str, ...], int]:
+        """(its id: equal specs share one, the classes it names that do not exist, the fewest devices it
+        takes), once per spec object (a template's spec is shared by its pods' claims)."""
+        hit = self._spec_info.get(id(spec))
+        if hit is None or hit[0] is not spec:
+            ids = self.spec_ids
+            missing = tuple(r.device_class_name for q in spec.requests
+                            for r in ([q.exactly] if q.exactly else q.first_available)
+                            if r.device_class_name not in self.objects.classes)
+            hit = self._spec_info[id(spec)] = (spec, (ids.setdefault(spec, len(ids)), missing,
+                                                      sum(_least(q) for q in spec.requests)))
+        return hit[1]
 
     # --- the pass's changes -----------------------------------------------------------------------
-    def place(self, pod: Pod, node: Node, claims: list[ResourceClaim], generated: set[str]) -> None:
-        """`generated`: the claims made from templates for this pod (no other pod follows them)."""
-        outcome = self.allocator(node).allocate(self.node_ref(node), claims) if claims else None
-        if outcome is None or not outcome.ok:
+    def place(self, pod: Pod, node: Node, claims: list[ResourceClaim], generated: set[str],
+              spec: tuple[int, ...] = ()) -> None:
+        """`generated`: the claims made from templates for this pod (no other pod follows them); `spec`:
+        their spec ids (DraCheck.spec), whose allocation on the node the filter may have found already."""
+        if not claims:
             return
-        assert outcome.allocations is not None
-        devices = {r.device_id for a in outcome.allocations for r in a.results}
+        hit = self.verdicts.get(node.name, {}).get(spec) if spec else None
+        allocations = hit[2] if hit is not None else None
+        if allocations is None and len(claims) == 1 and spec:
+            allocation = self.simple(node, claims[0], spec[0])
+            allocations = (allocation,) if allocation is not None else None
+        if allocations is None:
+            allocations = self.allocator(node).allocate(self.node_ref(node), claims).allocations
+            if allocations is None:
+                return
+        devices = {r.device_id for a in allocations for r in a.results}
         self.given.setdefault(node.name, set()).update(devices)
         keys = []
-        for claim, allocation in zip(claims, outcome.allocations, strict=True):
+        for claim, allocation in zip(claims, allocations, strict=True):
             if claim.key not in generated:
                 self.allocated[claim.key] = (node.name, allocation, id(pod))
                 keys.append(claim.key)
         self.by_pod[id(pod)] = (node.name, keys, devices)
+        used = self._in_use.get(node.name)
         self._forget(node.name)
+        if used is not None:  # kept up to date: the node's other devices are as they were
+            self._free[node.name] -= len(devices - used)
+            self._in_use[node.name] = used | devices
 
     def unplace(self, pod: Pod) -> None:
         hit = self.by_pod.pop(id(pod), None)
@@ -125,24 +162,71 @@ class DraState:
 
     def _forget(self, name: str) -> None:
         """The node's devices changed: its allocator and verdicts are out of date."""
+        self.last = None
         self._allocators.pop(name, None)
         self.verdicts.pop(name, None)
+        self._in_use.pop(name, None)
+
+    def publish(self, name: str, slices: Sequence[ResourceSlice]) -> None:
+        """A node's driver published its slices (the simulator's nodes)."""
+        self.objects.slices.extend(slices)
+        self.by_node[name] = list(slices)
+        self._forget(name)
+
+    def unpublish(self, name: str) -> None:
+        self.objects.slices = [s for s in self.objects.slices if s.node_name != name]
+        self.by_node.pop(name, None)
+        self._forget(name)
 
     def remove_node(self, name: str) -> None:
         self.removed.add(name)
+        self.last = None
 
     def restore_node(self, name: str) -> None:
-        self.removed.discard(name)
+        if name in self.removed:  # (a node the pass opens is added, not restored: checks stay valid)
+            self.removed.discard(name)
+            self.last = None
 
     # --- per node -------------------------------------------------------------------------------------
     def slices(self, node: Node) -> list[ResourceSlice]:
         own = node.slices or self.expected.get(node.name) or self.by_node.get(node.name) or ()
         return [*own, *self.anywhere] if self.anywhere else list(own)
 
+    def _own(self, node: Node) -> Sequence[ResourceSlice]:
+        return node.slices or self.expected.get(node.name) or self.by_node.get(node.name) or ()
+
+    def in_use(self, node: Node) -> set[DeviceID]:
+        """The node's devices held by allocated claims or given by the pass."""
+        hit = self._in_use.get(node.name)
+        if hit is None:
+            own = self._own(node)
+            cached = self._ids.get(id(own))
+            if cached is None:
+                cached = self._ids[id(own)] = (own, frozenset(
+                    DeviceID(s.driver, s.pool.name, d.name) for s in self.slices(node) for d in s.devices))
+            hit = self._in_use[node.name] = {i for i in cached[1] if i in self.held}
+            hit.update(self.given.get(node.name, ()))
+            self._free[node.name] = len(cached[1]) - len(hit & cached[1])
+        return hit
+
     def free(self, node: Node) -> int:
         """Devices of the node no claim holds: no request for more can be allocated there."""
-        self.allocator(node)
+        self.in_use(node)
         return self._free[node.name]
+
+    def simple(self, node: Node, claim: ResourceClaim, spec: int) -> Allocation | None:
+        """The claim's allocation on the node without a search (`scaler.core.dra.simple`), or None: ask
+        the allocator."""
+        from scaler.core.dra import simple  # noqa: PLC0415 - see the TYPE_CHECKING import
+
+        own = self._own(node)
+        if self.anywhere:  # devices not of one node: which it may use depends on the node's labels
+            return None
+        hit = self._simple.get((id(own), spec))
+        if hit is None:
+            cands = simple.candidates(self.allocator(node), self.node_ref(node), claim) if own else None
+            hit = self._simple[(id(own), spec)] = (own, cands)
+        return simple.pick(claim, hit[1], self.in_use(node)) if hit[1] is not None else None
 
     def node_ref(self, node: Node) -> NodeRef:
         """A node opened from a template allocates from the template's slices, under their node name."""
@@ -155,11 +239,7 @@ class DraState:
         if hit is None:
             from scaler.core.dra.allocator import Allocator  # noqa: PLC0415 - see the TYPE_CHECKING import
 
-            slices = self.slices(node)
-            ids = {DeviceID(s.driver, s.pool.name, d.name) for s in slices for d in s.devices}
-            allocated = (self.held & ids) | self.given.get(node.name, set())
-            self._free[node.name] = len(ids) - len(allocated & ids)
-            hit = Allocator(self.objects.classes, slices, allocated, shared=self._first)
+            hit = Allocator(self.objects.classes, self.slices(node), self.in_use(node), shared=self._first)
             self._first = self._first or hit
             self._allocators[node.name] = hit
         return hit
@@ -198,15 +278,14 @@ class DraCheck:
                 self.pinned.append((key, claim.allocation))
             else:
                 self.claims.append(claim)
-        missing = sorted({r.device_class_name for c in self.claims for q in c.spec.requests
-                          for r in ([q.exactly] if q.exactly else q.first_available)
-                          if r.device_class_name not in objects.classes})
+        infos = [state.spec_info(c.spec) for c in self.claims]
+        missing = sorted({name for info in infos for name in info[1]})
         if missing:
             self.pod_reason = f"DeviceClass {', '.join(missing)} not found"
         self.keys = tuple(c.key for c in self.claims)
-        self.needed = sum(_least(q) for c in self.claims for q in c.spec.requests)
-        ids = state.spec_ids
-        self.spec = tuple(ids.setdefault(c.spec, len(ids)) for c in self.claims)
+        self.needed = sum(info[2] for info in infos)
+        self.spec = tuple(info[0] for info in infos)
+        state.last = self
 
     def reason(self, node: Node) -> str | None:
         if self.pod_reason is not None:
@@ -233,7 +312,7 @@ class DraCheck:
         else:
             hit = per_node.get(self.spec)
             if hit is not None:
-                reason, named = hit
+                reason, named, _ = hit
                 if reason is not None and named != keys:
                     for old, new in zip(named, keys, strict=True):
                         reason = reason.replace(old, new)
@@ -242,16 +321,55 @@ class DraCheck:
         if free < self.needed:  # the allocator would say so after a search (and an explanation)
             reason = (f"cannot allocate the pod's ResourceClaims: {', '.join(keys)}: {self.needed} device(s) "
                       f"needed, {free} free on the node")
-            per_node[self.spec] = (reason, keys)
+            per_node[self.spec] = (reason, keys, None)
             return reason
+        if len(self.claims) == 1:
+            allocation = state.simple(node, self.claims[0], self.spec[0])
+            if allocation is not None:
+                per_node[self.spec] = (None, keys, (allocation,))
+                return None
         outcome = state.allocator(node).allocate(state.node_ref(node), self.claims)
         if outcome.ok:
             reason = None
         else:
             first = outcome.reason.strip().splitlines()[0] if outcome.reason.strip() else "no devices"
             reason = f"cannot allocate the pod's ResourceClaims: {first}"
-        per_node[self.spec] = (reason, keys)
+        per_node[self.spec] = (reason, keys, outcome.allocations)
         return reason
+
+
+def devices_at_least(objects: DraObjects, pod: Pod) -> int:
+    """The fewest devices the pod's claims made from templates take on its node (claims of their own:
+    no other pod shares them). A lower bound the packer counts per node to skip nodes with fewer free
+    devices before asking the allocator; claims by name (maybe shared, maybe allocated) count 0."""
+    n = 0
+    for ref in pod.resource_claims:
+        if ref.template_name and not ref.claim_name and not ref.generated:
+            tmpl = objects.templates.get(f"{pod.namespace}/{ref.template_name}")
+            if tmpl is not None:
+                n += sum(_least(q) for q in tmpl.spec.requests)
+    return n
+
+
+def node_devices(objects: DraObjects) -> dict[str, int] | None:
+    """Per node, the devices its slices publish that no allocated claim holds; None when some slice's
+    devices are not tied to one node (a pod could allocate them anywhere: no per-node bound)."""
+    where: dict[DeviceID, str] = {}
+    free: dict[str, int] = {}
+    for s in objects.slices:
+        if not s.devices:
+            continue
+        if not s.node_name:
+            return None
+        free[s.node_name] = free.get(s.node_name, 0) + len(s.devices)
+        for d in s.devices:
+            where[DeviceID(s.driver, s.pool.name, d.name)] = s.node_name
+    held = {r.device_id for c in objects.claims.values() if c.allocation for r in c.allocation.results}
+    for device in held:
+        node = where.get(device)
+        if node is not None:
+            free[node] -= 1
+    return free
 
 
 def _least(request: DeviceRequest) -> int:
