@@ -4,9 +4,11 @@ cloud's two-minute notice: drains through the Eviction API that gang jobs' PodDi
 block, replacements planned by the core), PHILLY-A's gang jobs queued behind ProvisioningRequests as
 Kueue queues them (`--provisioning-requests`) and the Alibaba trace's GPU-sharing pods on time-sliced pools
 (examples/pools-aws-shared.yaml, `--gpu-sharing`), and PHILLY-A with a 32-GPU Capacity Block for its first
-5 days in front of the spot/on-demand ladder (examples/pools-aws-reserved.yaml), and both traces on the same
-pools as DRA pools with each job's GPUs as a ResourceClaim (`--dra`, issue 24). Prints the command line of each
-run and one line of figures; these are the figures docs/simulator.md and the README quote.
+5 days in front of the spot/on-demand ladder (examples/pools-aws-reserved.yaml), both traces on the same
+pools as DRA pools with each job's GPUs as a ResourceClaim (`--dra`, issue 24), and PHILLY-A with random GPU
+failures (0.001 per GPU-hour) with and without the scaler's repair. Every stopped job loses the work since its
+last checkpoint (every 1800 s). Prints the command line of each run and one line of figures; these are the
+figures docs/simulator.md and the README quote.
 
     .venv/bin/python bench/simulate_traces.py [--traces DIR] [--pools FILE] [--out DIR] [--jobs N] [--readme FILE]
 
@@ -34,6 +36,8 @@ from scaler.sim.simulate_command import simulate  # noqa: E402
 
 OUTAGE = "us-east-1a:36000:43200"  # hours 10 to 12 of PHILLY-A: the first busy morning
 INTERRUPTION_RATE = 0.05  # spot reclaims per spot instance-hour
+GPU_FAILURE_RATE = 0.001  # GPU failures per GPU-hour
+CHECKPOINT = 1800.0  # seconds of run between a job's checkpoints (the simulator's default)
 SHARED_POOLS = "examples/pools-aws-shared.yaml"
 RESERVED_POOLS = "examples/pools-aws-reserved.yaml"  # the usual pools plus a Capacity Block (issue 25)
 
@@ -56,9 +60,13 @@ def runs(traces: Path, pools: str, untainted: str | None) -> list[tuple[str, dic
                                                  "scheduler": scheduler, "outages": []}))
     out.append((f"PHILLY-A.csv default, spot outage {OUTAGE}",
                 {"trace": str(traces / "PHILLY-A.csv"), "pools": pools, "scheduler": "default", "outages": [OUTAGE]}))
-    out.append((f"PHILLY-A.csv default, spot reclaims {INTERRUPTION_RATE}/instance-h",
+    out.append((f"PHILLY-A.csv default, spot reclaims {INTERRUPTION_RATE}/instance-h, checkpoints {CHECKPOINT:g} s",
                 {"trace": str(traces / "PHILLY-A.csv"), "pools": pools, "scheduler": "default", "outages": [],
-                 "interruption_rate": INTERRUPTION_RATE}))
+                 "interruption_rate": INTERRUPTION_RATE, "checkpoint_interval": CHECKPOINT}))
+    for repair in (True, False):
+        out.append((f"PHILLY-A.csv default, GPU failures {GPU_FAILURE_RATE}/GPU-h, repair {'on' if repair else 'off'}",
+                    {"trace": str(traces / "PHILLY-A.csv"), "pools": pools, "scheduler": "default", "outages": [],
+                     "gpu_failure_rate": GPU_FAILURE_RATE, "repair": repair}))
     out.append(("PHILLY-A.csv default, gangs queued as ProvisioningRequests (--provisioning-requests)",
                 {"trace": str(traces / "PHILLY-A.csv"), "pools": pools, "scheduler": "default", "outages": [],
                  "provisioning_requests": True}))
@@ -90,6 +98,10 @@ def command_line(kw: dict[str, Any]) -> str:
         outages += " --dra"
     if kw.get("provisioning_requests"):
         outages += " --provisioning-requests"
+    if "checkpoint_interval" in kw:
+        outages += f" --checkpoint-interval {kw['checkpoint_interval']:g}"
+    if kw.get("gpu_failure_rate"):
+        outages += f" --gpu-failure-rate {kw['gpu_failure_rate']}" + ("" if kw.get("repair", True) else " --no-repair")
     if "untainted-" in kw["pools"]:
         return f"(pools: {Path(kw['pools']).name[len('untainted-'):]} with every min_pod_gpus removed)"
     return (f"python -m scaler simulate --trace {kw['trace']} --pools {kw['pools']} "
@@ -108,7 +120,7 @@ def markdown(rows: list[tuple[str, dict[str, Any], dict[str, Any]]]) -> str:
         "| cost $ | lower bound $ | spot share | pending p50 / p95 / max s | fallbacks (max delay s) |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for name_of_run, _, r in rows:
+    for name_of_run, kw, r in rows:
         label = name_of_run
         fallback = f"{r['fallback_events']} ({r['fallback_delay_max_s']})" if r["fallback_events"] else "-"
         ratio = f"**{r['paid_over_demand']:.4f}**"
@@ -118,6 +130,14 @@ def markdown(rows: list[tuple[str, dict[str, Any], dict[str, Any]]]) -> str:
             label += (f" ({name}: utilisation {block['utilisation']}, {block['utilisation_while_pending']} while pods "
                       f"it fits waited; {block['jobs_moved_off']} jobs moved off, "
                       f"{len(block['jobs_lost_at_end'])} lost at its end)")
+        failures = r.get("failures") or {}
+        if failures.get("gpu_failures") or kw.get("interruption_rate"):
+            label += f" (GPU-h lost since the last checkpoint: {failures['gpu_hours_lost']}"
+            if failures.get("gpu_failures"):
+                f = failures
+                label += (f"; {f['gpu_failures']} GPU failures on {f['failed_nodes']} nodes, {f['repaired_nodes']} "
+                          f"repaired, mean repair delay {f['repair_delay_mean_s']} s")
+            label += ")"
         lines.append(
             f"| {label} | {r['jobs_completed']}/{r['jobs_total']} | {r['jobs_never_started']} "
             f"| {r['demand_gpu_hours']:,.1f} | {r['demand_fractional_gpu_hours']:,.1f} | {r['paid_gpu_hours']:,.1f} "
@@ -139,7 +159,9 @@ def write_readme(path: Path, table: str) -> None:
 def _one(kw: dict[str, Any]) -> dict[str, Any]:
     _, report = simulate(kw["trace"], kw["pools"], scheduler=kw["scheduler"], outages=kw["outages"],
                          interruption_rate=kw.get("interruption_rate", 0.0), gpu_sharing=kw.get("gpu_sharing", False),
-                         provisioning_requests=kw.get("provisioning_requests", False), dra=kw.get("dra", False))
+                         provisioning_requests=kw.get("provisioning_requests", False), dra=kw.get("dra", False),
+                         gpu_failure_rate=kw.get("gpu_failure_rate", 0.0), repair=kw.get("repair", True),
+                         checkpoint_interval=kw.get("checkpoint_interval", CHECKPOINT))
     return report
 
 

@@ -14,7 +14,9 @@ Order within a pass:
    says to delete (a gang on an ending Capacity Block) are deleted with their grace period instead. Once nothing but
    DaemonSet and mirror pods is left, exactly the drained instance is removed (the size drops by one).
    A planned drain that finds a pod the plan did not prove evictable, or that outlives its deadline,
-   is abandoned: the node is uncordoned. A forced one removes the node at its deadline;
+   is abandoned: the node is uncordoned. A forced one removes the node at its deadline. A repair's drain
+   outlives its deadline (a broken node is not given its pods back); it stops when the plan names the node
+   recovered (its GPUs came back): uncordoned the same way;
 4. nodes that carry the drain taint but belong to no drain of this process (a previous one died) are
    given back; the notices the plan handled are acknowledged.
 
@@ -69,6 +71,7 @@ class Drain:
     reason: str
     forced: bool = False
     notice: bool = False
+    repair: bool = False
     planned: frozenset[str] = frozenset()  # the pods the plan proved evictable
     delete: frozenset[str] = frozenset()  # the pods deleted rather than evicted (a gang on an ending block)
     blocked: set[str] = field(default_factory=set)
@@ -96,7 +99,8 @@ class Actuator:
 
     # --- what the next Snapshot says --------------------------------------------------------------
     def draining(self) -> dict[str, DrainState]:
-        return {n: DrainState(n, d.pool, d.started, d.deadline, d.forced, d.notice) for n, d in self.drains.items()}
+        return {n: DrainState(n, d.pool, d.started, d.deadline, d.forced, d.notice, d.repair)
+                for n, d in self.drains.items()}
 
     def report(self) -> tuple[dict[str, tuple[str, ...]], dict[str, str]]:
         """What the planner should know from the last pass (abandoned drains, refusals); told once."""
@@ -132,6 +136,10 @@ class Actuator:
         nodes = {n.name: n for n in snapshot.nodes}
         for down in plan.scale_downs:
             self._start(down, nodes.get(down.node), snapshot.now)
+        for name in plan.recovered:
+            if name in self.drains and self.drains[name].repair:
+                self.drains[name].blocked.clear()
+                self._abandon(self.drains[name], "its GPUs are healthy again", "GpuRecovered")
         for ev in plan.events:
             self.kube.event(ObjectRef("Node", ev.node), ev.reason, ev.message, "Warning" if ev.warning else "Normal")
         self._progress(snapshot)
@@ -192,12 +200,18 @@ class Actuator:
             return
         deadline = down.deadline if down.deadline is not None else now + self.drain_timeout
         drain = Drain(down.pool, down.node, down.provider_id, now, deadline, down.reason, down.forced,
-                      down.deadline is not None, frozenset(down.evict), frozenset(down.delete))
+                      down.deadline is not None, down.repair, frozenset(down.evict), frozenset(down.delete))
         self.drains[down.node] = drain
         log.info("draining %s of pool %s: %s", down.node, down.pool, down.reason)
         if drain.notice:
             kind = down.kind or ("spot-interruption" if down.forced else "rebalance")
             self.metrics.interruptions.labels(down.pool, kind).inc()
+        if down.repair:
+            self.metrics.repairs.labels(down.pool, "started").inc()
+            for pod in to_evict(node.pods):
+                self.kube.event(ObjectRef("Pod", pod.name, pod.namespace), "GpuRepair",
+                                f"node {down.node} is being repaired ({down.reason}): the pod will be evicted",
+                                "Warning")
         if down.forced:  # the two minutes are short: evict at once
             for pod in to_evict(node.pods):
                 self._evict(pod, drain)
@@ -233,7 +247,7 @@ class Actuator:
             elif now >= drain.deadline:
                 if drain.forced:
                     self._finish(drain)  # the cloud takes the node now anyway
-                else:
+                elif not drain.repair:  # a broken node stays cordoned, its evictions retried, until it is empty
                     self._abandon(drain, f"pods {sorted(drain.blocked) or [p.key for p in left]} could not be "
                                          f"evicted within {drain.deadline - drain.started:.0f}s")
 
@@ -257,6 +271,8 @@ class Actuator:
                            pool=drain.pool):
             return False
         self.metrics.scale_downs.labels(drain.pool).inc()
+        if drain.repair:
+            self.metrics.repairs.labels(drain.pool, "replaced").inc()
         self.removed.add(drain.node)  # stays cordoned until the cloud controller deletes the Node
         self.kube.event(ObjectRef("Node", drain.node), "ScaleDown",
                         f"node removed from pool {drain.pool}: {drain.reason}")
@@ -264,7 +280,7 @@ class Actuator:
         del self.drains[drain.node]
         return True
 
-    def _abandon(self, drain: Drain, why: str) -> None:
+    def _abandon(self, drain: Drain, why: str, reason: str = "ScaleDownFailed") -> None:
         del self.drains[drain.node]
         if drain.blocked:
             self.abandoned[drain.node] = tuple(sorted(drain.blocked))
@@ -273,7 +289,9 @@ class Actuator:
         except KubeError as err:
             self.metrics.kube_errors.labels("uncordon").inc()
             log.warning("uncordon %s failed: %s", drain.node, err)
-        self.kube.event(ObjectRef("Node", drain.node), "ScaleDownFailed", f"scale-down abandoned: {why}", "Warning")
+        if reason == "GpuRecovered":
+            self.metrics.repairs.labels(drain.pool, "recovered").inc()
+        self.kube.event(ObjectRef("Node", drain.node), reason, f"scale-down abandoned: {why}", "Warning")
         log.warning("scale-down of %s abandoned: %s", drain.node, why)
 
     def _delete_node(self, name: str) -> None:

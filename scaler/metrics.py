@@ -75,6 +75,13 @@ class Metrics:
                            "max_cost_per_hour)", ["limit"], registry=r)
         self.skipped_objects = Gauge("gpuburst_skipped_objects", "Objects the last pass left out because they do "
                                      "not convert (a Warning Event is on each)", ["kind"], registry=r)
+        self.unhealthy = Gauge("gpuburst_gpu_unhealthy_nodes", "Nodes showing a GPU health signal (lost GPU "
+                               "devices, a health condition, NotReady), by pool", ["pool"], registry=r)
+        self.repairs = Counter("gpuburst_gpu_repairs_total", "GPU node repairs by pool and result (started, "
+                               "replaced: its instance given back, recovered: stopped, the GPUs came back)",
+                               ["pool", "result"], registry=r)
+        self.repair_paused = Gauge("gpuburst_gpu_repair_paused", "1 while a pool's repairs wait because its repair "
+                                   "budget is spent", ["pool"], registry=r)
         self.oldest_pending = Gauge("gpuburst_oldest_pending_pod_seconds", "Age of the oldest unschedulable pod, "
                                     "by the planner's verdict", ["reason"], registry=r)
 
@@ -100,6 +107,8 @@ class Metrics:
         self.replace(self.quota_headroom, {(o.quota.name,): o.quota.headroom for o in snapshot.pools.values()
                                            if o.quota is not None})
         self.replace(self.quota_exhausted, {(q,): 1 for q in plan.quotas})
+        self.replace(self.unhealthy, {(n,): plan.unhealthy.get(n, 0) for n in pools})
+        self.replace(self.repair_paused, {(n,): 1 if n in plan.repair_paused else 0 for n in pools})
         self.cost.set(sum(obs.desired * config.price(obs.pool) for obs in snapshot.pools.values()))
         limits = config.limits
         self.replace(self.limit, {(k,): float(v) for k, v in (("max_nodes", limits.max_nodes),

@@ -100,6 +100,12 @@ def rule_groups(config: ScalerConfig, alerts: AlertSettings) -> list[dict[str, A
                'sum(increase(gpuburst_evictions_total{result="blocked"}[10m])) > 0',
                "15m", "warning", "Scale-down drains are blocked by PodDisruptionBudgets",
                "Evictions have been refused by PodDisruptionBudgets for 15 minutes: idle nodes stay and cost."),
+        _alert("GpuburstGpuRepairPaused", "max by (pool) (gpuburst_gpu_repair_paused) > 0",
+               "5m", "warning", "GPU repairs of pool {{ $labels.pool }} are paused at the budget",
+               "More nodes of pool {{ $labels.pool }} are unhealthy (lost GPUs, health conditions, NotReady) than "
+               "its repair budget (repair.max_unhealthy_percent) lets the scaler replace at once: a broken driver "
+               "or image rollout looks like this. See gpuburst_gpu_unhealthy_nodes and the GpuRepairPaused "
+               "events."),
         _alert("GpuburstScalerNotLeading", "max(gpuburst_leader) < 1 or absent(gpuburst_leader)",
                "5m", "critical", "No scaler replica holds the lease",
                "No gpuburst scaler replica has led for 5 minutes: nothing scales up or down."),
@@ -167,6 +173,11 @@ def dashboard_panels() -> list[dict[str, Any]]:
                [("max(gpuburst_cost_per_hour)", "cost / h"),
                 ('max(gpuburst_limit{limit="max_cost_per_hour"})', "cap / h")], 0, 16, unit="currencyUSD"),
         _panel(6, "GPU utilisation per pool (DCGM)", "timeseries", [(util, "{{pool}}")], 12, 16, unit="percent"),
+        _panel(7, "Unhealthy GPU nodes and repairs", "timeseries",
+               [("max by (pool) (gpuburst_gpu_unhealthy_nodes)", "{{pool}} unhealthy"),
+                ('sum by (pool) (increase(gpuburst_gpu_repairs_total{result="replaced"}[1h]))',
+                 "{{pool}} replaced / h"),
+                ("max by (pool) (gpuburst_gpu_repair_paused)", "{{pool}} paused")], 0, 24),
     ]
 
 

@@ -19,6 +19,7 @@ from scaler.core.model.objects import (
     HostPort,
     LabelSelector,
     Node,
+    NodeCondition,
     Pod,
     PodAffinityTerm,
     PodDisruptionBudget,
@@ -291,8 +292,11 @@ def node_from_json(obj: JSON, pool_label: str | None = None) -> Node:
     status = obj.get("status") or {}
     try:
         labels = _strings(meta.get("labels"), "metadata.labels")
-        ready = any(c.get("type") == "Ready" and c.get("status") == "True"
-                    for c in _objects(status.get("conditions"), "status.conditions"))
+        where = "status.conditions"
+        conditions = tuple(NodeCondition(_text(c, "type", where), _text(c, "status", where),
+                                         timestamp(c.get("lastTransitionTime")), _text(c, "reason", where))
+                           for c in _objects(status.get("conditions"), where))
+        ready = any(c.type == "Ready" and c.status == "True" for c in conditions)
         return Node(
             name=_text(meta, "name", "metadata") or meta["name"],
             labels=labels,
@@ -304,6 +308,8 @@ def node_from_json(obj: JSON, pool_label: str | None = None) -> Node:
             provider_id=_text(spec, "providerID", "spec"),
             pool=labels.get(pool_label) if pool_label else None,
             created_at=timestamp(meta.get("creationTimestamp")),
+            capacity=_allocatable(status.get("capacity"), "capacity"),
+            conditions=conditions,
         )
     except FieldError as err:
         raise SnapshotError(f"node {meta.get('name', '?')}: {render_path(err.path)}: {err.message}") from None
@@ -311,11 +317,11 @@ def node_from_json(obj: JSON, pool_label: str | None = None) -> Node:
         raise SnapshotError(f"node {meta.get('name', '?')}: {err.__class__.__name__}: {err}") from None
 
 
-def _allocatable(raw: Any) -> Resources:
+def _allocatable(raw: Any, field: str = "allocatable") -> Resources:
     try:
         return parse_resources(raw)
     except FieldError as err:
-        raise FieldError(("status", "allocatable", *err.path), err.message) from None
+        raise FieldError(("status", field, *err.path), err.message) from None
 
 
 def pdb_from_json(obj: JSON) -> PodDisruptionBudget:

@@ -84,10 +84,13 @@ class Binder:
             pod.node_name = None
         return out
 
-    def publish(self, name: str, resource: str, amount: int) -> None:
-        """A node's allocatable resource appears (a device plugin registered it)."""
+    def publish(self, name: str, resource: str, amount: int, *, healthy: bool = True) -> None:
+        """A node's allocatable resource appears (a device plugin registered it: its capacity too), or with
+        a negative `amount` and not `healthy`, goes (the device plugin marked a device unhealthy)."""
         node = self.nodes[name]
         node.allocatable[resource] = node.allocatable.get(resource, 0) + amount
+        if healthy:
+            node.capacity[resource] = node.capacity.get(resource, 0) + amount
         free = self.free[name]
         free[resource] = free.get(resource, 0) + amount
         self._refresh(node)

@@ -13,10 +13,9 @@ the sim provider as the cloud, and the same `scaler.actuator.Actuator` on the si
 disruption, ProvisioningRequest conditions handed to the queue). The engine never writes the
 planner's State.
 
-Jobs: a job starts when all its pods run and completes `duration_s` of running later. A pod evicted
-by a drain or lost to a spot reclaim goes back to pending (counted in `rescheduled_pods`); its job
-stops and resumes from where it was when all its pods run again (training jobs checkpoint), so the
-time lost is paid for, the work is not counted twice.
+Jobs: a job starts when all its pods run and completes `duration_s` of running later. A pod evicted by a
+drain, lost with its node or its GPU (`scaler.sim.failures`) goes back to pending (`rescheduled_pods`); its
+job resumes from its last checkpoint when all its pods run again: the time lost is paid for and redone.
 
 With `provisioning_requests` the gang jobs are queued as Kueue queues them (`scaler.sim.kueue`); its
 eviction of a workload whose request is revoked is not modelled (its pods, once created, stay).
@@ -42,6 +41,7 @@ from scaler.providers.sim import Instance, SimProvider
 from scaler.reconcile import Planner, Reconciler
 from scaler.sim.binder import Binder
 from scaler.sim.dra import SimDra, on_claims
+from scaler.sim.failures import GpuFailures
 from scaler.sim.kubeapi import SimKube, kubelet_node
 from scaler.sim.kueue import Kueue
 from scaler.sim.prepaid import PrepaidUse, block_times
@@ -65,6 +65,7 @@ class Engine:
         device_plugin_delay: float = 0.0,
         gpu_sharing: bool = False,
         provisioning_requests: bool = False,
+        failures: GpuFailures | None = None,
         dra: bool = False,
     ) -> None:
         """`device_plugin_delay`: a GPU node registers Ready with no allocatable GPU and publishes its
@@ -78,6 +79,7 @@ class Engine:
         self.dra = SimDra(config, SIM_NAMESPACE) if dra else None  # `config` has the DRA pools (scaler/sim/dra.py)
         self.binder = Binder({profile.scheduler_name: profile}, dra=self.dra.state if self.dra else None)
         self.gpu_sharing = gpu_sharing
+        self.failures = failures or GpuFailures()
         self.runs = [JobRun(j, [on_claims(p) for p in job_pods(j, config, profile.scheduler_name, gpu_sharing)]
                             if dra else job_pods(j, config, profile.scheduler_name, gpu_sharing)) for j in jobs]
         self.run_of: dict[str, JobRun] = {p.key: r for r in self.runs for p in r.pods}
@@ -127,7 +129,7 @@ class Engine:
             t_heap = self.events[0][0] if self.events else math.inf
             t_cloud = self.provider.next_event()
             t_gpus = self._gpus_due[0][0] if self._gpus_due else math.inf
-            now = min(t_heap, t_cloud, t_gpus)
+            now = min(t_heap, t_cloud, t_gpus, self.failures.next_time())
             if now > t:
                 break
             happened = self.provider.advance(now)
@@ -141,7 +143,11 @@ class Engine:
                 _, name, resource, count = heapq.heappop(self._gpus_due)
                 if name in self.binder.nodes:
                     self.binder.publish(name, resource, count)
+                    self.failures.watch(self.binder.nodes[name], now)
                     self.capacity_changed = True
+            for pod in self.failures.break_gpus(self.binder, now):  # the pods that held a failed GPU
+                self._stop(pod, now, by_failure=True)
+                self.capacity_changed = True
             while self.events and self.events[0][0] <= now:
                 _, _, kind, index, version = heapq.heappop(self.events)
                 run = self.runs[index]
@@ -174,6 +180,7 @@ class Engine:
         for resource, count in later:
             heapq.heappush(self._gpus_due, (now + self.device_plugin_delay, node.name, resource, count))
         self.binder.add_node(node)
+        self.failures.watch(node, now)
         if self.dra is not None:
             self.dra.register(node)
         self.prepaid.registered(node.name, inst.pool)
@@ -184,15 +191,14 @@ class Engine:
         name = self.node_of_instance.pop(provider_id, None)
         if name is None or name not in self.binder.nodes:
             return
+        self.failures.gone(name, now)
         if self.dra is not None:
             self.dra.drop(name)
         for pod in self.binder.remove_node(name):
             self._stop(pod, now)
-            self.rescheduled += 1
-            self._enqueue(pod, now)
 
-    def _stop(self, pod: Pod, now: float) -> None:
-        """A pod of a job stopped running (evicted, node lost): the job pauses until it runs again."""
+    def _stop(self, pod: Pod, now: float, *, by_failure: bool = False) -> None:
+        """A pod stopped (evicted, node lost, its GPU failed): pending again; its job resumes from its checkpoint."""
         run = self.run_of[pod.key]
         run.bound -= 1
         if run.bound <= 0:
@@ -200,9 +206,11 @@ class Engine:
         pod.node_name = None
         pod.phase = "Pending"
         if run.run_started is not None:
-            run.done_s += now - run.run_started
+            run.done_s = self.failures.stopped(run.done_s + now - run.run_started, run.job.gpus, by_failure=by_failure)
             run.run_started = None
             run.version += 1
+        self.rescheduled += 1
+        self._enqueue(pod, now)
 
     def _bind(self, now: float) -> None:
         candidates = list(self.pending.values()) if self.capacity_changed else self.new_pending
@@ -273,6 +281,7 @@ class Engine:
         times += list(self.state.unavailable.values())
         times += self.kueue.booking_ends(self.config.timings.booking_ttl)
         times += block_times(self.config.pools)  # a block opens, closes to new nodes, starts its drain
+        times += self.failures.timers(self.state, self.binder.nodes, self.config)  # a repair's grace ends
         future = [x for x in times if x > now]
         return min(future, default=math.inf)
 
@@ -291,8 +300,6 @@ class Engine:
         self.prepaid.evicted(pod, self.run_of[pod.key].job.job_id, self.now)
         self.binder.unbind(pod)
         self._stop(pod, self.now)
-        self.rescheduled += 1
-        self._enqueue(pod, self.now)
         self.capacity_changed = True
 
     def _node_deleted(self, name: str) -> None:
@@ -334,6 +341,7 @@ class Engine:
             for failure in obs.failures:
                 self.fallbacks.failed(name, failure.at, pending)
         self.fallbacks.capped(done.plan.quotas, self.pending)
+        self.failures.repairing.update(r.node for r in done.plan.repairs if r.started)
         self._account(done.plan, now)
         self.plan_nonempty = not done.plan.empty
 
@@ -372,7 +380,7 @@ class Engine:
             if self.finished() or tick >= self.max_time:
                 break
             nxt = min(self.events[0][0] if self.events else math.inf, self.provider.next_event(), timer_due,
-                      self._gpus_due[0][0] if self._gpus_due else math.inf)
+                      self._gpus_due[0][0] if self._gpus_due else math.inf, self.failures.next_time())
             if self.plan_nonempty or self.actuator.drains or self.provider.has_unreported_failures():
                 nxt = tick + self.interval
             if nxt == math.inf:
@@ -393,6 +401,7 @@ class Engine:
             provider_errors=self.actuator.errors, evictions_refused=self.kube.refused,
             nodes=list(self.binder.nodes.values()), state=self.state, gpu_sharing=self.gpu_sharing,
             requests=dict(self.kueue.counts) if self.queue_gangs else None, prepaid=self.prepaid,
+            failures=self.failures,
         )
 
     def _status(self, tick: float) -> str:

@@ -45,6 +45,7 @@ def kubelet_node(inst: Instance, config: ScalerConfig, now: float,
             if count and is_gpu_device(resource):
                 node.allocatable[resource] = 0
                 later.append((resource, count))
+    node.capacity = {k: v for k, v in node.allocatable.items() if v and is_gpu_device(k)}  # the device plugin's
     return node, later
 
 

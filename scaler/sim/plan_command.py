@@ -8,8 +8,9 @@ DynamicResources filter reads (`kubectl get pods,nodes,resourceclaims,resourcecl
 resourceslices -A -o json`). Nodes belong to the pool their
 gpuburst.io/pool label names; a pool's desired size is taken as its node count. Pending pods are
 those the scheduler marked PodScheduled=False/Unschedulable, as cluster-autoscaler reads them. The
-snapshot's time is its latest timestamp, so the same file always gives the same plan. Nothing is
-changed anywhere: this only prints.
+snapshot's time is its latest timestamp (creations, node conditions' transitions), so the same file always
+gives the same plan. Nodes with a GPU health signal are listed with what the scaler does about them (repair,
+wait for the repair budget, wait out the signal's grace). Nothing is changed anywhere: this only prints.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from scaler.core.model import keys
 from scaler.core.planning.capacity import zone_hints
 from scaler.core.planning.decisions import Plan
 from scaler.core.planning.planner import plan
+from scaler.core.planning.repair import signals
 from scaler.core.planning.snapshot import PoolObservation, Snapshot
 from scaler.core.planning.state import State
 from scaler.core.scheduling.filters import DraObjects
@@ -81,7 +83,10 @@ def load_snapshot(path: str | Path, config: ScalerConfig) -> tuple[Snapshot, lis
             raise SnapshotError(f"{p}: items[{i}] ({kind}): metadata.namespace is not a string")
         namespaced = kind in ("Pod", "ResourceClaim", "ResourceClaimTemplate")
         where = f"{p}: {kind} {meta.get('namespace', '') + '/' if namespaced else ''}{meta['name']}"
-        latest = max(latest, _timestamp(meta.get("creationTimestamp"), f"{where}: metadata.creationTimestamp"))
+        latest = max(latest, _timestamp(meta.get("creationTimestamp"), f"{where}: metadata.creationTimestamp"),
+                     *(_timestamp(c.get("lastTransitionTime"), f"{where}: status.conditions")
+                       for c in (obj.get("status") or {}).get("conditions") or () if kind == "Node" and
+                       isinstance(c, dict)))
         if kind in by_kind:
             by_kind[kind].append(obj)
         else:
@@ -142,6 +147,7 @@ def render(result: Plan, snapshot: Snapshot, notes: list[str], verbose: bool = F
     for down in result.scale_downs:
         evict = f"; evict {', '.join(down.evict)}" if down.evict else ""
         lines.append(f"  remove node {down.node} of {down.pool}: {down.reason}{evict}")
+    lines += health_lines(result, snapshot)
     if result.verdicts:
         lines.append("pending pods:")
     scheduler = {p.key: p.scheduler_name for p in snapshot.pending}
@@ -158,6 +164,28 @@ def render(result: Plan, snapshot: Snapshot, notes: list[str], verbose: bool = F
     for note in [*result.notes, *notes]:
         lines.append(f"note: {note}")
     return "\n".join(lines)
+
+
+def health_lines(result: Plan, snapshot: Snapshot) -> list[str]:
+    """Every node with a GPU health signal of its pool, and why it is (or is not yet) repaired."""
+    repairs = {r.node: r for r in result.repairs}
+    lines = []
+    for node in snapshot.nodes:
+        obs = snapshot.pools.get(node.pool or "")
+        found = signals(node, obs.pool.repair) if obs is not None and obs.pool.repair.enabled else []
+        if not found:
+            continue
+        r = repairs.get(node.name)
+        if r is not None and r.started:
+            what = "repair started: cordon, replacement planned ahead, drain, its instance given back"
+        elif r is not None:
+            why = result.repair_paused.get(r.pool) or ("its pods may not move" if "blocked:" in r.signal else
+                                                       "max_per_pass repairs start each pass")
+            what = f"not repaired now: {why}"
+        else:
+            what = "within its grace: repaired if it lasts " + ", ".join(f"{s.grace:g} s" for s in found)
+        lines.append(f"  node {node.name} ({node.pool}): {'; '.join(s.text for s in found)}: {what}")
+    return ["gpu health:", *lines] if lines else []
 
 
 def reasons_by_text(reasons: dict[str, str]) -> list[tuple[list[str], str]]:

@@ -12,6 +12,7 @@ from scaler.core.planning.decisions import ScaleUp
 from scaler.core.planning.state import State
 from scaler.core.scheduling.scoring import ScoringProfile
 from scaler.providers.sim import SimProvider
+from scaler.sim.failures import GpuFailures
 from scaler.sim.prepaid import PrepaidUse
 from scaler.sim.trace import Job
 
@@ -73,6 +74,7 @@ class SimResult:
     gpu_sharing: bool = False  # GPU-sharing jobs asked for shares on the sharing pools (trace.share_request)
     requests: dict[str, int] | None = None  # gangs queued behind ProvisioningRequests: condition -> count
     prepaid: PrepaidUse | None = None  # reserved pools' and Capacity Blocks' use (scaler/sim/prepaid.py)
+    failures: GpuFailures = field(default_factory=GpuFailures)  # broken GPUs, repairs, lost work (failures.py)
 
 
 class Fallbacks:

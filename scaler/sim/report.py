@@ -304,6 +304,9 @@ def build_report(result: SimResult, *, trace: str, pools_file: str, seed: int, o
             "booking_ttl_s": result.config.timings.booking_ttl,
         },
         "never_started": never,
+        # Broken GPUs (--gpu-failure-rate), the scaler's repairs, and the work every stopped job lost since its
+        # last checkpoint (--checkpoint-interval): scaler/sim/failures.py.
+        "failures": {**result.failures.section(), "repair": any(p.repair.enabled for p in config.pools)},
         # Reserved pools and Capacity Blocks: window, cost, GPU-hours used / paid, jobs moved off an ending block.
         "prepaid": prepaid,
     }
@@ -324,6 +327,7 @@ def summary(report: dict[str, Any]) -> str:
     lines = [f"simulation of {report['trace']} with {report['pools_file']} ({report['placement']})"]
     lines += [f"  {k:<{width}}  {report[k]}" for k in SUMMARY_KEYS]
     lines += prepaid_lines(report.get("prepaid") or {}, width)
+    lines += failure_lines(report.get("failures") or {}, width)
     lines.append(baseline_line(report))
     requests = report.get("provisioning_requests")
     if requests is not None:
@@ -331,6 +335,20 @@ def summary(report: dict[str, Any]) -> str:
         lines += provisioning_requests_lines(requests)
     lines += never_started_lines(report)
     return "\n".join(lines)
+
+
+def failure_lines(failures: dict[str, Any], width: int) -> list[str]:
+    """Work lost to stopped jobs; with --gpu-failure-rate, the failures and the repairs."""
+    if not failures:
+        return []
+    lost = f"  {'gpu_hours_lost':<{width}}  {failures['gpu_hours_lost']} (checkpoint every " \
+           f"{failures['checkpoint_interval_s']:g} s)"
+    if not failures["rate_per_gpu_hour"]:
+        return [lost]
+    keys = ("gpu_failures", "failed_nodes", "repaired_nodes", "failed_nodes_left", "gpu_hours_lost_to_failures",
+            "repair_delay_mean_s", "repair_delay_max_s")
+    return [lost, f"  {'gpu_failures':<{width}}  " + " ".join(f"{k}={failures[k]}" for k in keys)
+            + ("" if failures["repair"] else " (repair off)")]
 
 
 def baseline_line(report: dict[str, Any]) -> str:

@@ -29,6 +29,7 @@ from scaler.providers.sim import Outage, SimProvider
 from scaler.reconcile import Planner
 from scaler.sim.dra import dra_config
 from scaler.sim.engine import Engine
+from scaler.sim.failures import GpuFailures
 from scaler.sim.records import SimResult
 from scaler.sim.report import build_report, summary
 from scaler.sim.trace import Job, TraceError, job_pods, load_trace
@@ -57,6 +58,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--provisioning-requests", action="store_true",
                         help="queue gang jobs as Kueue does with a ProvisioningRequest admission check: each asks "
                              "for all its pods (best-effort-atomic-scale-up) and starts when it is Provisioned")
+    parser.add_argument("--gpu-failure-rate", type=float, default=0.0, metavar="R",
+                        help="GPU failures per GPU-hour (seeded; default 0): a failed GPU is no longer allocatable, "
+                             "the pod that held it restarts, the scaler repairs the node (docs/operations.md)")
+    parser.add_argument("--checkpoint-interval", type=float, default=1800.0, metavar="S",
+                        help="jobs checkpoint every S seconds of run: a job stopped by a failed GPU, an eviction or "
+                             "a reclaim loses the work since its last checkpoint (default 1800; 0: loses nothing)")
+    parser.add_argument("--no-repair", action="store_true",
+                        help="turn the pools' GPU repair off (with --gpu-failure-rate: what repair changes)")
     parser.add_argument("--dra", action="store_true",
                         help="GPU pools as gpu_allocation: dra and each job's GPUs as a ResourceClaim (issue 24)")
     parser.add_argument("--report", help="write the JSON report here")
@@ -69,6 +78,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 # A reclaim every 6 minutes of a spot instance's life on average, shorter than a GPU node's boot: beyond it
 # no spot node would ever serve a pod, and the draws only cost memory and time.
 MAX_INTERRUPTION_RATE = 10.0
+MAX_GPU_FAILURE_RATE = 1.0
 PLOT_FORMATS = (".png", ".svg", ".pdf")  # what plot_timeline's matplotlib (Agg) writes by the suffix
 
 
@@ -144,9 +154,15 @@ def simulate(
     scheduler: str = "default", interruption_rate: float = 0.0, seed: int = 0, quiet: bool = True,
     planner: Planner = plan, device_plugin_delay: float = 0.0, gpu_sharing: bool = False,
     provisioning_requests: bool = False, quotas: list[str] | None = None, dra: bool = False,
+    gpu_failure_rate: float = 0.0, checkpoint_interval: float = 1800.0, repair: bool = True,
 ) -> tuple[SimResult, dict[str, Any]]:
     """Run one simulation; returns the raw result and the report (raises on bad input)."""
     config = dra_config(pools) if dra else load_config(pools)
+    if not repair:
+        if not gpu_failure_rate:
+            raise InputError("--no-repair: without --gpu-failure-rate no GPU breaks, so it would change nothing")
+        config = config.model_copy(update={"pools": [
+            p.model_copy(update={"repair": p.repair.model_copy(update={"enabled": False})}) for p in config.pools]})
     specs = list(outages or [])
     parsed = parse_outages(specs, config)
     caps = parse_quotas(list(quotas or []), config)
@@ -161,7 +177,8 @@ def simulate(
     started = time.monotonic()
     engine = Engine(config, jobs, provider, planner, profile=PROFILES[scheduler],
                     progress=None if quiet else progress, device_plugin_delay=device_plugin_delay,
-                    gpu_sharing=gpu_sharing, provisioning_requests=provisioning_requests, dra=dra)
+                    gpu_sharing=gpu_sharing, provisioning_requests=provisioning_requests, dra=dra,
+                    failures=GpuFailures(gpu_failure_rate, seed, checkpoint_interval))
     result = engine.run()
     if dra:  # the baselines price each job's GPUs on the same pools with the device plugin
         plain = load_config(pools)
@@ -177,13 +194,19 @@ def simulate(
 def main(args: argparse.Namespace) -> int:
     for option, value, low, strict in (("--hours", args.hours, 0.0, True),
                                        ("--device-plugin-delay", args.device_plugin_delay, 0.0, False),
-                                       ("--interruption-rate", args.interruption_rate, 0.0, False)):
+                                       ("--interruption-rate", args.interruption_rate, 0.0, False),
+                                       ("--gpu-failure-rate", args.gpu_failure_rate, 0.0, False),
+                                       ("--checkpoint-interval", args.checkpoint_interval, 0.0, False)):
         if value is not None and (not math.isfinite(value) or value < low or (strict and value == low)):
             print(f"{option} {value}: must be a finite number {'>' if strict else '>='} {low:g}", file=sys.stderr)
             return 2
     if args.interruption_rate > MAX_INTERRUPTION_RATE:
         print(f"--interruption-rate {args.interruption_rate:g}: at most {MAX_INTERRUPTION_RATE:g} reclaims per spot "
               "instance-hour (one every 6 minutes, less than a GPU node's boot)", file=sys.stderr)
+        return 2
+    if args.gpu_failure_rate > MAX_GPU_FAILURE_RATE:
+        print(f"--gpu-failure-rate {args.gpu_failure_rate:g}: at most {MAX_GPU_FAILURE_RATE:g} failures per GPU-hour "
+              "(an 8-GPU node would lose a GPU every 7.5 minutes, faster than a replacement boots)", file=sys.stderr)
         return 2
     try:
         inputs = {"--trace": args.trace, "--pools": args.pools}
@@ -199,6 +222,8 @@ def main(args: argparse.Namespace) -> int:
             interruption_rate=args.interruption_rate, seed=args.seed, quiet=args.quiet,
             device_plugin_delay=args.device_plugin_delay, gpu_sharing=args.gpu_sharing,
             provisioning_requests=args.provisioning_requests, quotas=args.quota, dra=args.dra,
+            gpu_failure_rate=args.gpu_failure_rate, checkpoint_interval=args.checkpoint_interval,
+            repair=not args.no_repair,
         )
     except (ConfigError, TraceError, InputError) as err:
         print(f"error: {err}", file=sys.stderr)

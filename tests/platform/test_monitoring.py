@@ -48,7 +48,7 @@ def test_every_metric_the_rules_and_the_dashboard_read_is_exported() -> None:
     assert {r["alert"] for r in GROUPS[1]["rules"]} == {
         "GpuburstScaleUpFailing", "GpuburstPodsFitNoPool", "GpuburstOnDemandFallbackActive", "GpuburstPoolAtMax",
         "GpuburstCostCapReached", "GpuburstInstancesNeverRegistered", "GpuburstDrainBlockedByPDB",
-        "GpuburstScalerNotLeading", "GpuburstScalerNotPassing"}
+        "GpuburstScalerNotLeading", "GpuburstScalerNotPassing", "GpuburstGpuRepairPaused"}
 
 
 def test_thresholds_follow_the_config() -> None:
@@ -125,6 +125,11 @@ TESTS = [
     _test([_series("gpuburst_evictions_total", "0+1x40", result="blocked")],
           [("GpuburstDrainBlockedByPDB", "10m", []),
            ("GpuburstDrainBlockedByPDB", "20m", [_expect("GpuburstDrainBlockedByPDB")])]),
+    # A pool's repairs paused for 3 minutes (a budget freed as a node was replaced) is quiet; paused on is not.
+    _test([_series("gpuburst_gpu_repair_paused", "1 1 1 0 0 1x20", pool="gpu8-od"),
+           _series("gpuburst_gpu_repair_paused", "0x25", pool="gpu-od")],
+          [("GpuburstGpuRepairPaused", "4m", []),
+           ("GpuburstGpuRepairPaused", "12m", [_expect("GpuburstGpuRepairPaused", pool="gpu8-od")])]),
     # A healthy scaler raises neither scaler alert.
     _test([], [("GpuburstScalerNotLeading", "30m", []), ("GpuburstScalerNotPassing", "30m", [])]),
     # No replica leads, and the last pass is 10 minutes old.
@@ -161,6 +166,7 @@ FLEET = [
     _series(monitoring.DCGM_GPU_UTIL, "10x10", node="n2", gpu="0", Hostname="dcgm-exporter-def"),
     _series("kube_node_labels", "1x10", node="n1", **{monitoring.NODE_POOL_LABEL: "gpu-spot-a"}),
     _series("kube_node_labels", "1x10", node="n2", **{monitoring.NODE_POOL_LABEL: "gpu-od"}),
+    _series("gpuburst_gpu_unhealthy_nodes", "0 1 1 1 2x10", pool="gpu-spot-a", pod="scaler-0"),
 ]
 
 
@@ -175,6 +181,8 @@ DASHBOARD_TEST = {"interval": "1m", "input_series": FLEET, "promql_expr_test": [
     {"expr": _panel_expr("Spot share of GPUs"), "eval_time": "5m", "exp_samples": [{"labels": "{}", "value": 0.8}]},
     {"expr": _panel_expr("GPU utilisation per pool (DCGM)"), "eval_time": "5m", "exp_samples": [
         {"labels": '{pool="gpu-spot-a"}', "value": 60}, {"labels": '{pool="gpu-od"}', "value": 10}]},
+    {"expr": _panel_expr("Unhealthy GPU nodes and repairs"), "eval_time": "5m", "exp_samples": [
+        {"labels": '{pool="gpu-spot-a"}', "value": 2}]},
 ]}
 
 
@@ -189,7 +197,7 @@ def test_promtool_checks_the_rules(tmp_path: Path) -> None:
     (tmp_path / "rules.yaml").write_text(yaml.safe_dump({"groups": GROUPS}), encoding="utf-8")
     done = _promtool(tmp_path, "check", "rules", "rules.yaml")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "SUCCESS: 10 rules found" in done.stdout
+    assert "SUCCESS: 11 rules found" in done.stdout
 
 
 @needs_promtool
@@ -231,7 +239,7 @@ def test_dashboard_json_is_grafana_shaped() -> None:
     board = json.loads(json.dumps(monitoring.dashboard()))
     assert board["uid"] == monitoring.DASHBOARD_UID
     ids = [p["id"] for p in board["panels"]]
-    assert len(ids) == len(set(ids)) == 6
+    assert len(ids) == len(set(ids)) == 7
     assert all(t["datasource"]["uid"] == "${datasource}" for t in board["panels"])
 
 

@@ -32,7 +32,17 @@ def meaning_errors(config: ScalerConfig) -> list[tuple[KeyPath, str]]:
         out += [(("pools", f"[{pool.name}]", *path), msg) for path, msg in contradictions(pool, config)]
     out += _ladder_errors(config)
     out += _cap_errors(config)
+    out += _repair_errors(config)
     return out
+
+
+def _repair_errors(config: ScalerConfig) -> list[tuple[KeyPath, str]]:
+    """A repair grace shorter than one pass could never be honoured: a signal is only seen once per pass."""
+    scan = config.timings.scan_interval
+    return [(("pools", f"[{pool.name}]", "repair", name), f"{grace:g} s is shorter than scan_interval ({scan:g} s): "
+             "a signal is only seen once per pass (0 repairs at the first pass)")
+            for pool in config.pools if pool.repair.enabled
+            for name, grace in pool.repair.graces().items() if 0 < grace < scan]
 
 
 def _ladder_errors(config: ScalerConfig) -> list[tuple[KeyPath, str]]:

@@ -17,6 +17,7 @@ from pydantic import Field, field_validator, model_validator
 from scaler.core.config import dra_slices
 from scaler.core.config import reservation as rsv
 from scaler.core.config.catalogue import AWS_ACCELERATOR, CATALOGUE, GPU_FACTS, Cloud, InstanceType
+from scaler.core.config.repair import RepairSpec
 from scaler.core.config.sharing import GpuSharing, SharingPlan, plan_sharing
 from scaler.core.config.specs import LABEL_KEY, StrictModel, TaintSpec, taint_spec
 from scaler.core.dra.model import ResourceSlice
@@ -68,6 +69,8 @@ class Pool(StrictModel):
         default=None, description="time-slicing or MIG (scaler/core/config/sharing.py); whole GPUs when unset")
     gpu_allocation: GpuAllocation = Field(
         default="device-plugin", description="device-plugin (nvidia.com/gpu) or dra (ResourceSlices, claims)")
+    repair: RepairSpec = Field(
+        default_factory=RepairSpec, description="GPU health signals and the repair budget (repair.py)")
     # Filled in by validation from the catalogue (plus the pools file's overrides).
     instance: InstanceType | None = Field(default=None, exclude=True, repr=False)
     sharing: SharingPlan | None = Field(default=None, exclude=True, repr=False)

@@ -88,6 +88,16 @@ class Pod:
         return f"{self.namespace}/{self.name}"
 
 
+@dataclass(frozen=True, slots=True)
+class NodeCondition:
+    """One of status.conditions: Ready, or a health condition node-problem-detector or a GPU health check sets."""
+
+    type: str
+    status: str  # "True", "False" or "Unknown"
+    since: float = 0.0  # lastTransitionTime, epoch seconds; 0 when not given
+    reason: str = ""
+
+
 @dataclass(slots=True)
 class Node:
     name: str
@@ -104,6 +114,9 @@ class Node:
     # A template of a DRA pool: the ResourceSlices its driver would publish (real nodes' slices are
     # the snapshot's, scaler.core.planning.snapshot.Snapshot.dra).
     slices: tuple[ResourceSlice, ...] = ()
+    # GPU health signals (scaler.core.planning.repair): status.capacity (empty: not given) and status.conditions.
+    capacity: Resources = field(default_factory=dict)
+    conditions: tuple[NodeCondition, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

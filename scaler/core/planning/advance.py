@@ -39,6 +39,8 @@ def copy_state(state: State) -> State:
         held=dict(state.held),
         refused=dict(state.refused),
         booked=dict(state.booked),
+        unhealthy_since=dict(state.unhealthy_since),
+        repair_paused=state.repair_paused,
     )
 
 

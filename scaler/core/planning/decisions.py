@@ -57,6 +57,18 @@ class ScaleDown:
     # Pods deleted (grace period honoured) rather than evicted: a gang's on an ending Capacity Block, whose
     # budget allows no eviction while EC2 takes the whole gang at the block's end anyway.
     delete: tuple[str, ...] = ()
+    repair: bool = False  # a broken GPU node's (scaler.core.planning.repair): stopped if it recovers
+
+
+@dataclass(frozen=True, slots=True)
+class Repair:
+    """A node found unhealthy past its grace: why, since when, and whether its drain starts now."""
+
+    node: str
+    pool: str
+    signal: str  # e.g. "lost 1 of 8 GPU devices", "condition GpuXidError=True", "NotReady"
+    since: float
+    started: bool  # False: in repair already, or waiting for the budget
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +96,10 @@ class Plan:
     in_flight: dict[str, int] = field(default_factory=dict)  # pool -> nodes asked for, not registered yet
     notes: list[str] = field(default_factory=list)
     quotas: dict[str, str] = field(default_factory=dict)  # a cloud quota that stopped a pool -> why
+    repairs: list[Repair] = field(default_factory=list)  # unhealthy nodes past their grace
+    unhealthy: dict[str, int] = field(default_factory=dict)  # pool -> nodes with a health signal now
+    repair_paused: dict[str, str] = field(default_factory=dict)  # pool -> why its repairs wait (the budget)
+    recovered: list[str] = field(default_factory=list)  # repair drains to stop: the node is healthy again
 
     @property
     def empty(self) -> bool:
@@ -103,6 +119,10 @@ class Plan:
             "delete_nodes": list(self.delete_nodes),
             "notes": list(self.notes),
         }
+        if self.repairs or self.repair_paused:
+            out["repairs"] = [{"node": r.node, "pool": r.pool, "signal": r.signal, "since": r.since,
+                               "started": r.started} for r in self.repairs]
+            out["repair_paused"] = dict(self.repair_paused)
         if pods:
             out["pods"] = {k: {"outcome": v.outcome, "pool": v.pool, "node": v.node, "reasons": v.reasons}
                            for k, v in sorted(self.verdicts.items())}

@@ -16,6 +16,7 @@ from scaler.core.config.settings import ScalerConfig
 from scaler.core.planning.advance import advance, record_scale_ups
 from scaler.core.planning.decisions import Plan, SetSize
 from scaler.core.planning.interruptions import ending_blocks, read_notices
+from scaler.core.planning.repair import plan_repairs
 from scaler.core.planning.scaledown import plan_scale_down
 from scaler.core.planning.scaleup import plan_scale_up
 from scaler.core.planning.snapshot import Snapshot
@@ -27,9 +28,11 @@ def plan(snapshot: Snapshot, state: State, config: ScalerConfig) -> tuple[Plan, 
     adv = advance(snapshot, state, config)
     leaving = read_notices(snapshot, adv.gone)
     ending_blocks(snapshot, leaving, config.gang_label)
-    adv.leaving = leaving.nodes
-    view = dataclasses.replace(snapshot, pending=[*snapshot.pending, *leaving.displaced]) \
-        if leaving.displaced else snapshot
+    fix = plan_repairs(snapshot, adv.state, adv.gone)
+    adv.leaving = leaving.nodes | fix.nodes
+    seen = {p.key for p in leaving.displaced}
+    displaced = [*leaving.displaced, *(p for p in fix.displaced if p.key not in seen)]
+    view = dataclasses.replace(snapshot, pending=[*snapshot.pending, *displaced]) if displaced else snapshot
     up = plan_scale_up(view, config, adv)
     record_scale_ups(adv.state, up.scale_ups, snapshot.now, config)
     down = plan_scale_down(view, config, adv, up)
@@ -37,17 +40,21 @@ def plan(snapshot: Snapshot, state: State, config: ScalerConfig) -> tuple[Plan, 
         now=snapshot.now,
         scale_ups=up.scale_ups,
         resets=[with_strays(r, snapshot) for r in adv.resets],
-        scale_downs=[*leaving.drains, *down.scale_downs],
+        scale_downs=[*leaving.drains, *fix.drains, *down.scale_downs],
         verdicts=up.verdicts,
         unneeded=down.unneeded,
         handled=leaving.handled,
-        events=leaving.events,
+        events=[*leaving.events, *fix.events],
         delete_nodes=sorted(n for n, since in adv.state.gone_since.items()
                             if snapshot.now - since >= config.timings.node_gone_grace),
         refused={p: m for p, m in snapshot.refused.items() if p in snapshot.pools},
         in_flight={name: adv.in_flight(name) for name in snapshot.pools},
-        notes=[*adv.notes, *leaving.notes, *up.notes, *down.notes, *up.quotas.values()],
+        notes=[*adv.notes, *leaving.notes, *fix.notes, *up.notes, *down.notes, *up.quotas.values()],
         quotas=up.quotas,
+        repairs=fix.repairs,
+        unhealthy=fix.unhealthy,
+        repair_paused=fix.paused,
+        recovered=fix.recovered,
     )
     stop_refused(result, adv.state)
     if not snapshot.fresh:

@@ -249,7 +249,7 @@ def _candidates(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, up: Sca
         obs = snapshot.pools.get(name) if name else None
         if obs is None:
             continue  # not a pool of ours
-        if node.name in snapshot.draining or node.name in adv.gone or node.name in held:
+        if node.name in snapshot.draining or node.name in adv.gone or node.name in adv.leaving or node.name in held:
             continue  # being drained already, its instance is gone, or its budgets refused a drain
         b = up.packer.by_node.get(node.name)
         if b is None and _broken(node, now, config) and not to_evict(node.pods):

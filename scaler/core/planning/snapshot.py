@@ -82,6 +82,7 @@ class DrainState:
     deadline: float
     forced: bool = False  # the cloud takes the node at the deadline anyway (a spot interruption)
     notice: bool = False  # started for an interruption notice: its pods need a new home
+    repair: bool = False  # started to repair a broken GPU node: its pods need a new home
 
 
 @dataclass(slots=True)

@@ -52,3 +52,6 @@ class State:
     refused: dict[str, tuple[float, str]] = field(default_factory=dict)  # pool -> (until, the cloud's error)
     # ProvisioningRequest -> the nodes its booking holds (scaler.core.planning.provreq; after a restart, those it finds)
     booked: dict[str, frozenset[str]] = field(default_factory=dict)
+    # node -> first pass that saw a health signal on it (scaler.core.planning.repair); pools whose repairs wait
+    unhealthy_since: dict[str, float] = field(default_factory=dict)
+    repair_paused: frozenset[str] = frozenset()

@@ -1,0 +1,142 @@
+"""Broken GPU nodes: which nodes are unhealthy, which are repaired now, and which wait for the budget.
+
+Pure. A node is unhealthy while it shows one of its pool's signals (`scaler.core.config.repair`): fewer
+GPU devices allocatable than its capacity (the device plugin stopped advertising a broken GPU), a health
+condition in the status that means broken (`GpuXidError=True`, `AcceleratedHardwareReady=False`), or
+Ready not True (its instance still exists: a gone instance is `advance`'s). Past the signal's grace the
+node is repaired like an interrupted one: its pods are planned as pending by the scale-up planner (same
+pool or its fallback chain: the replacement is bought ahead), and it is drained (cordon, evictions
+through the Eviction API, PodDisruptionBudgets honoured) and exactly its instance given back. At most
+the pool's budget of nodes are in repair at once, and `max_per_pass` start per pass; past the budget
+the others wait and the pool's repairs are reported paused. A node whose signal clears while its drain
+is still running is named `recovered`: the actuator stops the drain and uncordons it.
+
+DRA device taints (ResourceSlices) are not a signal yet: the DRA model here carries no device taints.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from scaler.core.config.repair import RepairSpec
+from scaler.core.model.objects import Node, Pod
+from scaler.core.model.workload import blocker, gpu_devices, node_pool, to_evict
+from scaler.core.planning.decisions import NodeEvent, Repair, ScaleDown
+from scaler.core.planning.snapshot import Snapshot
+from scaler.core.planning.state import State, fmt_time
+
+
+@dataclass(slots=True)
+class Repairs:
+    nodes: set[str] = field(default_factory=set)  # in repair: their capacity is gone for the planners
+    displaced: list[Pod] = field(default_factory=list)  # their pods, planned as pending
+    drains: list[ScaleDown] = field(default_factory=list)
+    repairs: list[Repair] = field(default_factory=list)
+    events: list[NodeEvent] = field(default_factory=list)
+    unhealthy: dict[str, int] = field(default_factory=dict)
+    paused: dict[str, str] = field(default_factory=dict)
+    recovered: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class Signal:
+    text: str
+    since: float  # when it began, as the node says; 0: unknown (the first pass that saw it counts)
+    grace: float
+
+
+def signals(node: Node, spec: RepairSpec) -> list[Signal]:
+    """The health signals a node shows now."""
+    out = []
+    capacity, allocatable = gpu_devices(node.capacity), gpu_devices(node.allocatable)
+    if node.capacity and allocatable < capacity:
+        out.append(Signal(f"{capacity - allocatable} of {capacity} GPU devices not allocatable", 0.0,
+                          spec.lost_gpu_grace))
+    for cond in node.conditions:
+        if spec.conditions.get(cond.type) == cond.status:
+            why = f" ({cond.reason})" if cond.reason else ""
+            out.append(Signal(f"condition {cond.type}={cond.status}{why}", cond.since, spec.condition_grace))
+    if not node.ready:
+        since = next((c.since for c in node.conditions if c.type == "Ready"), 0.0)
+        out.append(Signal("NotReady", since, spec.not_ready_timeout))
+    return out
+
+
+def plan_repairs(snapshot: Snapshot, state: State, gone: set[str]) -> Repairs:
+    """Find the unhealthy nodes, start the repairs the budget allows; `state.unhealthy_since` and
+    `state.repair_paused` are updated (the caller's copy)."""
+    out = Repairs()
+    now = snapshot.now
+    seen: dict[str, float] = {}
+    due: dict[str, list[tuple[float, Node, str]]] = defaultdict(list)
+    size: dict[str, int] = defaultdict(int)
+    for node in snapshot.nodes:
+        name = node_pool(node)
+        obs = snapshot.pools.get(name) if name else None
+        if name is None or obs is None or node.name in gone:
+            continue
+        size[name] += 1
+        drain = snapshot.draining.get(node.name)
+        found = signals(node, obs.pool.repair) if obs.pool.repair.enabled else []
+        if not found:
+            if drain is not None and drain.repair:
+                out.recovered.append(node.name)
+            continue
+        out.unhealthy[name] = out.unhealthy.get(name, 0) + 1
+        seen[node.name] = state.unhealthy_since.get(node.name, now)
+        ready = [(s.since or seen[node.name], s) for s in found if now - (s.since or seen[node.name]) >= s.grace]
+        if ready:
+            since, first = min(ready, key=lambda r: r[0])
+            due[name].append((since, node, first.text))
+    state.unhealthy_since = seen
+    for name in sorted(due):
+        _pool_repairs(snapshot, name, size[name], sorted(due[name], key=lambda d: (d[0], d[1].name)), out)
+    newly = sorted(set(out.paused) - state.repair_paused)
+    state.repair_paused = frozenset(out.paused)
+    for name in newly:
+        out.events.extend(NodeEvent(r.node, "GpuRepairPaused", f"repair paused: {out.paused[name]}", warning=True)
+                          for r in out.repairs if r.pool == name and not r.started and r.node not in out.nodes)
+    return out
+
+
+def _pool_repairs(snapshot: Snapshot, name: str, size: int, due: list[tuple[float, Node, str]], out: Repairs) -> None:
+    spec = snapshot.pools[name].pool.repair
+    in_repair = {n for n, d in snapshot.draining.items() if d.repair and d.pool == name}
+    budget = spec.budget(size)
+    room, per_pass, waiting, started = budget - len(in_repair), spec.max_per_pass, 0, 0
+    for since, node, text in due:
+        if node.name in in_repair:
+            _displace(node, out)
+            out.repairs.append(Repair(node.name, name, text, since, started=False))
+            continue
+        if node.name in snapshot.draining:
+            continue  # draining already (an interruption, a scale-down): going anyway
+        why = next((b for b in map(blocker, node.pods) if b), None)
+        if why is not None:
+            out.notes.append(f"node {node.name} is unhealthy ({text}) but not repaired: {why}")
+            out.repairs.append(Repair(node.name, name, f"{text}; blocked: {why}", since, started=False))
+            continue
+        if room <= 0 or per_pass <= 0:
+            waiting += room <= 0
+            out.repairs.append(Repair(node.name, name, text, since, started=False))
+            continue
+        room, per_pass, started = room - 1, per_pass - 1, started + 1
+        _displace(node, out)
+        out.repairs.append(Repair(node.name, name, text, since, started=True))
+        reason = f"repair: {text} since {fmt_time(since)}"
+        out.drains.append(ScaleDown(name, node.name, node.provider_id, tuple(p.key for p in to_evict(node.pods)),
+                                    reason, repair=True))
+        out.events.append(NodeEvent(node.name, "GpuRepair", f"{reason}: draining; a replacement is planned ahead",
+                                    warning=True))
+    if waiting:
+        out.paused[name] = (f"{len(in_repair) + started} of {size} node(s) in repair, the budget "
+                            f"({spec.max_unhealthy_percent:g} %); {waiting} more unhealthy node(s) wait")
+        out.notes.append(f"pool {name}: repairs paused: {out.paused[name]}")
+
+
+def _displace(node: Node, out: Repairs) -> None:
+    out.nodes.add(node.name)
+    out.displaced.extend(dataclasses.replace(p, node_name=None) for p in to_evict(node.pods))

@@ -1,0 +1,121 @@
+"""Broken GPUs in the simulator (`--gpu-failure-rate`), the scaler's repairs, and the work stopped jobs lose
+since their last checkpoint (`--checkpoint-interval`): scaler/sim/failures.py."""
+
+from __future__ import annotations
+
+import copy
+import json
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+from sim_helpers import ROOT, write_trace
+
+from scaler.cli import main
+from scaler.core.config.settings import ScalerConfig
+from scaler.core.planning.planner import plan
+from scaler.providers.sim import SimProvider
+from scaler.sim.engine import Engine
+from scaler.sim.failures import GpuFailures, kept_progress
+from scaler.sim.records import SimResult
+from scaler.sim.trace import load_trace
+
+SNAPSHOT = ROOT / "examples" / "snapshot-aws.json"
+POOLS = ROOT / "examples" / "pools-aws.yaml"
+# Long 8-GPU and 1-GPU jobs: hours of GPU time for failures to hit.
+ROWS = sorted([*[f"g{i},{i * 600},8,{4 * 3600},1" for i in range(4)],
+               *[f"s{i},{i * 300},1,{3 * 3600},1" for i in range(6)]], key=lambda r: int(r.split(",")[1]))
+
+
+def _run(config: ScalerConfig, tmp_path: Path, *, rate: float, checkpoint: float = 1800.0,
+         repair: bool = True, interruptions: float = 0.0) -> SimResult:
+    if not repair:
+        config = config.model_copy(update={"pools": [
+            p.model_copy(update={"repair": p.repair.model_copy(update={"enabled": False})}) for p in config.pools]})
+    jobs = load_trace(write_trace(tmp_path / "t.csv", ROWS))
+    provider = SimProvider(config, interruption_rate=interruptions, seed=1)
+    return Engine(config, jobs, provider, plan, failures=GpuFailures(rate, 1, checkpoint)).run()
+
+
+def test_kept_progress_is_the_last_checkpoint() -> None:
+    assert kept_progress(4000.0, 1800.0) == 3600.0
+    assert kept_progress(1799.0, 1800.0) == 0.0
+    assert kept_progress(4000.0, 0.0) == 4000.0  # 0: nothing is lost
+
+
+def test_failed_gpus_are_repaired_and_every_job_finishes(small_config: ScalerConfig, tmp_path: Path) -> None:
+    result = _run(small_config, tmp_path, rate=0.05)
+    f = result.failures.section()
+    assert all(r.completed_at is not None for r in result.jobs)
+    assert f["gpu_failures"] and f["repaired_nodes"] == f["failed_nodes"] and f["failed_nodes_left"] == 0
+    # The first pass past the 10-minute grace starts the drain; the node is gone a few passes later.
+    assert 600 <= f["repair_delay_mean_s"] <= f["repair_delay_max_s"] < 600 + 600  # type: ignore[operator]
+    assert f["gpu_hours_lost_to_failures"] > 0  # type: ignore[operator]
+    # A job's accumulated run is its duration, whatever it lost on the way (redone, not counted twice).
+    for run in result.jobs:
+        assert abs(run.done_s - run.job.duration_s) < 1e-6
+
+
+def test_without_repair_a_broken_node_stays_until_it_is_idle(small_config: ScalerConfig, tmp_path: Path) -> None:
+    on = _run(small_config, tmp_path, rate=0.05).failures.section()
+    off = _run(small_config, tmp_path, rate=0.05, repair=False).failures.section()
+    assert off["repaired_nodes"] == 0 and off["gpu_failures"]
+    assert on["repaired_nodes"]
+
+
+def test_the_checkpoint_interval_charges_reclaimed_jobs(small_config: ScalerConfig, tmp_path: Path) -> None:
+    free = _run(small_config, tmp_path, rate=0.0, checkpoint=0.0, interruptions=0.5)
+    charged = _run(small_config, tmp_path, rate=0.0, checkpoint=1800.0, interruptions=0.5)
+    assert free.interruptions and free.failures.lost_gpu_s == 0.0
+    assert charged.failures.lost_gpu_s > 0.0
+    assert charged.failures.section()["gpu_failures"] == 0
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    (["--gpu-failure-rate", "-1"], "--gpu-failure-rate -1.0: must be a finite number >= 0"),
+    (["--gpu-failure-rate", "5"], "--gpu-failure-rate 5: at most 1 failures per GPU-hour"),
+    (["--checkpoint-interval", "nan"], "--checkpoint-interval nan: must be a finite number >= 0"),
+    (["--no-repair"], "--no-repair: without --gpu-failure-rate no GPU breaks, so it would change nothing"),
+])
+def test_bad_failure_options_are_one_line_and_exit_2(tmp_path: Path, pools_file: Path,
+                                                     capsys: pytest.CaptureFixture[str], extra: list[str],
+                                                     message: str) -> None:
+    trace = write_trace(tmp_path / "t.csv", ["j1,0,1,600,1"])
+    assert main(["simulate", "--trace", str(trace), "--pools", str(pools_file), "--quiet", *extra]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert message in line
+
+
+def test_the_summary_shows_failures_and_lost_work(tmp_path: Path, pools_file: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    trace = write_trace(tmp_path / "t.csv", ROWS)
+    assert main(["simulate", "--trace", str(trace), "--pools", str(pools_file), "--quiet",
+                 "--gpu-failure-rate", "0.05", "--no-repair"]) == 0
+    out = capsys.readouterr().out
+    assert "gpu_hours_lost " in out and "(checkpoint every 1800 s)" in out
+    assert "repaired_nodes=0" in out and "(repair off)" in out
+
+
+def test_explain_says_why_a_node_is_repaired(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The example snapshot with its GPU node reporting an XID error for 20 minutes and a second node that lost
+    its GPU just now: the first is repaired (its pod planned on a replacement), the second waits its grace."""
+    data = json.loads(SNAPSHOT.read_text())
+    [gpu] = [o for o in data["items"] if o["kind"] == "Node" and o["metadata"]["name"] == "ip-10-0-1-40.ec2.internal"]
+    fresh = copy.deepcopy(gpu)
+    fresh["metadata"]["name"] = "ip-10-0-1-41.ec2.internal"
+    fresh["spec"]["providerID"] = fresh["spec"]["providerID"].replace("1-40", "1-41") + "x"
+    fresh["status"]["allocatable"]["nvidia.com/gpu"] = "0"
+    latest = max(o["metadata"].get("creationTimestamp", "") for o in data["items"])
+    at = datetime.fromisoformat(latest.replace("Z", "+00:00")) - timedelta(minutes=20)
+    gpu["status"]["conditions"].append({"type": "GpuXidError", "status": "True", "reason": "Xid79",
+                                        "lastTransitionTime": at.strftime("%Y-%m-%dT%H:%M:%SZ")})
+    data["items"].append(fresh)
+    snapshot = tmp_path / "snapshot.json"
+    snapshot.write_text(json.dumps(data))
+    assert main(["explain", "--snapshot", str(snapshot), "--pools", str(POOLS)]) == 0
+    out = capsys.readouterr().out
+    assert "remove node ip-10-0-1-40.ec2.internal of gpu1-spot-a: repair: condition GpuXidError=True (Xid79)" in out
+    assert ("  node ip-10-0-1-40.ec2.internal (gpu1-spot-a): condition GpuXidError=True (Xid79): repair started: "
+            "cordon, replacement planned ahead, drain, its instance given back") in out
+    assert ("  node ip-10-0-1-41.ec2.internal (gpu1-spot-a): 1 of 1 GPU devices not allocatable: within its grace: "
+            "repaired if it lasts 600 s") in out
