@@ -19,7 +19,7 @@ import functools
 import re
 from typing import Final
 
-from scaler.core.dra.model import Device, qualified
+from scaler.core.dra.model import Device
 
 _LITERAL: Final = re.compile(r"""'([^'\\]*)'|"([^"\\]*)\"""")
 _INDEX: Final = re.compile(r"""\[\s*(?:'[^'\\]*'|"[^"\\]*")\s*\]""")
@@ -49,8 +49,10 @@ def reads(expression: str) -> frozenset[str] | None:
 
 
 def content_key(driver: str, device: Device, names: frozenset[str]) -> tuple[object, ...]:
-    attributes = tuple(sorted((n, type(v).__name__, v if n in names or qualified(n, driver)[1] in names else None)
-                              for n, v in device.attributes.items()))
-    capacity = tuple(sorted((n, str(v) if n in names or qualified(n, driver)[1] in names else None)
-                            for n, v in device.capacity.items()))
+    """As published (a driver writes its devices' maps in one order; another order only shares less), a
+    name's identifier is what follows its domain ("" for an unqualified name, which is kept whole)."""
+    attributes = tuple((n, type(v), v if n in names or n.partition("/")[2] in names else None)
+                       for n, v in device.attributes.items())
+    capacity = tuple((n, str(v) if n in names or n.partition("/")[2] in names else None)
+                     for n, v in device.capacity.items())
     return (driver, attributes, capacity)
