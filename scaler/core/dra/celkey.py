@@ -50,9 +50,9 @@ def reads(expression: str) -> frozenset[str] | None:
 
 def content_key(driver: str, device: Device, names: frozenset[str]) -> tuple[object, ...]:
     """As published (a driver writes its devices' maps in one order; another order only shares less), a
-    name's identifier is what follows its domain ("" for an unqualified name, which is kept whole)."""
-    attributes = tuple((n, type(v), v if n in names or n.partition("/")[2] in names else None)
+    qualified name's identifier is what follows its domain."""
+    attributes = tuple((n, type(v), v if n in names or ("/" in n and n.partition("/")[2] in names) else None)
                        for n, v in device.attributes.items())
-    capacity = tuple((n, str(v) if n in names or n.partition("/")[2] in names else None)
+    capacity = tuple((n, str(v) if n in names or ("/" in n and n.partition("/")[2] in names) else None)
                      for n, v in device.capacity.items())
     return (driver, attributes, capacity)

@@ -39,10 +39,12 @@ def _answer(alloc: Allocator, expression: str, dev: Device) -> bool | str:
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.tuples(st.sampled_from(("gpu", "mig", None)), st.sampled_from(("u1", "u2", None)),
-                          st.sampled_from(("16Gi", "80Gi"))), min_size=2, max_size=8))
-def test_shared_answers_equal_each_devices_own(specs: list[tuple[str | None, str | None, str]]) -> None:
-    devices = [device(f"d{i}", {"memory": mem}, {k: v for k, v in (("type", t), ("uuid", u)) if v is not None})
-               for i, (t, u, mem) in enumerate(specs)]
+                          st.sampled_from(("uuid", f"{DRIVER_A}/uuid")), st.sampled_from(("16Gi", "80Gi"))),
+                min_size=2, max_size=8))
+def test_shared_answers_equal_each_devices_own(specs: list[tuple[str | None, str | None, str, str]]) -> None:
+    """(a device's uuid is published unqualified or under the driver's domain: the same attribute)"""
+    devices = [device(f"d{i}", {"memory": mem}, {k: v for k, v in (("type", t), (uuid, u)) if v is not None})
+               for i, (t, u, uuid, mem) in enumerate(specs)]
     shared = Allocator([], [])
     for expression in EXPRESSIONS:
         for dev in devices:
