@@ -8,7 +8,9 @@ constraint or counter cannot be met. The first full solution wins, as upstream (
 
 `Allocator` is built once per snapshot (classes, slices, devices already allocated) and indexes
 slices by node; `allocate(node, claims)` is what the planner calls per candidate node. Selector
-results are cached per (device, expression) for the Allocator's life: they depend on nothing else.
+results are cached per (device, expression) for the Allocator's life: they depend on nothing else; and
+per (expression, the device's content the expression can read: `celkey`), so that the nodes of one pool,
+whose devices differ in their uuids only, evaluate a selector once.
 
 Not modelled (feature gates off by default in 1.34, or nothing a planner decides): adminAccess,
 device taints and tolerations, binding conditions, consumable capacity (allowMultipleAllocations),
@@ -22,6 +24,7 @@ from decimal import Decimal
 from typing import Any
 
 from scaler.core.dra.cel import CelError, compile_selector, device_variable, evaluate
+from scaler.core.dra.celkey import content_key, reads
 from scaler.core.dra.model import Device, DeviceClass, DeviceID, ResourceClaim, ResourceSlice
 from scaler.core.dra.pools import NodeRef, Pool, PoolKey, gather_pools
 from scaler.core.dra.search import AllocationError, Outcome, Search
@@ -47,6 +50,8 @@ class Allocator:
                 self._anywhere.append(s)
         self._variables: dict[int, dict[str, Any]] = shared._variables if shared else {}
         self._matches: dict[tuple[int, str], bool] = shared._matches if shared else {}
+        # (expression, celkey.content_key) -> result: devices the expression cannot tell apart
+        self._by_content: dict[tuple[str, tuple[object, ...]], bool] = shared._by_content if shared else {}
         self._available: dict[PoolKey, dict[str, dict[str, Decimal]]] = {}
 
     def pools(self, node: NodeRef) -> list[Pool]:
@@ -67,6 +72,13 @@ class Allocator:
         hit = self._matches.get(key)
         if hit is not None:
             return hit
+        names = reads(expression)
+        same = (expression, content_key(driver, device, names)) if names is not None else None
+        if same is not None:
+            hit = self._by_content.get(same)
+            if hit is not None:
+                self._matches[key] = hit
+                return hit
         try:
             selector = compile_selector(expression)
         except CelError as err:
@@ -80,6 +92,8 @@ class Allocator:
             raise AllocationError(f"{owner}: selector #{index} ({expression}) on device {driver}/{device.name}: "
                                   f"CEL {err}") from None
         self._matches[key] = hit
+        if same is not None:
+            self._by_content[same] = hit
         return hit
 
     def available_counters(self, pool: Pool) -> dict[str, dict[str, Decimal]]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from scaler.core.dra.model import DeviceID
 from scaler.core.dra.nvidia import DRIVER
 from scaler.core.model.objects import Pod
 from scaler.core.model.workload import active
@@ -24,16 +23,15 @@ class DraUse:
 
     def __init__(self, objects: DraObjects) -> None:
         self.objects = objects
-        self._unit: dict[DeviceID, Unit] | None = None  # built on the first DRA node asked about
+        # (driver, pool, device): a DeviceID's fields (it is a tuple) -> its unit; MIG devices only (a
+        # whole GPU is its own unit); built on the first DRA node asked about
+        self._unit: dict[tuple[str, str, str], Unit] | None = None
 
-    def _unit_of(self, device: DeviceID) -> Unit:
+    def _unit_of(self, device: tuple[str, str, str]) -> Unit:
         if self._unit is None:
-            self._unit = {}
-            for s in self.objects.slices:
-                for d in s.devices:
-                    gpu = d.consumes_counters[0].counter_set if d.consumes_counters else d.name
-                    self._unit[DeviceID(s.driver, s.pool.name, d.name)] = (s.driver, s.pool.name, gpu)
-        return self._unit.get(device, (device.driver, device.pool, device.device))
+            self._unit = {(s.driver, s.pool.name, d.name): (s.driver, s.pool.name, d.consumes_counters[0].counter_set)
+                          for s in self.objects.slices for d in s.devices if d.consumes_counters}
+        return self._unit.get(device, device)
 
     def gpus_in_use(self, pods: Iterable[Pod]) -> int:
         """GPUs the allocated claims of the active pods hold, each claim (and each GPU) once."""
@@ -43,5 +41,6 @@ class DraUse:
             claim = self.objects.claims.get(key)
             if claim is None or claim.allocation is None:
                 continue
-            units.update(self._unit_of(r.device_id) for r in claim.allocation.results if r.driver == DRIVER)
+            units.update(self._unit_of((r.driver, r.pool, r.device)) for r in claim.allocation.results
+                         if r.driver == DRIVER)
         return len(units)
