@@ -32,6 +32,11 @@ NETWORK_CONTRIBUTOR = "4d97b98b-1d4f-4787-a291-c67834d212e7"  # built-in role: j
 # cluster (namespaces, CRDs, cluster roles of the platform charts) when Azure RBAC authorizes it.
 AKS_RBAC_CLUSTER_ADMIN = "b1ff04bb-8a4e-4dc4-8eb5-8693973ce19b"
 WORKLOAD_IDENTITY_AUDIENCE = "api://AzureADTokenExchange"
+# What AKS does as the cluster's identity to place a reserved pool's VMs in a capacity reservation group:
+# read the group and deploy into it. AKS's guide grants Contributor on the group's resource group; a role of
+# these actions, assigned on the group alone, is all a pool needs.
+CAPACITY_RESERVATION_ACTIONS = ("Microsoft.Compute/capacityReservationGroups/read",
+                                "Microsoft.Compute/capacityReservationGroups/deploy/action")
 OS_SKU = "Ubuntu"  # the Ansible roles and the NVIDIA driver packages target Ubuntu
 
 
@@ -127,6 +132,7 @@ class AzureStack:
                 lambda sub: f"/subscriptions/{sub}/providers/Microsoft.Authorization/roleDefinitions/"
                             f"{NETWORK_CONTRIBUTOR}"),
         )
+        grants = self._reservation_access(control)
         aad: dict[str, Any] | None = None
         if s.rbac.mode == "azure" or s.rbac.admin_group_object_ids:
             aad = {"managed": True, "enable_azure_rbac": s.rbac.mode == "azure",
@@ -157,8 +163,32 @@ class AzureStack:
             agent_pool_profiles=[{**self._pool_profile(system), "name": system.provider_ref, "mode": "System"}],
             tags=self.tags,
             # The scaler owns the system pool's count too; the other pools are AgentPool resources.
-            opts=pulumi.ResourceOptions(ignore_changes=["agentPoolProfiles[0].count"], depends_on=[join]),
+            opts=pulumi.ResourceOptions(ignore_changes=["agentPoolProfiles[0].count"], depends_on=[join, *grants]),
         )
+
+    def _reservation_access(self, control: managedidentity.UserAssignedIdentity) -> list[pulumi.Resource]:
+        """The cluster's identity may deploy into each capacity reservation group a reserved pool names (AKS
+        refuses the pool otherwise): a custom role defined on the group's resource group, assigned on the group."""
+        groups = sorted({p.reservation.id for p in self.stack.pools
+                         if p.capacity_type == "reserved" and p.reservation is not None and p.reservation.id})
+        out: list[pulumi.Resource] = []
+        for group in groups:
+            rg_scope = group[:group.lower().index("/providers/")]  # /subscriptions/S/resourceGroups/G
+            name = group.rsplit("/", 1)[-1]
+            role = authorization.RoleDefinition(
+                f"cluster-reservation-{name}",
+                role_definition_id=role_definition_guid(self.name, self.rg_name, f"reservation:{group.lower()}"),
+                scope=rg_scope, role_name=f"gpuburst cluster reservation {name} ({self.rg_name}/{self.name})",
+                description="Deploy a cluster's reserved agent pool into a capacity reservation group.",
+                role_type="CustomRole",
+                permissions=[{"actions": list(CAPACITY_RESERVATION_ACTIONS), "not_actions": [],
+                              "data_actions": [], "not_data_actions": []}],
+                assignable_scopes=[rg_scope])
+            out.append(authorization.RoleAssignment(
+                f"cluster-reservation-{name}", scope=group, principal_id=control.principal_id,
+                principal_type="ServicePrincipal", role_definition_id=role.id,
+                description=f"AKS cluster {self.name} deploys reserved pools into {name}"))
+        return out
 
     def _api_server_access(self) -> dict[str, Any]:
         """A private cluster (API server reachable only from the virtual network) unless the stack asks

@@ -180,6 +180,17 @@ def test_a_reserved_pool_lands_in_its_capacity_reservation_group(tmp_path: Path)
     assert pools["gpu1-reserved"]["capacityReservationGroupID"] == group
     assert pools["gpu1-reserved"]["scaleSetPriority"] == "Regular"
     assert not [n for n, a in pools.items() if n != "gpu1-reserved" and "capacityReservationGroupID" in a]
+    # the cluster's identity may deploy into the group, and nothing more: two actions, on the group alone
+    role = r.one("azure-native:authorization:RoleDefinition", "cluster-reservation-t4-eastus")
+    (perm,) = role.inputs["permissions"]
+    assert perm["actions"] == ["Microsoft.Compute/capacityReservationGroups/read",
+                               "Microsoft.Compute/capacityReservationGroups/deploy/action"]
+    rg = group.split("/providers/", maxsplit=1)[0]
+    assert role.inputs["assignableScopes"] == [rg] and role.inputs["scope"] == rg
+    grant = r.one("azure-native:authorization:RoleAssignment", "cluster-reservation-t4-eastus")
+    assert (grant.inputs["scope"], grant.inputs["roleDefinitionId"]) == (group, role.id)
+    assert grant.inputs["principalId"] == _principal_of(
+        r.one("azure-native:managedidentity:UserAssignedIdentity", "cluster"))
 
 
 def _principal_of(identity: Any) -> str:
