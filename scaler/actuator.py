@@ -261,7 +261,7 @@ class Actuator:
             return None
         self.metrics.evictions.labels("deleted" if deleting and result == "evicted" else result).inc()
         if deleting:
-            log.info("deleted %s (a gang moved off %s together: its budget allows no eviction)", pod.key, drain.node)
+            log.info("deleted %s from %s (%s: its budget is not waited for)", pod.key, drain.node, drain.reason)
         elif result == "blocked":
             log.info("eviction of %s blocked by a PodDisruptionBudget; retrying next pass", pod.key)
         return result

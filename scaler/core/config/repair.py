@@ -36,6 +36,10 @@ class RepairSpec(StrictModel):
     # At most this share of the pool's nodes in repair at once (at least one node while above 0).
     max_unhealthy_percent: float = Field(default=20, ge=0, le=100)
     max_per_pass: int = Field(default=1, ge=1, le=1000)
+    # Opt-in: a pod provably on the broken GPU (it holds every GPU device of the node, so whichever broke was
+    # one of its) is deleted (its grace period honoured) at the repair's start instead of evicted, so its
+    # PodDisruptionBudget cannot hold a broken node. Other pods are always evicted with their budgets honoured.
+    force_evict: bool = False
 
     def graces(self) -> dict[str, float]:
         return {"lost_gpu_grace": self.lost_gpu_grace, "condition_grace": self.condition_grace,

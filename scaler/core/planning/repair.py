@@ -6,7 +6,8 @@ condition in the status that means broken (`GpuXidError=True`, `AcceleratedHardw
 Ready not True (its instance still exists: a gone instance is `advance`'s). Past the signal's grace the
 node is repaired like an interrupted one: its pods are planned as pending by the scale-up planner (same
 pool or its fallback chain: the replacement is bought ahead), and it is drained (cordon, evictions
-through the Eviction API, PodDisruptionBudgets honoured) and exactly its instance given back. At most
+through the Eviction API, PodDisruptionBudgets honoured; with the pool's `force_evict`, a pod provably on
+the broken GPU is deleted instead) and exactly its instance given back. At most
 the pool's budget of nodes are in repair at once, and `max_per_pass` start per pass; past the budget
 the others wait and the pool's repairs are reported paused. A node whose signal clears while its drain
 is still running is named `recovered`: the actuator stops the drain and uncordons it.
@@ -127,14 +128,23 @@ def _pool_repairs(snapshot: Snapshot, name: str, size: int, due: list[tuple[floa
         _displace(node, out)
         out.repairs.append(Repair(node.name, name, text, since, started=True))
         reason = f"repair: {text} since {fmt_time(since)}"
-        out.drains.append(ScaleDown(name, node.name, node.provider_id, tuple(p.key for p in to_evict(node.pods)),
-                                    reason, repair=True))
+        pods = to_evict(node.pods)
+        force = tuple(p.key for p in pods if spec.force_evict and on_broken_gpu(p, node))
+        out.drains.append(ScaleDown(name, node.name, node.provider_id, tuple(p.key for p in pods), reason,
+                                    repair=True, delete=force))
         out.events.append(NodeEvent(node.name, "GpuRepair", f"{reason}: draining; a replacement is planned ahead",
                                     warning=True))
     if waiting:
         out.paused[name] = (f"{len(in_repair) + started} of {size} node(s) in repair, the budget "
                             f"({spec.max_unhealthy_percent:g} %); {waiting} more unhealthy node(s) wait")
         out.notes.append(f"pool {name}: repairs paused: {out.paused[name]}")
+
+
+def on_broken_gpu(pod: Pod, node: Node) -> bool:
+    """The pod provably holds the broken GPU: it holds every GPU device of the node. (Which pod holds which
+    device is not in the API with the device plugin, so a pod holding fewer is never assumed to.)"""
+    held = gpu_devices(pod.requests)
+    return held > 0 and held >= gpu_devices(node.capacity or node.allocatable)
 
 
 def _displace(node: Node, out: Repairs) -> None:

@@ -141,3 +141,18 @@ def test_the_replacement_goes_down_the_fallback_chain_when_the_pool_cannot_take_
     result, _ = plan(snapshot(cfg, [], [_broken(cfg, "b1", [pod("train-0", gpu=4)])]), state, cfg)
     assert [d.node for d in result.scale_downs] == ["b1"]
     assert [(u.pool, u.pods) for u in result.scale_ups] == [("gpu8-od", ("default/train-0",))]
+
+
+@pytest.mark.parametrize("force", [False, True])
+def test_force_evict_deletes_only_a_pod_that_holds_every_gpu_of_the_broken_node(force: bool) -> None:
+    # Opted in, the pod holding all 8 GPUs (the broken one among them) is deleted, not evicted, so its
+    # PodDisruptionBudget cannot hold the broken node; a pod holding 4 of 8 may be on a healthy GPU, and a
+    # CPU pod holds none: both are evicted with their budgets honoured. Not opted in: nothing is deleted.
+    cfg = _config(lost_gpu_grace=0, max_unhealthy_percent=100, max_per_pass=5, force_evict=force)
+    whole = _broken(cfg, "b1", [pod("train-0", gpu=8), pod("sidecar-0")])
+    half = _broken(cfg, "b2", [pod("train-1", gpu=4)])
+    result, _ = plan(snapshot(cfg, [], [whole, half], now=1000.0), State(), cfg)
+    drains = {d.node: (d.evict, d.delete) for d in result.scale_downs}
+    assert drains == {
+        "b1": (("default/train-0", "default/sidecar-0"), ("default/train-0",) if force else ()),
+        "b2": (("default/train-1",), ())}
