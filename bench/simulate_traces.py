@@ -3,8 +3,10 @@ two-hour spot outage of one zone, random spot reclaims (0.05 per spot instance-h
 cloud's two-minute notice: drains through the Eviction API that gang jobs' PodDisruptionBudgets can
 block, replacements planned by the core), PHILLY-A's gang jobs queued behind ProvisioningRequests as
 Kueue queues them (`--provisioning-requests`) and the Alibaba trace's GPU-sharing pods on time-sliced pools
-(examples/pools-aws-shared.yaml, `--gpu-sharing`), and PHILLY-A with a 32-GPU Capacity Block for its first
-5 days in front of the spot/on-demand ladder (examples/pools-aws-reserved.yaml). Prints the command line of each
+(examples/pools-aws-shared.yaml, `--gpu-sharing`), PHILLY-A with a 32-GPU Capacity Block for its first
+5 days in front of the spot/on-demand ladder (examples/pools-aws-reserved.yaml), and both traces on the shared
+two-shapes pools (../shared/pools/two-shapes.yaml: one 1-GPU and one 8-GPU shape, the adaptive unneeded time's
+acceptance, issue 27). Prints the command line of each
 run and one line of figures; these are the figures docs/simulator.md and the README quote.
 
     .venv/bin/python bench/simulate_traces.py [--traces DIR] [--pools FILE] [--out DIR] [--jobs N] [--readme FILE]
@@ -35,6 +37,7 @@ OUTAGE = "us-east-1a:36000:43200"  # hours 10 to 12 of PHILLY-A: the first busy 
 INTERRUPTION_RATE = 0.05  # spot reclaims per spot instance-hour
 SHARED_POOLS = "examples/pools-aws-shared.yaml"
 RESERVED_POOLS = "examples/pools-aws-reserved.yaml"  # the usual pools plus a Capacity Block (issue 25)
+TWO_SHAPES = "two-shapes.yaml"  # beside the traces' folder: ../shared/pools (issue 27)
 
 
 def without_min_gpus(pools: str, directory: Path) -> str:
@@ -67,6 +70,12 @@ def runs(traces: Path, pools: str, untainted: str | None) -> list[tuple[str, dic
     out.append(("PHILLY-A.csv default, 32-GPU Capacity Block for the first 5 days (pools-aws-reserved.yaml)",
                 {"trace": str(traces / "PHILLY-A.csv"), "pools": RESERVED_POOLS, "scheduler": "default",
                  "outages": []}))
+    two_shapes = traces.parent / "pools" / TWO_SHAPES
+    if two_shapes.exists():
+        for trace in ("ALIBABA-OPENB2023-A.csv", "PHILLY-A.csv"):
+            out.append((f"{trace} binpack, two-shapes pools",
+                        {"trace": str(traces / trace), "pools": str(two_shapes), "scheduler": "binpack",
+                         "outages": []}))
     if untainted:
         for trace in ("PHILLY-A.csv", "ALIBABA-OPENB2023-A.csv"):
             for scheduler in ("default", "binpack"):
