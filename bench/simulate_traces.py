@@ -173,7 +173,7 @@ def main() -> int:
         if args.out:
             out = Path(args.out)
             out.mkdir(parents=True, exist_ok=True)
-            name = label.replace(" ", "_").replace(",", "").replace(":", "-").replace(".csv", "")
+            name = label.replace(" ", "_").replace(",", "").replace(":", "-").replace("/", "-").replace(".csv", "")
             (out / f"{name}.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     if args.readme:
         rows = [(label, kw, r) for (label, kw), r in zip(todo, reports, strict=True)]
