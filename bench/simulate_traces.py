@@ -5,10 +5,11 @@ block, replacements planned by the core), PHILLY-A's gang jobs queued behind Pro
 Kueue queues them (`--provisioning-requests`) and the Alibaba trace's GPU-sharing pods on time-sliced pools
 (examples/pools-aws-shared.yaml, `--gpu-sharing`), and PHILLY-A with a 32-GPU Capacity Block for its first
 5 days in front of the spot/on-demand ladder (examples/pools-aws-reserved.yaml), both traces on the same
-pools as DRA pools with each job's GPUs as a ResourceClaim (`--dra`, issue 24), and PHILLY-A with random GPU
-failures (0.001 per GPU-hour) with and without the scaler's repair. Every stopped job loses the work since its
-last checkpoint (every 1800 s). Prints the command line of each run and one line of figures; these are the
-figures docs/simulator.md and the README quote.
+pools as DRA pools with each job's GPUs as a ResourceClaim (`--dra`, issue 24), PHILLY-A with random GPU
+failures (0.001 per GPU-hour) with and without the scaler's repair, and both traces on the shared two-shapes
+pools (../shared/pools/two-shapes.yaml: one 1-GPU and one 8-GPU shape, the adaptive unneeded time's
+acceptance, issue 27). Every stopped job loses the work since its last checkpoint (every 1800 s). Prints the
+command line of each run and one line of figures; these are the figures docs/simulator.md and the README quote.
 
     .venv/bin/python bench/simulate_traces.py [--traces DIR] [--pools FILE] [--out DIR] [--jobs N] [--readme FILE]
 
@@ -40,6 +41,7 @@ GPU_FAILURE_RATE = 0.001  # GPU failures per GPU-hour
 CHECKPOINT = 1800.0  # seconds of run between a job's checkpoints (the simulator's default)
 SHARED_POOLS = "examples/pools-aws-shared.yaml"
 RESERVED_POOLS = "examples/pools-aws-reserved.yaml"  # the usual pools plus a Capacity Block (issue 25)
+TWO_SHAPES = "two-shapes.yaml"  # beside the traces' folder: ../shared/pools (issue 27)
 
 
 def without_min_gpus(pools: str, directory: Path) -> str:
@@ -80,6 +82,12 @@ def runs(traces: Path, pools: str, untainted: str | None) -> list[tuple[str, dic
     out.append(("PHILLY-A.csv default, 32-GPU Capacity Block for the first 5 days (pools-aws-reserved.yaml)",
                 {"trace": str(traces / "PHILLY-A.csv"), "pools": RESERVED_POOLS, "scheduler": "default",
                  "outages": []}))
+    two_shapes = traces.parent / "pools" / TWO_SHAPES
+    if two_shapes.exists():
+        for trace in ("ALIBABA-OPENB2023-A.csv", "PHILLY-A.csv"):
+            out.append((f"{trace} binpack, two-shapes pools",
+                        {"trace": str(traces / trace), "pools": str(two_shapes), "scheduler": "binpack",
+                         "outages": []}))
     if untainted:
         for trace in ("PHILLY-A.csv", "ALIBABA-OPENB2023-A.csv"):
             for scheduler in ("default", "binpack"):
@@ -193,7 +201,7 @@ def main() -> int:
         if args.out:
             out = Path(args.out)
             out.mkdir(parents=True, exist_ok=True)
-            name = label.replace(" ", "_").replace(",", "").replace(":", "-").replace(".csv", "")
+            name = label.replace(" ", "_").replace(",", "").replace(":", "-").replace("/", "-").replace(".csv", "")
             (out / f"{name}.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     if args.readme:
         rows = [(label, kw, r) for (label, kw), r in zip(todo, reports, strict=True)]

@@ -70,6 +70,9 @@ class Metrics:
                                     "read", ["quota"], registry=r)
         self.quota_exhausted = Gauge("gpuburst_quota_exhausted", "1 while a cloud quota keeps a pool from growing "
                                      "(its pods go down the ladder)", ["quota"], registry=r)
+        self.unneeded_time = Gauge("gpuburst_pool_unneeded_time_seconds", "How long an unneeded node of the pool is "
+                                   "kept this pass (timings.unneeded_time, or chosen from the pool's idle periods)",
+                                   ["pool"], registry=r)
         self.cost = Gauge("gpuburst_cost_per_hour", "What the pools' target sizes cost an hour", registry=r)
         self.limit = Gauge("gpuburst_limit", "The config's caps that are set (max_nodes, max_gpus, "
                            "max_cost_per_hour)", ["limit"], registry=r)
@@ -109,6 +112,7 @@ class Metrics:
         self.replace(self.quota_exhausted, {(q,): 1 for q in plan.quotas})
         self.replace(self.unhealthy, {(n,): plan.unhealthy.get(n, 0) for n in pools})
         self.replace(self.repair_paused, {(n,): 1 if n in plan.repair_paused else 0 for n in pools})
+        self.replace(self.unneeded_time, {(n,): t for n, t in state.unneeded_time.items() if n in pools})
         self.cost.set(sum(obs.desired * config.price(obs.pool) for obs in snapshot.pools.values()))
         limits = config.limits
         self.replace(self.limit, {(k,): float(v) for k, v in (("max_nodes", limits.max_nodes),

@@ -274,8 +274,7 @@ class Engine:
     # --- the scaler's pass ---------------------------------------------------------------------
     def _timers(self, now: float) -> float:
         """The earliest future time at which the planner could decide differently on its own."""
-        t = self.config.timings
-        times = [since + t.unneeded_time for since in self.state.unneeded_since.values()]
+        times = list(self.state.unneeded_until.values())
         times += [f.deadline for flights in self.state.in_flight.values() for f in flights]
         times += [b.until for b in self.state.backoff.values()]
         times += list(self.state.unavailable.values())

@@ -26,6 +26,7 @@ from scaler.configfile import load_config, read_text
 from scaler.core.config.settings import ConfigError, ScalerConfig
 from scaler.core.dra import convert as dra_convert
 from scaler.core.model import keys
+from scaler.core.planning import idle_time
 from scaler.core.planning.capacity import zone_hints
 from scaler.core.planning.decisions import Plan
 from scaler.core.planning.planner import plan
@@ -203,8 +204,10 @@ def main(args: argparse.Namespace) -> int:
     except (ConfigError, SnapshotError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    result, _ = plan(snapshot, State(), config)
-    notes = [*notes, *zone_hints(config.pools)]
+    result, state = plan(snapshot, State(), config)
+    with_nodes = {n.pool for n in snapshot.nodes}
+    notes = [*notes, *zone_hints(config.pools),
+             *(f"unneeded time: {idle_time.explain(state, config, p)}" for p in config.pools if p.name in with_nodes)]
     if args.json:
         print(json.dumps({**result.to_dict(), "snapshot_notes": notes}, indent=2))
     else:

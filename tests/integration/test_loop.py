@@ -294,6 +294,7 @@ def test_launch_failure_marks_the_offering_unavailable(world: World, kube: FakeK
     assert sample("gpuburst_launch_failures_total", {"pool": "gpu-spot-a", "kind": "capacity"}) == 1
     assert sample("gpuburst_fallback_active", {"pool": "gpu-spot-a", "fallback": "gpu-od"}) == 1
     assert sample("gpuburst_pool_max_nodes", {"pool": "gpu-od"}) == 20
+    assert sample("gpuburst_pool_unneeded_time_seconds", {"pool": "gpu-od"}) == 60  # the config's fixed time
     desired = {p: sample("gpuburst_pool_desired_nodes", {"pool": p}) for p in ("gpu-spot-a", "gpu-od")}
     price = {p: sample("gpuburst_pool_price_per_node_hour", {"pool": p}) for p in ("gpu-spot-a", "gpu-od")}
     cost = sum(desired[p] * price[p] for p in desired)  # type: ignore[operator]

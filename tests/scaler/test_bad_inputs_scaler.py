@@ -117,6 +117,8 @@ POOLS_CASES: list[tuple[str, bytes | Edit | None, str]] = [
      "timings.backoff_initial: 2000 s is above backoff_max"),
     ("unneeded time below a pass", top(timings={"unneeded_time": 5, "scan_interval": 10}),
      "timings.unneeded_time: 5 s is shorter than scan_interval"),
+    ("adaptive unneeded time bounds reversed", top(scale_down={"unneeded_time_min": 900, "unneeded_time_max": 600}),
+     "scale_down.unneeded_time_min: 900 s is above unneeded_time_max (600 s)"),
     ("max_gpus below one node", top(limits={"max_gpus": 4}), "limits.max_gpus: 4 is below one node of pool 'gpu8-od'"),
     ("cost cap below one node", top(limits={"max_cost_per_hour": 0.1}), "limits.max_cost_per_hour"),
     ("max_nodes below the minimums", lambda c: (pool("gpu1-od", min=3)(c), c.update(limits={"max_nodes": 2})),

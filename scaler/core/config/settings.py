@@ -40,7 +40,9 @@ class Timings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     scan_interval: float = Field(default=10, gt=0, le=3600)
-    unneeded_time: float = Field(default=600, ge=0, le=WEEK)
+    # Set: every pool's unneeded nodes are removed after this long. Unset: each pool's time is chosen each pass
+    # from its own idle periods (scaler.core.planning.idle_time), within scale_down.unneeded_time_min / _max.
+    unneeded_time: float | None = Field(default=None, ge=0, le=WEEK)
     provision_timeout: float = Field(default=900, gt=0, le=WEEK)
     unavailable_ttl: float = Field(default=1800, gt=0, le=WEEK)
     backoff_initial: float = Field(default=300, gt=0, le=WEEK)
@@ -62,7 +64,7 @@ class Timings(BaseModel):
         if self.backoff_initial > self.backoff_max:
             raise FieldError("backoff_initial", f"{self.backoff_initial:g} s is above backoff_max "
                              f"({self.backoff_max:g} s): the backoff could never grow")
-        if 0 < self.unneeded_time < self.scan_interval:
+        if self.unneeded_time is not None and 0 < self.unneeded_time < self.scan_interval:
             raise FieldError("unneeded_time", f"{self.unneeded_time:g} s is shorter than scan_interval "
                              f"({self.scan_interval:g} s): a node is only seen unneeded once per pass "
                              "(0 removes at the first pass)")
@@ -81,6 +83,19 @@ class ScaleDownSettings(BaseModel):
     # Remove an unneeded node whose pods fit nowhere else when new nodes of cheaper pools would hold
     # them for less (the 2-GPU pod that keeps an 8-GPU node alive); its pods wait one node boot.
     consolidate: bool = True
+    # The adaptive unneeded time (timings.unneeded_time unset; scaler.core.planning.idle_time): its bounds (the
+    # maximum is cluster-autoscaler's fixed 10 minutes), and the boots a removed node's return costs on top of
+    # its own for each GPU beyond the first.
+    unneeded_time_min: float = Field(default=30, ge=0, le=WEEK)
+    unneeded_time_max: float = Field(default=600, ge=0, le=WEEK)
+    rebuy_weight: float = Field(default=1.5, ge=0, le=100)
+
+    @model_validator(mode="after")
+    def _bounds(self) -> ScaleDownSettings:
+        if self.unneeded_time_min > self.unneeded_time_max:
+            raise FieldError("unneeded_time_min", f"{self.unneeded_time_min:g} s is above unneeded_time_max "
+                             f"({self.unneeded_time_max:g} s)")
+        return self
 
 
 class ScalerConfig(BaseModel):

@@ -3,7 +3,8 @@
 Pure. A node is *unneeded* while its requests stay under the utilization threshold (GPU nodes:
 requested / allocatable GPUs; DRA nodes: GPUs its pods' allocated ResourceClaims hold / the pool's
 GPUs; others: the larger of the cpu and memory shares, DaemonSets and mirror pods not counted).
-After `unneeded_time` it is removed if every pod on it may be evicted and fits on the remaining nodes
+After its pool's unneeded time (`timings.unneeded_time`, or chosen each pass from the pool's idle
+periods: `idle_time`) it is removed if every pod on it may be evicted and fits on the remaining nodes
 (re-placed with the same Packer as the scale-up, so nothing is double-booked), within the pool's min,
 the PDBs and the per-pass budget. Empty nodes go first.
 """
@@ -23,6 +24,7 @@ from scaler.core.planning.advance import Advanced, may_still_boot, outside_pools
 from scaler.core.planning.constrained import Filtered
 from scaler.core.planning.decisions import ScaleDown
 from scaler.core.planning.dra_use import DraUse
+from scaler.core.planning.idle_time import keep_times, observe, removed
 from scaler.core.planning.packing import Bin, Placement, PodClass
 from scaler.core.planning.scaleup import ScaleUpResult
 from scaler.core.planning.snapshot import Snapshot
@@ -213,7 +215,7 @@ def plan_scale_down(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, up:
     tried in turn (its pods re-placed on the other nodes in a Trial), each decision with its reason."""
     out = ScaleDownResult()
     if not config.scale_down.enabled:
-        adv.state.unneeded_since = {}
+        adv.state.unneeded_since, adv.state.unneeded_until = {}, {}
         return out
     candidates = _candidates(snapshot, config, adv, up, out)
     if not snapshot.fresh:
@@ -227,6 +229,8 @@ def plan_scale_down(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, up:
         decision = trial.try_remove(c, out.moves)
         if isinstance(decision, ScaleDown):
             out.scale_downs.append(decision)
+            if c.util >= 0:  # an idle period ended by removal: does the pool ask the capacity back soon?
+                removed(adv.state, c.pool.name, c.since)
         elif decision:
             kept.append(f"{c.node.name}: {decision}")
     if kept:  # one note, not one per node: a big idle cluster would flood the log every pass
@@ -237,9 +241,12 @@ def plan_scale_down(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, up:
 
 def _candidates(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, up: ScaleUpResult,
                 out: ScaleDownResult) -> list[Candidate]:
-    """The unneeded nodes (recorded in `out.unneeded` and the state) whose unneeded time is up."""
+    """The unneeded nodes (recorded in `out.unneeded` and the state) whose pool's unneeded time is up; the
+    nodes busy again and this pass's scale-ups go into the pools' idle history first."""
     now = snapshot.now
     since_before = adv.state.unneeded_since
+    busy_again: list[tuple[str, float]] = []
+    keep = keep_times(adv.state, config, [o.pool for o in snapshot.pools.values()])
     held = _hold(snapshot, config, adv) | outside_pools(snapshot)  # or not an instance of its pool any more
     threshold = config.scale_down.utilization_threshold
     found: list[Candidate] = []
@@ -259,19 +266,26 @@ def _candidates(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, up: Sca
             found.append(Candidate((0, 0, 0.0, node.name), node, obs.pool, -1.0, node.created_at))
             continue
         if b is None or b.kind != "existing" or b.touched:
+            if b is not None and b.touched and node.name in since_before:
+                busy_again.append((obs.pool.name, since_before[node.name]))
             continue  # booting, or about to take a pending pod
         disrupting = any(t.key == keys.TAINT_DISRUPTING for t in node.taints)
         if node.unschedulable and not disrupting:
             continue  # cordoned by someone else: theirs to decide
         util = utilization(node, obs.pool, dra)
         if util >= threshold and not disrupting:
+            if node.name in since_before:
+                busy_again.append((obs.pool.name, since_before[node.name]))
             continue
         since = out.unneeded[node.name] = since_before.get(node.name, now)
-        if disrupting or now - since >= config.timings.unneeded_time:
+        until = adv.state.unneeded_until[node.name] = since + keep[obs.pool.name]
+        if disrupting or now >= until:
             empty = not to_evict(node.pods)
             found.append(Candidate((0 if disrupting else 1, 0 if empty else 1, util, node.name), node, obs.pool,
                                    util, since))
     adv.state.unneeded_since = dict(out.unneeded)
+    adv.state.unneeded_until = {n: t for n, t in adv.state.unneeded_until.items() if n in out.unneeded}
+    observe(adv.state, now, config, up.scale_ups, busy_again)
     return found
 
 

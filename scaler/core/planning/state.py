@@ -39,6 +39,16 @@ class Held:
     allowed: tuple[tuple[str, int], ...]  # (namespace/name of a budget, its disruptionsAllowed then)
 
 
+@dataclass(frozen=True, slots=True)
+class IdleHistory:
+    """A pool's recent idle periods (scaler.core.planning.idle_time): how long after a node became unneeded its
+    capacity was needed again (inf: not within the maximum unneeded time), and the unneeded-since of removed
+    nodes no scale-up of the pool has asked back yet."""
+
+    gaps: tuple[float, ...] = ()
+    removed: tuple[float, ...] = ()
+
+
 @dataclass(slots=True)
 class State:
     """Re-derivable from the cloud after a restart; the loop keeps it in memory only."""
@@ -47,6 +57,11 @@ class State:
     backoff: dict[str, Backoff] = field(default_factory=dict)
     unavailable: dict[tuple[str, str], float] = field(default_factory=dict)  # (pool, zone) -> until
     unneeded_since: dict[str, float] = field(default_factory=dict)  # node name -> first seen unneeded
+    unneeded_until: dict[str, float] = field(default_factory=dict)  # node name -> when it may be removed
+    unneeded_time: dict[str, float] = field(default_factory=dict)  # pool -> this pass's unneeded time
+    # pool -> its recent idle periods. Lost on a restart (the loop keeps the State in memory): the unneeded
+    # time then starts again from the pool's re-buy cost.
+    idle: dict[str, IdleHistory] = field(default_factory=dict)
     gone_since: dict[str, float] = field(default_factory=dict)  # node -> first seen without its instance
     held: dict[str, Held] = field(default_factory=dict)
     refused: dict[str, tuple[float, str]] = field(default_factory=dict)  # pool -> (until, the cloud's error)

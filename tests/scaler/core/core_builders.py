@@ -50,7 +50,12 @@ def shipped_example() -> ScalerConfig:
     return load_config(ROOT / "examples" / "pools-aws.yaml")
 
 
-def config(pools: list[dict[str, Any]], **extra: Any) -> ScalerConfig:
+FIXED_UNNEEDED = 600.0  # the planner tests' unneeded time: fixed, as a user sets it (test_idle_time: the adaptive one)
+
+
+def config(pools: list[dict[str, Any]], *, adaptive: bool = False, **extra: Any) -> ScalerConfig:
+    if not adaptive:
+        extra["timings"] = {"unneeded_time": FIXED_UNNEEDED, **extra.get("timings", {})}
     return parse_config({"cluster": "c1", "cloud": "aws", "region": "us-east-1", "pools": pools, **extra}, "test")
 
 

@@ -110,6 +110,9 @@ def test_explain_example_snapshot(capsys: pytest.CaptureFixture[str]) -> None:
     assert "untolerated taint {nvidia.com/gpu: present}" in out
     ups = [line for line in out.splitlines() if line.startswith("  scale up")]
     assert not any("giant" in line or "notebook" in line for line in ups)
+    # Each pool with nodes says how long its idle nodes are kept, and why (one snapshot: no history, one boot).
+    assert "note: unneeded time: gpu1-spot-a: unneeded nodes removed after 240s (adaptive: re-buying a node " \
+        "costs 240s of its price; no idle periods seen yet)" in out
 
 
 def test_plan_json_output(capsys: pytest.CaptureFixture[str]) -> None:

@@ -51,7 +51,7 @@ def test_every_job_completes_and_the_cluster_returns_to_zero(small_config: Scale
     # Nothing left running: every GPU node was drained and removed after its unneeded time.
     assert result.provider.alive() == []
     last_done = max(r.completed_at or 0 for r in result.jobs)
-    assert result.end >= last_done + small_config.timings.unneeded_time
+    assert result.end >= last_done + small_config.scale_down.unneeded_time_min
     # The 16-GPU job ran as a gang of two 8-GPU pods, started together.
     gang = next(r for r in result.jobs if r.job.job_id == "c0")
     assert len(gang.pods) == 2 and gang.completed_at is not None

@@ -1,0 +1,123 @@
+"""How long an unneeded node of a pool is kept before it is removed, chosen each pass from what the pool saw.
+
+Pure. A ski-rental rule on the pool's own history. Keeping an idle node costs its price for as long as it is
+kept; removing it and needing the capacity back costs a *re-buy*: the new node is paid while it boots, and
+for a node of several GPUs `rebuy_weight` boots more for each GPU beyond the first (the jobs that want such
+nodes wait on them with the rest of the fleet they hold: on the Philly trace, 30 s instead of 240 s on the
+8-GPU pool cost 2,786 GPU-hours more for only 87 more launches). A removal pays only when the capacity
+stays unneeded for longer than that.
+
+The history (`IdleHistory` in the State, per pool) holds the recent *gaps*: how long after a node became
+unneeded its capacity was needed again, either by the node itself (busy again) or, for a removed node, by a
+later scale-up of its pool (the latest removal first; infinite when none came within the maximum time).
+Each pass the pool keeps its unneeded nodes for the time T that would have cost least over those gaps (a
+gap d costs d when d <= T, T + re-buy when longer), bounded by `unneeded_time_min` / `_max`; with no
+history yet, T is the re-buy (the classic 2-competitive break-even). `timings.unneeded_time`, when set,
+overrides it for every pool. Cost per pass: at most HISTORY^2 steps per pool.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+from scaler.core.config.pool import Pool
+from scaler.core.config.settings import ScalerConfig
+from scaler.core.planning.decisions import ScaleUp
+from scaler.core.planning.state import IdleHistory, State
+
+HISTORY = 40  # gaps kept per pool: recent enough to follow a changing workload, enough to be stable
+
+
+def rebuy_seconds(pool: Pool, config: ScalerConfig) -> float:
+    """What removing a node and booting one back costs, in seconds of that node's price."""
+    t = config.timings
+    if not pool.gpus:
+        return t.cpu_boot
+    return t.gpu_boot * (1 + config.scale_down.rebuy_weight * (pool.gpus - 1))
+
+
+def choose(gaps: tuple[float, ...], rebuy: float, low: float, high: float, step: float) -> float:
+    """The keep time in [low, high] that would have cost least over `gaps` (ties: the shorter); `rebuy`
+    with no gaps. A candidate is a gap plus one pass (a node is seen busy again at a pass, not at once)."""
+    if not gaps:
+        return min(max(rebuy, low), high)
+    candidates = sorted({low, high, *(min(max(d + step, low), high) for d in gaps if math.isfinite(d))})
+    best, best_cost = low, math.inf
+    for keep in candidates:
+        cost = sum(d if d + step <= keep else keep + rebuy for d in gaps)
+        if cost < best_cost - 1e-9:
+            best, best_cost = keep, cost
+    return best
+
+
+def _remember(history: IdleHistory, gap: float) -> IdleHistory:
+    return replace(history, gaps=(*history.gaps, gap)[-HISTORY:])
+
+
+def observe(state: State, now: float, config: ScalerConfig, scale_ups: list[ScaleUp],
+            busy_again: list[tuple[str, float]]) -> None:
+    """Fold this pass into the history: nodes busy again (pool, unneeded-since), scale-ups that ask back
+    removed capacity (latest removal first), removals never asked back within the maximum time."""
+    high = config.scale_down.unneeded_time_max
+    for pool, since in busy_again:
+        state.idle[pool] = _remember(state.idle.get(pool, IdleHistory()), now - since)
+    for up in scale_ups:
+        h = state.idle.get(up.pool)
+        if h is None or not h.removed:
+            continue
+        # The latest removals first: a pool that had kept its idle nodes longer would have reused those.
+        asked, rest = h.removed[-up.count:], h.removed[:-up.count]
+        h = replace(h, removed=rest)
+        for since in asked:
+            h = _remember(h, now - since)
+        state.idle[up.pool] = h
+    for pool, history in list(state.idle.items()):
+        expired = sum(1 for s in history.removed if now - s > high)
+        if expired:
+            h = replace(history, removed=tuple(s for s in history.removed if now - s <= high))
+            for _ in range(expired):
+                h = _remember(h, math.inf)
+            state.idle[pool] = h
+
+
+def removed(state: State, pool: str, since: float) -> None:
+    h = state.idle.get(pool, IdleHistory())
+    state.idle[pool] = replace(h, removed=(*h.removed, since))
+
+
+def keep_times(state: State, config: ScalerConfig, pools: list[Pool]) -> dict[str, float]:
+    """Each pool's unneeded time this pass (recorded in `state.unneeded_time`). Prepaid pools: the maximum
+    (an idle node there costs nothing)."""
+    fixed = config.timings.unneeded_time
+    sd = config.scale_down
+    out = {}
+    for pool in pools:
+        if fixed is not None:
+            out[pool.name] = fixed
+        elif config.price(pool) <= 0:
+            out[pool.name] = sd.unneeded_time_max
+        else:
+            h = state.idle.get(pool.name, IdleHistory())
+            out[pool.name] = choose(h.gaps, rebuy_seconds(pool, config), sd.unneeded_time_min,
+                                    sd.unneeded_time_max, config.timings.scan_interval)
+    state.unneeded_time = out
+    return out
+
+
+def explain(state: State, config: ScalerConfig, pool: Pool) -> str:
+    """One line: the pool's unneeded time and why."""
+    keep = state.unneeded_time.get(pool.name)
+    if keep is None:
+        return f"{pool.name}: no unneeded time chosen yet"
+    if config.timings.unneeded_time is not None:
+        return f"{pool.name}: unneeded nodes removed after {keep:.0f}s (timings.unneeded_time)"
+    h = state.idle.get(pool.name, IdleHistory())
+    rebuy = f"re-buying a node costs {rebuy_seconds(pool, config):.0f}s of its price"
+    if not h.gaps:
+        return f"{pool.name}: unneeded nodes removed after {keep:.0f}s (adaptive: {rebuy}; no idle periods seen yet)"
+    back = sorted(d for d in h.gaps if math.isfinite(d))
+    seen = f"{len(h.gaps)} recent idle periods, {len(h.gaps) - len(back)} never needed again"
+    if back:
+        seen += f", the others after {back[len(back) // 2]:.0f}s (median)"
+    return f"{pool.name}: unneeded nodes removed after {keep:.0f}s (adaptive: {rebuy}; {seen})"
