@@ -44,7 +44,13 @@ def test_kept_progress_is_the_last_checkpoint() -> None:
 
 
 def test_failed_gpus_are_repaired_and_every_job_finishes(small_config: ScalerConfig, tmp_path: Path) -> None:
-    result = _run(small_config, tmp_path, rate=0.05)
+    adaptive = _run(small_config, tmp_path, rate=0.05).failures.section()
+    # With the adaptive unneeded time an emptied broken node may be removed as idle before its repair's
+    # grace: gone either way, none left.
+    assert adaptive["gpu_failures"] and adaptive["repaired_nodes"] and adaptive["failed_nodes_left"] == 0
+    # With idle nodes kept 600 s (the repair grace), every failed node is repaired.
+    fixed = small_config.model_copy(update={"timings": small_config.timings.model_copy(update={"unneeded_time": 600})})
+    result = _run(fixed, tmp_path, rate=0.05)
     f = result.failures.section()
     assert all(r.completed_at is not None for r in result.jobs)
     assert f["gpu_failures"] and f["repaired_nodes"] == f["failed_nodes"] and f["failed_nodes_left"] == 0
