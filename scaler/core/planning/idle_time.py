@@ -113,7 +113,8 @@ def explain(state: State, config: ScalerConfig, pool: Pool) -> str:
     if config.timings.unneeded_time is not None:
         return f"{pool.name}: unneeded nodes removed after {keep:.0f}s (timings.unneeded_time)"
     h = state.idle.get(pool.name, IdleHistory())
-    rebuy = f"re-buying a node costs {rebuy_seconds(pool, config):.0f}s of its price"
+    rebuy = (f"re-buying a node costs {rebuy_seconds(pool, config):.0f}s of its price; a node with pods to move "
+             f"waits {max(keep, config.scale_down.unneeded_time_max):.0f}s")
     if not h.gaps:
         return f"{pool.name}: unneeded nodes removed after {keep:.0f}s (adaptive: {rebuy}; no idle periods seen yet)"
     back = sorted(d for d in h.gaps if math.isfinite(d))

@@ -278,15 +278,25 @@ def _candidates(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, up: Sca
                 busy_again.append((obs.pool.name, since_before[node.name]))
             continue
         since = out.unneeded[node.name] = since_before.get(node.name, now)
-        until = adv.state.unneeded_until[node.name] = since + keep[obs.pool.name]
+        empty = not to_evict(node.pods)
+        until = adv.state.unneeded_until[node.name] = since + _wait(keep[obs.pool.name], empty, config)
         if disrupting or now >= until:
-            empty = not to_evict(node.pods)
             found.append(Candidate((0 if disrupting else 1, 0 if empty else 1, util, node.name), node, obs.pool,
                                    util, since))
     adv.state.unneeded_since = dict(out.unneeded)
     adv.state.unneeded_until = {n: t for n, t in adv.state.unneeded_until.items() if n in out.unneeded}
     observe(adv.state, now, config, up.scale_ups, busy_again)
     return found
+
+
+def _wait(keep: float, empty: bool, config: ScalerConfig) -> float:
+    """How long an unneeded node waits. The adaptive time prices an idle node against buying it back; a node
+    with pods to move also costs their restart (the work since their last checkpoint), which it cannot see:
+    such a node waits `unneeded_time_max` (consolidating running jobs on a short timer evicts them over and
+    over). A fixed `timings.unneeded_time` holds for every node."""
+    if empty or config.timings.unneeded_time is not None:
+        return keep
+    return max(keep, config.scale_down.unneeded_time_max)
 
 
 class _Removals:

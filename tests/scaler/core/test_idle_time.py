@@ -89,3 +89,18 @@ def test_the_rule_weighs_keeping_against_buying_back() -> None:
     assert big > small == CFG.timings.gpu_boot
     gaps = (400.0,) * 5 + (math.inf,) * 5
     assert choose(gaps, small, low, high, step) == 30 and choose(gaps, big, low, high, step) == 410
+
+
+def test_a_node_with_pods_to_move_waits_the_maximum_not_the_adaptive_time() -> None:
+    # Consolidating running jobs on a short timer evicts them over and over, each losing the work since its
+    # last checkpoint (PHILLY-A without taints, binpack: one job never finished). Only empty nodes go early.
+    light = pod("small", cpu="1")
+    nodes = [node_of(CFG, "cpu-spot", "light", [light]), node_of(CFG, "cpu-spot", "busy", [pod("w", cpu="4")])]
+    state = State()
+    _, state = plan(snapshot(CFG, [], nodes, now=T0), state, CFG)
+    removals = {}
+    for t in (120, 300, 590, 600):
+        result, state = plan(snapshot(CFG, [], nodes, now=T0 + t), state, CFG)
+        removals[t] = [d.node for d in result.scale_downs]
+    assert removals == {120: [], 300: [], 590: [], 600: ["light"]}
+    assert "a node with pods to move waits 600s" in explain(state, CFG, CFG.pool("cpu-spot"))
