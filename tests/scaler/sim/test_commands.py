@@ -112,7 +112,7 @@ def test_explain_example_snapshot(capsys: pytest.CaptureFixture[str]) -> None:
     assert not any("giant" in line or "notebook" in line for line in ups)
     # Each pool with nodes says how long its idle nodes are kept, and why (one snapshot: no history, one boot).
     assert "note: unneeded time: gpu1-spot-a: unneeded nodes removed after 240s (adaptive: re-buying a node " \
-        "costs 240s of its price; no idle periods seen yet)" in out
+        "costs 240s of its price; a node with pods to move waits 600s; no idle periods seen yet)" in out
 
 
 def test_plan_json_output(capsys: pytest.CaptureFixture[str]) -> None:
