@@ -1,4 +1,4 @@
-"""`python -m scaler run | plan | explain | simulate | import-pools`.
+"""`python -m scaler run | plan | explain | simulate | import-pools | trace export`.
 
 Each command lives in its own module with `add_arguments(parser)` and `main(args) -> int`;
 only the chosen one is imported, so `simulate` never loads the cloud SDKs.
@@ -21,6 +21,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "explain": ("scaler.sim.plan_command", "alias of plan"),
     "simulate": ("scaler.sim.simulate_command", "replay a GPU job trace through the scaler in a simulated cloud"),
     "import-pools": ("scaler.importpools", "write the pools file of an existing cluster's node groups"),
+    "trace": ("scaler.sim.export", "trace export: write a job trace from the kube-state-metrics series in Prometheus"),
 }
 
 

@@ -1,9 +1,11 @@
 """GPU job traces (the CSV format of ../shared/traces) and the pods each job becomes.
 
-Two formats, told apart by their header:
+Three formats, told apart by their header:
 
 - PHILLY: ``job_id,submit_s,gpus,duration_s,num_workers``
 - ALIBABA (OpenB 2023): ``job_id,submit_s,gpus,duration_s,gpu_milli,cpu,mem_mib,qos,status``
+- KUBE (``python -m scaler trace export``, scaler/sim/export.py): ``job_id,submit_s,gpus,duration_s,num_workers,
+  cpu,mem_mib``, cpu in cores and memory for the whole job, its pods' requests summed
 
 A job with more GPUs than the largest GPU node becomes a gang: ``ceil(gpus / largest)`` pods of
 equal size sharing the gang label (config.gang_label) and the min-member annotation. A job that fits
@@ -39,6 +41,8 @@ from scaler.core.scheduling.predicates import effective_request
 
 PHILLY_COLUMNS: Final = ("job_id", "submit_s", "gpus", "duration_s", "num_workers")
 ALIBABA_COLUMNS: Final = ("job_id", "submit_s", "gpus", "duration_s", "gpu_milli", "cpu", "mem_mib", "qos", "status")
+KUBE_COLUMNS: Final = ("job_id", "submit_s", "gpus", "duration_s", "num_workers", "cpu", "mem_mib")
+KINDS: Final = {PHILLY_COLUMNS: "philly", ALIBABA_COLUMNS: "alibaba", KUBE_COLUMNS: "kube"}
 # Requests of a trace pod without cpu/memory figures, per GPU: what a 1-GPU node of the g6.xlarge /
 # NC4as_T4_v3 class still offers once its kubelet reserve and DaemonSets are taken.
 PER_GPU_CPU_M: Final = 3000
@@ -103,15 +107,10 @@ def load_trace(path: str | Path, hours: float | None = None) -> list[Job]:
             raise TraceError(f"{where}: not a CSV row: {err}") from None
         if header is None:
             header = [h.strip() for h in row]
-            if tuple(header) == PHILLY_COLUMNS:
-                kind = "philly"
-            elif tuple(header) == ALIBABA_COLUMNS:
-                kind = "alibaba"
-            else:
-                raise TraceError(
-                    f"{where}: unknown header {','.join(header)!r}; expected "
-                    f"{','.join(PHILLY_COLUMNS)!r} or {','.join(ALIBABA_COLUMNS)!r}"
-                )
+            kind = KINDS.get(tuple(header), "")
+            if not kind:
+                raise TraceError(f"{where}: unknown header {','.join(header)!r}; expected "
+                                 + " or ".join(repr(",".join(c)) for c in KINDS))
             continue
         if len(row) != len(header):
             raise TraceError(f"{where}: {len(row)} fields, the header has {len(header)}")
@@ -129,17 +128,19 @@ def load_trace(path: str | Path, hours: float | None = None) -> list[Job]:
             raise TraceError(f"{where}: submit_s {rec['submit_s']} is before the previous row's")
         if hours is not None and submit >= hours * 3600:
             break
+        workers = 1
+        if kind != "alibaba":
+            workers = max(int(_number(rec["num_workers"], "num_workers", integer=True, where=where)), 1)
         if kind == "philly":
-            workers = int(_number(rec["num_workers"], "num_workers", integer=True, where=where))
-            jobs.append(Job(job_id, submit, gpus, duration, num_workers=max(workers, 1), line=line))
+            jobs.append(Job(job_id, submit, gpus, duration, num_workers=workers, line=line))
             continue
-        milli = int(_number(rec["gpu_milli"], "gpu_milli", integer=True, where=where))
+        milli = int(_number(rec["gpu_milli"], "gpu_milli", integer=True, where=where)) if kind == "alibaba" else 1000
         cpu = _number(rec["cpu"], "cpu", integer=False, where=where)
         mem = _number(rec["mem_mib"], "mem_mib", integer=False, where=where)
         if gpus == 0 and cpu == 0:
             raise TraceError(f"{where}: a job with neither GPUs nor cpu")
         jobs.append(Job(job_id, submit, gpus, duration, cpu_m=math.ceil(cpu * 1000),
-                        memory=math.ceil(mem * 2**20), gpu_milli=milli, line=line))
+                        memory=math.ceil(mem * 2**20), gpu_milli=milli, num_workers=workers, line=line))
     if header is None:
         raise TraceError(f"{p}: empty trace (no header)")
     return jobs
