@@ -61,6 +61,19 @@ def test_alibaba_format_and_hours_filter(tmp_path: Path) -> None:
     assert jobs[1].gpus == 0 and jobs[1].cpu_m == 32000
 
 
+def test_exported_format_gives_the_jobs_requests_to_its_pods(small_config: ScalerConfig, tmp_path: Path) -> None:
+    """`trace export`'s header (cpu and memory per job): a gang's pods share them, a GPU job without cpu
+    keeps none (not the Philly default of 3 cores per GPU)."""
+    path = write_trace(tmp_path / "k.csv", ["ns/train,0,16,600,4,64,262144", "ns/bare,5,1,60,1,0,0"],
+                       header="job_id,submit_s,gpus,duration_s,num_workers,cpu,mem_mib")
+    train, bare = load_trace(path)
+    assert (train.num_workers, train.cpu_m, train.memory) == (4, 64000, 262144 * 2**20)
+    gang = job_pods(train, small_config)
+    assert len(gang) == 2 and {p.requests[keys.RES_CPU] for p in gang} == {32000}
+    assert {p.requests[keys.RES_MEMORY] for p in gang} == {131072 * 2**20}
+    assert job_pods(bare, small_config)[0].requests.get(keys.RES_CPU, 0) == 0
+
+
 def test_gang_split() -> None:
     assert gang_split(8, 8) == (1, 8)
     assert gang_split(16, 8) == (2, 8)

@@ -12,6 +12,8 @@ from __future__ import annotations
 import csv
 import http.server
 import json
+import re
+import shlex
 import ssl
 import subprocess
 import threading
@@ -31,7 +33,8 @@ HOURS = 9
 END = T0 + HOURS * 3600
 JOBS = 300
 LINGER = 600.0  # a completed pod stays listed this long (the Job's ttlSecondsAfterFinished)
-PHILLY = Path(__file__).resolve().parents[4] / "shared/traces/PHILLY-A.csv"
+ROOT = Path(__file__).resolve().parents[3]
+PHILLY = ROOT.parent / "shared/traces/PHILLY-A.csv"
 
 pytestmark = pytest.mark.skipif(PROMETHEUS is None or PROMTOOL is None or not PHILLY.exists(),
                                 reason=MISSING + " or ../shared/traces missing")
@@ -116,6 +119,32 @@ def test_round_trip_has_the_same_jobs_within_the_scrape_interval(
     assert jobs["trace/notebook"].cpu_m == 8000 and jobs["trace/notebook"].memory == 2**33
     gang = next(j for j in jobs.values() if j.num_workers == 4)
     assert gang.cpu_m == 4000 * gang.gpus
+
+
+def _docs_commands() -> list[list[str]]:
+    """The page's `trace export` command and the `simulate` of its output, as argv after `python -m scaler`."""
+    text = (ROOT / "docs/simulator.md").read_text(encoding="utf-8")
+    export = re.search(r"^\.venv/bin/python -m scaler (trace export --prometheus http.*)$", text, re.M)
+    assert export is not None
+    out = shlex.split(export.group(1))[shlex.split(export.group(1)).index("--out") + 1]
+    simulate = re.search(rf"^\.venv/bin/python -m scaler (simulate --trace {re.escape(out)} .*)$", text, re.M)
+    assert simulate is not None
+    return [shlex.split(export.group(1)), shlex.split(simulate.group(1))]
+
+
+def test_the_documented_commands_export_and_simulate(
+        prometheus: tuple[str, dict[str, tuple[float, int, int, float]], int], tmp_path: Path,
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """docs/simulator.md's commands as written, but for this Prometheus' address and range (and the simulation
+    cut to the first hour, to keep the test short)."""
+    export, simulate = _docs_commands()
+    values = {"--prometheus": prometheus[0], "--start": str(T0), "--end": str(END)}
+    export = [values.get(export[i - 1], a) if i else a for i, a in enumerate(export)]
+    monkeypatch.chdir(tmp_path)
+    simulate = [str(ROOT / a) if a.startswith("examples/") else a for a in simulate]
+    assert main(export) == 0, capsys.readouterr().err
+    assert main([*simulate, "--hours", "1", "--quiet"]) == 0, capsys.readouterr().err
+    assert "jobs_never_started           0" in capsys.readouterr().out
 
 
 def test_a_range_without_kube_state_metrics_series_is_one_line(
