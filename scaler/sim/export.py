@@ -46,6 +46,10 @@ LOOKBACK_S: Final = 300.0  # Prometheus' default lookback: a pod last seen this 
 UIDS_PER_QUERY: Final = 100
 TIMEOUT_S: Final = 300.0
 MAX_POINTS: Final = 11_000  # Prometheus refuses a query_range of more points per series
+# What the header line counts, of the GPU pods seen in the range.
+RUNNING: Final = "{} pods still running at --end (duration cut there)"
+NEVER_STARTED: Final = "left out: {} pods that never started"
+EARLY: Final = "left out: {} pods created before --start"
 
 
 class ExportError(Exception):
@@ -248,7 +252,7 @@ class Row:
 
 def jobs(pods: dict[str, PodSeries], window: Window) -> tuple[list[Row], dict[str, int]]:
     """The trace's rows (sorted by submit) and what was left out or cut, by reason."""
-    counts = {"pods": 0, "running at the end": 0, "never started": 0, "created before the start": 0}
+    counts = {"pods": 0, RUNNING: 0, NEVER_STARTED: 0, EARLY: 0}
     groups: dict[tuple[str, str, str], list[PodSeries]] = defaultdict(list)
     for pod in pods.values():
         if pod.owner is not None and pod.owner[0] in NOT_JOBS:
@@ -256,14 +260,14 @@ def jobs(pods: dict[str, PodSeries], window: Window) -> tuple[list[Row], dict[st
         if pod.created is None or pod.created >= window.end:
             continue
         if pod.created < window.start:
-            counts["created before the start"] += 1
+            counts[EARLY] += 1
             continue
         if pod.started is None:
-            counts["never started"] += 1
+            counts[NEVER_STARTED] += 1
             continue
         counts["pods"] += 1
         if (pod.completed is None or pod.completed > window.end) and _end(pod, window) >= window.end - LOOKBACK_S:
-            counts["running at the end"] += 1
+            counts[RUNNING] += 1
         kind, name = pod.owner or ("Pod", pod.name)
         groups[(pod.namespace, kind, name)].append(pod)
     rows: list[Row] = []
@@ -359,7 +363,7 @@ def export(ns: argparse.Namespace) -> str:
     rows, counts = jobs(pods, window)
     if not rows:
         raise ExportError(f"Prometheus at {prom.shown}: no GPU pod both created and started {span}")
-    cut = ", ".join(f"{n} {why}" for why, n in counts.items() if why != "pods" and n)
+    cut = "; ".join(why.format(n) for why, n in counts.items() if why != "pods" and n)
     source = (f"source: kube-state-metrics through Prometheus {prom.shown}, {span}, step {int(step)} s; "
               f"{counts['pods']} pods -> {len(rows)} jobs" + (f" ({cut}; rules: scaler/sim/export.py)" if cut else ""))
     write_trace(Path(ns.out), rows, source)
