@@ -300,15 +300,18 @@ def write_trace(path: Path, rows: list[Row], source: str) -> None:
     lines = [f"# {source}", ",".join(KUBE_COLUMNS)]
     lines += [f"{r.job_id},{round(r.submit_s)},{r.gpus},{round(r.duration_s)},{r.num_workers},"
               f"{round(r.cpu, 3):g},{math.ceil(r.mem_mib)}" for r in rows]
+    partial = path.with_name(path.name + ".partial")  # renamed when whole: never half a trace at --out
     try:
-        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        partial.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        partial.replace(path)
     except OSError as err:
+        partial.unlink(missing_ok=True)
         raise ExportError(f"--out {path}: cannot write: {err.strerror or err}") from None
 
 
 # --- the command -----------------------------------------------------------------------------
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("action", choices=["export"], help="export: write a trace from Prometheus")
+    parser.add_argument("action", choices=["export"], metavar="export", help="write a trace from Prometheus")
     parser.add_argument("--prometheus", required=True, metavar="URL",
                         help="Prometheus that scrapes kube-state-metrics, e.g. http://localhost:9090")
     parser.add_argument("--start", required=True, metavar="T",
@@ -347,6 +350,8 @@ def export(ns: argparse.Namespace) -> str:
     step = parse_duration(ns.step, "--step")
     if step < 1:
         raise ExportError(f"--step {ns.step}: at least 1 s")
+    if not Path(ns.out).resolve().parent.is_dir():
+        raise ExportError(f"--out {ns.out}: no such folder")
     if ns.ca_file and not Path(ns.ca_file).is_file():
         raise ExportError(f"--ca-file {ns.ca_file}: no such file")
     prom = Prometheus(ns.prometheus, _token(ns.bearer_token_file), ns.ca_file)

@@ -164,6 +164,7 @@ def test_a_range_without_kube_state_metrics_series_is_one_line(
     (("--start", "2026-01-01T00:00:00", "--end", "now"), "give the time zone"),
     (("--start", "now-1h", "--end", "now", "--bearer-token-file", "/nonexistent/token"),
      "--bearer-token-file /nonexistent/token: cannot read"),
+    (("--start", "now-1h", "--end", "now", "--out", "/nonexistent/t.csv"), "--out /nonexistent/t.csv: no such folder"),
 ])
 def test_bad_input_is_one_line_before_any_request(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                   args: tuple[str, ...], wanted: str) -> None:
