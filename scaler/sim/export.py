@@ -24,6 +24,7 @@ taken on the command line.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import re
 import sys
@@ -287,7 +288,22 @@ def jobs(pods: dict[str, PodSeries], window: Window) -> tuple[list[Row], dict[st
                             max(0.0, last - first), len(gang), sum(p.cpu for p in gang),
                             sum(p.memory for p in gang) / 2**20))
     rows.sort(key=lambda r: (r.submit_s, r.job_id))
-    return rows, counts
+    return _unique(rows), counts
+
+
+def _unique(rows: list[Row]) -> list[Row]:
+    """Job ids the trace reader takes: a bare pod and an owner of the same name, or an owner named like
+    another's second gang, get a `~N` suffix."""
+    seen: set[str] = set()
+    out = []
+    for row in rows:
+        job_id, n = row.job_id, 1
+        while job_id in seen:
+            n += 1
+            job_id = f"{row.job_id}~{n}"
+        seen.add(job_id)
+        out.append(row if job_id == row.job_id else dataclasses.replace(row, job_id=job_id))
+    return out
 
 
 def _end(pod: PodSeries, window: Window) -> float:

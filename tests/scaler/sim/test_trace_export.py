@@ -25,6 +25,7 @@ import pytest
 from ksm_prometheus import MISSING, PROMETHEUS, PROMTOOL, KsmPod, free_port, start_prometheus, write_series
 
 from scaler.cli import main
+from scaler.sim.export import PodSeries, Window, jobs, write_trace
 from scaler.sim.trace import load_trace
 
 T0 = 1_790_000_000.0  # 2026-09-21T14:13:20Z
@@ -250,3 +251,17 @@ def test_tls_is_verified_and_a_private_ca_is_given_by_file(tmp_path: Path, capsy
         assert code == 2 and err.count("\n") == 1 and "TLS verification failed (a private CA: --ca-file)" in err
         code, _, err = _export(capsys, url, tmp_path / "b.csv", "--ca-file", str(cert))
     assert code == 2 and "has no kube-state-metrics series" in err
+
+
+def test_job_ids_stay_unique_for_the_trace_reader(tmp_path: Path) -> None:
+    """A bare pod named like a Job in its namespace, and a Job named like another Job's second gang."""
+    pods = {
+        "a": PodSeries("ns", "train", 1, T0 + 10, T0 + 20, T0 + 80, owner=None),
+        "b": PodSeries("ns", "train-x1", 1, T0 + 10, T0 + 20, T0 + 80, owner=("Job", "train")),
+        "c": PodSeries("ns", "train-x2", 1, T0 + 900, T0 + 910, T0 + 980, owner=("Job", "train")),
+        "d": PodSeries("ns", "train-2-x", 1, T0 + 900, T0 + 910, T0 + 980, owner=("Job", "train-2")),
+    }
+    rows, _ = jobs(pods, Window(T0, T0 + 3600, 3600))
+    write_trace(tmp_path / "t.csv", rows, "source: test")
+    assert sorted(j.job_id for j in load_trace(tmp_path / "t.csv")) == ["ns/train", "ns/train-2", "ns/train-2~2",
+                                                                          "ns/train~2"]
