@@ -24,6 +24,7 @@ from typing import Protocol
 from scaler.actuator import Acting, Actuator, Recorder
 from scaler.configfile import load_config
 from scaler.core.config.settings import ConfigError, ScalerConfig
+from scaler.core.planning.buffers import READY
 from scaler.core.planning.capacity import zone_hints
 from scaler.core.planning.decisions import Plan
 from scaler.core.planning.planner import plan as core_plan
@@ -114,6 +115,7 @@ class Runtime:
         self._events(done.plan, done.snapshot)
         self._warnings(done.plan, done.view.stale)
         self._skipped([*done.view.skipped, *self.cluster.skipped_requests()])
+        self._buffer_events(done)
         self._status(done)
         self._observe_metrics(done)
         self.metrics.pass_duration.observe(time.monotonic() - started)
@@ -183,6 +185,18 @@ class Runtime:
             self.kube.event(ObjectRef(s.kind, s.name, s.namespace, s.uid), "FailedToRead",
                             f"gpuburst left this object out of its passes: {s.message}", "Warning")
         self.metrics.replace(self.metrics.skipped_objects, counts)
+
+    def _buffer_events(self, done: Pass) -> None:
+        """A CapacityBuffer that cannot be served gets a Warning Event when its error is new (its status says
+        it every pass); its placeholders are not planned, the pass goes on."""
+        for buf in done.snapshot.buffers:
+            out = done.plan.buffers.get(buf.key)
+            if out is None or not out.error:
+                continue
+            before = buf.status.conditions.get(READY) if buf.status is not None else None
+            if before is None or before.status != "False" or before.message != out.error:
+                self.kube.event(ObjectRef("CapacityBuffer", buf.name, buf.namespace, buf.uid), "BufferNotReady",
+                                f"gpuburst keeps no room for this buffer: {out.error}", "Warning")
 
     def _status(self, done: Pass) -> None:
         plan, snapshot = done.plan, done.snapshot
