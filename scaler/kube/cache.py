@@ -28,6 +28,7 @@ from scaler.core.model import keys
 from scaler.core.planning.buffers import CapacityBuffer
 from scaler.core.planning.provreq import ProvisioningRequest
 from scaler.kube import buffers as kube_buffers
+from scaler.kube import convert_buffers
 from scaler.kube.convert import SnapshotError, assemble, node_from_json, pdb_from_json, pod_entry
 from scaler.kube.convert_dra import dra_view
 from scaler.kube.convert_storage import storage_view
@@ -272,7 +273,7 @@ class ClusterCache:
         # CapacityBuffers (optional: a cluster without the CRD has none) and the PodTemplates they name.
         custom = client.CustomObjectsApi(api)
         self.buffers = Informer("capacitybuffers", functools.partial(
-            custom.list_cluster_custom_object, kube_buffers.GROUP, kube_buffers.VERSION, kube_buffers.PLURAL),
+            custom.list_cluster_custom_object, convert_buffers.GROUP, convert_buffers.VERSION, convert_buffers.PLURAL),
             optional=True, **informer_options)
         self.pod_templates = Informer("podtemplates", core.list_pod_template_for_all_namespaces, **informer_options)
         self.scalable = kube_buffers.Scalable(api)
@@ -351,7 +352,7 @@ class ClusterCache:
         out = []
         for obj in self.buffers.items():
             try:
-                out.append(kube_buffers.buffer_from_json(obj, templates, self.scalable))
+                out.append(convert_buffers.buffer_from_json(obj, templates, self.scalable))
             except SnapshotError as err:
                 skip(err, obj)
             except KubeError as err:
