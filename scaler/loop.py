@@ -40,6 +40,7 @@ from scaler.providers.base import PoolProvider, ProviderError
 from scaler.reconcile import Pass, Planner, Reconciler
 
 log = logging.getLogger("scaler.loop")
+BUFFER_WATCHES = ("capacitybuffers", "podtemplates")  # stale: the buffers wait (scaler.kube.cache._buffers)
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
 
@@ -165,7 +166,8 @@ class Runtime:
         """What stops part of the work, on the scaler's Lease: a watch that fails, a pool the cloud refuses."""
         lease = ObjectRef("Lease", LEASE_NAME, self.namespace)
         for kind in stale:
-            stops = "drains" if kind == "poddisruptionbudgets" else "scale-downs and size resets below the instances"
+            stops = "drains" if kind == "poddisruptionbudgets" else "CapacityBuffers" if kind in BUFFER_WATCHES \
+                else "scale-downs and size resets below the instances"
             self.kube.event(lease, "WatchFailing", f"the {kind} watch is not synced: {stops} wait for it",
                             "Warning")
         for message in plan.quotas.values():

@@ -277,6 +277,7 @@ class ClusterCache:
             optional=True, **informer_options)
         self.pod_templates = Informer("podtemplates", core.list_pod_template_for_all_namespaces, **informer_options)
         self.scalable = kube_buffers.Scalable(api)
+        self._last_buffers: list[CapacityBuffer] = []
         self.informers = (self.pods, self.nodes, self.pdbs, self.pvcs, self.pvs, self.storage_classes,
                           self.csinodes, self.namespaces, self.device_classes, self.resource_claims,
                           self.claim_templates, self.resource_slices, self.buffers, self.pod_templates)
@@ -345,9 +346,10 @@ class ClusterCache:
 
     def _buffers(self, skip: Callable[[SnapshotError, Mapping[str, Any]], None]) -> list[CapacityBuffer]:
         """The CapacityBuffers with their PodTemplates (and scalable objects, read now); one that does not
-        convert is skipped. On unsynced PodTemplates none: a template not seen yet would read as missing."""
-        if not self.pod_templates.synced.is_set():
-            return []
+        convert is skipped. While either watch is not synced, the last ones read (a template not seen yet
+        would read as missing, and a buffer lost from view would give its nodes back)."""
+        if not (self.pod_templates.synced.is_set() and self.buffers.synced.is_set()):
+            return self._last_buffers
         templates = {_key(t): t for t in self.pod_templates.items()}
         out = []
         for obj in self.buffers.items():
@@ -357,6 +359,7 @@ class ClusterCache:
                 skip(err, obj)
             except KubeError as err:
                 log.warning("capacity buffer %s left out of this pass: %s", _key(obj), err)
+        self._last_buffers = out
         return out
 
     @staticmethod

@@ -47,3 +47,10 @@ def buffer_report(jobs: list[JobRun], buffers: list[CapacityBuffer]) -> dict[str
             "template": {k: v for k, v in (buf.template.requests.items() if buf.template else ())},
             "jobs_that_fit": len(fit), "pending_p50_s": percentile(waits, 0.5),
             "pending_p95_s": percentile(waits, 0.95), "pending_max_s": max(waits, default=0.0)}
+
+
+def buffer_line(section: dict[str, Any]) -> str:
+    """The summary's line: the pending time of the jobs that fit a placeholder."""
+    return (f"  buffer: {section['placeholders']} placeholders of 1 GPU; {section['jobs_that_fit']} jobs fit one, "
+            f"pending p50 {section['pending_p50_s']:g} s, p95 {section['pending_p95_s']:g} s, "
+            f"max {section['pending_max_s']:g} s")

@@ -328,7 +328,6 @@ def summary(report: dict[str, Any]) -> str:
     lines += [f"  {k:<{width}}  {report[k]}" for k in SUMMARY_KEYS]
     lines += prepaid_lines(report.get("prepaid") or {}, width)
     lines += failure_lines(report.get("failures") or {}, width)
-    lines += buffer_lines(report.get("buffer"), width)
     lines.append(baseline_line(report))
     requests = report.get("provisioning_requests")
     if requests is not None:
@@ -336,15 +335,6 @@ def summary(report: dict[str, Any]) -> str:
         lines += provisioning_requests_lines(requests)
     lines += never_started_lines(report)
     return "\n".join(lines)
-
-
-def buffer_lines(section: dict[str, Any] | None, width: int) -> list[str]:
-    """`--buffer`: the pending time of the jobs that fit the CapacityBuffer (scaler/sim/buffer.py)."""
-    if not section:
-        return []
-    return [f"  {'buffer':<{width}}  {section['placeholders']} placeholders of 1 GPU: {section['jobs_that_fit']} "
-            f"jobs fit one, pending p50 {section['pending_p50_s']:g} s, p95 {section['pending_p95_s']:g} s, "
-            f"max {section['pending_max_s']:g} s"]
 
 
 def failure_lines(failures: dict[str, Any], width: int) -> list[str]:

@@ -27,7 +27,7 @@ from scaler.core.planning.planner import plan
 from scaler.core.scheduling.scoring import PROFILES
 from scaler.providers.sim import Outage, SimProvider
 from scaler.reconcile import Planner
-from scaler.sim.buffer import buffer_report, gpu_buffer
+from scaler.sim.buffer import buffer_line, buffer_report, gpu_buffer
 from scaler.sim.dra import dra_config
 from scaler.sim.engine import Engine
 from scaler.sim.failures import GpuFailures
@@ -245,6 +245,8 @@ def main(args: argparse.Namespace) -> int:
 
         plot_timeline(result, args.plot, title=f"{Path(args.trace).name}, {args.scheduler} scheduler", report=report)
     print(summary(report))
+    if report["buffer"]:
+        print(buffer_line(report["buffer"]))
     if args.report:
         print(f"report: {args.report}")
     if args.plot:

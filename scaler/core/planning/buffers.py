@@ -222,8 +222,7 @@ def outcomes(buffers: list[CapacityBuffer], injected: Injected, verdicts: dict[s
                 _set(conds, PROVISIONING, "False", EMPTY, "CapacityBuffer has zero replicas", now)
             else:
                 _set(conds, PROVISIONING, "True", INJECTED, f"{count} placeholder pods planned by gpuburst", now)
-        ref = buf.template_ref if buf.template_ref is not None else None
-        status = BufferStatus(count, ref if not error else None, buf.template_generation if not error else None,
-                              buf.strategy, conds)
+        status = BufferStatus(count, None if error else buf.template_ref,
+                              None if error else buf.template_generation, buf.strategy, conds)
         out[buf.key] = BufferOutcome(status, error, placed)
     return out
