@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from charts_helpers import Obj, Validator
+from charts_helpers import Obj, Validator, is_our_chart, releases, scaler_objects
+from platform_helpers import STACK_ENV, platform_program
 
 from scaler.core.model.objects import Pod
 from scaler.core.model.resources import parse_resources
@@ -46,3 +47,12 @@ def test_the_crd_refuses_a_negative_size_and_an_unknown_field() -> None:
         body = copy.deepcopy(BUFFER)
         body["spec"][field] = value
         assert field in (validator().validate(Obj("example", body), "1.35.0") or ""), field
+
+
+def test_the_platform_installs_the_crd_with_the_scalers_release() -> None:
+    """Helm installs a chart's crds/ before its templates unless the release skips them; the platform's does not."""
+    recorder = platform_program("aws", scaler_env=STACK_ENV["aws"])
+    (release,) = [r for r in releases(recorder) if is_our_chart(r.inputs["chart"])]
+    assert not release.inputs.get("skipCrds")
+    rendered = scaler_objects(recorder)
+    assert [c["metadata"]["name"] for c in rendered.crds] == ["capacitybuffers.autoscaling.x-k8s.io"]
