@@ -40,6 +40,7 @@ INJECTED, NOT_READY, EMPTY = "FakePodsInjected", "NotReadyForProvisioning", "Buf
 SCALABLE_KINDS = ("Deployment", "ReplicaSet", "StatefulSet")  # apps/v1, what the adapter reads
 # Below every PriorityClass value (int32): the scheduler's queue, and the planner's, place real pods first.
 PLACEHOLDER_PRIORITY = -(2**31) - 1
+MAX_PLACEHOLDERS = 10_000  # per buffer: each is a pod every pass plans; a typo of a few zeros must not stall it
 
 
 class BufferError(ValueError):
@@ -150,6 +151,8 @@ def desired(buf: CapacityBuffer) -> int:
         room = min(max(0, buf.limits[r]) // v for r, v in asked.items())
         wanted = room if wanted is None else min(wanted, room)
     assert wanted is not None  # _check_spec: one of the three is set
+    if wanted > MAX_PLACEHOLDERS:
+        raise BufferError(f"spec: {wanted} replicas, more than the {MAX_PLACEHOLDERS} gpuburst keeps for one buffer")
     return wanted
 
 

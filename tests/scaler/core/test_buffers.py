@@ -113,6 +113,7 @@ def test_placeholders_never_evict_and_stop_at_the_pools_max() -> None:
     (buffer(None, percentage=-5, template_ref=None, scalable=ScalableRef("Deployment", "web"), scalable_replicas=4),
      "spec.percentage: -5 is negative (at least 0)"),
     (buffer(None), "spec: none of replicas, percentage and limits is set"),
+    (buffer(100_000), "spec: 100000 replicas, more than the 10000 gpuburst keeps for one buffer"),
     (buffer(2, scalable=ScalableRef("Deployment", "web")), "spec: exactly one of podTemplateRef and scalableRef"),
 ])
 def test_a_bad_buffer_is_answered_in_its_status_and_the_pass_goes_on(buf: CapacityBuffer, message: str) -> None:
