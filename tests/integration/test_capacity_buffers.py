@@ -102,3 +102,19 @@ def test_a_buffer_that_cannot_be_served_gets_a_warning_and_the_pass_goes_on(worl
     world.step()  # the same errors again: no new Event (the status says it)
     assert sum(1 for e in world.kube.objects("events") if e["reason"] == "BufferNotReady") == 2
     assert status(world.kube, "garbled") == {}  # not read, so not answered: its Event says why
+
+
+def test_a_percentage_of_a_deployments_replicas(world: SimWorld) -> None:
+    world.kube.put("deployments", {
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "serve", "namespace": "ml"},
+        "spec": {"replicas": 10, "selector": {"matchLabels": {"app": "serve"}}, "template": {
+            "metadata": {"labels": {"app": "serve"}},
+            "spec": {"tolerations": GPU_TOLERATIONS, "containers": [{"name": "s", "image": "s:1", "resources": {
+                "requests": {"cpu": "16", "memory": "64Gi", keys.RES_GPU: "8"}}}]}}}})
+    buffer(world.kube, "headroom", {"scalableRef": {"apiGroup": "apps", "kind": "Deployment", "name": "serve"},
+                                    "percentage": 25})
+    settle(world, "buffers", 1)
+    world.step()
+    assert world.desired() == 2  # 25 % of 10 replicas, rounded down
+    assert conditions(world.kube, "headroom")["Provisioning"] == ("True", "FakePodsInjected")
+    assert status(world.kube, "headroom")["replicas"] == 2
