@@ -146,8 +146,9 @@ class Plan:
             out["repairs"] = [{"node": r.node, "pool": r.pool, "signal": r.signal, "since": r.since,
                                "started": r.started} for r in self.repairs]
             out["repair_paused"] = dict(self.repair_paused)
-        if self.buffers:
-            out["buffers"] = {k: {"replicas": b.status.replicas, "error": b.error, "placeholders": b.where()}
+        if self.buffers:  # where each placeholder sits with `pods` only: the status ConfigMap stays small
+            out["buffers"] = {k: {"replicas": b.status.replicas, "error": b.error,
+                                  **({"placeholders": b.where()} if pods else {})}
                               for k, b in sorted(self.buffers.items())}
         if pods:
             out["pods"] = {k: {"outcome": v.outcome, "pool": v.pool, "node": v.node, "reasons": v.reasons}

@@ -11,7 +11,11 @@ import pytest
 from sim_helpers import ROOT, write_trace
 
 from scaler.cli import main
+from scaler.configfile import load_config
 from scaler.core.model import keys
+from scaler.core.planning.planner import plan
+from scaler.core.planning.state import State
+from scaler.sim.plan_command import load_snapshot
 
 SNAPSHOT = ROOT / "examples" / "snapshot-aws.json"
 POOLS = ROOT / "examples" / "pools-aws.yaml"
@@ -71,3 +75,16 @@ def test_simulate_buffer_refuses_a_negative_size(tmp_path: Path, capsys: pytest.
     trace = write_trace(tmp_path / "t.csv", ["j1,0,1,60,1"])
     assert main(["simulate", "--trace", str(trace), "--pools", str(POOLS), "--buffer", "-2"]) == 2
     assert capsys.readouterr().err.strip() == "error: --buffer -2: a number of GPUs, at least 0"
+
+
+def test_plan_json_names_the_placeholders_and_the_status_configmap_only_counts(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    snap = with_buffers(tmp_path, {"ready": {"podTemplateRef": {"name": "l4"}, "replicas": 2}})
+    assert main(["plan", "--snapshot", str(snap), "--pools", str(POOLS), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert sorted(data["buffers"]["ml/ready"]["placeholders"]) == ["capacity-buffer-ready-1", "capacity-buffer-ready-2"]
+    assert not any("capacity-buffer" in k for k in data["pods"])
+
+    config = load_config(POOLS)
+    result, _ = plan(load_snapshot(snap, config)[0], State(), config)
+    assert result.to_dict(pods=False)["buffers"] == {"ml/ready": {"replicas": 2, "error": ""}}
