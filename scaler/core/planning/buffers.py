@@ -167,13 +167,9 @@ def placeholders(buf: CapacityBuffer, count: int) -> list[Pod]:
                      keys.ANNOTATION_BUFFER: buf.name}) for i in range(1, count + 1)]
 
 
-def is_placeholder(pod: Pod) -> bool:
-    return pod.annotations.get(keys.ANNOTATION_BUFFER_POD_TYPE) == keys.BUFFER_POD_TYPE
-
-
 @dataclass(slots=True)
 class Injected:
-    """What `inject` resolved: buffer key -> (its placeholders' keys, or the error that stopped it)."""
+    """What `inject` resolved, by buffer key: its placeholders' keys and count, or the error that stopped it."""
 
     pods: dict[str, list[str]] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
