@@ -6,7 +6,8 @@ Kueue queues them (`--provisioning-requests`) and the Alibaba trace's GPU-sharin
 (examples/pools-aws-shared.yaml, `--gpu-sharing`), and PHILLY-A with a 32-GPU Capacity Block for its first
 5 days in front of the spot/on-demand ladder (examples/pools-aws-reserved.yaml), both traces on the same
 pools as DRA pools with each job's GPUs as a ResourceClaim (`--dra`, issue 24), PHILLY-A with random GPU
-failures (0.001 per GPU-hour) with and without the scaler's repair, and both traces on the shared two-shapes
+failures (0.001 per GPU-hour) with and without the scaler's repair, PHILLY-A with a CapacityBuffer of 8 1-GPU
+pods (`--buffer 8`), and both traces on the shared two-shapes
 pools (../shared/pools/two-shapes.yaml: one 1-GPU and one 8-GPU shape, the adaptive unneeded time's
 acceptance, issue 27). Every stopped job loses the work since its last checkpoint (every 1800 s). Prints the
 command line of each run and one line of figures; these are the figures docs/simulator.md and the README quote.
@@ -41,6 +42,7 @@ GPU_FAILURE_RATE = 0.001  # GPU failures per GPU-hour
 CHECKPOINT = 1800.0  # seconds of run between a job's checkpoints (the simulator's default)
 SHARED_POOLS = "examples/pools-aws-shared.yaml"
 RESERVED_POOLS = "examples/pools-aws-reserved.yaml"  # the usual pools plus a Capacity Block (issue 25)
+BUFFER_GPUS = 8  # a CapacityBuffer of 8 1-GPU placeholder pods (issue 27)
 TWO_SHAPES = "two-shapes.yaml"  # beside the traces' folder: ../shared/pools (issue 27)
 
 
@@ -79,6 +81,9 @@ def runs(traces: Path, pools: str, untainted: str | None) -> list[tuple[str, dic
         out.append((f"{trace} default, DRA pools, GPUs as ResourceClaims (--dra)",
                     {"trace": str(traces / trace), "pools": pools, "scheduler": "default", "outages": [],
                      "dra": True}))
+    out.append((f"PHILLY-A.csv default, CapacityBuffer of {BUFFER_GPUS} 1-GPU pods (--buffer {BUFFER_GPUS})",
+                {"trace": str(traces / "PHILLY-A.csv"), "pools": pools, "scheduler": "default", "outages": [],
+                 "buffer_gpus": BUFFER_GPUS}))
     out.append(("PHILLY-A.csv default, 32-GPU Capacity Block for the first 5 days (pools-aws-reserved.yaml)",
                 {"trace": str(traces / "PHILLY-A.csv"), "pools": RESERVED_POOLS, "scheduler": "default",
                  "outages": []}))
@@ -106,6 +111,8 @@ def command_line(kw: dict[str, Any]) -> str:
         outages += " --dra"
     if kw.get("provisioning_requests"):
         outages += " --provisioning-requests"
+    if kw.get("buffer_gpus"):
+        outages += f" --buffer {kw['buffer_gpus']}"
     if "checkpoint_interval" in kw:
         outages += f" --checkpoint-interval {kw['checkpoint_interval']:g}"
     if kw.get("gpu_failure_rate"):
@@ -146,6 +153,11 @@ def markdown(rows: list[tuple[str, dict[str, Any], dict[str, Any]]]) -> str:
                 label += (f"; {f['gpu_failures']} GPU failures on {f['failed_nodes']} nodes, {f['repaired_nodes']} "
                           f"repaired, mean repair delay {f['repair_delay_mean_s']} s")
             label += ")"
+        buffer = r.get("buffer")
+        if buffer:
+            b = buffer
+            label += (f" ({b['jobs_that_fit']} jobs fit a placeholder: pending p50 {b['pending_p50_s']:.0f} / "
+                      f"p95 {b['pending_p95_s']:.0f} / max {b['pending_max_s']:.0f} s)")
         lines.append(
             f"| {label} | {r['jobs_completed']}/{r['jobs_total']} | {r['jobs_never_started']} "
             f"| {r['demand_gpu_hours']:,.1f} | {r['demand_fractional_gpu_hours']:,.1f} | {r['paid_gpu_hours']:,.1f} "
@@ -169,7 +181,8 @@ def _one(kw: dict[str, Any]) -> dict[str, Any]:
                          interruption_rate=kw.get("interruption_rate", 0.0), gpu_sharing=kw.get("gpu_sharing", False),
                          provisioning_requests=kw.get("provisioning_requests", False), dra=kw.get("dra", False),
                          gpu_failure_rate=kw.get("gpu_failure_rate", 0.0), repair=kw.get("repair", True),
-                         checkpoint_interval=kw.get("checkpoint_interval", CHECKPOINT))
+                         checkpoint_interval=kw.get("checkpoint_interval", CHECKPOINT),
+                         buffer_gpus=kw.get("buffer_gpus", 0))
     return report
 
 

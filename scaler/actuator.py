@@ -34,6 +34,7 @@ from typing import Any, Protocol
 from scaler.core.model import keys
 from scaler.core.model.objects import Node, Pod
 from scaler.core.model.workload import blocker, to_evict
+from scaler.core.planning.buffers import BufferOutcome, BufferStatus, CapacityBuffer
 from scaler.core.planning.decisions import Plan, ScaleDown
 from scaler.core.planning.provreq import Condition, ProvisioningRequest
 from scaler.core.planning.snapshot import DrainState, Snapshot
@@ -59,6 +60,8 @@ class Acting(Protocol):
     def act(self, plan: Plan, snapshot: Snapshot) -> None: ...
 
     def answer(self, requests: list[ProvisioningRequest], answers: dict[str, dict[str, Condition]]) -> None: ...
+
+    def write_buffers(self, buffers: list[CapacityBuffer], outcomes: dict[str, BufferOutcome]) -> None: ...
 
 
 @dataclass(slots=True)
@@ -160,6 +163,18 @@ class Actuator:
                 self.kube.write_conditions(req, conditions)
             except KubeError as err:
                 self.metrics.kube_errors.labels("provisioningrequest-status").inc()
+                log.warning("%s", err)
+
+    def write_buffers(self, buffers: list[CapacityBuffer], outcomes: dict[str, BufferOutcome]) -> None:
+        """Write each CapacityBuffer's status (those that changed)."""
+        for buf in buffers:
+            out = outcomes.get(buf.key)
+            if out is None or out.status == buf.status:
+                continue
+            try:
+                self.kube.write_buffer_status(buf, out.status)
+            except KubeError as err:
+                self.metrics.kube_errors.labels("capacitybuffer-status").inc()
                 log.warning("%s", err)
 
     # --- the cloud ------------------------------------------------------------------------------------
@@ -350,6 +365,10 @@ class Recorder:
     def answer(self, requests: list[ProvisioningRequest], answers: dict[str, dict[str, Condition]]) -> None:
         self.kube.calls.extend(("write_conditions", r.key) for r in requests if answers.get(r.key) != r.conditions)
 
+    def write_buffers(self, buffers: list[CapacityBuffer], outcomes: dict[str, BufferOutcome]) -> None:
+        self.kube.calls.extend(("write_buffer_status", b.key) for b in buffers
+                               if b.key in outcomes and outcomes[b.key].status != b.status)
+
 
 class RecordingKube:
     """`ports.Kube` for a dry run: remembers the last calls, changes nothing."""
@@ -385,6 +404,9 @@ class RecordingKube:
 
     def write_conditions(self, request: ProvisioningRequest, conditions: dict[str, Condition]) -> None:
         self._record("write_conditions", request.key)
+
+    def write_buffer_status(self, buffer: CapacityBuffer, status: BufferStatus) -> None:
+        self._record("write_buffer_status", buffer.key)
 
     def write_status(self, status: dict[str, Any]) -> None:
         self.status = status

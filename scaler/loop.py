@@ -24,6 +24,7 @@ from typing import Protocol
 from scaler.actuator import Acting, Actuator, Recorder
 from scaler.configfile import load_config
 from scaler.core.config.settings import ConfigError, ScalerConfig
+from scaler.core.planning.buffers import READY
 from scaler.core.planning.capacity import zone_hints
 from scaler.core.planning.decisions import Plan
 from scaler.core.planning.planner import plan as core_plan
@@ -39,6 +40,7 @@ from scaler.providers.base import PoolProvider, ProviderError
 from scaler.reconcile import Pass, Planner, Reconciler
 
 log = logging.getLogger("scaler.loop")
+BUFFER_WATCHES = ("capacitybuffers", "podtemplates")  # stale: the buffers wait (scaler.kube.cache._buffers)
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
 
@@ -114,6 +116,7 @@ class Runtime:
         self._events(done.plan, done.snapshot)
         self._warnings(done.plan, done.view.stale)
         self._skipped([*done.view.skipped, *self.cluster.skipped_requests()])
+        self._buffer_events(done)
         self._status(done)
         self._observe_metrics(done)
         self.metrics.pass_duration.observe(time.monotonic() - started)
@@ -163,7 +166,8 @@ class Runtime:
         """What stops part of the work, on the scaler's Lease: a watch that fails, a pool the cloud refuses."""
         lease = ObjectRef("Lease", LEASE_NAME, self.namespace)
         for kind in stale:
-            stops = "drains" if kind == "poddisruptionbudgets" else "scale-downs and size resets below the instances"
+            stops = "drains" if kind == "poddisruptionbudgets" else "CapacityBuffers" if kind in BUFFER_WATCHES \
+                else "scale-downs and size resets below the instances"
             self.kube.event(lease, "WatchFailing", f"the {kind} watch is not synced: {stops} wait for it",
                             "Warning")
         for message in plan.quotas.values():
@@ -183,6 +187,18 @@ class Runtime:
             self.kube.event(ObjectRef(s.kind, s.name, s.namespace, s.uid), "FailedToRead",
                             f"gpuburst left this object out of its passes: {s.message}", "Warning")
         self.metrics.replace(self.metrics.skipped_objects, counts)
+
+    def _buffer_events(self, done: Pass) -> None:
+        """A CapacityBuffer that cannot be served gets a Warning Event when its error is new (its status says
+        it every pass); its placeholders are not planned, the pass goes on."""
+        for buf in done.snapshot.buffers:
+            out = done.plan.buffers.get(buf.key)
+            if out is None or not out.error:
+                continue
+            before = buf.status.conditions.get(READY) if buf.status is not None else None
+            if before is None or before.status != "False" or before.message != out.error:
+                self.kube.event(ObjectRef("CapacityBuffer", buf.name, buf.namespace, buf.uid), "BufferNotReady",
+                                f"gpuburst keeps no room for this buffer: {out.error}", "Warning")
 
     def _status(self, done: Pass) -> None:
         plan, snapshot = done.plan, done.snapshot

@@ -120,7 +120,12 @@ KUBERNETES_RBAC_RULES: Final[list[dict[str, list[str]]]] = [
     # through the status subresource only.
     {"apiGroups": ["autoscaling.x-k8s.io"], "resources": ["provisioningrequests"], "verbs": ["list"]},
     {"apiGroups": ["autoscaling.x-k8s.io"], "resources": ["provisioningrequests/status"], "verbs": ["patch"]},
-    {"apiGroups": [""], "resources": ["podtemplates"], "verbs": ["get"]},
+    {"apiGroups": [""], "resources": ["podtemplates"], "verbs": ["get", "list", "watch"]},
+    # CapacityBuffers (issue 27): watched, answered through the status subresource only; the workloads a
+    # buffer's scalableRef names are read for their pod template and replicas.
+    {"apiGroups": ["autoscaling.x-k8s.io"], "resources": ["capacitybuffers"], "verbs": ["list", "watch"]},
+    {"apiGroups": ["autoscaling.x-k8s.io"], "resources": ["capacitybuffers/status"], "verbs": ["update"]},
+    {"apiGroups": ["apps"], "resources": ["deployments", "replicasets", "statefulsets"], "verbs": ["get"]},
 ]
 
 # Role in the scaler's own namespace: its Lease and its status ConfigMap. `create` cannot be

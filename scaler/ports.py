@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from scaler.core.model.objects import Node, Pod, PodDisruptionBudget
+from scaler.core.planning.buffers import BufferStatus, CapacityBuffer
 from scaler.core.planning.provreq import Condition, ProvisioningRequest
 from scaler.core.scheduling.filters import DraObjects, Storage
 
@@ -63,6 +64,7 @@ class ClusterView:
     stale: list[str] = field(default_factory=list)  # the watches that are not synced
     skipped: list[Skipped] = field(default_factory=list)  # objects that did not convert
     dra: DraObjects = field(default_factory=DraObjects)  # DeviceClasses, ResourceClaims (+Templates), ResourceSlices
+    buffers: list[CapacityBuffer] = field(default_factory=list)  # CapacityBuffers, their references resolved
 
 
 class Observer(Protocol):
@@ -105,6 +107,10 @@ class Kube(Protocol):
 
     def write_conditions(self, request: ProvisioningRequest, conditions: dict[str, Condition]) -> None:
         """Set a ProvisioningRequest's status conditions."""
+        ...
+
+    def write_buffer_status(self, buffer: CapacityBuffer, status: BufferStatus) -> None:
+        """Set a CapacityBuffer's status (the status subresource)."""
         ...
 
     def write_status(self, status: dict[str, Any]) -> None:

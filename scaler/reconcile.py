@@ -72,12 +72,13 @@ class Reconciler:
         snapshot = Snapshot(now=now, pending=view.pending, nodes=view.nodes, pools=pools, pdbs=view.pdbs,
                             fresh=view.fresh, pdbs_fresh=view.pdbs_fresh, interruptions=list(self.notices),
                             draining=self.actuator.draining(), abandoned=abandoned, refused=refused,
-                            storage=view.storage, namespaces=view.namespaces, dra=view.dra)
+                            storage=view.storage, namespaces=view.namespaces, dra=view.dra, buffers=view.buffers)
         requests = self._read_requests() if view.fresh else []
         plan, self.state, answers = provreq.serve(snapshot, self.state, self.config, requests, self.planner)
         self.actuator.act(plan, snapshot)
         self.notices = [n for n in self.notices if n not in plan.handled]
         self.actuator.answer(requests, answers)
+        self.actuator.write_buffers(view.buffers, plan.buffers)
         return Pass(plan, snapshot, view, requests)
 
     def _read_notices(self) -> None:

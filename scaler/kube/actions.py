@@ -21,7 +21,9 @@ from kubernetes.leaderelection.resourcelock.leaselock import LeaseLock
 from urllib3.exceptions import HTTPError as TransportError
 
 from scaler.core.model import keys
+from scaler.core.planning.buffers import BufferStatus, CapacityBuffer
 from scaler.core.planning.provreq import Condition, ProvisioningRequest
+from scaler.kube.buffers import write_status as write_buffer_status
 from scaler.kube.client import MERGE_PATCH, TIMEOUT
 from scaler.kube.provreq import ProvisioningRequests
 from scaler.permissions import LEASE_NAME, STATUS_CONFIGMAP
@@ -53,6 +55,7 @@ class KubeActions:
                  before_change: Callable[[], None] = lambda: None) -> None:
         self.core = client.CoreV1Api(api)
         self.requests = ProvisioningRequests(api)
+        self.custom = client.CustomObjectsApi(api)
         self.nodes = nodes
         self.namespace = namespace
         self._event_interval = event_interval
@@ -148,6 +151,10 @@ class KubeActions:
     def write_conditions(self, request: ProvisioningRequest, conditions: dict[str, Condition]) -> None:
         self.before_change()
         self.requests.write(request, conditions)
+
+    def write_buffer_status(self, buffer: CapacityBuffer, status: BufferStatus) -> None:
+        self.before_change()
+        write_buffer_status(self.custom, buffer, status)
 
     # --- events ------------------------------------------------------------------------------
     def event(self, ref: ObjectRef, reason: str, message: str, type_: str = "Normal") -> None:

@@ -12,6 +12,7 @@ empty and synced, and looked for again every few minutes.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import random
@@ -24,19 +25,22 @@ from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
 from scaler.core.model import keys
+from scaler.core.planning.buffers import CapacityBuffer
 from scaler.core.planning.provreq import ProvisioningRequest
+from scaler.kube import buffers as kube_buffers
+from scaler.kube import convert_buffers
 from scaler.kube.convert import SnapshotError, assemble, node_from_json, pdb_from_json, pod_entry
 from scaler.kube.convert_dra import dra_view
 from scaler.kube.convert_storage import storage_view
 from scaler.kube.provreq import ProvisioningRequests
-from scaler.ports import ClusterView, Skipped
+from scaler.ports import ClusterView, KubeError, Skipped
 
 log = logging.getLogger(__name__)
 JSON = dict[str, Any]
 # The first word of a SnapshotError (scaler.kube.convert) -> the kind of the object it is about.
 KINDS = {"pod": "Pod", "node": "Node", "poddisruptionbudget": "PodDisruptionBudget",
          "persistentvolumeclaim": "PersistentVolumeClaim", "persistentvolume": "PersistentVolume",
-         "storageclass": "StorageClass", "csinode": "CSINode",
+         "storageclass": "StorageClass", "csinode": "CSINode", "capacitybuffer": "CapacityBuffer",
          # scaler.core.dra.convert names the object by its kind
          **{k: k for k in ("DeviceClass", "ResourceClaim", "ResourceClaimTemplate", "ResourceSlice")}}
 _NAMING = ("name", "namespace", "uid", "resourceVersion")  # the metadata a slim Informer keeps
@@ -266,9 +270,17 @@ class ClusterCache:
                                         **informer_options)
         self.resource_slices = Informer("resourceslices", dra.list_resource_slice, optional=True,
                                         **informer_options)
+        # CapacityBuffers (optional: a cluster without the CRD has none) and the PodTemplates they name.
+        custom = client.CustomObjectsApi(api)
+        self.buffers = Informer("capacitybuffers", functools.partial(
+            custom.list_cluster_custom_object, convert_buffers.GROUP, convert_buffers.VERSION, convert_buffers.PLURAL),
+            optional=True, **informer_options)
+        self.pod_templates = Informer("podtemplates", core.list_pod_template_for_all_namespaces, **informer_options)
+        self.scalable = kube_buffers.Scalable(api)
+        self._last_buffers: list[CapacityBuffer] = []
         self.informers = (self.pods, self.nodes, self.pdbs, self.pvcs, self.pvs, self.storage_classes,
                           self.csinodes, self.namespaces, self.device_classes, self.resource_claims,
-                          self.claim_templates, self.resource_slices)
+                          self.claim_templates, self.resource_slices, self.buffers, self.pod_templates)
 
     def start(self) -> None:
         for inf in self.informers:
@@ -330,7 +342,25 @@ class ClusterCache:
         dra = dra_view(self.device_classes.items(), self.resource_claims.items(), self.claim_templates.items(),
                        self.resource_slices.items(), skip)
         return ClusterView(view.pending, list(view.nodes.values()), pdbs, fresh, pdbs_fresh, storage,
-                           namespaces or {}, stale, skipped, dra)
+                           namespaces or {}, stale, skipped, dra, self._buffers(skip))
+
+    def _buffers(self, skip: Callable[[SnapshotError, Mapping[str, Any]], None]) -> list[CapacityBuffer]:
+        """The CapacityBuffers with their PodTemplates (and scalable objects, read now); one that does not
+        convert is skipped. While either watch is not synced, the last ones read (a template not seen yet
+        would read as missing, and a buffer lost from view would give its nodes back)."""
+        if not (self.pod_templates.synced.is_set() and self.buffers.synced.is_set()):
+            return self._last_buffers
+        templates = {_key(t): t for t in self.pod_templates.items()}
+        out = []
+        for obj in self.buffers.items():
+            try:
+                out.append(convert_buffers.buffer_from_json(obj, templates, self.scalable))
+            except SnapshotError as err:
+                skip(err, obj)
+            except KubeError as err:
+                log.warning("capacity buffer %s left out of this pass: %s", _key(obj), err)
+        self._last_buffers = out
+        return out
 
     @staticmethod
     def _converted(informer: Informer, skip: Callable[[SnapshotError, Mapping[str, Any]], None]) -> list[Any]:

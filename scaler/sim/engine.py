@@ -32,6 +32,7 @@ from scaler.actuator import Actuator
 from scaler.core.config.settings import ScalerConfig
 from scaler.core.model.objects import Pod, PodDisruptionBudget
 from scaler.core.planning import provreq
+from scaler.core.planning.buffers import CapacityBuffer
 from scaler.core.planning.decisions import Plan
 from scaler.core.planning.snapshot import Snapshot
 from scaler.core.planning.state import State
@@ -67,6 +68,7 @@ class Engine:
         provisioning_requests: bool = False,
         failures: GpuFailures | None = None,
         dra: bool = False,
+        buffers: list[CapacityBuffer] | None = None,
     ) -> None:
         """`device_plugin_delay`: a GPU node registers Ready with no allocatable GPU and publishes its
         GPUs this many seconds later (the NVIDIA device plugin starting); 0 publishes them at once."""
@@ -79,6 +81,7 @@ class Engine:
         self.dra = SimDra(config, SIM_NAMESPACE) if dra else None  # `config` has the DRA pools (scaler/sim/dra.py)
         self.binder = Binder({profile.scheduler_name: profile}, dra=self.dra.state if self.dra else None)
         self.gpu_sharing = gpu_sharing
+        self.buffers = list(buffers or [])  # CapacityBuffers (scaler/sim/buffer.py), deleted with the last job
         self.failures = failures or GpuFailures()
         self.runs = [JobRun(j, [on_claims(p) for p in job_pods(j, config, profile.scheduler_name, gpu_sharing)]
                             if dra else job_pods(j, config, profile.scheduler_name, gpu_sharing)) for j in jobs]
@@ -310,8 +313,9 @@ class Engine:
     def observe(self, pool_of: Callable[[str], str | None]) -> ClusterView:
         if self.dra is not None:
             nodes, objects = self.dra.view(list(self.binder.nodes.values()))
-            return ClusterView(list(self.pending.values()), nodes, self._pdbs(), dra=objects)
-        return ClusterView(list(self.pending.values()), list(self.binder.nodes.values()), self._pdbs())
+            return ClusterView(list(self.pending.values()), nodes, self._pdbs(), dra=objects, buffers=self.buffers)
+        return ClusterView(list(self.pending.values()), list(self.binder.nodes.values()), self._pdbs(),
+                           buffers=self.buffers)
 
     def provisioning_requests(self) -> list[provreq.ProvisioningRequest]:
         return self.kueue.live()
@@ -378,6 +382,8 @@ class Engine:
                 timer_due = self._timers(tick)
             if self.finished() or tick >= self.max_time:
                 break
+            if self.buffers and self.completed + self.rejected == len(self.runs):
+                self.buffers, self.dirty = [], True  # the trace is over: the buffer goes, the pools return to min
             nxt = min(self.events[0][0] if self.events else math.inf, self.provider.next_event(), timer_due,
                       self._gpus_due[0][0] if self._gpus_due else math.inf, self.failures.next_time())
             if self.plan_nonempty or self.actuator.drains or self.provider.has_unreported_failures():

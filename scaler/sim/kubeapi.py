@@ -19,6 +19,7 @@ from scaler.core.config.settings import ScalerConfig
 from scaler.core.model import keys
 from scaler.core.model.objects import Node, Pod, PodDisruptionBudget, Taint
 from scaler.core.model.workload import is_gpu_device
+from scaler.core.planning.buffers import BufferStatus, CapacityBuffer
 from scaler.core.planning.provreq import Condition, ProvisioningRequest
 from scaler.ports import EvictResult, ObjectRef
 from scaler.providers.sim import Instance
@@ -107,6 +108,9 @@ class SimKube:
 
     def write_conditions(self, request: ProvisioningRequest, conditions: dict[str, Condition]) -> None:
         self.conditions(request, conditions)
+
+    def write_buffer_status(self, buffer: CapacityBuffer, status: BufferStatus) -> None:
+        buffer.status = status  # the simulator's buffers live in memory: the next pass reads this
 
     def write_status(self, status: dict[str, Any]) -> None:
         self.status = status

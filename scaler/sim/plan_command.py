@@ -5,7 +5,9 @@ file; the List may also hold the PersistentVolumeClaims, PersistentVolumes, Stor
 CSINodes and Namespaces kube-scheduler's volume and namespaceSelector filters read (`kubectl get
 pods,nodes,pvc,pv,storageclass,csinode,namespaces -A -o json`), and the DRA objects kube-scheduler's
 DynamicResources filter reads (`kubectl get pods,nodes,resourceclaims,resourceclaimtemplates,deviceclasses,
-resourceslices -A -o json`). Nodes belong to the pool their
+resourceslices -A -o json`), and the CapacityBuffers with the PodTemplates (or Deployments, ReplicaSets,
+StatefulSets) they name (`kubectl get pods,nodes,podtemplates,capacitybuffers -A -o json`): each buffer's
+placeholders are planned and listed with where they sit. Nodes belong to the pool their
 gpuburst.io/pool label names; a pool's desired size is taken as its node count. Pending pods are
 those the scheduler marked PodScheduled=False/Unschedulable, as cluster-autoscaler reads them. The
 snapshot's time is its latest timestamp (creations, node conditions' transitions), so the same file always
@@ -27,6 +29,7 @@ from scaler.core.config.settings import ConfigError, ScalerConfig
 from scaler.core.dra import convert as dra_convert
 from scaler.core.model import keys
 from scaler.core.planning import idle_time
+from scaler.core.planning.buffers import SCALABLE_KINDS, CapacityBuffer
 from scaler.core.planning.capacity import zone_hints
 from scaler.core.planning.decisions import Plan
 from scaler.core.planning.planner import plan
@@ -35,11 +38,14 @@ from scaler.core.planning.snapshot import PoolObservation, Snapshot
 from scaler.core.planning.state import State
 from scaler.core.scheduling.filters import DraObjects
 from scaler.kube.convert import SnapshotError, cluster_view
+from scaler.kube.convert_buffers import buffer_from_json
 from scaler.kube.convert_storage import storage_view
 
 # The kinds read besides Node and Pod: what the filters of scaler.core.scheduling.filters need.
 STORAGE_KINDS = ("PersistentVolumeClaim", "PersistentVolume", "StorageClass", "CSINode", "Namespace")
 DRA_KINDS = ("DeviceClass", "ResourceClaim", "ResourceClaimTemplate", "ResourceSlice")
+# CapacityBuffers, with the PodTemplates and workloads they name (kubectl get ...,podtemplates,capacitybuffers).
+BUFFER_KINDS = ("CapacityBuffer", "PodTemplate", *SCALABLE_KINDS)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -71,7 +77,8 @@ def load_snapshot(path: str | Path, config: ScalerConfig) -> tuple[Snapshot, lis
     if not isinstance(data, dict) or not isinstance(data.get("items"), list):
         raise SnapshotError(f"{p}: expected a List with 'items' (kubectl get pods,nodes -o json)")
     notes: list[str] = []
-    by_kind: dict[str, list[dict[str, Any]]] = {k: [] for k in ("Node", "Pod", *STORAGE_KINDS, *DRA_KINDS)}
+    by_kind: dict[str, list[dict[str, Any]]] = {k: [] for k in ("Node", "Pod", *STORAGE_KINDS, *DRA_KINDS,
+                                                                  *BUFFER_KINDS)}
     latest = 0.0
     for i, obj in enumerate(data["items"]):
         if not isinstance(obj, dict):
@@ -82,7 +89,7 @@ def load_snapshot(path: str | Path, config: ScalerConfig) -> tuple[Snapshot, lis
             raise SnapshotError(f"{p}: items[{i}] ({kind}): metadata.name is missing")
         if not isinstance(meta.get("namespace", ""), str):
             raise SnapshotError(f"{p}: items[{i}] ({kind}): metadata.namespace is not a string")
-        namespaced = kind in ("Pod", "ResourceClaim", "ResourceClaimTemplate")
+        namespaced = kind in ("Pod", "ResourceClaim", "ResourceClaimTemplate", *BUFFER_KINDS)
         where = f"{p}: {kind} {meta.get('namespace', '') + '/' if namespaced else ''}{meta['name']}"
         latest = max(latest, _timestamp(meta.get("creationTimestamp"), f"{where}: metadata.creationTimestamp"),
                      *(_timestamp(c.get("lastTransitionTime"), f"{where}: status.conditions")
@@ -98,6 +105,7 @@ def load_snapshot(path: str | Path, config: ScalerConfig) -> tuple[Snapshot, lis
             by_kind["PersistentVolumeClaim"], by_kind["PersistentVolume"], by_kind["StorageClass"],
             by_kind["CSINode"], by_kind["Namespace"] or None)
         dra = dra_view(by_kind)
+        buffers = buffers_view(by_kind)
     except SnapshotError as err:
         raise SnapshotError(f"{p}: {err}") from None
     pools = {pool.name for pool in config.pools}
@@ -116,7 +124,18 @@ def load_snapshot(path: str | Path, config: ScalerConfig) -> tuple[Snapshot, lis
         for pool in config.pools
     }
     return Snapshot(now=latest, pending=view.pending, nodes=list(nodes.values()), pools=observed, storage=storage,
-                    namespaces=namespaces, dra=dra), notes
+                    namespaces=namespaces, dra=dra, buffers=buffers), notes
+
+
+def buffers_view(by_kind: dict[str, list[dict[str, Any]]]) -> list[CapacityBuffer]:
+    """The List's CapacityBuffers with the PodTemplates and workloads of the List they name."""
+    def key(o: dict[str, Any]) -> tuple[str, str]:
+        return str(o["metadata"].get("namespace") or "default"), str(o["metadata"]["name"])
+
+    templates = {"/".join(key(o)): o for o in by_kind["PodTemplate"]}
+    workloads = {(kind, *key(o)): o for kind in SCALABLE_KINDS for o in by_kind[kind]}
+    return [buffer_from_json(o, templates, lambda k, ns, n: workloads.get((k, ns, n)))
+            for o in by_kind["CapacityBuffer"]]
 
 
 def dra_view(by_kind: dict[str, list[dict[str, Any]]]) -> DraObjects:
@@ -149,6 +168,7 @@ def render(result: Plan, snapshot: Snapshot, notes: list[str], verbose: bool = F
         evict = f"; evict {', '.join(down.evict)}" if down.evict else ""
         lines.append(f"  remove node {down.node} of {down.pool}: {down.reason}{evict}")
     lines += health_lines(result, snapshot)
+    lines += buffer_lines(result)
     if result.verdicts:
         lines.append("pending pods:")
     scheduler = {p.key: p.scheduler_name for p in snapshot.pending}
@@ -187,6 +207,18 @@ def health_lines(result: Plan, snapshot: Snapshot) -> list[str]:
             what = "within its grace: repaired if it lasts " + ", ".join(f"{s.grace:g} s" for s in found)
         lines.append(f"  node {node.name} ({node.pool}): {'; '.join(s.text for s in found)}: {what}")
     return ["gpu health:", *lines] if lines else []
+
+
+def buffer_lines(result: Plan) -> list[str]:
+    """Each CapacityBuffer: its placeholders and where each sits, or why it is not served."""
+    lines = []
+    for key, out in sorted(result.buffers.items()):
+        if out.error:
+            lines.append(f"  {key}: not served: {out.error}")
+            continue
+        lines.append(f"  {key}: {out.status.replicas} placeholder pod(s)")
+        lines += [f"      {name}: {where}" for name, where in out.where().items()]
+    return ["capacity buffers:", *lines] if lines else []
 
 
 def reasons_by_text(reasons: dict[str, str]) -> list[tuple[list[str], str]]:

@@ -27,6 +27,7 @@ from scaler.core.planning.planner import plan
 from scaler.core.scheduling.scoring import PROFILES
 from scaler.providers.sim import Outage, SimProvider
 from scaler.reconcile import Planner
+from scaler.sim.buffer import buffer_line, buffer_report, gpu_buffer
 from scaler.sim.dra import dra_config
 from scaler.sim.engine import Engine
 from scaler.sim.failures import GpuFailures
@@ -68,6 +69,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="turn the pools' GPU repair off (with --gpu-failure-rate: what repair changes)")
     parser.add_argument("--dra", action="store_true",
                         help="GPU pools as gpu_allocation: dra and each job's GPUs as a ResourceClaim (issue 24)")
+    parser.add_argument("--buffer", type=int, default=0, metavar="GPUS",
+                        help="keep room ready for GPUS 1-GPU pods of the trace's shape, as a CapacityBuffer of GPUS "
+                             "replicas (issue 27; default 0: none); the report adds the pending time of the jobs "
+                             "that fit it")
     parser.add_argument("--report", help="write the JSON report here")
     parser.add_argument("--plot", help="write the timeline here (.png, .svg or .pdf)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random spot reclaims")
@@ -155,6 +160,7 @@ def simulate(
     planner: Planner = plan, device_plugin_delay: float = 0.0, gpu_sharing: bool = False,
     provisioning_requests: bool = False, quotas: list[str] | None = None, dra: bool = False,
     gpu_failure_rate: float = 0.0, checkpoint_interval: float = 1800.0, repair: bool = True,
+    buffer_gpus: int = 0,
 ) -> tuple[SimResult, dict[str, Any]]:
     """Run one simulation; returns the raw result and the report (raises on bad input)."""
     config = dra_config(pools) if dra else load_config(pools)
@@ -169,6 +175,9 @@ def simulate(
     jobs = load_trace(trace, hours)
     if gpu_sharing:
         check_sharing(config, jobs, pools, trace)
+    if buffer_gpus < 0:
+        raise InputError(f"--buffer {buffer_gpus}: a number of GPUs, at least 0")
+    buffers = gpu_buffer(buffer_gpus, config, PROFILES[scheduler].scheduler_name)
     provider = SimProvider(config, outages=parsed, interruption_rate=interruption_rate, seed=seed, quotas=caps)
 
     def progress(line: str) -> None:
@@ -178,7 +187,7 @@ def simulate(
     engine = Engine(config, jobs, provider, planner, profile=PROFILES[scheduler],
                     progress=None if quiet else progress, device_plugin_delay=device_plugin_delay,
                     gpu_sharing=gpu_sharing, provisioning_requests=provisioning_requests, dra=dra,
-                    failures=GpuFailures(gpu_failure_rate, seed, checkpoint_interval))
+                    failures=GpuFailures(gpu_failure_rate, seed, checkpoint_interval), buffers=buffers)
     result = engine.run()
     if dra:  # the baselines price each job's GPUs on the same pools with the device plugin
         plain = load_config(pools)
@@ -188,6 +197,7 @@ def simulate(
     report = build_report(result, trace=trace, pools_file=pools, seed=seed, outages=specs,
                           wall_s=time.monotonic() - started)
     report["quotas"] = {family_name(k): v for k, v in caps.items()}
+    report["buffer"] = buffer_report(result.jobs, buffers)
     return result, report
 
 
@@ -223,7 +233,7 @@ def main(args: argparse.Namespace) -> int:
             device_plugin_delay=args.device_plugin_delay, gpu_sharing=args.gpu_sharing,
             provisioning_requests=args.provisioning_requests, quotas=args.quota, dra=args.dra,
             gpu_failure_rate=args.gpu_failure_rate, checkpoint_interval=args.checkpoint_interval,
-            repair=not args.no_repair,
+            repair=not args.no_repair, buffer_gpus=args.buffer,
         )
     except (ConfigError, TraceError, InputError) as err:
         print(f"error: {err}", file=sys.stderr)
@@ -235,6 +245,8 @@ def main(args: argparse.Namespace) -> int:
 
         plot_timeline(result, args.plot, title=f"{Path(args.trace).name}, {args.scheduler} scheduler", report=report)
     print(summary(report))
+    if report["buffer"]:
+        print(buffer_line(report["buffer"]))
     if args.report:
         print(f"report: {args.report}")
     if args.plot:

@@ -4,7 +4,8 @@ Serves the real JSON shapes over HTTP on 127.0.0.1: lists with metadata.resource
 streams (one JSON event per line; ERROR 410 when the asked resourceVersion was compacted), node
 PATCH (merge), policy/v1 Eviction (201, or 429 when a PodDisruptionBudget allows no disruption),
 core/v1 Events, ConfigMaps and coordination.k8s.io/v1 Leases with optimistic concurrency (409),
-PodTemplates, and autoscaling.x-k8s.io/v1 ProvisioningRequests with their status subresource.
+PodTemplates, autoscaling.x-k8s.io/v1 ProvisioningRequests and v1beta1 CapacityBuffers with their status
+subresource, apps/v1 Deployments (read).
 `down = True` answers 503 to everything and ends open watches: the API server is gone.
 """
 
@@ -34,6 +35,8 @@ CLUSTER_LISTS = {
     "/apis/storage.k8s.io/v1/storageclasses": "storageclasses",
     "/apis/storage.k8s.io/v1/csinodes": "csinodes",
     "/apis/autoscaling.x-k8s.io/v1/provisioningrequests": "provisioningrequests",
+    "/apis/autoscaling.x-k8s.io/v1beta1/capacitybuffers": "capacitybuffers",
+    "/api/v1/podtemplates": "podtemplates",
     "/apis/resource.k8s.io/v1/deviceclasses": "deviceclasses",
     "/apis/resource.k8s.io/v1/resourceclaims": "resourceclaims",
     "/apis/resource.k8s.io/v1/resourceclaimtemplates": "resourceclaimtemplates",
@@ -47,12 +50,15 @@ NAMESPACED = {
     ("apis/policy/v1", "poddisruptionbudgets"): "poddisruptionbudgets",
     ("api/v1", "podtemplates"): "podtemplates",
     ("apis/autoscaling.x-k8s.io/v1", "provisioningrequests"): "provisioningrequests",
+    ("apis/autoscaling.x-k8s.io/v1beta1", "capacitybuffers"): "capacitybuffers",
+    ("apis/apps/v1", "deployments"): "deployments",
 }
 LIST_KIND = {"pods": "PodList", "nodes": "NodeList", "poddisruptionbudgets": "PodDisruptionBudgetList",
              "events": "EventList", "configmaps": "ConfigMapList", "leases": "LeaseList",
              "persistentvolumeclaims": "PersistentVolumeClaimList", "persistentvolumes": "PersistentVolumeList",
              "namespaces": "NamespaceList", "storageclasses": "StorageClassList", "csinodes": "CSINodeList",
              "podtemplates": "PodTemplateList", "provisioningrequests": "ProvisioningRequestList",
+             "capacitybuffers": "CapacityBufferList", "deployments": "DeploymentList",
              "deviceclasses": "DeviceClassList", "resourceclaims": "ResourceClaimList",
              "resourceclaimtemplates": "ResourceClaimTemplateList", "resourceslices": "ResourceSliceList"}
 DRA = ("deviceclasses", "resourceclaims", "resourceclaimtemplates", "resourceslices")
@@ -367,11 +373,14 @@ class FakeKube:
                 if target is None:
                     self._send(404, _status(404, "NotFound", "no route"))
                     return
-                resource, key, _ = target
+                resource, key, sub = target
                 current = fake.get(resource, key)
                 if current is None:
                     self._send(404, _status(404, "NotFound", f'{resource} "{key}" not found'))
                     return
+                if sub == "status":  # the status subresource: only the status changes
+                    body = {**current, "metadata": {**current["metadata"], **(body.get("metadata") or {})},
+                            "status": body.get("status")}
                 want = (body.get("metadata") or {}).get("resourceVersion")
                 if want and want != current["metadata"]["resourceVersion"]:
                     self._send(409, _status(409, "Conflict", "the object has been modified; please apply your "

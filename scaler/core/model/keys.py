@@ -92,6 +92,14 @@ LABEL_KUEUE_QUEUE: Final = "kueue.x-k8s.io/queue-name"
 # The gang label the scaler gives a request's stand-in pods, so the planner places them all or none.
 PROVREQ_GANG_PREFIX: Final = "provreq-"
 
+# --- CapacityBuffers (autoscaling.x-k8s.io/v1beta1, cluster-autoscaler's buffer API) ----------------------
+# The placeholder pods a buffer stands for are never created; in the planner they carry upstream's fake-pod
+# annotation (podType: capacityBufferFakePod) and the buffer they belong to.
+ANNOTATION_BUFFER_POD_TYPE: Final = "podType"
+BUFFER_POD_TYPE: Final = "capacityBufferFakePod"
+ANNOTATION_BUFFER: Final = f"{DOMAIN}/capacity-buffer"
+BUFFER_STRATEGY_ACTIVE: Final = "buffer.x-k8s.io/active-capacity"
+
 # --- cluster-autoscaler tag conventions (AWS form; Azure uses "_" for "/") -------------------
 TAG_CA_PREFIX: Final = "k8s.io/cluster-autoscaler/"
 TAG_CA_ENABLED: Final = f"{TAG_CA_PREFIX}enabled"

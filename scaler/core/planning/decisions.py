@@ -5,11 +5,33 @@ actuator (`scaler.actuator`) carries out. No I/O.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from scaler.core.planning.snapshot import Interruption
 
+if TYPE_CHECKING:
+    from scaler.core.planning.buffers import BufferOutcome
+
 Outcome = Literal["fits-existing", "fits-in-flight", "scale-up", "unschedulable", "waiting"]
+
+
+@dataclass(frozen=True, slots=True)
+class Condition:
+    """A status condition of an API object the scaler answers (a ProvisioningRequest, a CapacityBuffer)."""
+
+    type: str
+    status: str  # "True" | "False"
+    reason: str
+    message: str
+    at: float  # lastTransitionTime, seconds since the epoch
+
+
+def set_condition(conds: dict[str, Condition], kind: str, status: str, reason: str, message: str,
+                  now: float) -> None:
+    """Set a condition; its transition time moves only when its status does."""
+    old = conds.get(kind)
+    at = old.at if old is not None and old.status == status else now
+    conds[kind] = Condition(kind, status, reason, message, at)
 
 
 @dataclass(slots=True)
@@ -100,6 +122,7 @@ class Plan:
     unhealthy: dict[str, int] = field(default_factory=dict)  # pool -> nodes with a health signal now
     repair_paused: dict[str, str] = field(default_factory=dict)  # pool -> why its repairs wait (the budget)
     recovered: list[str] = field(default_factory=list)  # repair drains to stop: the node is healthy again
+    buffers: dict[str, BufferOutcome] = field(default_factory=dict)  # CapacityBuffer -> status, placeholders
 
     @property
     def empty(self) -> bool:
@@ -123,6 +146,10 @@ class Plan:
             out["repairs"] = [{"node": r.node, "pool": r.pool, "signal": r.signal, "since": r.since,
                                "started": r.started} for r in self.repairs]
             out["repair_paused"] = dict(self.repair_paused)
+        if self.buffers:  # where each placeholder sits with `pods` only: the status ConfigMap stays small
+            out["buffers"] = {k: {"replicas": b.status.replicas, "error": b.error,
+                                  **({"placeholders": b.where()} if pods else {})}
+                              for k, b in sorted(self.buffers.items())}
         if pods:
             out["pods"] = {k: {"outcome": v.outcome, "pool": v.pool, "node": v.node, "reasons": v.reasons}
                            for k, v in sorted(self.verdicts.items())}

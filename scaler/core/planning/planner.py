@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 
 from scaler.core.config.settings import ScalerConfig
+from scaler.core.planning import buffers
 from scaler.core.planning.advance import advance, record_scale_ups
 from scaler.core.planning.decisions import Plan, SetSize
 from scaler.core.planning.interruptions import ending_blocks, read_notices
@@ -32,7 +33,9 @@ def plan(snapshot: Snapshot, state: State, config: ScalerConfig) -> tuple[Plan, 
     adv.leaving = leaving.nodes | fix.nodes
     seen = {p.key for p in leaving.displaced}
     displaced = [*leaving.displaced, *(p for p in fix.displaced if p.key not in seen)]
-    view = dataclasses.replace(snapshot, pending=[*snapshot.pending, *displaced]) if displaced else snapshot
+    # Placeholders of the CapacityBuffers go last, at the lowest priority: real pods always win the room.
+    pending, held = buffers.inject(snapshot.buffers, [*snapshot.pending, *displaced] if displaced else snapshot.pending)
+    view = dataclasses.replace(snapshot, pending=pending) if pending is not snapshot.pending else snapshot
     up = plan_scale_up(view, config, adv)
     record_scale_ups(adv.state, up.scale_ups, snapshot.now, config)
     down = plan_scale_down(view, config, adv, up)
@@ -56,6 +59,7 @@ def plan(snapshot: Snapshot, state: State, config: ScalerConfig) -> tuple[Plan, 
         repair_paused=fix.paused,
         recovered=fix.recovered,
     )
+    result.buffers = buffers.outcomes(snapshot.buffers, held, result.verdicts, snapshot.now)
     stop_refused(result, adv.state)
     if not snapshot.fresh:
         hold_back(result, snapshot)

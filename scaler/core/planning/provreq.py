@@ -34,12 +34,14 @@ from dataclasses import dataclass, field
 from scaler.core.config.settings import ScalerConfig
 from scaler.core.model import keys
 from scaler.core.model.objects import Node, Pod
-from scaler.core.planning.decisions import Plan, PodVerdict
+from scaler.core.planning import decisions
+from scaler.core.planning.decisions import Plan, PodVerdict, set_condition
 from scaler.core.planning.planner import plan
 from scaler.core.planning.snapshot import PoolObservation, Snapshot
 from scaler.core.planning.state import State
 from scaler.core.scheduling.predicates import fits
 
+Condition = decisions.Condition  # a request's conditions (the type CapacityBuffers share)
 CHECK_CAPACITY = "check-capacity.autoscaling.x-k8s.io"
 ATOMIC_SCALE_UP = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
 CLASSES = (CHECK_CAPACITY, ATOMIC_SCALE_UP)
@@ -49,15 +51,6 @@ SUPPORTED_PARAMETERS = frozenset({PARAM_VALID_UNTIL})
 ACCEPTED, PROVISIONED, FAILED = "Accepted", "Provisioned", "Failed"
 BOOKING_EXPIRED, CAPACITY_REVOKED = "BookingExpired", "CapacityRevoked"
 _FITS = frozenset({"fits-existing", "fits-in-flight", "scale-up"})
-
-
-@dataclass(frozen=True, slots=True)
-class Condition:
-    type: str
-    status: str  # "True" | "False"
-    reason: str
-    message: str
-    at: float  # lastTransitionTime, seconds since the epoch
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,10 +239,7 @@ def _why(stuck: list[PodVerdict]) -> str:
     return f"{len(stuck)} pods fit no pool: {detail}"
 
 
-def _set(conds: dict[str, Condition], kind: str, status: str, reason: str, message: str, now: float) -> None:
-    old = conds.get(kind)
-    at = old.at if old is not None and old.status == status else now
-    conds[kind] = Condition(kind, status, reason, message, at)
+_set = set_condition
 
 
 def conditions(req: ProvisioningRequest, *, now: float, plan: Plan | None, injected: Injected,

@@ -6,11 +6,14 @@ the clouds' interruption notices, the drains in progress). `planner.plan` reads 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from scaler.core.config.pool import Pool
 from scaler.core.model.objects import Node, Pod, PodDisruptionBudget
 from scaler.core.scheduling.filters import DraObjects, Storage
+
+if TYPE_CHECKING:
+    from scaler.core.planning.buffers import CapacityBuffer
 
 FailureKind = Literal["capacity", "price", "quota", "config", "timeout", "other"]
 
@@ -106,3 +109,5 @@ class Snapshot:
     namespaces: dict[str, dict[str, str]] | None = None
     # What kube-scheduler's DynamicResources filter reads: DeviceClasses, ResourceClaims (+Templates), ResourceSlices.
     dra: DraObjects = field(default_factory=DraObjects)
+    # CapacityBuffers (scaler.core.planning.buffers): room `plan` keeps ready as placeholder pods.
+    buffers: list[CapacityBuffer] = field(default_factory=list)

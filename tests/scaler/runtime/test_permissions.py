@@ -91,9 +91,20 @@ KUBE_METHODS = {
     "list_namespaced_event": ("", "events", "list"),
     "replace_namespaced_config_map": ("", "configmaps", "update"),
     "create_namespaced_config_map": ("", "configmaps", "create"),
-    "list_cluster_custom_object": ("autoscaling.x-k8s.io", "provisioningrequests", "list"),
-    "patch_namespaced_custom_object_status": ("autoscaling.x-k8s.io", "provisioningrequests/status", "patch"),
     "read_namespaced_pod_template": ("", "podtemplates", "get"),
+    "list_pod_template_for_all_namespaces": ("", "podtemplates", "list"),
+    "read_namespaced_deployment": ("apps", "deployments", "get"),
+    "read_namespaced_replica_set": ("apps", "replicasets", "get"),
+    "read_namespaced_stateful_set": ("apps", "statefulsets", "get"),
+}
+# The custom objects API serves every CRD: what a call needs depends on the file that makes it.
+CUSTOM_METHODS = {
+    ("scaler/kube/provreq.py", "list_cluster_custom_object"): ("autoscaling.x-k8s.io", "provisioningrequests", "list"),
+    ("scaler/kube/provreq.py", "patch_namespaced_custom_object_status"):
+        ("autoscaling.x-k8s.io", "provisioningrequests/status", "patch"),
+    ("scaler/kube/cache.py", "list_cluster_custom_object"): ("autoscaling.x-k8s.io", "capacitybuffers", "list"),
+    ("scaler/kube/buffers.py", "replace_namespaced_custom_object_status"):
+        ("autoscaling.x-k8s.io", "capacitybuffers/status", "update"),
 }
 # The Lease is driven by the client's LeaseLock: read, create, replace.
 LEASE = {("coordination.k8s.io", "leases", v) for v in ("get", "create", "update")}
@@ -104,13 +115,18 @@ def granted_kube(rules: list[dict[str, list[str]]]) -> set[tuple[str, str, str]]
 
 
 def test_rbac_is_exactly_what_the_adapter_calls() -> None:
-    used = calls("scaler/kube/actions.py", "core") | {
-        m for m in re.findall(r"\.(list_[a-z_]+)\b", (ROOT / "scaler/kube/cache.py").read_text())}
-    polled = calls("scaler/kube/provreq.py", "core|custom") - {"api_client"}  # read each pass, not watched
-    assert used | polled == set(KUBE_METHODS)
-    needed = {KUBE_METHODS[m] for m in used | polled}
-    informed = {m for m in re.findall(r"\.(list_[a-z_]+)\b", (ROOT / "scaler/kube/cache.py").read_text())}
-    needed |= {(*KUBE_METHODS[m][:2], "watch") for m in informed}  # the informers watch what they list
+    cache = (ROOT / "scaler/kube/cache.py").read_text()
+    informed = set(re.findall(r"\.(list_[a-z_]+)\b", cache))
+    custom = {(f, m) for f in ("scaler/kube/provreq.py", "scaler/kube/cache.py", "scaler/kube/buffers.py")
+              for m in re.findall(r"custom(?:_object)?\.([a-z_]+_custom_object[a-z_]*)\b", (ROOT / f).read_text())}
+    custom |= {("scaler/kube/cache.py", m) for m in informed if "custom_object" in m}
+    used = calls("scaler/kube/actions.py", "core") | {m for m in informed if "custom_object" not in m}
+    used |= calls("scaler/kube/provreq.py", "core") - {"api_client"}  # read each pass, not watched
+    used |= calls("scaler/kube/buffers.py", "apps") - {"api_client"}  # a buffer's scalableRef, read each pass
+    assert used == set(KUBE_METHODS) and custom == set(CUSTOM_METHODS)
+    needed = {KUBE_METHODS[m] for m in used} | {CUSTOM_METHODS[c] for c in custom}
+    needed |= {(*KUBE_METHODS[m][:2], "watch") for m in informed if m in KUBE_METHODS}  # informers watch
+    needed.add((*CUSTOM_METHODS[("scaler/kube/cache.py", "list_cluster_custom_object")][:2], "watch"))
     assert granted_kube(permissions.KUBERNETES_RBAC_RULES) | granted_kube(permissions.KUBERNETES_ROLE_RULES) \
         == needed | LEASE
 

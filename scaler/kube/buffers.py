@@ -1,0 +1,63 @@
+"""CapacityBuffers (autoscaling.x-k8s.io/v1beta1) in the cluster: the buffers and the PodTemplates they name are
+watched by `scaler.kube.cache` and converted by `scaler.kube.convert_buffers`; the Deployment, ReplicaSet or
+StatefulSet of a `scalableRef` is read here when a pass needs it (its pod template and replicas), and each
+buffer's status is written back. The deciding is the core's (scaler.core.planning.buffers).
+
+Calls (scaler.permissions): capacitybuffers list/watch, capacitybuffers/status update, podtemplates
+list/watch, deployments/replicasets/statefulsets get.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import HTTPError as TransportError
+
+from scaler.core.planning.buffers import BufferStatus, CapacityBuffer
+from scaler.kube.client import TIMEOUT
+from scaler.kube.convert_buffers import GROUP, JSON, PLURAL, VERSION, status_json
+from scaler.ports import KubeError
+
+log = logging.getLogger(__name__)
+
+
+class Scalable:
+    """Reads the scalable objects buffers name (get, when a pass needs them)."""
+
+    def __init__(self, api: client.ApiClient) -> None:
+        self.apps = client.AppsV1Api(api)
+
+    def __call__(self, kind: str, namespace: str, name: str) -> JSON | None:
+        read = {"Deployment": self.apps.read_namespaced_deployment,
+                "ReplicaSet": self.apps.read_namespaced_replica_set,
+                "StatefulSet": self.apps.read_namespaced_stateful_set}[kind]
+        try:
+            found = read(name, namespace, _request_timeout=TIMEOUT)
+        except ApiException as err:
+            if err.status == 404:
+                return None
+            raise KubeError(f"get {kind} {namespace}/{name}: {err.status} {err.reason}") from err
+        except TransportError as err:
+            raise KubeError(f"get {kind} {namespace}/{name}: {err}") from err
+        raw = self.apps.api_client.sanitize_for_serialization(found)
+        return raw if isinstance(raw, dict) else None
+
+
+def write_status(custom: client.CustomObjectsApi, buf: CapacityBuffer, status: BufferStatus) -> None:
+    """Replace the buffer's status (the status subresource: the spec is not touched)."""
+    body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "CapacityBuffer",
+            "metadata": {"name": buf.name, "namespace": buf.namespace}, "status": status_json(status)}
+    try:
+        custom.replace_namespaced_custom_object_status(GROUP, VERSION, buf.namespace, PLURAL, buf.name, body,
+                                                       _request_timeout=TIMEOUT)
+    except ApiException as err:
+        if err.status == 404:
+            return  # deleted meanwhile
+        raise KubeError(f"update {PLURAL}/status {buf.key}: {err.status} {err.reason}") from err
+    except TransportError as err:
+        raise KubeError(f"update {PLURAL}/status {buf.key}: {err}") from err
+    log.info("capacity buffer %s: replicas %s, %s", buf.key, status.replicas,
+             ", ".join(f"{c.type}={c.status} ({c.reason})" for c in sorted(status.conditions.values(),
+                                                                             key=lambda c: c.type)))
