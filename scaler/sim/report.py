@@ -44,6 +44,7 @@ from scaler.sim.prepaid import section as prepaid_section
 from scaler.sim.prepaid import summary_lines as prepaid_lines
 from scaler.sim.records import JobRun, SimResult
 from scaler.sim.trace import fractional_gpus
+from scaler.sim.warm import warm_lines, warm_section
 
 FIRST_JOBS = 5  # job ids the report names (the count says how many more)
 
@@ -240,11 +241,15 @@ def build_report(result: SimResult, *, trace: str, pools_file: str, seed: int, o
     paid = sum(i.gpus * i.life(end) for i in history if i.pool not in bought) / 3600 + \
         sum(p["paid_gpu_hours"] for p in prepaid.values())
     spot = sum(i.gpus * i.life(end) for i in history if i.spot) / 3600
-    cost = sum(i.price_per_hour * i.life(end) for i in history) / 3600 + sum(p["cost_usd"] for p in prepaid.values())
+    warm = warm_section(result, end)
+    paid += warm["paid_gpu_hours"]
+    cost = sum(i.price_per_hour * i.life(end) for i in history) / 3600 + \
+        sum(p["cost_usd"] for p in prepaid.values()) + warm["cost_usd"]
     demand = sum(r.job.gpus * r.job.duration_s for r in result.jobs) / 3600
     fractional = sum(fractional_gpus(r.job) * r.job.duration_s for r in result.jobs) / 3600
     done = sum(r.job.gpus * _done_s(r, end) for r in result.jobs) / 3600
     pendings = [_pending(r) for r in result.jobs if r.first_start is not None]
+    one_gpu = [_pending(r) for r in result.jobs if r.first_start is not None and r.job.gpus == 1]
     never = never_started(result)
     admitted = [r.admitted_at - r.job.submit_s for r in result.jobs if r.admitted_at is not None]
     delays = [e.fallback_at - e.failed_at for e in result.episodes if e.fallback_at is not None]
@@ -278,6 +283,10 @@ def build_report(result: SimResult, *, trace: str, pools_file: str, seed: int, o
         "pending_p50_s": percentile(pendings, 0.5),
         "pending_p95_s": percentile(pendings, 0.95),
         "pending_max_s": max(pendings, default=0.0),
+        "pending_1gpu_p50_s": percentile(one_gpu, 0.5),
+        "pending_1gpu_p95_s": percentile(one_gpu, 0.95),
+        # Warm pools (--warm, a pool's warm:): their boots and waits, in cost_usd and paid_gpu_hours already.
+        "warm_pools": warm if warm["instances"] else None,
         "fallback_events": len(delays),
         "fallback_delay_max_s": max(delays, default=None),
         "failed_launch_episodes": len(result.episodes),
@@ -316,7 +325,7 @@ SUMMARY_KEYS = (
     "scheduler", "jobs_completed", "jobs_total", "jobs_never_started", "demand_gpu_hours", "demand_done_gpu_hours",
     "demand_fractional_gpu_hours", "paid_gpu_hours", "paid_over_demand", "paid_over_demand_done",
     "cost_usd", "lower_bound_cost_usd", "on_demand_only_cost_usd", "static_fleet_cost_usd", "spot_share",
-    "pending_p50_s", "pending_p95_s", "pending_max_s",
+    "pending_p50_s", "pending_p95_s", "pending_max_s", "pending_1gpu_p50_s", "pending_1gpu_p95_s",
     "fallback_events", "fallback_delay_max_s", "interruptions", "rescheduled_pods", "plan_p50_s", "plan_max_s",
     "passes_planned", "simulated_hours", "wall_s",
 )
@@ -328,6 +337,7 @@ def summary(report: dict[str, Any]) -> str:
     lines += [f"  {k:<{width}}  {report[k]}" for k in SUMMARY_KEYS]
     lines += prepaid_lines(report.get("prepaid") or {}, width)
     lines += failure_lines(report.get("failures") or {}, width)
+    lines += warm_lines(report.get("warm_pools"), width)
     lines.append(baseline_line(report))
     requests = report.get("provisioning_requests")
     if requests is not None:
@@ -392,5 +402,5 @@ def one_line(report: dict[str, Any]) -> str:
     keys = ("scheduler", "jobs_completed", "jobs_total", "jobs_never_started", "demand_gpu_hours",
             "demand_fractional_gpu_hours", "paid_gpu_hours", "paid_over_demand", "paid_over_demand_done",
             "cost_usd", "lower_bound_cost_usd", "spot_share", "pending_p50_s", "pending_p95_s", "pending_max_s",
-            "fallback_events", "fallback_delay_max_s", "plan_p50_s", "plan_max_s", "wall_s")
+            "pending_1gpu_p95_s", "fallback_events", "fallback_delay_max_s", "plan_p50_s", "plan_max_s", "wall_s")
     return " ".join(f"{k}={report[k]}" for k in keys)
