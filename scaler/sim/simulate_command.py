@@ -70,9 +70,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dra", action="store_true",
                         help="GPU pools as gpu_allocation: dra and each job's GPUs as a ResourceClaim (issue 24)")
     parser.add_argument("--warm", type=int, default=0, metavar="SIZE",
-                        help="a warm pool of SIZE stopped instances on every pool that may have one (AWS on-demand "
-                             "GPU pools of one instance type; capped at each pool's max; default 0: as the pools file "
-                             "says)")
+                        help="a warm pool of SIZE stopped instances on the cheapest AWS on-demand pools of 1-GPU nodes "
+                             "and one instance type (scaler/sim/warm.py; capped at each pool's max; default 0: as the "
+                             "pools file says)")
     parser.add_argument("--warm-start", type=float, default=None, metavar="S",
                         help="a stopped warm-pool instance is a Ready node S seconds after a scale-out takes it "
                              "(default: the pools file's timings.warm_start, 90)")

@@ -1,8 +1,11 @@
 """`simulate --warm SIZE`: warm pools on the pools that may have one, and their bill in the report.
 
-The pools that may have one (scaler.core.config.warm): AWS GPU pools of on-demand capacity with one instance
-type; on examples/pools-aws.yaml the on-demand GPU pools (gpu1-od-*, gpu1m-od-*, gpu1l-od-*, gpu4-od-*,
-gpu8-od-*). Their size is capped at each pool's max.
+The pools that get one: the cheapest of the pools that may have one (scaler.core.config.warm: AWS, on-demand,
+one instance type) with 1-GPU nodes; on examples/pools-aws.yaml gpu1-od-a and gpu1-od-b (g6.xlarge). A warm
+instance is on-demand, the expander starts one before any cold node, and a pod that starts on it runs there
+to its end: on the multi-GPU pools that is hours of training at 2.5 times the spot price to save a few
+minutes of boot, on a larger 1-GPU shape several times a g6.xlarge spot node's price; a 1-GPU pod waiting
+for a boot is what a warm pool is for. The size is capped at each pool's max.
 """
 
 from __future__ import annotations
@@ -17,16 +20,19 @@ from scaler.sim.records import SimResult
 
 
 def may_have_warm(pool: Pool) -> bool:
-    return (pool.cloud == "aws" and pool.gpus > 0 and pool.capacity_type == "on-demand"
+    return (pool.cloud == "aws" and pool.gpus == 1 and pool.capacity_type == "on-demand"
             and len(pool.instance_types) == 1)
 
 
 def with_warm(config: ScalerConfig, size: int) -> ScalerConfig:
-    """The config with a warm pool of `size` (stopped) on each pool that may have one; ValueError when none may."""
-    if not any(may_have_warm(p) for p in config.pools):
-        raise ValueError("no pool may have a warm pool (an AWS on-demand GPU pool of one instance type)")
+    """The config with a warm pool of `size` (stopped) on the pools that get one; ValueError when none may."""
+    able = [p for p in config.pools if may_have_warm(p)]
+    if not able:
+        raise ValueError("no pool takes a warm pool (an AWS on-demand pool of 1-GPU nodes, one instance type)")
+    cheapest = min(config.price(p) for p in able)
+    chosen = {p.name for p in able if config.price(p) == cheapest}
     return config.model_copy(update={"pools": [
-        p.model_copy(update={"warm": WarmPool(size=min(size, p.max_size))}) if may_have_warm(p) else p
+        p.model_copy(update={"warm": WarmPool(size=min(size, p.max_size))}) if p.name in chosen else p
         for p in config.pools]})
 
 

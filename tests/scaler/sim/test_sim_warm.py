@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from sim_helpers import SMALL_POOLS, write_trace
+from sim_helpers import ROOT, SMALL_POOLS, write_trace
 
 from scaler.core.config.settings import parse_config
 from scaler.core.config.warm import EBS_GIB_MONTH, HOURS_A_MONTH
@@ -54,7 +54,7 @@ def test_simulate_warm_shortens_the_wait_and_bills_the_warm_pool(tmp_path: Path)
     assert cold["warm_pools"] is None and cold["pending_1gpu_p95_s"] >= 240
     assert warm["pending_1gpu_p95_s"] < 120  # every job on a warm instance: warm_start (90 s) and a pass
     section = warm["warm_pools"]
-    assert isinstance(section, dict) and section["pools"] == {"gpu1-od": 1, "gpu8-od": 1}
+    assert isinstance(section, dict) and section["pools"] == {"gpu1-od": 1}  # not gpu8-od: 8-GPU nodes
     assert section["started"] >= 1 and section["cost_usd"] > 0
     assert warm["cost_usd"] > section["cost_usd"]
 
@@ -65,5 +65,21 @@ def test_simulate_warm_refuses_pools_that_cannot_have_one(tmp_path: Path) -> Non
     pools = tmp_path / "spot.yaml"
     pools.write_text(yaml.safe_dump(raw), encoding="utf-8")
     trace = write_trace(tmp_path / "t.csv", ["1,0,1,60,1"])
-    with pytest.raises(InputError, match=r"--warm 2: .*spot.yaml: no pool may have a warm pool"):
+    with pytest.raises(InputError, match=r"--warm 2: .*spot.yaml: no pool takes a warm pool"):
         simulate(str(trace), str(pools), warm_size=2)
+
+
+def test_explain_says_what_a_warm_pool_gives_and_costs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from scaler.cli import main
+
+    raw = yaml.safe_load((ROOT / "examples" / "pools-aws.yaml").read_text(encoding="utf-8"))
+    for p in raw["pools"]:
+        if p["name"] == "gpu1-od-a":
+            p["warm"] = {"size": 3}
+    pools = tmp_path / "pools.yaml"
+    pools.write_text(yaml.safe_dump(raw), encoding="utf-8")
+    assert main(["explain", "--snapshot", str(ROOT / "examples" / "snapshot-aws.json"), "--pools", str(pools)]) == 0
+    out = capsys.readouterr().out
+    # A snapshot file lists no warm instance: none ready; three 100 GiB stopped root volumes stand at $0.033/h.
+    assert ("note: warm pool of gpu1-od-a: 0 of 3 stopped instances ready to start, each a node in 90 s rather "
+            "than a boot; it stands at $0.033/h") in out
