@@ -46,7 +46,8 @@ class Caps:
                 left = self.quota_left.get(o.quota.name, o.quota.headroom)
                 self.quota_left[o.quota.name] = left - owed
         self.quota_of = {n: o.quota.name for n, o in snapshot.pools.items() if o.quota is not None}
-        self.warm = {n: o.warm for n, o in snapshot.pools.items() if o.warm > 0 and o.pool.warm is not None}
+        # Warm-pool instances ready to start, per pool (a group another tool gave a warm pool counts too).
+        self.warm = {n: o.warm for n, o in snapshot.pools.items() if o.warm > 0}
         self.exhausted: dict[str, str] = {}  # quota -> why a pool could not have a node (the Event's text)
         self._saved: tuple[dict[str, int], int, int, float, int, dict[str, int]] = ({}, 0, 0, 0.0, 0, {})
 
