@@ -43,7 +43,7 @@ CHECKPOINT = 1800.0  # seconds of run between a job's checkpoints (the simulator
 SHARED_POOLS = "examples/pools-aws-shared.yaml"
 RESERVED_POOLS = "examples/pools-aws-reserved.yaml"  # the usual pools plus a Capacity Block (issue 25)
 TWO_SHAPES = "two-shapes.yaml"  # beside the traces' folder: ../shared/pools (issue 27)
-WARM = 2  # stopped instances in each warm pool of `--warm` (the cheapest on-demand 1-GPU pools; issue 27)
+WARM = 16  # stopped instances in each warm pool of `--warm` (the cheapest on-demand 1-GPU pools; issue 27)
 
 
 def without_min_gpus(pools: str, directory: Path) -> str:
