@@ -44,7 +44,7 @@ from scaler.sim.prepaid import section as prepaid_section
 from scaler.sim.prepaid import summary_lines as prepaid_lines
 from scaler.sim.records import JobRun, SimResult
 from scaler.sim.trace import fractional_gpus
-from scaler.sim.warm import warm_lines, warm_section
+from scaler.sim.warm import warm_section
 
 FIRST_JOBS = 5  # job ids the report names (the count says how many more)
 
@@ -239,12 +239,9 @@ def build_report(result: SimResult, *, trace: str, pools_file: str, seed: int, o
     prepaid = prepaid_section(result.prepaid, config.pools, end, config.spot_price_factor)
     bought = {p.name for p in config.pools if p.prepaid}
     paid = sum(i.gpus * i.life(end) for i in history if i.pool not in bought) / 3600 + \
-        sum(p["paid_gpu_hours"] for p in prepaid.values())
+        sum(p["paid_gpu_hours"] for p in prepaid.values()) + (warm := warm_section(result, end))["paid_gpu_hours"]
     spot = sum(i.gpus * i.life(end) for i in history if i.spot) / 3600
-    warm = warm_section(result, end)
-    paid += warm["paid_gpu_hours"]
-    cost = sum(i.price_per_hour * i.life(end) for i in history) / 3600 + \
-        sum(p["cost_usd"] for p in prepaid.values()) + warm["cost_usd"]
+    cost = sum(i.price_per_hour * i.life(end) for i in history) / 3600 + sum(p["cost_usd"] for p in prepaid.values())
     demand = sum(r.job.gpus * r.job.duration_s for r in result.jobs) / 3600
     fractional = sum(fractional_gpus(r.job) * r.job.duration_s for r in result.jobs) / 3600
     done = sum(r.job.gpus * _done_s(r, end) for r in result.jobs) / 3600
@@ -275,7 +272,7 @@ def build_report(result: SimResult, *, trace: str, pools_file: str, seed: int, o
         "paid_gpu_hours": round(paid, 1),
         "paid_over_demand": round(paid / demand, 4) if demand else None,
         "paid_over_demand_done": round(paid / done, 4) if done else None,
-        "cost_usd": round(cost, 2),
+        "cost_usd": round(cost + warm["cost_usd"], 2),
         "lower_bound_cost_usd": round(lower_bound_cost(result), 2),
         # The same trace without gpuburst: elastic on on-demand only, and a static on-demand fleet sized for the peak.
         **baselines(result),
@@ -283,10 +280,8 @@ def build_report(result: SimResult, *, trace: str, pools_file: str, seed: int, o
         "pending_p50_s": percentile(pendings, 0.5),
         "pending_p95_s": percentile(pendings, 0.95),
         "pending_max_s": max(pendings, default=0.0),
-        "pending_1gpu_p50_s": percentile(one_gpu, 0.5),
-        "pending_1gpu_p95_s": percentile(one_gpu, 0.95),
-        # Warm pools (--warm, a pool's warm:): their boots and waits, in cost_usd and paid_gpu_hours already.
-        "warm_pools": warm if warm["instances"] else None,
+        "pending_1gpu_p50_s": percentile(one_gpu, 0.5), "pending_1gpu_p95_s": percentile(one_gpu, 0.95),
+        "warm_pools": warm if warm["instances"] else None,  # their bill, in cost_usd and paid_gpu_hours already
         "fallback_events": len(delays),
         "fallback_delay_max_s": max(delays, default=None),
         "failed_launch_episodes": len(result.episodes),
@@ -327,7 +322,7 @@ SUMMARY_KEYS = (
     "cost_usd", "lower_bound_cost_usd", "on_demand_only_cost_usd", "static_fleet_cost_usd", "spot_share",
     "pending_p50_s", "pending_p95_s", "pending_max_s", "pending_1gpu_p50_s", "pending_1gpu_p95_s",
     "fallback_events", "fallback_delay_max_s", "interruptions", "rescheduled_pods", "plan_p50_s", "plan_max_s",
-    "passes_planned", "simulated_hours", "wall_s",
+    "passes_planned", "simulated_hours", "wall_s", "warm_pools",
 )
 
 
@@ -337,7 +332,6 @@ def summary(report: dict[str, Any]) -> str:
     lines += [f"  {k:<{width}}  {report[k]}" for k in SUMMARY_KEYS]
     lines += prepaid_lines(report.get("prepaid") or {}, width)
     lines += failure_lines(report.get("failures") or {}, width)
-    lines += warm_lines(report.get("warm_pools"), width)
     lines.append(baseline_line(report))
     requests = report.get("provisioning_requests")
     if requests is not None:

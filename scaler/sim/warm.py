@@ -46,10 +46,3 @@ def warm_section(result: SimResult, end: float) -> dict[str, Any]:
             "started": sum(1 for w in history if w.taken_at is not None),
             "cost_usd": round(warm_cost(history, end), 2),
             "paid_gpu_hours": round(warm_gpu_hours(history, running, end), 1)}
-
-
-def warm_lines(section: dict[str, Any] | None, width: int) -> list[str]:
-    if not section:
-        return []
-    return [f"  {'warm_pools':<{width}}  pools={len(section['pools'])} instances={section['instances']} "
-            f"started={section['started']} cost_usd={section['cost_usd']} paid_gpu_hours={section['paid_gpu_hours']}"]
