@@ -7,7 +7,8 @@ Kueue queues them (`--provisioning-requests`) and the Alibaba trace's GPU-sharin
 5 days in front of the spot/on-demand ladder (examples/pools-aws-reserved.yaml), both traces on the same
 pools as DRA pools with each job's GPUs as a ResourceClaim (`--dra`, issue 24), PHILLY-A with random GPU
 failures (0.001 per GPU-hour) with and without the scaler's repair, PHILLY-A with a CapacityBuffer of 8 1-GPU
-pods (`--buffer 8`), and both traces on the shared two-shapes
+pods (`--buffer 8`), PHILLY-A with warm pools on the cheapest on-demand 1-GPU pools (`--warm`), and both
+traces on the shared two-shapes
 pools (../shared/pools/two-shapes.yaml: one 1-GPU and one 8-GPU shape, the adaptive unneeded time's
 acceptance, issue 27). Every stopped job loses the work since its last checkpoint (every 1800 s). Prints the
 command line of each run and one line of figures; these are the figures docs/simulator.md and the README quote.
@@ -44,6 +45,7 @@ SHARED_POOLS = "examples/pools-aws-shared.yaml"
 RESERVED_POOLS = "examples/pools-aws-reserved.yaml"  # the usual pools plus a Capacity Block (issue 25)
 BUFFER_GPUS = 8  # a CapacityBuffer of 8 1-GPU placeholder pods (issue 27)
 TWO_SHAPES = "two-shapes.yaml"  # beside the traces' folder: ../shared/pools (issue 27)
+WARM = 16  # stopped instances in each warm pool of `--warm` (the cheapest on-demand 1-GPU pools; issue 27)
 
 
 def without_min_gpus(pools: str, directory: Path) -> str:
@@ -87,6 +89,9 @@ def runs(traces: Path, pools: str, untainted: str | None) -> list[tuple[str, dic
     out.append(("PHILLY-A.csv default, 32-GPU Capacity Block for the first 5 days (pools-aws-reserved.yaml)",
                 {"trace": str(traces / "PHILLY-A.csv"), "pools": RESERVED_POOLS, "scheduler": "default",
                  "outages": []}))
+    out.append((f"PHILLY-A.csv default, warm pools of {WARM} stopped instances (--warm {WARM})",
+                {"trace": str(traces / "PHILLY-A.csv"), "pools": pools, "scheduler": "default", "outages": [],
+                 "warm_size": WARM}))
     two_shapes = traces.parent / "pools" / TWO_SHAPES
     if two_shapes.exists():
         for trace in ("ALIBABA-OPENB2023-A.csv", "PHILLY-A.csv"):
@@ -113,6 +118,8 @@ def command_line(kw: dict[str, Any]) -> str:
         outages += " --provisioning-requests"
     if kw.get("buffer_gpus"):
         outages += f" --buffer {kw['buffer_gpus']}"
+    if kw.get("warm_size"):
+        outages += f" --warm {kw['warm_size']}"
     if "checkpoint_interval" in kw:
         outages += f" --checkpoint-interval {kw['checkpoint_interval']:g}"
     if kw.get("gpu_failure_rate"):
@@ -145,6 +152,9 @@ def markdown(rows: list[tuple[str, dict[str, Any], dict[str, Any]]]) -> str:
             label += (f" ({name}: utilisation {block['utilisation']}, {block['utilisation_while_pending']} while pods "
                       f"it fits waited; {block['jobs_moved_off']} jobs moved off, "
                       f"{len(block['jobs_lost_at_end'])} lost at its end)")
+        if r.get("warm_pools"):
+            label += (f" (1-GPU jobs' pending p95 {r['pending_1gpu_p95_s']:.0f} s; the warm pools cost "
+                      f"${r['warm_pools']['cost_usd']:,.0f}, {r['warm_pools']['started']} instances started)")
         failures = r.get("failures") or {}
         if failures.get("gpu_failures") or kw.get("interruption_rate"):
             label += f" (GPU-h lost since the last checkpoint: {failures['gpu_hours_lost']}"
@@ -182,7 +192,7 @@ def _one(kw: dict[str, Any]) -> dict[str, Any]:
                          provisioning_requests=kw.get("provisioning_requests", False), dra=kw.get("dra", False),
                          gpu_failure_rate=kw.get("gpu_failure_rate", 0.0), repair=kw.get("repair", True),
                          checkpoint_interval=kw.get("checkpoint_interval", CHECKPOINT),
-                         buffer_gpus=kw.get("buffer_gpus", 0))
+                         buffer_gpus=kw.get("buffer_gpus", 0), warm_size=kw.get("warm_size", 0))
     return report
 
 

@@ -73,7 +73,10 @@ class Metrics:
         self.unneeded_time = Gauge("gpuburst_pool_unneeded_time_seconds", "How long an unneeded node of the pool is "
                                    "kept this pass (timings.unneeded_time, or chosen from the pool's idle periods)",
                                    ["pool"], registry=r)
-        self.cost = Gauge("gpuburst_cost_per_hour", "What the pools' target sizes cost an hour", registry=r)
+        self.warm = Gauge("gpuburst_pool_warm_instances", "Warm-pool instances of the pool ready to start (a node "
+                          "in timings.warm_start rather than a boot)", ["pool"], registry=r)
+        self.cost = Gauge("gpuburst_cost_per_hour", "What the pools' target sizes and their warm pools cost an hour",
+                          registry=r)
         self.limit = Gauge("gpuburst_limit", "The config's caps that are set (max_nodes, max_gpus, "
                            "max_cost_per_hour)", ["limit"], registry=r)
         self.skipped_objects = Gauge("gpuburst_skipped_objects", "Objects the last pass left out because they do "
@@ -113,7 +116,9 @@ class Metrics:
         self.replace(self.unhealthy, {(n,): plan.unhealthy.get(n, 0) for n in pools})
         self.replace(self.repair_paused, {(n,): 1 if n in plan.repair_paused else 0 for n in pools})
         self.replace(self.unneeded_time, {(n,): t for n, t in state.unneeded_time.items() if n in pools})
-        self.cost.set(sum(obs.desired * config.price(obs.pool) for obs in snapshot.pools.values()))
+        self.replace(self.warm, {(n,): obs.warm for n, obs in snapshot.pools.items() if obs.warm or n in plan.warm})
+        self.cost.set(sum(obs.desired * config.price(obs.pool) for obs in snapshot.pools.values())
+                      + sum(w.usd_per_hour for w in plan.warm.values()))
         limits = config.limits
         self.replace(self.limit, {(k,): float(v) for k, v in (("max_nodes", limits.max_nodes),
                                                               ("max_gpus", limits.max_gpus),

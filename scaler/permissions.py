@@ -28,6 +28,7 @@ STATUS_CONFIGMAP: Final = "gpuburst-scaler-status"
 AWS_READ_ACTIONS: Final = (
     "autoscaling:DescribeAutoScalingGroups",
     "autoscaling:DescribeScalingActivities",
+    "autoscaling:DescribeWarmPool",  # a group with a warm pool: its instances ready to start
     "ec2:DescribeInstances",  # launch times; the vCPUs that count against a quota
 )
 # The EC2 vCPU quotas (scaler/providers/aws_quotas.py): only those quotas, by their ARNs.

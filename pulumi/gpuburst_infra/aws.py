@@ -221,6 +221,8 @@ class AwsStack:
             update_default_version=True,
             tags=owned,
             **block_market(pool),
+            # A warm pool's group launches from the template (AWS refuses a warm pool with a mixed instances policy).
+            **({"instance_type": pool.instance_types[0]} if pool.warm is not None else {}),
         )
         if pool.capacity_type == "spot":
             distribution = {"on_demand_base_capacity": 0, "on_demand_percentage_above_base_capacity": 0,
@@ -232,7 +234,7 @@ class AwsStack:
         # A Capacity Block's group launches its one instance type from the template (market type capacity-block);
         # the others through a mixed instances policy.
         launch: dict[str, Any] = {"launch_template": {"id": template.id, "version": spec["version"]}} \
-            if pool.capacity_type == "capacity-block" else {
+            if pool.capacity_type == "capacity-block" or pool.warm is not None else {
             "mixed_instances_policy": {
                 "instances_distribution": distribution,
                 "launch_template": {"launch_template_specification": spec,
@@ -248,6 +250,7 @@ class AwsStack:
             vpc_zone_identifiers=[self.subnets[z] for z in pool.zones],
             **launch,
             **reserved_capacity(pool),
+            **warm_pool(pool),
             suspended_processes=["AZRebalance"],  # only the scaler removes nodes
             capacity_rebalance=False,  # rebalance recommendations reach the scaler through the queue
             health_check_type="EC2",
@@ -362,3 +365,13 @@ def reserved_capacity(pool: Pool) -> dict[str, Any]:
                                                                  [r.resource_group]}
     return {"capacity_reservation_specification": {"capacity_reservation_preference": r.preference,
                                                    "capacity_reservation_target": target}}
+
+
+def warm_pool(pool: Pool) -> dict[str, Any]:
+    """A pool's warm pool on its group: exactly `size` instances (MinSize = MaxGroupPreparedCapacity = size, so the
+    group keeps that many whatever its desired size), stopped or running (scaler/core/config/warm.py)."""
+    w = pool.warm
+    if w is None or not w.size:
+        return {}
+    return {"warm_pool": {"pool_state": w.state.capitalize(), "min_size": w.size,
+                          "max_group_prepared_capacity": w.size}}

@@ -4,7 +4,11 @@ The kubelet flags carry the pool model's labels and taints (`--node-labels`, `--
 so a node registers with exactly what the scaler's template node and the ASG's node-template tags
 say. A MIG pool adds a shell part that cuts every GPU into the pool's layout (NVIDIA mig-parted's
 config, applied with mig-parted where the AMI has it, else with nvidia-smi); AL2023 runs user-data
-scripts before nodeadm starts the kubelet, so the device plugin finds the MIG devices at once.
+scripts before nodeadm starts the kubelet, so the device plugin finds the MIG devices at once. A pool
+with a warm pool adds a script that holds the boot while the instance is headed for the warm pool (its
+target lifecycle state, read from the instance metadata, is Warmed:*): the node joins the cluster only
+when a scale-out takes it into service (the group stops a Stopped pool's instance meanwhile, and the
+kubelet starts on the boot that follows).
 Pure: no Pulumi, no I/O; `aws.py` feeds it the cluster's endpoint, CA and service CIDR.
 """
 
@@ -60,12 +64,29 @@ def user_data(pool: Pool, *, cluster: str, endpoint: str, certificate_authority:
     part.set_payload(node_config(pool, cluster=cluster, endpoint=endpoint,
                                  certificate_authority=certificate_authority, service_cidr=service_cidr))
     message.attach(part)
-    script = mig_script(pool)
-    if script:
-        shell = MIMENonMultipart(*SCRIPT_CONTENT_TYPE)
-        shell.set_payload(script)
-        message.attach(shell)
+    for script in (warm_script(pool), mig_script(pool)):
+        if script:
+            shell = MIMENonMultipart(*SCRIPT_CONTENT_TYPE)
+            shell.set_payload(script)
+            message.attach(shell)
     return message.as_string()
+
+
+def warm_script(pool: Pool) -> str | None:
+    """Hold the boot while the instance is going into the warm pool; None for a pool without one."""
+    if pool.warm is None:
+        return None
+    imds = "http://169.254.169.254/latest"
+    return "\n".join([
+        "#!/bin/bash",
+        f"# gpuburst: pool {pool.name} has a warm pool: join the cluster only once in service",
+        "state() {",
+        f"  token=$(curl -sf -X PUT {imds}/api/token -H 'X-aws-ec2-metadata-token-ttl-seconds: 60')",
+        f"  curl -sf -H \"X-aws-ec2-metadata-token: $token\" {imds}/meta-data/autoscaling/target-lifecycle-state",
+        "}",
+        "while [[ \"$(state)\" == Warmed:* ]]; do sleep 5; done",
+        "",
+    ])
 
 
 def mig_script(pool: Pool) -> str | None:

@@ -8,6 +8,9 @@
 - One node leaves with TerminateInstanceInAutoScalingGroup(ShouldDecrementDesiredCapacity=True).
 - Launch failures come from DescribeScalingActivities' status messages (AWS gives no error code
   there, only the EC2 message text), parsed into LaunchFailure.
+- A group with a warm pool (WarmPoolConfiguration in its description) has its warm instances read with
+  DescribeWarmPool: those Warmed:Stopped / Running / Hibernated are ready to start (the planner's
+  PoolObservation.warm); Warmed:Pending ones are still booting into the pool.
 - Spot interruptions arrive as EventBridge events in an SQS queue; a notice is deleted from it only
   once acknowledged (handled).
 """
@@ -43,6 +46,7 @@ from scaler.providers.base import ProviderError, check_size
 log = logging.getLogger(__name__)
 
 LIVE_STATES = ("Pending", "Pending:Wait", "Pending:Proceed", "InService")
+WARM_READY_STATES = frozenset({"Warmed:Stopped", "Warmed:Running", "Warmed:Hibernated"})
 # Seconds a notice read from the queue stays invisible to other readers before it is handed out
 # again, unless acknowledged: a scaler that died after reading it gets it back (a restart takes ~30 s).
 NOTICE_VISIBILITY = 45
@@ -86,6 +90,7 @@ class Group:
     min_size: int
     max_size: int
     instances: list[dict[str, Any]] = field(default_factory=list)
+    has_warm_pool: bool = False
 
     @property
     def live(self) -> list[dict[str, Any]]:
@@ -150,7 +155,8 @@ class AwsProvider:
             if pool is None or pool.name in groups:
                 continue
             groups[pool.name] = Group(g["AutoScalingGroupName"], pool, int(g["DesiredCapacity"]), int(g["MinSize"]),
-                                      int(g["MaxSize"]), list(g.get("Instances") or ()))
+                                      int(g["MaxSize"]), list(g.get("Instances") or ()),
+                                      bool(g.get("WarmPoolConfiguration")))
         missing = sorted(set(self._configured) - set(groups))
         if missing:
             log.warning("no Auto Scaling group found for pools %s (tag %s=owned and %s=<pool> or provider_ref)",
@@ -204,10 +210,21 @@ class AwsProvider:
                                      str(i["AvailabilityZone"]), self._launched.get(i["InstanceId"], 0.0))
                        for i in grp.live]
             out[name] = PoolObservation(pool=pool, desired=grp.desired, instances=len(grp.live), failures=failures,
-                                        members=members)
+                                        members=members, warm=self._warm_ready(grp) if grp.has_warm_pool else 0)
         for name, quota in self.quotas.for_pools(o.pool for o in out.values()).items():
             out[name].quota = quota
         return out
+
+    def _warm_ready(self, grp: Group) -> int:
+        """Warm-pool instances ready to start (DescribeWarmPool, 50 a page)."""
+        ready, token = 0, None
+        while True:
+            page = self._call("DescribeWarmPool", self.asg.describe_warm_pool, AutoScalingGroupName=grp.name,
+                              MaxRecords=50, **({"NextToken": token} if token else {}))
+            ready += sum(1 for i in page.get("Instances") or () if i.get("LifecycleState") in WARM_READY_STATES)
+            token = page.get("NextToken")
+            if not token:
+                return ready
 
     def _launch_times(self) -> None:
         """Launch times of instances not seen before (DescribeInstances; the group listing has none): a

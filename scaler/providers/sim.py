@@ -17,7 +17,8 @@ as taken back by the cloud). Quotas (`quotas`: an EC2 quota family, e.g. ("G", T
 spot vCPUs, -> its vCPU limit) are observed as each pool's `PoolObservation.quota` (limit minus the
 vCPUs of the instances that count against it), and a launch beyond one fails with EC2's
 `MaxSpotInstanceCountExceeded` (spot) or `VcpuLimitExceeded` (on-demand).
-`fail_next` makes the next calls of an operation fail with a given error (an API fault).
+`fail_next` makes the next calls of an operation fail with a given error (an API fault). Warm pools
+(`pool.warm`): a scale-out starts ready warm instances first (scaler/providers/sim_warm.py).
 
 Clock: the provider has no clock of its own; `advance(now)` (called by `observe` and by the
 simulator) moves it and returns what happened since.
@@ -38,6 +39,7 @@ from scaler.core.config.reservation import EC2_BLOCK_TERMINATION
 from scaler.core.config.settings import ScalerConfig
 from scaler.core.planning.snapshot import CloudInstance, Interruption, LaunchFailure, PoolObservation, Quota
 from scaler.providers.base import NotFound, ProviderError, check_size
+from scaler.providers.sim_warm import WarmInstance, refill_zones, take_ready, warm_start_of
 
 CAPACITY_REASON = {"aws": "InsufficientInstanceCapacity", "azure": "ZonalAllocationFailed"}
 NOTICE_LEAD = {"aws": 120.0, "azure": 30.0}  # seconds between the cloud's notice and the reclaim
@@ -108,6 +110,8 @@ class _Group:
     instances: dict[str, Instance] = field(default_factory=dict)  # alive only
     failures: list[LaunchFailure] = field(default_factory=list)
     next_retry: float = 0.0
+    warm: list[WarmInstance] = field(default_factory=list)  # waiting or booting into the warm pool
+    warm_start: float = 0.0  # a warm instance taken: seconds to a Ready node
 
 
 class SimProvider:
@@ -124,9 +128,11 @@ class SimProvider:
         seed: int = 0,
         retry_interval: float = 60.0,
         quotas: dict[tuple[str, bool], int] | None = None,
+        warm_start: float | None = None,
     ) -> None:
         """`interruption_rate`: expected reclaims per spot instance-hour (0 disables them); `quotas`: EC2 quota
-        family (class, spot) -> vCPU limit."""
+        family (class, spot) -> vCPU limit; `warm_start`: a stopped warm instance's time to Ready (default the
+        config's timings.warm_start)."""
         self.quotas = dict(quotas or {})
         self.config = config
         self.outages = list(outages)
@@ -141,13 +147,17 @@ class SimProvider:
             self._groups[pool.name] = _Group(pool, config.price(pool), boot, pool.min_size)
         self._by_id: dict[str, Instance] = {}
         self.history: list[Instance] = []  # every instance ever launched, for the bill
+        self.warm_history: list[WarmInstance] = []  # every warm-pool instance, for the bill
         self._booting: list[tuple[float, str]] = []  # heap of (ready_at, provider_id)
         self._reclaims: list[tuple[float, str]] = []  # heap of (interrupt_at, provider_id)
         self._notices: list[tuple[float, str]] = []  # heap of (notice time, provider_id)
         self._noticed: dict[str, Interruption] = {}  # notices handed out, not acknowledged yet
         self.fail_next: dict[Operation, list[ProviderError]] = {}
-        for group in self._groups.values():
-            self._launch(group, boot=0.0)  # min-size nodes are there when the simulation starts
+        stopped_start = config.timings.warm_start if warm_start is None else warm_start
+        for group in self._groups.values():  # the warm pools and the min-size nodes are there at the start
+            group.warm_start = warm_start_of(group.pool, stopped_start)
+            self._refill(group, boot=0.0)
+            self._launch(group, boot=0.0)
 
     # --- PoolProvider -------------------------------------------------------------------------
     def observe(self, now: float) -> dict[str, PoolObservation]:
@@ -157,7 +167,7 @@ class SimProvider:
         for name, group in self._groups.items():
             members = [CloudInstance(i.provider_id, i.zone, i.requested_at) for i in group.instances.values()]
             out[name] = PoolObservation(group.pool, group.desired, len(group.instances), group.failures, members,
-                                        self._quota(group.pool))
+                                        self._quota(group.pool), sum(w.ready_at <= self.now for w in group.warm))
             group.failures = []
         return out
 
@@ -333,6 +343,8 @@ class SimProvider:
             per_zone[inst.zone] = per_zone.get(inst.zone, 0) + 1
         refused: set[str] = set()
         for _ in range(missing):
+            if boot is None and self._start_warm(group):
+                continue
             zones = [z for z in pool.zones if z not in refused]
             zone = min(zones, key=lambda z: (per_zone[z], pool.zones.index(z)), default=None)
             while zone is not None and (failure := self._refusal(pool, zone)) is not None:
@@ -355,10 +367,31 @@ class SimProvider:
                 heapq.heappush(self._reclaims, (inst.interrupt_at, inst.provider_id))
                 notice = max(self.now, inst.interrupt_at - NOTICE_LEAD[pool.cloud])
                 heapq.heappush(self._notices, (notice, inst.provider_id))
-            group.instances[inst.provider_id] = inst
-            self._by_id[inst.provider_id] = inst
-            self.history.append(inst)
-            heapq.heappush(self._booting, (inst.ready_at, inst.provider_id))
+            self._add(inst)
+
+    def _start_warm(self, group: _Group) -> bool:
+        """Take a ready warm instance into service (Ready after warm_start); the group launches its replacement."""
+        w = take_ready(group.warm, self.now)
+        if w is not None:
+            self._add(Instance(w.provider_id, w.pool, w.zone, False, w.gpus, group.price, self.now,
+                               self.now + group.warm_start))
+            self._refill(group)
+        return w is not None
+
+    def _refill(self, group: _Group, boot: float | None = None) -> None:
+        """Launch instances into the warm pool up to its size; each boots, then waits."""
+        for zone in refill_zones(group.pool, len(group.warm), len(self.warm_history)):
+            self._seq += 1
+            w = WarmInstance.launch(f"{group.pool.cloud}:///{zone}/i-{self._seq:08x}", group.pool, zone, group.price,
+                                    self.now, group.boot if boot is None else boot)
+            group.warm.append(w)
+            self.warm_history.append(w)
+
+    def _add(self, inst: Instance) -> None:
+        self._groups[inst.pool].instances[inst.provider_id] = inst
+        self._by_id[inst.provider_id] = inst
+        self.history.append(inst)
+        heapq.heappush(self._booting, (inst.ready_at, inst.provider_id))
 
     def _end(self, group: _Group, inst: Instance, reason: str, at: float | None = None) -> None:
         inst.ended_at = self.now if at is None else at

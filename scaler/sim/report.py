@@ -44,6 +44,7 @@ from scaler.sim.prepaid import section as prepaid_section
 from scaler.sim.prepaid import summary_lines as prepaid_lines
 from scaler.sim.records import JobRun, SimResult
 from scaler.sim.trace import fractional_gpus
+from scaler.sim.warm import warm_section
 
 FIRST_JOBS = 5  # job ids the report names (the count says how many more)
 
@@ -238,13 +239,14 @@ def build_report(result: SimResult, *, trace: str, pools_file: str, seed: int, o
     prepaid = prepaid_section(result.prepaid, config.pools, end, config.spot_price_factor)
     bought = {p.name for p in config.pools if p.prepaid}
     paid = sum(i.gpus * i.life(end) for i in history if i.pool not in bought) / 3600 + \
-        sum(p["paid_gpu_hours"] for p in prepaid.values())
+        sum(p["paid_gpu_hours"] for p in prepaid.values()) + (warm := warm_section(result, end))["paid_gpu_hours"]
     spot = sum(i.gpus * i.life(end) for i in history if i.spot) / 3600
     cost = sum(i.price_per_hour * i.life(end) for i in history) / 3600 + sum(p["cost_usd"] for p in prepaid.values())
     demand = sum(r.job.gpus * r.job.duration_s for r in result.jobs) / 3600
     fractional = sum(fractional_gpus(r.job) * r.job.duration_s for r in result.jobs) / 3600
     done = sum(r.job.gpus * _done_s(r, end) for r in result.jobs) / 3600
     pendings = [_pending(r) for r in result.jobs if r.first_start is not None]
+    one_gpu = [_pending(r) for r in result.jobs if r.first_start is not None and r.job.gpus == 1]
     never = never_started(result)
     admitted = [r.admitted_at - r.job.submit_s for r in result.jobs if r.admitted_at is not None]
     delays = [e.fallback_at - e.failed_at for e in result.episodes if e.fallback_at is not None]
@@ -270,7 +272,7 @@ def build_report(result: SimResult, *, trace: str, pools_file: str, seed: int, o
         "paid_gpu_hours": round(paid, 1),
         "paid_over_demand": round(paid / demand, 4) if demand else None,
         "paid_over_demand_done": round(paid / done, 4) if done else None,
-        "cost_usd": round(cost, 2),
+        "cost_usd": round(cost + warm["cost_usd"], 2),
         "lower_bound_cost_usd": round(lower_bound_cost(result), 2),
         # The same trace without gpuburst: elastic on on-demand only, and a static on-demand fleet sized for the peak.
         **baselines(result),
@@ -278,6 +280,8 @@ def build_report(result: SimResult, *, trace: str, pools_file: str, seed: int, o
         "pending_p50_s": percentile(pendings, 0.5),
         "pending_p95_s": percentile(pendings, 0.95),
         "pending_max_s": max(pendings, default=0.0),
+        "pending_1gpu_p50_s": percentile(one_gpu, 0.5), "pending_1gpu_p95_s": percentile(one_gpu, 0.95),
+        "warm_pools": warm if warm["instances"] else None,  # their bill, in cost_usd and paid_gpu_hours already
         "fallback_events": len(delays),
         "fallback_delay_max_s": max(delays, default=None),
         "failed_launch_episodes": len(result.episodes),
@@ -316,9 +320,9 @@ SUMMARY_KEYS = (
     "scheduler", "jobs_completed", "jobs_total", "jobs_never_started", "demand_gpu_hours", "demand_done_gpu_hours",
     "demand_fractional_gpu_hours", "paid_gpu_hours", "paid_over_demand", "paid_over_demand_done",
     "cost_usd", "lower_bound_cost_usd", "on_demand_only_cost_usd", "static_fleet_cost_usd", "spot_share",
-    "pending_p50_s", "pending_p95_s", "pending_max_s",
+    "pending_p50_s", "pending_p95_s", "pending_max_s", "pending_1gpu_p50_s", "pending_1gpu_p95_s",
     "fallback_events", "fallback_delay_max_s", "interruptions", "rescheduled_pods", "plan_p50_s", "plan_max_s",
-    "passes_planned", "simulated_hours", "wall_s",
+    "passes_planned", "simulated_hours", "wall_s", "warm_pools",
 )
 
 
@@ -392,5 +396,5 @@ def one_line(report: dict[str, Any]) -> str:
     keys = ("scheduler", "jobs_completed", "jobs_total", "jobs_never_started", "demand_gpu_hours",
             "demand_fractional_gpu_hours", "paid_gpu_hours", "paid_over_demand", "paid_over_demand_done",
             "cost_usd", "lower_bound_cost_usd", "spot_share", "pending_p50_s", "pending_p95_s", "pending_max_s",
-            "fallback_events", "fallback_delay_max_s", "plan_p50_s", "plan_max_s", "wall_s")
+            "pending_1gpu_p95_s", "fallback_events", "fallback_delay_max_s", "plan_p50_s", "plan_max_s", "wall_s")
     return " ".join(f"{k}={report[k]}" for k in keys)

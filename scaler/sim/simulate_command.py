@@ -34,6 +34,7 @@ from scaler.sim.failures import GpuFailures
 from scaler.sim.records import SimResult
 from scaler.sim.report import build_report, summary
 from scaler.sim.trace import Job, TraceError, job_pods, load_trace
+from scaler.sim.warm import with_warm
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -73,6 +74,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="keep room ready for GPUS 1-GPU pods of the trace's shape, as a CapacityBuffer of GPUS "
                              "replicas (issue 27; default 0: none); the report adds the pending time of the jobs "
                              "that fit it")
+    parser.add_argument("--warm", type=int, default=0, metavar="SIZE",
+                        help="a warm pool of SIZE stopped instances on the cheapest AWS on-demand pools of 1-GPU nodes "
+                             "and one instance type (scaler/sim/warm.py; capped at each pool's max; default 0: as the "
+                             "pools file says)")
+    parser.add_argument("--warm-start", type=float, default=None, metavar="S",
+                        help="a stopped warm-pool instance is a Ready node S seconds after a scale-out takes it "
+                             "(default: the pools file's timings.warm_start, 90)")
     parser.add_argument("--report", help="write the JSON report here")
     parser.add_argument("--plot", help="write the timeline here (.png, .svg or .pdf)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random spot reclaims")
@@ -161,9 +169,18 @@ def simulate(
     provisioning_requests: bool = False, quotas: list[str] | None = None, dra: bool = False,
     gpu_failure_rate: float = 0.0, checkpoint_interval: float = 1800.0, repair: bool = True,
     buffer_gpus: int = 0,
+    warm_size: int = 0, warm_start: float | None = None,
 ) -> tuple[SimResult, dict[str, Any]]:
-    """Run one simulation; returns the raw result and the report (raises on bad input)."""
+    """Run one simulation; returns the raw result and the report (raises on bad input). `warm_size`: a warm pool
+    of that size on each pool that may have one (scaler.sim.warm); `warm_start`: its instances' time to Ready."""
     config = dra_config(pools) if dra else load_config(pools)
+    if warm_size:
+        try:
+            config = with_warm(config, warm_size)
+        except ValueError as err:
+            raise InputError(f"--warm {warm_size}: {pools}: {err}") from None
+    if warm_start is not None:
+        config = config.model_copy(update={"timings": config.timings.model_copy(update={"warm_start": warm_start})})
     if not repair:
         if not gpu_failure_rate:
             raise InputError("--no-repair: without --gpu-failure-rate no GPU breaks, so it would change nothing")
@@ -206,7 +223,9 @@ def main(args: argparse.Namespace) -> int:
                                        ("--device-plugin-delay", args.device_plugin_delay, 0.0, False),
                                        ("--interruption-rate", args.interruption_rate, 0.0, False),
                                        ("--gpu-failure-rate", args.gpu_failure_rate, 0.0, False),
-                                       ("--checkpoint-interval", args.checkpoint_interval, 0.0, False)):
+                                       ("--checkpoint-interval", args.checkpoint_interval, 0.0, False),
+                                       ("--warm", args.warm, 0.0, False),
+                                       ("--warm-start", args.warm_start, 0.0, True)):
         if value is not None and (not math.isfinite(value) or value < low or (strict and value == low)):
             print(f"{option} {value}: must be a finite number {'>' if strict else '>='} {low:g}", file=sys.stderr)
             return 2
@@ -233,7 +252,7 @@ def main(args: argparse.Namespace) -> int:
             device_plugin_delay=args.device_plugin_delay, gpu_sharing=args.gpu_sharing,
             provisioning_requests=args.provisioning_requests, quotas=args.quota, dra=args.dra,
             gpu_failure_rate=args.gpu_failure_rate, checkpoint_interval=args.checkpoint_interval,
-            repair=not args.no_repair, buffer_gpus=args.buffer,
+            repair=not args.no_repair, buffer_gpus=args.buffer, warm_size=args.warm, warm_start=args.warm_start,
         )
     except (ConfigError, TraceError, InputError) as err:
         print(f"error: {err}", file=sys.stderr)

@@ -165,3 +165,23 @@ class FailedLaunch:
             "<ResponseMetadata><RequestId>6f2b4c8e-0000-4000-8000-000000000000</RequestId></ResponseMetadata>"
             "</DescribeScalingActivitiesResponse>").encode()
         return AWSResponse(request.url, 200, {"Content-Type": "text/xml"}, _Raw(xml))
+
+
+class WarmInstances:
+    """DescribeWarmPool answers with these instances of the group's warm pool (moto keeps the pool's configuration
+    but lists no instance in it), in the response's own shape; `calls` counts the DescribeWarmPool calls."""
+
+    def __init__(self, client: Any, group: str, states: list[str], zone: str = "us-east-1a") -> None:
+        self.group = group
+        self.calls = 0
+        self.instances = [{"InstanceId": f"i-0a{n:015x}", "InstanceType": "g6.xlarge", "AvailabilityZone": zone,
+                           "LifecycleState": state, "HealthStatus": "Healthy", "ProtectedFromScaleIn": True,
+                           "LaunchTemplate": {"LaunchTemplateId": "lt-0123456789abcdef0",
+                                              "LaunchTemplateName": "gpuburst-nodes", "Version": "1"}}
+                          for n, state in enumerate(states)]
+        client.meta.events.register("after-call.autoscaling.DescribeWarmPool", self)
+
+    def __call__(self, parsed: dict[str, Any], **_: Any) -> None:
+        self.calls += 1
+        if parsed.get("WarmPoolConfiguration"):
+            parsed["Instances"] = list(self.instances)

@@ -10,7 +10,7 @@ from scaler.core.config.settings import ScalerConfig, parse_config
 from scaler.providers.aws import AwsProvider
 from scaler.providers.aws_messages import provider_id
 from scaler.providers.base import ProviderError
-from tests.fakes.aws import Faults, MotoAws
+from tests.fakes.aws import Faults, MotoAws, WarmInstances
 
 pytestmark = pytest.mark.integration
 
@@ -141,3 +141,18 @@ def test_a_group_max_below_the_config_max_is_what_the_planner_plans_with(aws: Mo
     obs = provider(aws, config).observe(0)
     assert obs["gpu-spot-a"].pool.max_size == 2
     assert obs["gpu-od"].pool.max_size == 3
+
+
+def test_warm_pool_instances_ready_to_start_are_read_only_where_a_group_has_a_warm_pool(
+        aws: MotoAws, config: ScalerConfig) -> None:
+    names = aws.make_groups(config)
+    aws.asg.put_warm_pool(AutoScalingGroupName=names["gpu-od"], MinSize=3, MaxGroupPreparedCapacity=3,
+                          PoolState="Stopped")
+    p = provider(aws, config)
+    warm = WarmInstances(p.asg, names["gpu-od"], ["Warmed:Stopped", "Warmed:Stopped", "Warmed:Pending:Wait"])
+    obs = p.observe(0)
+    # The two stopped ones start on a scale-out; the one still booting into the pool does not count.
+    assert (obs["gpu-od"].warm, obs["gpu-spot-a"].warm) == (2, 0)
+    assert warm.calls == 1  # only the group with a warm pool is asked
+    aws.asg.delete_warm_pool(AutoScalingGroupName=names["gpu-od"], ForceDelete=True)
+    assert p.observe(0)["gpu-od"].warm == 0 and warm.calls == 1

@@ -337,3 +337,34 @@ def test_reserved_and_block_pools_launch_into_their_reservations(tmp_path: Any) 
     # The block's dates and the reservations are tags the scaler reads back (Pool.from_tags).
     tags = {t["key"]: t["value"] for t in group["tags"]}
     assert tags[keys.TAG_RESERVATION_PREFIX + "end"] == "2026-12-08T11:30:00Z"
+
+
+def test_a_warm_pool_is_declared_on_its_group_from_the_pool_model(tmp_path: Any) -> None:
+    """`warm:` becomes the group's warm pool of exactly that size (MinSize = MaxGroupPreparedCapacity), launched from
+    the template (AWS refuses a warm pool with a mixed instances policy), and its nodes join only once in service."""
+    import base64
+    import email
+
+    from gpuburst_infra.offline import render
+    from stack_helpers import write_stack
+
+    def edit(c: dict[str, Any]) -> None:
+        c["gpuburst:pools"] += [
+            {"name": "gpu1-warm", "instance_types": ["g6.xlarge"], "zones": ["us-east-1a"], "max": 8,
+             "warm": {"size": 2}},
+            {"name": "gpu1-hot", "instance_types": ["g6.xlarge"], "zones": ["us-east-1a"], "max": 8,
+             "warm": {"size": 1, "state": "running"}}]
+
+    r = render(write_stack(ROOT / "Pulumi.aws-dev.yaml", tmp_path, edit))
+    group = r.one(GROUP, "gpu1-warm").inputs
+    assert group["warmPool"] == {"poolState": "Stopped", "minSize": 2, "maxGroupPreparedCapacity": 2}
+    assert r.one(GROUP, "gpu1-hot").inputs["warmPool"]["poolState"] == "Running"
+    assert "mixedInstancesPolicy" not in group and group["launchTemplate"]["id"]
+    template = r.one(TEMPLATE, "gpu1-warm").inputs
+    assert template["instanceType"] == "g6.xlarge"
+    scripts = [p.get_payload() for p in email.message_from_string(base64.b64decode(template["userData"]).decode())
+               .walk() if p.get_content_type() == "text/x-shellscript"]
+    assert len(scripts) == 1 and "target-lifecycle-state" in scripts[0] and "Warmed:*" in scripts[0]
+    for cold in ("gpu1-spot-a",):  # a pool without one: as before
+        assert "warmPool" not in r.one(GROUP, cold).inputs and "mixedInstancesPolicy" in r.one(GROUP, cold).inputs
+        assert "instanceType" not in r.one(TEMPLATE, cold).inputs

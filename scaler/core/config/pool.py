@@ -20,6 +20,7 @@ from scaler.core.config.catalogue import AWS_ACCELERATOR, CATALOGUE, GPU_FACTS, 
 from scaler.core.config.repair import RepairSpec
 from scaler.core.config.sharing import GpuSharing, SharingPlan, plan_sharing
 from scaler.core.config.specs import LABEL_KEY, StrictModel, TaintSpec, taint_spec
+from scaler.core.config.warm import WarmPool, check_warm
 from scaler.core.dra.model import ResourceSlice
 from scaler.core.model import keys
 from scaler.core.model.errors import FieldError
@@ -71,6 +72,8 @@ class Pool(StrictModel):
         default="device-plugin", description="device-plugin (nvidia.com/gpu) or dra (ResourceSlices, claims)")
     repair: RepairSpec = Field(
         default_factory=RepairSpec, description="GPU health signals and the repair budget (repair.py)")
+    warm: WarmPool | None = Field(
+        default=None, description="instances kept stopped or running beside the pool, ready sooner (warm.py)")
     # Filled in by validation from the catalogue (plus the pools file's overrides).
     instance: InstanceType | None = Field(default=None, exclude=True, repr=False)
     sharing: SharingPlan | None = Field(default=None, exclude=True, repr=False)
@@ -111,6 +114,9 @@ class Pool(StrictModel):
         if self.min_size > self.max_size:
             raise FieldError("max", f"min ({self.min_size}) is greater than max ({self.max_size})")
         rsv.check(self.capacity_type, self.reservation, self.cloud, self.instance_types)
+        if self.warm is not None:
+            check_warm(self.warm, cloud=self.cloud, capacity_type=self.capacity_type,
+                       instance_types=self.instance_types, max_size=self.max_size)
         if self.cloud == "azure" and len(self.instance_types) > 1:
             raise FieldError("instance_types", "an Azure pool has exactly one VM size")
         if self.cloud == "azure" and self.role == "system" and self.capacity_type == "spot":

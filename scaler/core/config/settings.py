@@ -49,6 +49,8 @@ class Timings(BaseModel):
     backoff_max: float = Field(default=1800, gt=0, le=WEEK)
     gpu_boot: float = Field(default=240, gt=0, le=WEEK)
     cpu_boot: float = Field(default=120, gt=0, le=WEEK)
+    # A stopped warm-pool instance (scaler.core.config.warm) to Ready: started, its boot and image pulls done before.
+    warm_start: float = Field(default=90, gt=0, le=WEEK)
     # A planned drain whose pods cannot all be evicted in this time is abandoned (the node uncordoned).
     drain_timeout: float = Field(default=600, gt=0, le=WEEK)
     # A Node whose instance is gone is normally deleted by the cloud controller manager within a minute;

@@ -46,6 +46,8 @@ class Caps:
                 left = self.quota_left.get(o.quota.name, o.quota.headroom)
                 self.quota_left[o.quota.name] = left - owed
         self.quota_of = {n: o.quota.name for n, o in snapshot.pools.items() if o.quota is not None}
+        # Warm-pool instances ready to start, per pool (a group another tool gave a warm pool counts too).
+        self.warm = {n: o.warm for n, o in snapshot.pools.items() if o.warm > 0}
         self.exhausted: dict[str, str] = {}  # quota -> why a pool could not have a node (the Event's text)
         self._saved: tuple[dict[str, int], int, int, float, int, dict[str, int]] = ({}, 0, 0, 0.0, 0, {})
 
@@ -59,6 +61,10 @@ class Caps:
     def rollback(self) -> None:
         self.added, self.nodes, self.gpus, self.cost, self.this_pass = dict(self._saved[0]), *self._saved[1:5]
         self.quota_left = dict(self._saved[5])
+
+    def warm_left(self, pool: str) -> int:
+        """Warm instances of the pool no node of this pass has taken (the group starts those first)."""
+        return self.warm.get(pool, 0) - self.added.get(pool, 0)
 
     def availability(self, slot: Slot) -> str | None:
         """Why the pool cannot launch now (the fallback takes over), or None. A pool across zones can

@@ -103,6 +103,17 @@ class NodeEvent:
     warning: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class WarmStanding:
+    """A pool's warm pool as the pass saw it: instances ready to start, how soon one is Ready, what it costs idle."""
+
+    size: int
+    ready: int
+    state: str  # stopped | running
+    ready_in: float  # seconds from the scale-up to a Ready node
+    usd_per_hour: float  # standing cost: root volumes while stopped, full price while running
+
+
 @dataclass(slots=True)
 class Plan:
     now: float
@@ -123,6 +134,7 @@ class Plan:
     repair_paused: dict[str, str] = field(default_factory=dict)  # pool -> why its repairs wait (the budget)
     recovered: list[str] = field(default_factory=list)  # repair drains to stop: the node is healthy again
     buffers: dict[str, BufferOutcome] = field(default_factory=dict)  # CapacityBuffer -> status, placeholders
+    warm: dict[str, WarmStanding] = field(default_factory=dict)  # pool -> its warm pool (scaler.core.config.warm)
 
     @property
     def empty(self) -> bool:
@@ -150,6 +162,9 @@ class Plan:
             out["buffers"] = {k: {"replicas": b.status.replicas, "error": b.error,
                                   **({"placeholders": b.where()} if pods else {})}
                               for k, b in sorted(self.buffers.items())}
+        if self.warm:
+            out["warm"] = {p: {"size": w.size, "ready": w.ready, "state": w.state, "ready_in_s": w.ready_in,
+                               "standing_usd_per_hour": round(w.usd_per_hour, 4)} for p, w in sorted(self.warm.items())}
         if pods:
             out["pods"] = {k: {"outcome": v.outcome, "pool": v.pool, "node": v.node, "reasons": v.reasons}
                            for k, v in sorted(self.verdicts.items())}

@@ -87,11 +87,14 @@ class Expander:
             cached = self._cand_cache[key] = (cands, reasons)
         return cached[0], dict(cached[1])
 
-    def score(self, c: Candidate, cls: PodClass, n: int) -> tuple[float, int, float, str, str]:
+    def score(self, c: Candidate, cls: PodClass, n: int) -> tuple[int, float, int, float, str, str]:
+        """Rank: a pool with a warm instance left first (Ready in timings.warm_start instead of a boot: the pods
+        wait less, the user declared the warm pool for that), then price per pod, spot, waste."""
         m = max(1, min(c.per_node, n))
         terms = c.waste_terms
         waste = sum((e - m * u) / e for e, u in terms) / len(terms) if terms else 0.0
-        return c.slot.price / m, 0 if c.slot.spot else 1, waste, c.slot.pool.name, c.slot.zone
+        cold = 0 if self.caps.warm and self.caps.warm_left(c.slot.pool.name) > 0 else 1
+        return cold, c.slot.price / m, 0 if c.slot.spot else 1, waste, c.slot.pool.name, c.slot.zone
 
     def pick(self, cls: PodClass, cands: list[Candidate], n: int, excluded: set[int], reasons: dict[str, str],
               only: str | None = None, seen: set[str] | None = None,

@@ -103,7 +103,8 @@ class Placer:
 
             target = None
             while target is None:
-                pick = self.expander.pick(cls, ranked, 1, excluded, reasons, admits=admits, presorted=True)
+                pick = self.expander.pick(cls, ranked, 1, excluded, reasons, admits=admits,
+                                          presorted=not self.caps.warm)  # warm instances used up re-rank
                 if pick is None:
                     break
                 if self._capped(pick.slot, reasons, excluded):
@@ -166,9 +167,12 @@ class Placer:
             c = self.expander.pick(cls, cands, n - placed, excluded, reasons)
             if c is None:
                 break
+            warm = self.caps.warm_left(c.slot.pool.name) > 0
             while placed < n:
                 if self._capped(c.slot, reasons, excluded):
                     break
+                if warm and self.caps.warm_left(c.slot.pool.name) <= 0:
+                    break  # its warm instances are taken: the next node is a cold one, ranked again
                 b = self._open(c)
                 k = min(c.per_node, n - placed)
                 for idx, a in cls.nz:

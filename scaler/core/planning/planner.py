@@ -13,9 +13,10 @@ from __future__ import annotations
 import dataclasses
 
 from scaler.core.config.settings import ScalerConfig
+from scaler.core.config.warm import RUNNING_START, standing_price
 from scaler.core.planning import buffers
 from scaler.core.planning.advance import advance, record_scale_ups
-from scaler.core.planning.decisions import Plan, SetSize
+from scaler.core.planning.decisions import Plan, SetSize, WarmStanding
 from scaler.core.planning.interruptions import ending_blocks, read_notices
 from scaler.core.planning.repair import plan_repairs
 from scaler.core.planning.scaledown import plan_scale_down
@@ -58,6 +59,7 @@ def plan(snapshot: Snapshot, state: State, config: ScalerConfig) -> tuple[Plan, 
         unhealthy=fix.unhealthy,
         repair_paused=fix.paused,
         recovered=fix.recovered,
+        warm=warm_pools(snapshot, config),
     )
     result.buffers = buffers.outcomes(snapshot.buffers, held, result.verdicts, snapshot.now)
     stop_refused(result, adv.state)
@@ -66,6 +68,19 @@ def plan(snapshot: Snapshot, state: State, config: ScalerConfig) -> tuple[Plan, 
     elif not snapshot.pdbs_fresh:
         hold_evicting(result)
     return result, adv.state
+
+
+def warm_pools(snapshot: Snapshot, config: ScalerConfig) -> dict[str, WarmStanding]:
+    """Each warm pool's ready instances, time to Ready and standing cost (the plan's cost of keeping it)."""
+    out = {}
+    for name, obs in snapshot.pools.items():
+        w = obs.pool.warm
+        if w is None or not w.size:
+            continue
+        ready_in = RUNNING_START if w.state == "running" else config.timings.warm_start
+        price = standing_price(w, obs.pool.list_price(config.spot_price_factor), obs.pool.root_volume_gib)
+        out[name] = WarmStanding(w.size, obs.warm, w.state, ready_in, price)
+    return out
 
 
 def hold_evicting(plan: Plan) -> None:

@@ -56,6 +56,7 @@ class PoolObservation:
     failures: list[LaunchFailure] = field(default_factory=list)  # new since the last pass
     members: list[CloudInstance] = field(default_factory=list)  # the `instances` themselves
     quota: Quota | None = None  # None: not read (or none applies): no cap
+    warm: int = 0  # warm-pool instances ready to start (Warmed:Stopped / Warmed:Running): Ready in timings.warm_start
 
 
 NoticeKind = Literal["spot-interruption", "rebalance", "terminating"]
