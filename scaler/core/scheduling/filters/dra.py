@@ -99,6 +99,13 @@ class DraState:
         # computed once
         self.verdicts: dict[str, dict[tuple[int, ...], Verdict]] = {}
         self.spec_ids: dict[ClaimSpec, int] = {}  # equal specs (one template per namespace) share an id
+        self._by_id: dict[int, ClaimSpec] = {}
+        # node -> the pods placed there by the count whose devices are not chosen yet (`place_counted`)
+        self._owed: dict[str, list[tuple[Pod, Node, tuple[int, ...]]]] = {}
+        self._owed_at: dict[int, str] = {}  # id(pod) -> its node, while owed
+        self._selectors: Allocator | None = None  # over every slice: its pools and selector results
+        # (id(node's own slices), class, request selectors) -> (those slices, every device matches): uniform
+        self._uniform: dict[tuple[int, str, tuple[str, ...]], tuple[object, Candidates | None]] = {}
         self._first: Allocator | None = None  # its selector cache is shared by the others
         self._spec_info: dict[int, tuple[ClaimSpec, tuple[int, tuple[str, ...], int]]] = {}
         self.last: DraCheck | None = None  # the latest pod's check, for its placement (nothing changed since)
@@ -116,8 +123,9 @@ class DraState:
             missing = tuple(r.device_class_name for q in spec.requests
                             for r in ([q.exactly] if q.exactly else q.first_available)
                             if r.device_class_name not in self.objects.classes)
-            hit = self._spec_info[id(spec)] = (spec, (ids.setdefault(spec, len(ids)), missing,
-                                                      sum(_least(q) for q in spec.requests)))
+            spec_id = ids.setdefault(spec, len(ids))
+            self._by_id.setdefault(spec_id, spec)
+            hit = self._spec_info[id(spec)] = (spec, (spec_id, missing, sum(_least(q) for q in spec.requests)))
         return hit[1]
 
     # --- the pass's changes -----------------------------------------------------------------------
@@ -150,7 +158,36 @@ class DraState:
             self._free[node.name] -= len(devices - used)
             self._in_use[node.name] = used | devices
 
+    def place_counted(self, pod: Pod, node: Node, specs: tuple[int, ...]) -> None:
+        """A pod of plain claims (`counted`) placed by the count on a node all of whose devices they may
+        take (`uniform`). Its devices, the first free ones in pool order as `simple` picks them, are taken
+        when the node is next asked about (`_settle`): most nodes never are in a pass."""
+        self._owed.setdefault(node.name, []).append((pod, node, specs))
+        self._owed_at[id(pod)] = node.name
+        self._forget(node.name)
+
+    def _settle(self, name: str) -> None:
+        """Give the node's owed pods their devices, in the order they were placed."""
+        for pod, node, specs in self._owed.pop(name, ()):
+            self._owed_at.pop(id(pod), None)
+            used, own = self.in_use(node), self._own(node)
+            devices: set[DeviceID] = set()
+            for spec_id in specs:
+                exact = self._by_id[spec_id].requests[0].exactly
+                assert exact is not None
+                cands = self._simple[(id(own), spec_id)][1]
+                assert cands is not None
+                devices.update([d for d, _, _ in cands if d not in used and d not in devices][:exact.count])
+            self.given.setdefault(name, set()).update(devices)
+            self.by_pod[id(pod)] = (name, [], devices)
+            used |= devices
+            self._free[name] -= len(devices)
+
     def unplace(self, pod: Pod) -> None:
+        owed_at = self._owed_at.pop(id(pod), None)
+        if owed_at is not None:
+            self._owed[owed_at] = [o for o in self._owed[owed_at] if o[0] is not pod]
+            return
         hit = self.by_pod.pop(id(pod), None)
         if hit is None:
             return
@@ -171,10 +208,12 @@ class DraState:
         """A node's driver published its slices (the simulator's nodes)."""
         self.objects.slices.extend(slices)
         self.by_node[name] = list(slices)
+        self._selectors = None
         self._forget(name)
 
     def unpublish(self, name: str) -> None:
         self.objects.slices = [s for s in self.objects.slices if s.node_name != name]
+        self._selectors = None
         self.by_node.pop(name, None)
         self._forget(name)
 
@@ -207,6 +246,8 @@ class DraState:
             hit = self._in_use[node.name] = {i for i in cached[1] if i in self.held}
             hit.update(self.given.get(node.name, ()))
             self._free[node.name] = len(cached[1]) - len(hit & cached[1])
+            if node.name in self._owed:
+                self._settle(node.name)
         return hit
 
     def free(self, node: Node) -> int:
@@ -224,9 +265,82 @@ class DraState:
             return None
         hit = self._simple.get((id(own), spec))
         if hit is None:
-            cands = simple.candidates(self.allocator(node), self.node_ref(node), claim) if own else None
+            cands = self._candidates(node, claim.spec) if own else None
             hit = self._simple[(id(own), spec)] = (own, cands)
         return simple.pick(claim, hit[1], self.in_use(node)) if hit[1] is not None else None
+
+    def counted(self, pod: Pod) -> tuple[int, ...] | None:
+        """The spec ids of the pod's claims when each is made from a template whose spec is plain
+        (`scaler.core.dra.simple.is_simple`) and names classes that exist, else None. On a node where every
+        device matches those specs and none consumes counters (`uniform`), such claims allocate exactly
+        when the node has as many free devices as they count: the packer's keys.RES_DRA_DEVICES."""
+        from scaler.core.dra.simple import is_simple  # noqa: PLC0415 - see the TYPE_CHECKING import
+
+        specs = []
+        for ref in pod.resource_claims:
+            if not ref.template_name or ref.claim_name or ref.generated:
+                return None
+            tmpl = self.objects.templates.get(f"{pod.namespace}/{ref.template_name}")
+            if tmpl is None or not is_simple(tmpl.spec):
+                return None
+            spec_id, missing, _ = self.spec_info(tmpl.spec)
+            if missing:
+                return None
+            specs.append(spec_id)
+        return tuple(specs) if specs else None
+
+    def uniform(self, node: Node, specs: tuple[int, ...]) -> bool:
+        """Every device the node's slices publish is one the plain specs' request may take (`counted`):
+        all in complete, valid pools of slices on the node, none consuming counters, all matching the
+        selectors of the request's class and its own. Once per (node's slices, class and selectors); the
+        devices are then each spec's candidates on the node (`simple`), as `dra.simple.candidates` lists them."""
+        if self.anywhere:
+            return False
+        own = self._own(node)
+        if not own:
+            return True
+        for spec_id in specs:
+            exact = self._by_id[spec_id].requests[0].exactly
+            assert exact is not None
+            key = (id(own), exact.device_class_name, exact.selectors)
+            hit = self._uniform.get(key)
+            if hit is None or hit[0] is not own:
+                hit = self._uniform[key] = (own, self._all_match(node, own, exact.device_class_name, exact.selectors))
+            if hit[1] is None:
+                return False
+            self._simple.setdefault((id(own), spec_id), hit)
+        return True
+
+    def _all_match(self, node: Node, own: Sequence[ResourceSlice], class_name: str,
+                   selectors: tuple[str, ...]) -> Candidates | None:
+        from scaler.core.dra.allocator import Allocator  # noqa: PLC0415 - see the TYPE_CHECKING import
+        from scaler.core.dra.pools import gather_pools  # noqa: PLC0415
+        from scaler.core.dra.search import AllocationError  # noqa: PLC0415
+
+        if self._selectors is None:  # selector results only (cached per device): no node's allocator needed
+            self._selectors = Allocator(self.objects.classes, self.objects.slices, shared=self._first)
+            self._first = self._first or self._selectors
+        allocator = self._selectors
+        pools = gather_pools(own, allocator.by_pool, self.node_ref(node))
+        if any(p.incomplete or p.invalid for p in pools):
+            return None
+        found = [(DeviceID(p.driver, p.name, d.name), d, s) for p in pools for s in p.slices for d in s.devices]
+        if len(found) != sum(len(s.devices) for s in own):
+            return None
+        expressions = (*self.objects.classes[class_name].selectors, *selectors)
+        try:
+            if all(not s.per_device_node_selection and not d.consumes_counters
+                   and all(allocator.selector_matches(e, s.driver, d, "plain", i) for i, e in enumerate(expressions))
+                   for _, d, s in found):
+                return found
+        except AllocationError:
+            pass
+        return None
+
+    def _candidates(self, node: Node, spec: ClaimSpec) -> Candidates | None:
+        from scaler.core.dra import simple  # noqa: PLC0415 - see the TYPE_CHECKING import
+
+        return simple.candidates(self.allocator(node), self.node_ref(node), ResourceClaim("", "plain", spec))
 
     def node_ref(self, node: Node) -> NodeRef:
         """A node opened from a template allocates from the template's slices, under their node name."""
