@@ -44,7 +44,8 @@ class Filtered:
         self._nodes: dict[int, tuple[Bin, Node]] = {}
         self._journal: list[tuple[str, Pod | None, str, Node | None, list[Pod]]] | None = None
         self._constrained: dict[int, tuple[PodClass, bool]] = {}
-        self._uniform: dict[tuple[int, tuple[int, ...]], bool] = {}  # (group, claim specs) -> DraState.uniform
+        self._uniform: dict[tuple[int, tuple[int, ...]], bool] = {}  # (group, claim specs) -> CountedClaims.uniform
+        self._reach: dict[tuple[int, tuple[int, ...]], bool] = {}  # (statics, claim specs) -> counted
         # (group, request[, settled key]) -> first bin worth asking
         self._hints: dict[tuple[Any, ...], int] = {}
 
@@ -66,7 +67,7 @@ class Filtered:
     def is_constrained(self, cls: PodClass) -> bool:
         """Whether the class is placed one pod at a time. A class of plain claims is placed by the count
         (its nz counts keys.RES_DRA_DEVICES) when every node it may reach has only devices its claims
-        may take (`DraState.uniform`): there a node allocates them exactly when it has that many free."""
+        may take (`filters.dra_counted`): there a node allocates them exactly when it has that many free."""
         hit = self._constrained.get(id(cls))
         if hit is None:  # the class is kept with its answer: its id cannot be reused meanwhile
             hit = self._constrained[id(cls)] = (cls, self.constrained(cls.rep) and not self.counted(cls))
@@ -79,17 +80,21 @@ class Filtered:
         specs = self.cluster.counted_claims(cls.rep)
         if specs is None:
             return False
-        dra, packer, uniform = self.cluster.dra, self.packer, self._uniform
-        for g in packer.groups.values():
-            if packer.static_reason(cls.static_id, g) is not None:
-                continue
-            key = (id(g), specs)  # a group's nodes stay (those opened from a template are the template's)
-            hit = uniform.get(key)
-            if hit is None:
-                hit = uniform[key] = all(dra.uniform(node, specs) for node in (g.node, *(b.node for b in g.bins)))
-            if not hit:
-                return False
-        return True
+        key = (cls.static_id, specs)  # the pass makes no group after the packer's (nodes opened join a template's)
+        hit = self._reach.get(key)
+        if hit is None:
+            hit = self._reach[key] = all(self._uniform_group(g, specs) for g in self.packer.groups.values()
+                                         if self.packer.static_reason(cls.static_id, g) is None)
+        return hit
+
+    def _uniform_group(self, g: Group, specs: tuple[int, ...]) -> bool:
+        key = (id(g), specs)  # a group's nodes stay (those opened from a template are the template's)
+        hit = self._uniform.get(key)
+        if hit is None:
+            assert self.cluster is not None
+            counted = self.cluster.dra.counted
+            hit = self._uniform[key] = all(counted.uniform(node, specs) for node in (g.node, *(b.node for b in g.bins)))
+        return hit
 
     # --- nodes --------------------------------------------------------------------------------------
     def node_of(self, b: Bin) -> Node:

@@ -150,10 +150,10 @@ class Cluster:
         return self.placed.remove_node(name)
 
     def place(self, pod: Pod, node_name: str, counted: tuple[int, ...] | None = None) -> None:
-        """`counted`: the pod's plain claims' spec ids, placed by the count (`DraState.place_counted`)."""
+        """`counted`: the pod's plain claims' spec ids, placed by the count (`dra_counted.CountedClaims.place`)."""
         self.placed.place(pod, node_name)
         if counted is not None:
-            self.dra.place_counted(pod, self.placed.nodes[node_name], counted)
+            self.dra.counted.place(pod, self.placed.nodes[node_name], counted)
         elif pod.resource_claims:
             last = self.dra.last
             check = last if last is not None and last.pod is pod else DraCheck(self.dra, pod)
@@ -180,7 +180,7 @@ class Cluster:
                 or (pod.node_name and pod.phase == "Pending") or has_field_affinity(pod)
                 or blocked_by_existing(self.placed, pod)):
             return None
-        return self.dra.counted(pod)
+        return self.dra.counted.specs(pod)
 
     def check(self, pod: Pod) -> PodCheck:
         return PodCheck(self, pod)

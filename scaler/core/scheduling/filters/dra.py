@@ -29,6 +29,7 @@ from scaler.core.dra.model import (
     ResourceSlice,
 )
 from scaler.core.model.objects import Node, Pod
+from scaler.core.scheduling.filters.dra_counted import CountedClaims
 from scaler.core.scheduling.predicates import term_matches
 
 if TYPE_CHECKING:  # the allocator (and its CEL runtime) loads with the first claim a pass allocates
@@ -93,26 +94,21 @@ class DraState:
         self.by_pod: dict[int, tuple[str, list[str], set[DeviceID]]] = {}
         self.removed: set[str] = set()
         self._allocators: dict[str, Allocator] = {}
-        self._free: dict[str, int] = {}  # node -> devices its allocator has not allocated (any class)
+        self.free_count: dict[str, int] = {}  # node -> devices its allocator has not allocated (any class)
         # node -> (the claims' spec ids) -> (reason or None, the claim keys it names, the allocations when
         # they fit): the verdict for pods asking the same (a workload's template) on an unchanged node,
         # computed once
         self.verdicts: dict[str, dict[tuple[int, ...], Verdict]] = {}
         self.spec_ids: dict[ClaimSpec, int] = {}  # equal specs (one template per namespace) share an id
-        self._by_id: dict[int, ClaimSpec] = {}
-        # node -> the pods placed there by the count whose devices are not chosen yet (`place_counted`)
-        self._owed: dict[str, list[tuple[Pod, Node, tuple[int, ...]]]] = {}
-        self._owed_at: dict[int, str] = {}  # id(pod) -> its node, while owed
-        self._selectors: Allocator | None = None  # over every slice: its pools and selector results
-        # (id(node's own slices), class, request selectors) -> (those slices, every device matches): uniform
-        self._uniform: dict[tuple[int, str, tuple[str, ...]], tuple[object, Candidates | None]] = {}
-        self._first: Allocator | None = None  # its selector cache is shared by the others
+        self.by_id: dict[int, ClaimSpec] = {}
+        self.counted = CountedClaims(self)  # pods of plain claims placed by the count
+        self.first: Allocator | None = None  # its selector cache is shared by the others
         self._spec_info: dict[int, tuple[ClaimSpec, tuple[int, tuple[str, ...], int]]] = {}
         self.last: DraCheck | None = None  # the latest pod's check, for its placement (nothing changed since)
         self._ids: dict[int, tuple[object, frozenset[DeviceID]]] = {}  # id(node's own slices) -> their devices
         self._in_use: dict[str, set[DeviceID]] = {}  # node -> its devices held or given
         # (id(node's own slices), spec id) -> (those slices, the one claim's candidates or None: dra.simple)
-        self._simple: dict[tuple[int, int], tuple[object, Candidates | None]] = {}
+        self.simple_cands: dict[tuple[int, int], tuple[object, Candidates | None]] = {}
 
     def spec_info(self, spec: ClaimSpec) -> tuple[int, tuple[str, ...], int]:
         """(its id: equal specs share one, the classes it names that do not exist, the fewest devices it
@@ -124,7 +120,7 @@ class DraState:
                             for r in ([q.exactly] if q.exactly else q.first_available)
                             if r.device_class_name not in self.objects.classes)
             spec_id = ids.setdefault(spec, len(ids))
-            self._by_id.setdefault(spec_id, spec)
+            self.by_id.setdefault(spec_id, spec)
             hit = self._spec_info[id(spec)] = (spec, (spec_id, missing, sum(_least(q) for q in spec.requests)))
         return hit[1]
 
@@ -153,40 +149,13 @@ class DraState:
                 keys.append(claim.key)
         self.by_pod[id(pod)] = (node.name, keys, devices)
         used = self._in_use.get(node.name)
-        self._forget(node.name)
+        self.forget(node.name)
         if used is not None:  # kept up to date: the node's other devices are as they were
-            self._free[node.name] -= len(devices - used)
+            self.free_count[node.name] -= len(devices - used)
             self._in_use[node.name] = used | devices
 
-    def place_counted(self, pod: Pod, node: Node, specs: tuple[int, ...]) -> None:
-        """A pod of plain claims (`counted`) placed by the count on a node all of whose devices they may
-        take (`uniform`). Its devices, the first free ones in pool order as `simple` picks them, are taken
-        when the node is next asked about (`_settle`): most nodes never are in a pass."""
-        self._owed.setdefault(node.name, []).append((pod, node, specs))
-        self._owed_at[id(pod)] = node.name
-        self._forget(node.name)
-
-    def _settle(self, name: str) -> None:
-        """Give the node's owed pods their devices, in the order they were placed."""
-        for pod, node, specs in self._owed.pop(name, ()):
-            self._owed_at.pop(id(pod), None)
-            used, own = self.in_use(node), self._own(node)
-            devices: set[DeviceID] = set()
-            for spec_id in specs:
-                exact = self._by_id[spec_id].requests[0].exactly
-                assert exact is not None
-                cands = self._simple[(id(own), spec_id)][1]
-                assert cands is not None
-                devices.update([d for d, _, _ in cands if d not in used and d not in devices][:exact.count])
-            self.given.setdefault(name, set()).update(devices)
-            self.by_pod[id(pod)] = (name, [], devices)
-            used |= devices
-            self._free[name] -= len(devices)
-
     def unplace(self, pod: Pod) -> None:
-        owed_at = self._owed_at.pop(id(pod), None)
-        if owed_at is not None:
-            self._owed[owed_at] = [o for o in self._owed[owed_at] if o[0] is not pod]
+        if self.counted.unplace(pod):
             return
         hit = self.by_pod.pop(id(pod), None)
         if hit is None:
@@ -195,9 +164,9 @@ class DraState:
         self.given.get(name, set()).difference_update(devices)
         for key in keys:
             self.allocated.pop(key, None)
-        self._forget(name)
+        self.forget(name)
 
-    def _forget(self, name: str) -> None:
+    def forget(self, name: str) -> None:
         """The node's devices changed: its allocator and verdicts are out of date."""
         self.last = None
         self._allocators.pop(name, None)
@@ -208,14 +177,14 @@ class DraState:
         """A node's driver published its slices (the simulator's nodes)."""
         self.objects.slices.extend(slices)
         self.by_node[name] = list(slices)
-        self._selectors = None
-        self._forget(name)
+        self.counted.slices_changed()
+        self.forget(name)
 
     def unpublish(self, name: str) -> None:
         self.objects.slices = [s for s in self.objects.slices if s.node_name != name]
-        self._selectors = None
+        self.counted.slices_changed()
         self.by_node.pop(name, None)
-        self._forget(name)
+        self.forget(name)
 
     def remove_node(self, name: str) -> None:
         self.removed.add(name)
@@ -231,113 +200,45 @@ class DraState:
         own = node.slices or self.expected.get(node.name) or self.by_node.get(node.name) or ()
         return [*own, *self.anywhere] if self.anywhere else list(own)
 
-    def _own(self, node: Node) -> Sequence[ResourceSlice]:
+    def own(self, node: Node) -> Sequence[ResourceSlice]:
         return node.slices or self.expected.get(node.name) or self.by_node.get(node.name) or ()
 
     def in_use(self, node: Node) -> set[DeviceID]:
         """The node's devices held by allocated claims or given by the pass."""
         hit = self._in_use.get(node.name)
         if hit is None:
-            own = self._own(node)
+            own = self.own(node)
             cached = self._ids.get(id(own))
             if cached is None:
                 cached = self._ids[id(own)] = (own, frozenset(
                     DeviceID(s.driver, s.pool.name, d.name) for s in self.slices(node) for d in s.devices))
             hit = self._in_use[node.name] = {i for i in cached[1] if i in self.held}
             hit.update(self.given.get(node.name, ()))
-            self._free[node.name] = len(cached[1]) - len(hit & cached[1])
-            if node.name in self._owed:
-                self._settle(node.name)
+            self.free_count[node.name] = len(cached[1]) - len(hit & cached[1])
+            if node.name in self.counted.owed:
+                self.counted.settle(node)
         return hit
 
     def free(self, node: Node) -> int:
         """Devices of the node no claim holds: no request for more can be allocated there."""
         self.in_use(node)
-        return self._free[node.name]
+        return self.free_count[node.name]
 
     def simple(self, node: Node, claim: ResourceClaim, spec: int) -> Allocation | None:
         """The claim's allocation on the node without a search (`scaler.core.dra.simple`), or None: ask
         the allocator."""
         from scaler.core.dra import simple  # noqa: PLC0415 - see the TYPE_CHECKING import
 
-        own = self._own(node)
+        own = self.own(node)
         if self.anywhere:  # devices not of one node: which it may use depends on the node's labels
             return None
-        hit = self._simple.get((id(own), spec))
+        hit = self.simple_cands.get((id(own), spec))
         if hit is None:
-            cands = self._candidates(node, claim.spec) if own else None
-            hit = self._simple[(id(own), spec)] = (own, cands)
+            cands = self.candidates(node, claim.spec) if own else None
+            hit = self.simple_cands[(id(own), spec)] = (own, cands)
         return simple.pick(claim, hit[1], self.in_use(node)) if hit[1] is not None else None
 
-    def counted(self, pod: Pod) -> tuple[int, ...] | None:
-        """The spec ids of the pod's claims when each is made from a template whose spec is plain
-        (`scaler.core.dra.simple.is_simple`) and names classes that exist, else None. On a node where every
-        device matches those specs and none consumes counters (`uniform`), such claims allocate exactly
-        when the node has as many free devices as they count: the packer's keys.RES_DRA_DEVICES."""
-        from scaler.core.dra.simple import is_simple  # noqa: PLC0415 - see the TYPE_CHECKING import
-
-        specs = []
-        for ref in pod.resource_claims:
-            if not ref.template_name or ref.claim_name or ref.generated:
-                return None
-            tmpl = self.objects.templates.get(f"{pod.namespace}/{ref.template_name}")
-            if tmpl is None or not is_simple(tmpl.spec):
-                return None
-            spec_id, missing, _ = self.spec_info(tmpl.spec)
-            if missing:
-                return None
-            specs.append(spec_id)
-        return tuple(specs) if specs else None
-
-    def uniform(self, node: Node, specs: tuple[int, ...]) -> bool:
-        """Every device the node's slices publish is one the plain specs' request may take (`counted`):
-        all in complete, valid pools of slices on the node, none consuming counters, all matching the
-        selectors of the request's class and its own. Once per (node's slices, class and selectors); the
-        devices are then each spec's candidates on the node (`simple`), as `dra.simple.candidates` lists them."""
-        if self.anywhere:
-            return False
-        own = self._own(node)
-        if not own:
-            return True
-        for spec_id in specs:
-            exact = self._by_id[spec_id].requests[0].exactly
-            assert exact is not None
-            key = (id(own), exact.device_class_name, exact.selectors)
-            hit = self._uniform.get(key)
-            if hit is None or hit[0] is not own:
-                hit = self._uniform[key] = (own, self._all_match(node, own, exact.device_class_name, exact.selectors))
-            if hit[1] is None:
-                return False
-            self._simple.setdefault((id(own), spec_id), hit)
-        return True
-
-    def _all_match(self, node: Node, own: Sequence[ResourceSlice], class_name: str,
-                   selectors: tuple[str, ...]) -> Candidates | None:
-        from scaler.core.dra.allocator import Allocator  # noqa: PLC0415 - see the TYPE_CHECKING import
-        from scaler.core.dra.pools import gather_pools  # noqa: PLC0415
-        from scaler.core.dra.search import AllocationError  # noqa: PLC0415
-
-        if self._selectors is None:  # selector results only (cached per device): no node's allocator needed
-            self._selectors = Allocator(self.objects.classes, self.objects.slices, shared=self._first)
-            self._first = self._first or self._selectors
-        allocator = self._selectors
-        pools = gather_pools(own, allocator.by_pool, self.node_ref(node))
-        if any(p.incomplete or p.invalid for p in pools):
-            return None
-        found = [(DeviceID(p.driver, p.name, d.name), d, s) for p in pools for s in p.slices for d in s.devices]
-        if len(found) != sum(len(s.devices) for s in own):
-            return None
-        expressions = (*self.objects.classes[class_name].selectors, *selectors)
-        try:
-            if all(not s.per_device_node_selection and not d.consumes_counters
-                   and all(allocator.selector_matches(e, s.driver, d, "plain", i) for i, e in enumerate(expressions))
-                   for _, d, s in found):
-                return found
-        except AllocationError:
-            pass
-        return None
-
-    def _candidates(self, node: Node, spec: ClaimSpec) -> Candidates | None:
+    def candidates(self, node: Node, spec: ClaimSpec) -> Candidates | None:
         from scaler.core.dra import simple  # noqa: PLC0415 - see the TYPE_CHECKING import
 
         return simple.candidates(self.allocator(node), self.node_ref(node), ResourceClaim("", "plain", spec))
@@ -353,8 +254,8 @@ class DraState:
         if hit is None:
             from scaler.core.dra.allocator import Allocator  # noqa: PLC0415 - see the TYPE_CHECKING import
 
-            hit = Allocator(self.objects.classes, self.slices(node), self.in_use(node), shared=self._first)
-            self._first = self._first or hit
+            hit = Allocator(self.objects.classes, self.slices(node), self.in_use(node), shared=self.first)
+            self.first = self.first or hit
             self._allocators[node.name] = hit
         return hit
 
