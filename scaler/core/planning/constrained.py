@@ -110,6 +110,20 @@ class Filtered:
         assert self.cluster is not None
         return self.cluster.check(pod)
 
+    def admits_without(self, pod: Pod, template: Node, gone: str) -> bool:
+        """Whether the pod's filters admit a node of the template once node `gone` (the pod's) is removed:
+        the claims allocated there are then allocated anew where the pod lands, as kube-scheduler does once
+        their pods are gone (a claim shared by pods of that node moves with them)."""
+        assert self.cluster is not None
+        dra = self.cluster.dra
+        if gone in dra.removed:
+            return self.cluster.check(pod).reason(template) is None
+        dra.remove_node(gone)
+        try:
+            return self.cluster.check(pod).reason(template) is None
+        finally:
+            dra.restore_node(gone)
+
     # --- placements ---------------------------------------------------------------------------------
     def record(self, pod: Pod, b: Bin, counted: tuple[int, ...] | None = None) -> None:
         cluster = self.cluster
