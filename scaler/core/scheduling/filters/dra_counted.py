@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from scaler.core.dra.model import DeviceID, ResourceSlice
-from scaler.core.model.objects import Node, Pod
+from scaler.core.model.objects import Node, Pod, PodResourceClaim
 
 if TYPE_CHECKING:  # the allocator (and its CEL runtime) loads with the first claim a pass allocates
     from scaler.core.dra.allocator import Allocator
@@ -37,10 +37,18 @@ class CountedClaims:
         self._uniform: dict[tuple[int, str, tuple[str, ...]], tuple[object, bool]] = {}
         # (the slices' shape: `_shape`, class, request selectors) -> every device may be taken
         self._by_shape: dict[tuple[Shape, str, tuple[str, ...]], bool] = {}
+        self._specs: dict[tuple[str, tuple[PodResourceClaim, ...]], tuple[int, ...] | None] = {}
 
     def specs(self, pod: Pod) -> tuple[int, ...] | None:
         """The spec ids of the pod's claims when each is made from a template whose spec is plain
         (`scaler.core.dra.simple.is_simple`) and names classes that exist, else None."""
+        key = (pod.namespace, pod.resource_claims)  # pods of a workload ask the same: once per pass
+        if key in self._specs:
+            return self._specs[key]
+        hit = self._specs[key] = self._resolve(pod)
+        return hit
+
+    def _resolve(self, pod: Pod) -> tuple[int, ...] | None:
         from scaler.core.dra.simple import is_simple  # noqa: PLC0415 - see the TYPE_CHECKING import
 
         state, out = self.state, []
