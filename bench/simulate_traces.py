@@ -42,6 +42,7 @@ INTERRUPTION_RATE = 0.05  # spot reclaims per spot instance-hour
 GPU_FAILURE_RATE = 0.001  # GPU failures per GPU-hour
 CHECKPOINT = 1800.0  # seconds of run between a job's checkpoints (the simulator's default)
 SHARED_POOLS = "examples/pools-aws-shared.yaml"
+MIG_POOLS = "examples/pools-aws-mig.yaml"  # pools-aws.yaml plus MIG mixed p4d pools (A100s)
 RESERVED_POOLS = "examples/pools-aws-reserved.yaml"  # the usual pools plus a Capacity Block (issue 25)
 BUFFER_GPUS = 8  # a CapacityBuffer of 8 1-GPU placeholder pods (issue 27)
 TWO_SHAPES = "two-shapes.yaml"  # beside the traces' folder: ../shared/pools (issue 27)
@@ -86,6 +87,10 @@ def runs(traces: Path, pools: str, untainted: str | None) -> list[tuple[str, dic
     out.append((f"PHILLY-A.csv default, CapacityBuffer of {BUFFER_GPUS} 1-GPU pods (--buffer {BUFFER_GPUS})",
                 {"trace": str(traces / "PHILLY-A.csv"), "pools": pools, "scheduler": "default", "outages": [],
                  "buffer_gpus": BUFFER_GPUS}))
+    for dra in (False, True):  # issue 24: jobs of a GPU share on MIG slices, as nvidia.com/mig-* or as claims
+        out.append(("ALIBABA-OPENB2023-A.csv default, MIG pools (--gpu-sharing" + (" --dra)" if dra else ")"),
+                    {"trace": str(traces / "ALIBABA-OPENB2023-A.csv"), "pools": MIG_POOLS, "scheduler": "default",
+                     "outages": [], "gpu_sharing": True, "dra": dra}))
     out.append(("PHILLY-A.csv default, 32-GPU Capacity Block for the first 5 days (pools-aws-reserved.yaml)",
                 {"trace": str(traces / "PHILLY-A.csv"), "pools": RESERVED_POOLS, "scheduler": "default",
                  "outages": []}))

@@ -5,8 +5,10 @@ driver's slice (its pool's template slice) when it registers; the scheduler (`Bi
 claims with the planner's DRA filter; the scaler sees what a live cluster shows: the slices, and one
 allocated ResourceClaim per running pod (`status.resourceClaimStatuses` names it).
 
-Not modelled: MIG claims for fractional jobs (a fractional job asks for one whole GPU, as it does
-without --gpu-sharing).
+With `--gpu-sharing` a job of a GPU share that the sharing model puts on a MIG mixed pool's slice
+(`nvidia.com/mig-<profile>`, scaler.sim.trace.share_request) asks instead for one device of class
+mig.nvidia.com through the template `mig-<profile>`, whose selector names the profile: the same slice,
+allocated by the DRA driver's rules (a slice sits on memory slices of its GPU: the counters).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from scaler.core.dra.model import (
     ResourceClaim,
     ResourceClaimTemplate,
 )
-from scaler.core.dra.nvidia import DEVICE_CLASSES, GPU_CLASS
+from scaler.core.dra.nvidia import DEVICE_CLASSES, DRIVER, GPU_CLASS, MIG_CLASS
 from scaler.core.model import keys
 from scaler.core.model.objects import Node, Pod, PodResourceClaim, SelectorRequirement
 from scaler.core.scheduling.filters import DraObjects, DraState
@@ -51,13 +53,24 @@ def _spec(n: int) -> ClaimSpec:
     return ClaimSpec((DeviceRequest(CLAIM, ExactRequest(CLAIM, GPU_CLASS.name, count=n)),))
 
 
+def _mig_spec(profile: str) -> ClaimSpec:
+    selector = f"device.attributes['{DRIVER}'].profile == '{profile}'"
+    return ClaimSpec((DeviceRequest(CLAIM, ExactRequest(CLAIM, MIG_CLASS.name, count=1, selectors=(selector,))),))
+
+
 def on_claims(pod: Pod) -> Pod:
-    """The pod asking for its GPUs through the template gpu-N of its namespace."""
-    n = pod.requests.get(keys.RES_GPU, 0)
-    if n <= 0:
-        return pod
-    return dataclasses.replace(pod, requests={r: v for r, v in pod.requests.items() if r != keys.RES_GPU},
-                               resource_claims=(PodResourceClaim(CLAIM, template_name=f"gpu-{n}"),))
+    """The pod asking for its GPUs through the template gpu-N of its namespace, or for its MIG slice
+    through mig-<profile>."""
+    for res, n in pod.requests.items():
+        if res == keys.RES_GPU and n > 0:
+            template = f"gpu-{n}"
+        elif res.startswith(keys.MIG_RESOURCE_PREFIX) and n == 1:
+            template = f"mig-{res.removeprefix(keys.MIG_RESOURCE_PREFIX)}"
+        else:
+            continue
+        return dataclasses.replace(pod, requests={r: v for r, v in pod.requests.items() if r != res},
+                                   resource_claims=(PodResourceClaim(CLAIM, template_name=template),))
+    return pod
 
 
 class SimDra:
@@ -66,8 +79,10 @@ class SimDra:
     def __init__(self, config: ScalerConfig, namespace: str) -> None:
         most = max((p.gpus for p in config.pools), default=1)
         self.config = config
+        profiles = {name for p in config.pools if p.dra and p.sharing is not None for name in p.sharing.per_gpu}
+        specs = {**{f"gpu-{n}": _spec(n) for n in range(1, most + 1)}, **{f"mig-{m}": _mig_spec(m) for m in profiles}}
         self.objects = DraObjects(classes={c.name: c for c in DEVICE_CLASSES}, templates={
-            f"{namespace}/gpu-{n}": ResourceClaimTemplate(namespace, f"gpu-{n}", _spec(n)) for n in range(1, most + 1)})
+            f"{namespace}/{name}": ResourceClaimTemplate(namespace, name, spec) for name, spec in specs.items()})
         self.state = DraState(self.objects)  # the scheduler's: its placements are the allocations
         # id(pod) -> (the scheduler's allocation it was made from, the pod as seen, its claim)
         self._seen: dict[int, tuple[object, Pod, ResourceClaim]] = {}

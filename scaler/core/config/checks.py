@@ -63,7 +63,9 @@ def _ladder_errors(config: ScalerConfig) -> list[tuple[KeyPath, str]]:
             why = f"takes pods of at least {below.min_pod_gpus} GPUs and {pool.name}'s ask for at most {pool.gpus}"
         elif _sharing_kind(pool) == _sharing_kind(below):  # a different kind is `contradictions`' to say
             shared = set(pool.sharing.resources()) if pool.sharing is not None else set()
-            missing = sorted(shared - set(below.capacity()))
+            # a DRA pool's slices are devices of its slices, not capacity: what its layout offers
+            offered = below.sharing.resources() if below.dra and below.sharing is not None else below.capacity()
+            missing = sorted(shared - set(offered))
             if missing:
                 why = f"offers no {', '.join(missing)}, which {pool.name}'s pods ask for"
         if why:

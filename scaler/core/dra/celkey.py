@@ -49,10 +49,17 @@ def reads(expression: str) -> frozenset[str] | None:
 
 
 def content_key(driver: str, device: Device, names: frozenset[str]) -> tuple[object, ...]:
-    """As published (a driver writes its devices' maps in one order; another order only shares less), a
-    qualified name's identifier is what follows its domain."""
-    attributes = tuple((n, type(v), v if n in names or ("/" in n and n.partition("/")[2] in names) else None)
-                       for n, v in device.attributes.items())
-    capacity = tuple((n, str(v) if n in names or ("/" in n and n.partition("/")[2] in names) else None)
-                     for n, v in device.capacity.items())
-    return (driver, attributes, capacity)
+    """As published (a driver writes its devices' maps in one order; another order only shares less): every
+    key, every attribute's type, and the values of the names read (a qualified name's identifier is what
+    follows its domain)."""
+    attributes, capacity = device.attributes, device.capacity
+    akeys, avalues = tuple(attributes), tuple(attributes.values())
+    ckeys, cvalues = tuple(capacity), tuple(capacity.values())
+    return (driver, akeys, tuple(map(type, avalues)), tuple(avalues[i] for i in _read(akeys, names)),
+            ckeys, tuple(str(cvalues[i]) for i in _read(ckeys, names)))
+
+
+@functools.lru_cache(maxsize=4096)
+def _read(keys: tuple[str, ...], names: frozenset[str]) -> tuple[int, ...]:
+    """The positions of the keys whose values an expression reading `names` may read."""
+    return tuple(i for i, n in enumerate(keys) if n in names or ("/" in n and n.partition("/")[2] in names))

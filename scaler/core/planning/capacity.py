@@ -117,7 +117,7 @@ def build_packer(snapshot: Snapshot, config: ScalerConfig, adv: Advanced) -> tup
     running = [p for n in snapshot.nodes for p in n.pods if not is_daemonset(p)]
     devices = _counted_devices(snapshot)
     names = _resource_names(snapshot, [t.allocatable for t in templates.values()])
-    packer = Packer([*names, keys.RES_DRA_DEVICES] if devices is not None else names,
+    packer = Packer([keys.RES_DRA_DEVICES, *names] if devices is not None else names,  # devices first: the scarcest
                     referenced_keys([*snapshot.pending, *running]))
     dev = packer.index.get(keys.RES_DRA_DEVICES)
     if dev is not None:

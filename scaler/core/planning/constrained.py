@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from scaler.core.model import keys
 from scaler.core.model.objects import Node, Pod
 from scaler.core.planning.packing import Bin, Group, Packer, Placement, PodClass
 from scaler.core.scheduling.filters import Cluster, DraState, PodCheck, Storage, new_node, own_constraints
@@ -43,6 +44,8 @@ class Filtered:
         self._nodes: dict[int, tuple[Bin, Node]] = {}
         self._journal: list[tuple[str, Pod | None, str, Node | None, list[Pod]]] | None = None
         self._constrained: dict[int, tuple[PodClass, bool]] = {}
+        self._uniform: dict[tuple[int, tuple[int, ...]], bool] = {}  # (group, claim specs) -> CountedClaims.uniform
+        self._reach: dict[tuple[int, tuple[int, ...]], bool] = {}  # (statics, claim specs) -> counted
         # (group, request[, settled key]) -> first bin worth asking
         self._hints: dict[tuple[Any, ...], int] = {}
 
@@ -53,14 +56,45 @@ class Filtered:
     def class_key(self, pod: Pod) -> object:
         """Constrained pods never share a class with the others. Within a constrained class pods may
         differ in what the filters read (labels, claims, ...): each is checked on its own, the class
-        only shares requests, statics and scores."""
-        return True if self.constrained(pod) else None
+        only shares requests, statics and scores. Pods whose only constraint is plain claims from
+        templates (`Cluster.counted_claims`) share a class per claim specs: they are interchangeable."""
+        if not self.constrained(pod):
+            return None
+        assert self.cluster is not None
+        specs = self.cluster.counted_claims(pod)
+        return True if specs is None else ("claims", specs)
 
     def is_constrained(self, cls: PodClass) -> bool:
+        """Whether the class is placed one pod at a time. A class of plain claims is placed by the count
+        (its nz counts keys.RES_DRA_DEVICES) when every node it may reach has only devices its claims
+        may take (`filters.dra_counted`): there a node allocates them exactly when it has that many free."""
         hit = self._constrained.get(id(cls))
         if hit is None:  # the class is kept with its answer: its id cannot be reused meanwhile
-            hit = self._constrained[id(cls)] = (cls, self.constrained(cls.rep))
+            hit = self._constrained[id(cls)] = (cls, self.constrained(cls.rep) and not self.counted(cls))
         return hit[1]
+
+    def counted(self, cls: PodClass) -> bool:
+        """A class of plain claims that every node it may reach allocates by the count."""
+        if self.cluster is None or keys.RES_DRA_DEVICES not in self.packer.index:
+            return False
+        specs = self.cluster.counted_claims(cls.rep)
+        if specs is None:
+            return False
+        key = (cls.static_id, specs)  # the pass makes no group after the packer's (nodes opened join a template's)
+        hit = self._reach.get(key)
+        if hit is None:
+            hit = self._reach[key] = all(self._uniform_group(g, specs) for g in self.packer.groups.values()
+                                         if self.packer.static_reason(cls.static_id, g) is None)
+        return hit
+
+    def _uniform_group(self, g: Group, specs: tuple[int, ...]) -> bool:
+        key = (id(g), specs)  # a group's nodes stay (those opened from a template are the template's)
+        hit = self._uniform.get(key)
+        if hit is None:
+            assert self.cluster is not None
+            counted = self.cluster.dra.counted
+            hit = self._uniform[key] = all(counted.uniform(node, specs) for node in (g.node, *(b.node for b in g.bins)))
+        return hit
 
     # --- nodes --------------------------------------------------------------------------------------
     def node_of(self, b: Bin) -> Node:
@@ -76,8 +110,22 @@ class Filtered:
         assert self.cluster is not None
         return self.cluster.check(pod)
 
+    def admits_without(self, pod: Pod, template: Node, gone: str) -> bool:
+        """Whether the pod's filters admit a node of the template once node `gone` (the pod's) is removed:
+        the claims allocated there are then allocated anew where the pod lands, as kube-scheduler does once
+        their pods are gone (a claim shared by pods of that node moves with them)."""
+        assert self.cluster is not None
+        dra = self.cluster.dra
+        if gone in dra.removed:
+            return self.cluster.check(pod).reason(template) is None
+        dra.remove_node(gone)
+        try:
+            return self.cluster.check(pod).reason(template) is None
+        finally:
+            dra.restore_node(gone)
+
     # --- placements ---------------------------------------------------------------------------------
-    def record(self, pod: Pod, b: Bin) -> None:
+    def record(self, pod: Pod, b: Bin, counted: tuple[int, ...] | None = None) -> None:
         cluster = self.cluster
         if cluster is None:
             return
@@ -85,7 +133,7 @@ class Filtered:
             cluster.add_node(self.node_of(b), (), None if b.kind in _REAL else b.group.node)
             if self._journal is not None:
                 self._journal.append(("node", None, b.name, None, []))
-        cluster.place(pod, b.name)
+        cluster.place(pod, b.name, counted)
         if self._journal is not None:
             self._journal.append(("pod", pod, b.name, None, []))
 
@@ -94,9 +142,13 @@ class Filtered:
         if self.cluster is None:
             return
         it = iter(pods)
+        counted = None  # a class of plain claims is placed by the count only where it allocates so
         for b, k in placement:
             for _ in range(k):
-                self.record(next(it), b)
+                pod = next(it)
+                if pod.resource_claims and counted is None:
+                    counted = self.cluster.counted_claims(pod)
+                self.record(pod, b, counted)
 
     def remove(self, b: Bin) -> None:
         """A node leaves (the drain simulation removes it): its pods are no longer placed there."""

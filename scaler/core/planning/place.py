@@ -6,6 +6,7 @@ filters' view of the cluster, the caps and the nodes it opened, and rolls them b
 from __future__ import annotations
 
 from scaler.core.config.settings import ScalerConfig
+from scaler.core.model import keys
 from scaler.core.model.objects import Pod
 from scaler.core.model.workload import is_daemonset
 from scaler.core.planning.advance import Advanced
@@ -56,10 +57,27 @@ class Placer:
         filtered = self.filtered
         if filtered.active and filtered.is_constrained(cls):
             return self._place_checked(cls, cands, reasons, existing)
-        out = self._place(cls, cands, reasons, existing)
+        counted = filtered.active and filtered.constrained(cls.rep)  # plain claims, by the count
+        out = self._place(cls, self._with_devices(cls, cands, reasons) if counted else cands, reasons, existing)
         if filtered.active:
             done = sum(k for _, k in existing) if existing else 0
             filtered.record_placement(cls.pods[done:], out[len(existing) if existing else 0:])
+        return out
+
+    def _with_devices(self, cls: PodClass, cands: list[Candidate], reasons: dict[str, str]) -> list[Candidate]:
+        """The slots as a class of plain claims sees them: a new node holds as many as its template's DRA
+        devices allow (the expander leaves them uncounted, for the filter to word why a pool is too small)."""
+        need = dict(cls.nz)[self.packer.index[keys.RES_DRA_DEVICES]]
+        out = []
+        for c in cands:
+            k = min(c.per_node, c.slot.devices // need)
+            if k > 0:
+                out.append(Candidate(c.slot, k, c.waste_terms))
+            else:
+                reasons.setdefault(c.slot.pool.name, f"cannot allocate the pod's ResourceClaims: {need} device(s) "
+                                                     f"needed, {c.slot.devices} on the pool's nodes")
+        if cands and not out:  # no pool's node would take it: no scale-up helps
+            self.refused_everywhere.update(p.key for p in cls.pods)
         return out
 
     def _place_checked(self, cls: PodClass, cands: list[Candidate], reasons: dict[str, str],

@@ -379,7 +379,7 @@ class _Removals:
         consolidation = None
         if self.config.scale_down.consolidate:
             def admits(pod: Pod, template: Node) -> bool:
-                return not filtered.constrained(pod) or filtered.check(pod).reason(template) is None
+                return not filtered.constrained(pod) or filtered.admits_without(pod, template, b.name)
 
             consolidation = cheaper_home(evict, pool, self.config, self.adv, self.snapshot.now,
                                          admits if filtered.active else None, self.homes)

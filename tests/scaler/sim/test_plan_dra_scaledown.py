@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from dra_snapshot import classes, node, pod, slice_
+from dra_snapshot import MEM, cel, classes, exactly, node, pod, slice_, template
 
 from scaler.configfile import load_config
 from scaler.core.planning.decisions import Plan
@@ -151,3 +151,44 @@ def test_two_drains_do_not_count_the_same_free_gpu(tmp_path: Path) -> None:
     result = plan(snap, State(unneeded_since={X: snap.now - 3600, z[0]["metadata"]["name"]: snap.now - 3600}),
                   config)[0]
     assert len(result.scale_downs) == 1
+
+
+# Consolidation (a node whose pods fit no other node, emptied onto new nodes of a cheaper pool): a pod's
+# claims allocated on the node are allocated anew where it lands, and the allocator must prove they fit
+# the cheaper pool's node (an L4 of l4-dra, 1 GPU of 22.5 GiB, against a p4d's 8 A100s).
+def _from_template(name: str, claim: str, count: int, *selectors: str) -> list[dict[str, Any]]:
+    """A running pod whose claim was made from its template (`status.resourceClaimStatuses` names it)."""
+    out = _running(name, "1", on=X)
+    out["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": f"gpu-{name}"}]
+    out["spec"]["containers"][0]["resources"]["claims"] = [{"name": "gpu"}]
+    out["status"]["resourceClaimStatuses"] = [{"name": "gpu", "resourceClaimName": claim}]
+    made = _claim(claim, [f"gpu-{i}" for i in range(count)], pool=X, users=(name,))
+    if selectors:
+        made["spec"]["devices"]["requests"][0]["exactly"]["selectors"] = [cel(s) for s in selectors]
+    return [template(f"gpu-{name}", [{"name": "gpu", "exactly": exactly("gpu.nvidia.com", count, *selectors)}]),
+            made, out]
+
+
+def test_an_underused_dra_node_is_consolidated_where_its_claim_fits(tmp_path: Path) -> None:
+    items = [*_a100_node(X), *classes(), *_from_template("train-0", "train-0-gpu-x7k2p", 1)]
+    result = _drain_plan(tmp_path, items, X)
+    assert [(s.node, s.evict) for s in result.scale_downs] == [(X, ("ml/train-0",))]
+    assert "consolidation: its pods fit l4-dra" in result.scale_downs[0].reason
+
+
+def test_a_dra_node_stays_when_its_claim_fits_no_cheaper_pool(tmp_path: Path) -> None:
+    # 40 GiB of GPU memory: no L4 has it, and no pool cheaper than the p4d has an A100
+    items = [*_a100_node(X), *classes(), *_from_template("train-0", "train-0-gpu-x7k2p", 1, MEM.format("40Gi"))]
+    assert _drain_plan(tmp_path, items, X).scale_downs == []
+
+
+def test_a_shared_claim_moves_to_a_cheaper_node_with_all_its_pods_or_not_at_all(tmp_path: Path) -> None:
+    def items(gpus: int) -> list[dict[str, Any]]:
+        shared = _claim("shared", [f"gpu-{i}" for i in range(gpus)], pool=X, users=("a-0", "b-0"))
+        return [*_a100_node(X), *classes(), shared, _running("a-0", "1", "shared", on=X),
+                _running("b-0", "1", "shared", on=X)]
+
+    moved = _drain_plan(tmp_path, items(1), X).scale_downs
+    assert [(s.node, s.evict) for s in moved] == [(X, ("ml/a-0", "ml/b-0"))]
+    # 2 GPUs: one claim, allocated on one node; an L4 has 1 (the two pods are not split over two L4s)
+    assert _drain_plan(tmp_path, items(2), X).scale_downs == []

@@ -149,9 +149,12 @@ class Cluster:
         self.dra.remove_node(name)
         return self.placed.remove_node(name)
 
-    def place(self, pod: Pod, node_name: str) -> None:
+    def place(self, pod: Pod, node_name: str, counted: tuple[int, ...] | None = None) -> None:
+        """`counted`: the pod's plain claims' spec ids, placed by the count (`dra_counted.CountedClaims.place`)."""
         self.placed.place(pod, node_name)
-        if pod.resource_claims:
+        if counted is not None:
+            self.dra.counted.place(pod, self.placed.nodes[node_name], counted)
+        elif pod.resource_claims:
             last = self.dra.last
             check = last if last is not None and last.pod is pod else DraCheck(self.dra, pod)
             self.dra.place(pod, self.placed.nodes[node_name], check.claims, check.generated, check.spec)
@@ -169,6 +172,15 @@ class Cluster:
     def needs_check(self, pod: Pod) -> bool:
         """Whether these filters can refuse the pod anywhere now; False: predicates alone decide."""
         return own_constraints(pod) or blocked_by_existing(self.placed, pod)
+
+    def counted_claims(self, pod: Pod) -> tuple[int, ...] | None:
+        """When the pod's plain claims (DraState.counted) are all these filters can refuse it for: their
+        spec ids; else None."""
+        if (pod.spread or pod.pod_affinity or pod.pod_anti_affinity or pod.host_ports or pod.claims
+                or (pod.node_name and pod.phase == "Pending") or has_field_affinity(pod)
+                or blocked_by_existing(self.placed, pod)):
+            return None
+        return self.dra.counted.specs(pod)
 
     def check(self, pod: Pod) -> PodCheck:
         return PodCheck(self, pod)

@@ -29,6 +29,7 @@ from scaler.core.dra.model import (
     ResourceSlice,
 )
 from scaler.core.model.objects import Node, Pod
+from scaler.core.scheduling.filters.dra_counted import CountedClaims
 from scaler.core.scheduling.predicates import term_matches
 
 if TYPE_CHECKING:  # the allocator (and its CEL runtime) loads with the first claim a pass allocates
@@ -93,19 +94,21 @@ class DraState:
         self.by_pod: dict[int, tuple[str, list[str], set[DeviceID]]] = {}
         self.removed: set[str] = set()
         self._allocators: dict[str, Allocator] = {}
-        self._free: dict[str, int] = {}  # node -> devices its allocator has not allocated (any class)
+        self.free_count: dict[str, int] = {}  # node -> devices its allocator has not allocated (any class)
         # node -> (the claims' spec ids) -> (reason or None, the claim keys it names, the allocations when
         # they fit): the verdict for pods asking the same (a workload's template) on an unchanged node,
         # computed once
         self.verdicts: dict[str, dict[tuple[int, ...], Verdict]] = {}
         self.spec_ids: dict[ClaimSpec, int] = {}  # equal specs (one template per namespace) share an id
-        self._first: Allocator | None = None  # its selector cache is shared by the others
+        self.by_id: dict[int, ClaimSpec] = {}
+        self.counted = CountedClaims(self)  # pods of plain claims placed by the count
+        self.first: Allocator | None = None  # its selector cache is shared by the others
         self._spec_info: dict[int, tuple[ClaimSpec, tuple[int, tuple[str, ...], int]]] = {}
         self.last: DraCheck | None = None  # the latest pod's check, for its placement (nothing changed since)
         self._ids: dict[int, tuple[object, frozenset[DeviceID]]] = {}  # id(node's own slices) -> their devices
         self._in_use: dict[str, set[DeviceID]] = {}  # node -> its devices held or given
         # (id(node's own slices), spec id) -> (those slices, the one claim's candidates or None: dra.simple)
-        self._simple: dict[tuple[int, int], tuple[object, Candidates | None]] = {}
+        self.simple_cands: dict[tuple[int, int], tuple[object, Candidates | None]] = {}
 
     def spec_info(self, spec: ClaimSpec) -> tuple[int, tuple[str, ...], int]:
         """(its id: equal specs share one, the classes it names that do not exist, the fewest devices it
@@ -116,8 +119,9 @@ class DraState:
             missing = tuple(r.device_class_name for q in spec.requests
                             for r in ([q.exactly] if q.exactly else q.first_available)
                             if r.device_class_name not in self.objects.classes)
-            hit = self._spec_info[id(spec)] = (spec, (ids.setdefault(spec, len(ids)), missing,
-                                                      sum(_least(q) for q in spec.requests)))
+            spec_id = ids.setdefault(spec, len(ids))
+            self.by_id.setdefault(spec_id, spec)
+            hit = self._spec_info[id(spec)] = (spec, (spec_id, missing, sum(_least(q) for q in spec.requests)))
         return hit[1]
 
     # --- the pass's changes -----------------------------------------------------------------------
@@ -145,12 +149,14 @@ class DraState:
                 keys.append(claim.key)
         self.by_pod[id(pod)] = (node.name, keys, devices)
         used = self._in_use.get(node.name)
-        self._forget(node.name)
+        self.forget(node.name)
         if used is not None:  # kept up to date: the node's other devices are as they were
-            self._free[node.name] -= len(devices - used)
+            self.free_count[node.name] -= len(devices - used)
             self._in_use[node.name] = used | devices
 
     def unplace(self, pod: Pod) -> None:
+        if self.counted.unplace(pod):
+            return
         hit = self.by_pod.pop(id(pod), None)
         if hit is None:
             return
@@ -158,9 +164,9 @@ class DraState:
         self.given.get(name, set()).difference_update(devices)
         for key in keys:
             self.allocated.pop(key, None)
-        self._forget(name)
+        self.forget(name)
 
-    def _forget(self, name: str) -> None:
+    def forget(self, name: str) -> None:
         """The node's devices changed: its allocator and verdicts are out of date."""
         self.last = None
         self._allocators.pop(name, None)
@@ -171,12 +177,14 @@ class DraState:
         """A node's driver published its slices (the simulator's nodes)."""
         self.objects.slices.extend(slices)
         self.by_node[name] = list(slices)
-        self._forget(name)
+        self.counted.slices_changed()
+        self.forget(name)
 
     def unpublish(self, name: str) -> None:
         self.objects.slices = [s for s in self.objects.slices if s.node_name != name]
+        self.counted.slices_changed()
         self.by_node.pop(name, None)
-        self._forget(name)
+        self.forget(name)
 
     def remove_node(self, name: str) -> None:
         self.removed.add(name)
@@ -192,41 +200,48 @@ class DraState:
         own = node.slices or self.expected.get(node.name) or self.by_node.get(node.name) or ()
         return [*own, *self.anywhere] if self.anywhere else list(own)
 
-    def _own(self, node: Node) -> Sequence[ResourceSlice]:
+    def own(self, node: Node) -> Sequence[ResourceSlice]:
         return node.slices or self.expected.get(node.name) or self.by_node.get(node.name) or ()
 
     def in_use(self, node: Node) -> set[DeviceID]:
         """The node's devices held by allocated claims or given by the pass."""
         hit = self._in_use.get(node.name)
         if hit is None:
-            own = self._own(node)
+            own = self.own(node)
             cached = self._ids.get(id(own))
             if cached is None:
                 cached = self._ids[id(own)] = (own, frozenset(
                     DeviceID(s.driver, s.pool.name, d.name) for s in self.slices(node) for d in s.devices))
             hit = self._in_use[node.name] = {i for i in cached[1] if i in self.held}
             hit.update(self.given.get(node.name, ()))
-            self._free[node.name] = len(cached[1]) - len(hit & cached[1])
+            self.free_count[node.name] = len(cached[1]) - len(hit & cached[1])
+            if node.name in self.counted.owed:
+                self.counted.settle(node)
         return hit
 
     def free(self, node: Node) -> int:
         """Devices of the node no claim holds: no request for more can be allocated there."""
         self.in_use(node)
-        return self._free[node.name]
+        return self.free_count[node.name]
 
     def simple(self, node: Node, claim: ResourceClaim, spec: int) -> Allocation | None:
         """The claim's allocation on the node without a search (`scaler.core.dra.simple`), or None: ask
         the allocator."""
         from scaler.core.dra import simple  # noqa: PLC0415 - see the TYPE_CHECKING import
 
-        own = self._own(node)
+        own = self.own(node)
         if self.anywhere:  # devices not of one node: which it may use depends on the node's labels
             return None
-        hit = self._simple.get((id(own), spec))
+        hit = self.simple_cands.get((id(own), spec))
         if hit is None:
-            cands = simple.candidates(self.allocator(node), self.node_ref(node), claim) if own else None
-            hit = self._simple[(id(own), spec)] = (own, cands)
+            cands = self.candidates(node, claim.spec) if own else None
+            hit = self.simple_cands[(id(own), spec)] = (own, cands)
         return simple.pick(claim, hit[1], self.in_use(node)) if hit[1] is not None else None
+
+    def candidates(self, node: Node, spec: ClaimSpec) -> Candidates | None:
+        from scaler.core.dra import simple  # noqa: PLC0415 - see the TYPE_CHECKING import
+
+        return simple.candidates(self.allocator(node), self.node_ref(node), ResourceClaim("", "plain", spec))
 
     def node_ref(self, node: Node) -> NodeRef:
         """A node opened from a template allocates from the template's slices, under their node name."""
@@ -239,8 +254,8 @@ class DraState:
         if hit is None:
             from scaler.core.dra.allocator import Allocator  # noqa: PLC0415 - see the TYPE_CHECKING import
 
-            hit = Allocator(self.objects.classes, self.slices(node), self.in_use(node), shared=self._first)
-            self._first = self._first or hit
+            hit = Allocator(self.objects.classes, self.slices(node), self.in_use(node), shared=self.first)
+            self.first = self.first or hit
             self._allocators[node.name] = hit
         return hit
 
