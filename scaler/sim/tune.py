@@ -113,7 +113,7 @@ def main(args: argparse.Namespace) -> int:
     except (ConfigError, TraceError, InputError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    cands = candidates(space, reclaims=args.interruption_rate > 0)
+    cands = candidates(space, jobs, reclaims=args.interruption_rate > 0)
     random.Random(args.seed).shuffle(cands)  # noqa: S311 - a reproducible order, not a secret
     cands = cands[:args.candidates]
     span_h = max(max(j.submit_s for j in jobs) / 3600, 1e-3)

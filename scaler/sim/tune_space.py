@@ -7,7 +7,8 @@ node that a type of those models offers, the file's own type of that count (else
 
 - a set of shapes (always the largest, so every gang's pod fits a node);
 - per shape but the smallest a `min_pod_gpus` taint: none, just above the next smaller shape (that shape's pods
-  stay off it), or its own count (whole nodes only);
+  stay off it), or its own count (whole nodes only); combinations that leave a pod size of the trace without a
+  home are not raced, nor a second one that admits the same pod sizes on every shape;
 - per shape and zone a spot pool falling back to the on-demand pool of its zone, or on-demand alone (only
   searched with spot reclaims: without them spot costs less at the same GPU-hours);
 - the adaptive unneeded time's bounds (`scale_down.unneeded_time_min` / `_max`);
@@ -25,6 +26,7 @@ from typing import Any
 from scaler.core.config.catalogue import CATALOGUE, InstanceType
 from scaler.core.config.settings import ScalerConfig
 from scaler.sim.simulate_command import InputError, simulate
+from scaler.sim.trace import Job, gang_split
 
 IDLE_BOUNDS: tuple[tuple[float, float], ...] = ((30, 600), (30, 300), (30, 1200))  # the first is today's default
 BUFFER_GPUS: tuple[int, ...] = (0, 8)
@@ -70,18 +72,29 @@ def space_of(config: ScalerConfig, data: dict[str, Any], path: str) -> Space:
                  tuple(i for i, p in enumerate(config.pools) if not p.gpus_per_node))
 
 
-def taint_options(counts: tuple[int, ...]) -> list[tuple[tuple[int, int], ...]]:
+def taint_options(counts: tuple[int, ...], pods: frozenset[int]) -> list[tuple[tuple[int, int], ...]]:
+    """The shapes' taint combinations that give every pod size of the trace a home, one of each set of
+    combinations that admit the same pod sizes on each shape (the lowest taints: the most room for other pods)."""
     per = [[0]] + [sorted({0, counts[i - 1] + 1, counts[i]}) for i in range(1, len(counts))]
-    return [tuple(zip(counts, combo, strict=True)) for combo in itertools.product(*per)]
+    seen: set[tuple[frozenset[int], ...]] = set()
+    out = []
+    for combo in itertools.product(*per):
+        admits = tuple(frozenset(p for p in pods if t <= p <= c) for c, t in zip(counts, combo, strict=True))
+        if admits in seen or set().union(*admits) != pods:
+            continue
+        seen.add(admits)
+        out.append(tuple(zip(counts, combo, strict=True)))
+    return out
 
 
-def candidates(space: Space, *, reclaims: bool) -> list[Candidate]:
+def candidates(space: Space, jobs: list[Job], *, reclaims: bool) -> list[Candidate]:
     counts = tuple(space.types)
     largest = counts[-1]
+    pods = frozenset(gang_split(j.gpus, largest)[1] for j in jobs if j.gpus)
     subsets = [s for n in range(1, len(counts) + 1) for s in itertools.combinations(counts, n) if largest in s]
     buffers = BUFFER_GPUS if "buffer_gpus" in inspect.signature(simulate).parameters else (0,)
     return [Candidate(shapes, spot, idle, buf)
-            for subset in subsets for shapes in taint_options(subset)
+            for subset in subsets for shapes in taint_options(subset, pods)
             for spot in ((True, False) if reclaims else (True,)) for idle in IDLE_BOUNDS for buf in buffers]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import inspect
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -51,6 +52,15 @@ def candidates(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.fixture(scope="module")
+def local_ray() -> Iterator[None]:
+    """One local Ray instance for this module's Ray tests (`--ray local` uses it when it is up)."""
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    yield
+    ray.shutdown()
+
+
 def runs(trace: Path, pools: Path) -> list[batch.Run]:
     data = yaml.safe_load(pools.read_text(encoding="utf-8"))
     return [batch.Run(f"max {m}", trace.read_text(encoding="utf-8"),
@@ -65,12 +75,9 @@ def test_local_processes_give_the_figures_of_one_process(short_trace: Path, cand
     assert len({f["paid_over_demand"] for f in strip}) > 1  # the knob changed something: the runs differ
 
 
+@pytest.mark.usefixtures("local_ray")
 def test_ray_tasks_give_the_figures_of_local_processes(short_trace: Path, candidates: Path) -> None:
-    ray = pytest.importorskip("ray")
-    try:
-        far = batch.run_batch(runs(short_trace, candidates), ray_address="local", quiet=True)
-    finally:
-        ray.shutdown()
+    far = batch.run_batch(runs(short_trace, candidates), ray_address="local", quiet=True)
     near = batch.run_batch(runs(short_trace, candidates), workers=1, quiet=True)
     keys = ("paid_over_demand", "pending_p95_s", "cost_usd", "jobs_completed")
     assert [[(f or {})[k] for k in keys] for f in far.figures] == [[(f or {})[k] for k in keys] for f in near.figures]
@@ -146,15 +153,12 @@ def test_tune_writes_pools_that_pay_what_it_says(short_trace: Path, candidates: 
     assert out.with_suffix(".png").read_bytes().startswith(PNG)
 
 
+@pytest.mark.usefixtures("local_ray")
 def test_tune_on_ray_picks_the_candidate_local_processes_pick(short_trace: Path, candidates: Path,
                                                                tmp_path: Path) -> None:
-    ray = pytest.importorskip("ray")
     near, far = tmp_path / "near.yaml", tmp_path / "far.yaml"
     assert tune(short_trace, candidates, near, "--p95-max", "600", "--workers", "1") == 0
-    try:
-        assert tune(short_trace, candidates, far, "--p95-max", "600", "--ray", "local") == 0
-    finally:
-        ray.shutdown()
+    assert tune(short_trace, candidates, far, "--p95-max", "600", "--ray", "local") == 0
     assert far.read_text(encoding="utf-8").splitlines()[1:] == near.read_text(encoding="utf-8").splitlines()[1:]
 
 
