@@ -1,7 +1,7 @@
 """The candidates `scaler tune` searches, built from a candidate pools file and the instance catalogue.
 
-The candidates file says what the user accepts: the cloud, the zones and spot price factor, the non-GPU pools (kept
-as they are) and, through its GPU pools' instance types, the GPU models. From the catalogue, for each GPU count per
+The candidates file says what the user accepts: the cloud, the zones and spot price factor, the non-GPU pools (kept,
+see below) and, through its GPU pools' instance types, the GPU models. From the catalogue, for each GPU count per
 node that a type of those models offers, the file's own type of that count (else the catalogue's cheapest) is a
 *shape*. A candidate is, in the shape examples/pools-aws.yaml uses:
 
@@ -11,12 +11,15 @@ node that a type of those models offers, the file's own type of that count (else
   home are not raced, nor a second one that admits the same pod sizes on every shape;
 - per shape and zone a spot pool falling back to the on-demand pool of its zone, or on-demand alone (only
   searched with spot reclaims: without them spot costs less at the same GPU-hours);
+- the file's non-GPU pools as they are, but a spot pool without a fallback gets an on-demand twin (a stack
+  refuses a spot pool whose ladder does not end on demand);
 - the adaptive unneeded time's bounds (`scale_down.unneeded_time_min` / `_max`);
 - a CapacityBuffer of N GPUs, on a build whose simulator has one (`buffer_gpus`).
 """
 
 from __future__ import annotations
 
+import copy
 import inspect
 import itertools
 import math
@@ -98,10 +101,25 @@ def candidates(space: Space, jobs: list[Job], *, reclaims: bool) -> list[Candida
             for spot in ((True, False) if reclaims else (True,)) for idle in IDLE_BOUNDS for buf in buffers]
 
 
+def kept_pools(pools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The file's non-GPU pools, a spot pool without a fallback given an on-demand twin to fall back to: a stack
+    refuses a spot pool whose ladder does not end on demand (`pulumi up`'s loader, gpuburst_infra/stack.py)."""
+    out = []
+    names = {p["name"] for p in pools}
+    for pool in pools:
+        twin = f"{pool['name'][:37]}-od"
+        if pool.get("capacity_type") == "spot" and not pool.get("fallback") and twin not in names:
+            od = {k: copy.deepcopy(v) for k, v in pool.items() if k != "capacity_type"}
+            out += [{**pool, "fallback": twin}, {**od, "name": twin}]
+        else:
+            out.append(pool)
+    return out
+
+
 def pools_data(space: Space, cand: Candidate) -> dict[str, Any]:
     """The candidates file's data with its GPU pools replaced by the candidate's, and its knobs set."""
     data = {k: v for k, v in space.data.items() if k != "pools"}
-    pools = [space.data["pools"][i] for i in space.keep]
+    pools = kept_pools([space.data["pools"][i] for i in space.keep])
     suffix = {z: (z[-1] if len({x[-1] for x in space.zones}) == len(space.zones) else str(i))
               for i, z in enumerate(space.zones)}
     for count, taint in cand.shapes:
