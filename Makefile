@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 PYTHON ?= python3
-EXTRAS ?= dev,plot,infra,ansible
+EXTRAS ?= dev,plot,infra,ansible,tune
 
 .PHONY: setup demo test lint pytest ansible-test image-test lock chart bench clean
 

@@ -10,8 +10,10 @@ failures (0.001 per GPU-hour) with and without the scaler's repair, PHILLY-A wit
 pods (`--buffer 8`), PHILLY-A with warm pools on the cheapest on-demand 1-GPU pools (`--warm`), and both
 traces on the shared two-shapes
 pools (../shared/pools/two-shapes.yaml: one 1-GPU and one 8-GPU shape, the adaptive unneeded time's
-acceptance, issue 27). Every stopped job loses the work since its last checkpoint (every 1800 s). Prints the
-command line of each run and one line of figures; these are the figures docs/simulator.md and the README quote.
+acceptance, issue 27), and PHILLY-A on the pools `scaler tune` wrote from those two shapes' candidates
+(examples/pools-aws-tuned.yaml, issue 30). Every stopped job loses the work since its last checkpoint (every
+1800 s). Prints the command line of each run and one line of figures; these are the figures docs/simulator.md
+and the README quote.
 
     .venv/bin/python bench/simulate_traces.py [--traces DIR] [--pools FILE] [--out DIR] [--jobs N] [--readme FILE]
 
@@ -45,6 +47,9 @@ SHARED_POOLS = "examples/pools-aws-shared.yaml"
 MIG_POOLS = "examples/pools-aws-mig.yaml"  # pools-aws.yaml plus MIG mixed p4d pools (A100s)
 RESERVED_POOLS = "examples/pools-aws-reserved.yaml"  # the usual pools plus a Capacity Block (issue 25)
 BUFFER_GPUS = 8  # a CapacityBuffer of 8 1-GPU placeholder pods (issue 27)
+# `python -m scaler tune --trace ../shared/traces/PHILLY-A.csv --pools ../shared/pools/two-shapes.yaml --p95-max 260`
+# wrote it (issue 30)
+TUNED_POOLS = "examples/pools-aws-tuned.yaml"
 TWO_SHAPES = "two-shapes.yaml"  # beside the traces' folder: ../shared/pools (issue 27)
 WARM = 16  # stopped instances in each warm pool of `--warm` (the cheapest on-demand 1-GPU pools; issue 27)
 
@@ -103,6 +108,9 @@ def runs(traces: Path, pools: str, untainted: str | None) -> list[tuple[str, dic
             out.append((f"{trace} binpack, two-shapes pools",
                         {"trace": str(traces / trace), "pools": str(two_shapes), "scheduler": "binpack",
                          "outages": []}))
+    out.append(("PHILLY-A.csv default, the pools scaler tune wrote from the two-shapes candidates "
+                "(pools-aws-tuned.yaml)",
+                {"trace": str(traces / "PHILLY-A.csv"), "pools": TUNED_POOLS, "scheduler": "default", "outages": []}))
     if untainted:
         for trace in ("PHILLY-A.csv", "ALIBABA-OPENB2023-A.csv"):
             for scheduler in ("default", "binpack"):

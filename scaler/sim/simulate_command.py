@@ -86,6 +86,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="seed of the random spot reclaims")
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
     parser.add_argument("--strict", action="store_true", help="exit 1 when a job never started")
+    parser.add_argument("--sweep", action="append", default=[], metavar="KNOB=V1,V2,...",
+                        help="one simulation per value (repeatable: every combination) plus today's default; "
+                             "knobs: unneeded_time, unneeded_time_min, unneeded_time_max, rebuy_weight, buffer_gpus, "
+                             "warm_size (docs/simulator.md); needs --sweep-out")
+    parser.add_argument("--sweep-out", metavar="DIR", help="--sweep writes DIR/sweep.csv and DIR/sweep.png")
+    parser.add_argument("--workers", type=int, default=None, metavar="N",
+                        help="--sweep: simulations at once in local processes (default: the CPU count)")
+    parser.add_argument("--ray", metavar="ADDRESS",
+                        help="--sweep: run the simulations as Ray tasks on this Ray cluster ('local': start one "
+                             "here); pip install 'gpuburst[tune]'")
 
 
 # A reclaim every 6 minutes of a spot instance's life on average, shorter than a GPU node's boot: beyond it
@@ -218,6 +228,19 @@ def simulate(
     return result, report
 
 
+def check_sweep(args: argparse.Namespace) -> None:
+    if not (args.sweep and args.sweep_out):
+        raise InputError("--sweep and --sweep-out go together (the sweep writes its table and plot into the folder)")
+    if args.report or args.plot:
+        raise InputError("--sweep writes DIR/sweep.csv and DIR/sweep.png, not --report or --plot")
+    if args.workers is not None and args.workers < 1:
+        raise InputError(f"--workers {args.workers}: at least 1")
+    if importlib.util.find_spec("matplotlib") is None:
+        raise InputError("--sweep: its plot needs matplotlib (pip install 'gpuburst[plot]')")
+    if args.ray and importlib.util.find_spec("ray") is None:
+        raise InputError("--ray: needs Ray (pip install 'gpuburst[tune]')")
+
+
 def main(args: argparse.Namespace) -> int:
     for option, value, low, strict in (("--hours", args.hours, 0.0, True),
                                        ("--device-plugin-delay", args.device_plugin_delay, 0.0, False),
@@ -246,14 +269,20 @@ def main(args: argparse.Namespace) -> int:
                              "give a file name with one of these suffixes")
         if args.plot and importlib.util.find_spec("matplotlib") is None:
             raise InputError("--plot: needs matplotlib (pip install 'gpuburst[plot]')")
-        result, report = simulate(
-            args.trace, args.pools, hours=args.hours, outages=args.spot_outage, scheduler=args.scheduler,
-            interruption_rate=args.interruption_rate, seed=args.seed, quiet=args.quiet,
-            device_plugin_delay=args.device_plugin_delay, gpu_sharing=args.gpu_sharing,
-            provisioning_requests=args.provisioning_requests, quotas=args.quota, dra=args.dra,
-            gpu_failure_rate=args.gpu_failure_rate, checkpoint_interval=args.checkpoint_interval,
-            repair=not args.no_repair, buffer_gpus=args.buffer, warm_size=args.warm, warm_start=args.warm_start,
-        )
+        kwargs: dict[str, Any] = {
+            "hours": args.hours, "outages": args.spot_outage, "scheduler": args.scheduler,
+            "interruption_rate": args.interruption_rate, "seed": args.seed, "device_plugin_delay":
+            args.device_plugin_delay, "gpu_sharing": args.gpu_sharing, "provisioning_requests":
+            args.provisioning_requests, "quotas": args.quota, "dra": args.dra, "gpu_failure_rate":
+            args.gpu_failure_rate, "checkpoint_interval": args.checkpoint_interval, "repair": not args.no_repair,
+            "buffer_gpus": args.buffer, "warm_size": args.warm, "warm_start": args.warm_start,
+        }
+        if args.sweep or args.sweep_out:
+            check_sweep(args)
+            from scaler.sim.sweep import run_sweep  # noqa: PLC0415 - the sweep's modules only when asked
+
+            return run_sweep(args, kwargs)
+        result, report = simulate(args.trace, args.pools, quiet=args.quiet, **kwargs)
     except (ConfigError, TraceError, InputError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
