@@ -49,7 +49,7 @@ class Bin:
 class Group:
     """Nodes the static predicates cannot tell apart."""
 
-    __slots__ = ("bins", "bound", "label_id", "node", "start", "taint_id", "unsched")
+    __slots__ = ("bins", "bound", "label_id", "node", "real", "sky", "start", "taint_id", "unsched")
 
     def __init__(self, label_id: int, taint_id: int, unsched: bool, node: Node) -> None:
         self.label_id = label_id
@@ -59,6 +59,8 @@ class Group:
         self.bins: list[Bin] = []
         self.bound: list[int] | None = None  # elementwise max of free over bins, None = unknown
         self.start = 0  # bins before this one are too full for any pod of the pass
+        self.real = False  # existing and coming nodes only (every change of their free is change-logged)
+        self.sky: list[tuple[int, ...]] | None = None  # a real group's skyline (`skyline`), None = unknown
 
 
 class PodClass:
@@ -101,6 +103,22 @@ def dominant(nz: Iterable[tuple[int, int]], scale: Sequence[int]) -> float:
     return max((a / scale[i] for i, a in nz if scale[i] > 0), default=0.0)
 
 
+def skyline(vectors: Iterable[Sequence[int]]) -> list[tuple[int, ...]]:
+    """The vectors no other one covers (>= in every resource): some vector has room for a request iff one
+    of these has. A group of similar nodes has a few dozen, against hundreds of nodes."""
+    out: list[tuple[int, ...]] = []
+    for v in sorted(set(map(tuple, vectors)), reverse=True):  # one that covers v sorts before it
+        for o in out:
+            for x, y in zip(o, v, strict=True):
+                if x < y:
+                    break
+            else:
+                break  # covered
+        else:
+            out.append(v)
+    return out
+
+
 def fit_count(free: list[int], nz: tuple[tuple[int, int], ...], limit: int) -> int:
     k = limit
     for i, a in nz:
@@ -138,6 +156,7 @@ class Packer:
         self._journal: list[tuple[Bin, list[int] | None]] | None = None
         self._hints: dict[tuple[int, tuple[tuple[int, int], ...]], int] = {}  # (group, request) -> first bin
         self.changed: list[Bin] = []  # existing / coming bins whose free changed, in order (for _Chooser)
+        self._sky_synced = 0  # changes up to here have cleared their group's skyline
         # (profile, request) -> bin -> (version, resource score): classes that differ only in their
         # statics share the per-node part of their scores.
         self.scores: dict[tuple[str, tuple[tuple[int, int], ...]], dict[int, tuple[int, int]]] = {}
@@ -191,6 +210,7 @@ class Packer:
             group = Group(label_id, taint_id, unsched, rep)
             self.groups[key] = group
             if own is None:
+                group.real = True
                 self.real_groups.append(group)
         return group
 
@@ -198,6 +218,7 @@ class Packer:
                 zone: str | None, alloc: list[int] | None = None) -> Bin:
         b = Bin(free, kind, node.name, pool, zone, group, node, alloc)
         group.bins.append(b)
+        group.sky = None
         if group.bound is not None:
             group.bound = list(map(max, group.bound, free))
         self.bins.append(b)
@@ -289,6 +310,24 @@ class Packer:
         return groups
 
     # --- placement ---------------------------------------------------------------------------
+    def any_room(self, group: Group, nz: tuple[tuple[int, int], ...]) -> bool:
+        """Whether some bin of a real group (removed ones too) has room for one pod of the request, from
+        the group's skyline, kept until one of its bins changes (a scale-down's what-ifs change few)."""
+        changed = self.changed
+        for b in changed[self._sky_synced:]:
+            b.group.sky = None
+        self._sky_synced = len(changed)
+        sky = group.sky
+        if sky is None:
+            sky = group.sky = skyline(b.free for b in group.bins)
+        for free in sky:
+            for i, a in nz:
+                if free[i] < a:
+                    break
+            else:
+                return True
+        return False
+
     def fill(self, cls: PodClass, groups: Iterable[Group], n: int, kinds: frozenset[str], out: Placement) -> int:
         """First-fit up to n pods of the class into the groups' bins; returns how many were placed."""
         placed = 0
@@ -300,6 +339,8 @@ class Packer:
             if bound is not None and any(bound[i] < a for i, a in nz):
                 continue
             bins = group.bins
+            if group.real and not self.any_room(group, nz):
+                continue  # as a scan of every bin would find (the bound stays as loose as it was)
             start = group.start
             if dead:  # skip the leading bins too full for any pod of this pass (FFD fills them first)
                 while start < len(bins) and any(bins[start].free[i] < m for i, m in dead):
