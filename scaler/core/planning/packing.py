@@ -49,7 +49,7 @@ class Bin:
 class Group:
     """Nodes the static predicates cannot tell apart."""
 
-    __slots__ = ("bins", "bound", "label_id", "node", "real", "sky", "start", "taint_id", "unsched")
+    __slots__ = ("bins", "bound", "epoch", "label_id", "node", "real", "sky", "start", "taint_id", "unsched")
 
     def __init__(self, label_id: int, taint_id: int, unsched: bool, node: Node) -> None:
         self.label_id = label_id
@@ -59,8 +59,10 @@ class Group:
         self.bins: list[Bin] = []
         self.bound: list[int] | None = None  # elementwise max of free over bins, None = unknown
         self.start = 0  # bins before this one are too full for any pod of the pass
-        self.real = False  # existing and coming nodes only (every change of their free is change-logged)
-        self.sky: list[tuple[int, ...]] | None = None  # a real group's skyline (`skyline`), None = unknown
+        self.real = False  # existing and coming nodes only
+        self.epoch = 0  # bumped when a bin is added or gets room back (a rollback)
+        # A real group's skyline (`skyline`) when last computed (a cover of its bins' free), None = unknown
+        self.sky: list[tuple[int, ...]] | None = None
 
 
 class PodClass:
@@ -155,8 +157,9 @@ class Packer:
         self._eligible: dict[int, list[Group]] = {}
         self._journal: list[tuple[Bin, list[int] | None]] | None = None
         self._hints: dict[tuple[int, tuple[tuple[int, int], ...]], int] = {}  # (group, request) -> first bin
+        # (group, request) -> (the group's epoch, its bins that had room for one pod then, in order)
+        self._roomy: dict[tuple[int, tuple[tuple[int, int], ...]], tuple[int, list[Bin]]] = {}
         self.changed: list[Bin] = []  # existing / coming bins whose free changed, in order (for _Chooser)
-        self._sky_synced = 0  # changes up to here have cleared their group's skyline
         # (profile, request) -> bin -> (version, resource score): classes that differ only in their
         # statics share the per-node part of their scores.
         self.scores: dict[tuple[str, tuple[tuple[int, int], ...]], dict[int, tuple[int, int]]] = {}
@@ -219,6 +222,7 @@ class Packer:
         b = Bin(free, kind, node.name, pool, zone, group, node, alloc)
         group.bins.append(b)
         group.sky = None
+        group.epoch += 1
         if group.bound is not None:
             group.bound = list(map(max, group.bound, free))
         self.bins.append(b)
@@ -310,13 +314,27 @@ class Packer:
         return groups
 
     # --- placement ---------------------------------------------------------------------------
+    def roomy(self, group: Group, nz: tuple[tuple[int, int], ...]) -> list[Bin]:
+        """The group's bins (removed ones too) with room for one pod of the request, in order. Bins only
+        lose room while a pass places pods: those of the last answer for the request are the ones to
+        look at again, until the group's epoch changes."""
+        key = (id(group), nz)
+        hit = self._roomy.get(key)
+        out = []
+        for b in group.bins[group.start:] if hit is None or hit[0] != group.epoch else hit[1]:
+            free = b.free
+            for i, a in nz:
+                if free[i] < a:
+                    break
+            else:
+                out.append(b)
+        self._roomy[key] = (group.epoch, out)
+        return out
+
     def any_room(self, group: Group, nz: tuple[tuple[int, int], ...]) -> bool:
-        """Whether some bin of a real group (removed ones too) has room for one pod of the request, from
-        the group's skyline, kept until one of its bins changes (a scale-down's what-ifs change few)."""
-        changed = self.changed
-        for b in changed[self._sky_synced:]:
-            b.group.sky = None
-        self._sky_synced = len(changed)
+        """False when no bin of a real group (removed ones too) has room for one pod of the request. From
+        the group's skyline: bins only lose room while a pass places pods, so it stays a cover of their
+        free (it may say yes for a full group: the caller's scan then finds none and clears it)."""
         sky = group.sky
         if sky is None:
             sky = group.sky = skyline(b.free for b in group.bins)
@@ -381,6 +399,7 @@ class Packer:
                     return placed
             if first == len(bins):
                 self._hints[hint_key] = first
+                group.sky = None  # it said there might be room: a fresh one will not
             if start == group.start:  # (with a hint, the scan was short and the bound can stay loose)
                 self.tighten(group)  # the whole group was looked at and could not take the rest
         return placed
@@ -412,6 +431,8 @@ class Packer:
                     self.changed.append(b)
             b.group.bound = None
             b.group.start = 0
+            b.group.sky = None
+            b.group.epoch += 1
 
     def open_bin(self, slot: Slot, name: str) -> Bin:
         node = slot.group.node

@@ -39,20 +39,13 @@ class Chooser:
         nz = cls.nz
         for g in packer.eligible_real(cls.static_id):
             bound = g.bound
-            if bound is not None and any(bound[i] < a for i, a in nz):
-                continue
+            if (bound is not None and any(bound[i] < a for i, a in nz)) or not packer.any_room(g, nz):
+                continue  # no node of the group takes the class
             before = len(found)
-            for b in g.bins[g.start:]:  # _open, inlined: this loop runs once per class and node
-                if b.removed or b.alloc is None:
-                    continue
-                free = b.free
-                for i, a in nz:
-                    if free[i] < a:
-                        break
-                else:
-                    found.append(b)
+            found.extend(b for b in packer.roomy(g, nz) if not b.removed)  # (a real group's bins have alloc)
             if len(found) == before:  # no node of the group takes the class
                 packer.tighten(g)
+                g.sky = None
         seen: dict[int, Group] = {id(b.group): b.group for b in found}
         self.norm_nodes = [g.node for g in seen.values()]
         values = scoring.static_scores(cls.rep, self.norm_nodes, self.profile)
