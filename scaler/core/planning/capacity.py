@@ -119,6 +119,7 @@ def build_packer(snapshot: Snapshot, config: ScalerConfig, adv: Advanced) -> tup
     names = _resource_names(snapshot, [t.allocatable for t in templates.values()])
     packer = Packer([*names, keys.RES_DRA_DEVICES] if devices is not None else names,
                     referenced_keys([*snapshot.pending, *running]))
+    packer.memo = snapshot.memo
     dev = packer.index.get(keys.RES_DRA_DEVICES)
     if dev is not None:
         dra = snapshot.dra

@@ -23,6 +23,7 @@ from typing import Literal
 from scaler.core.config.pool import Pool
 from scaler.core.model import keys
 from scaler.core.model.objects import Node, Pod, Taint, Toleration
+from scaler.core.planning.memo import Memo
 from scaler.core.scheduling import predicates
 
 BinKind = Literal["existing", "coming", "in-flight", "new"]
@@ -166,6 +167,7 @@ class Packer:
         self.in_flight_groups: list[Group] = []  # booting nodes of multi-zone pools (zone unknown)
         # (resource, amount) every pod of the pass requests at least: a bin with less is dead.
         self.dead: tuple[tuple[int, int], ...] = ()
+        self.memo = Memo()  # the last passes' results (the Snapshot's, when it comes from one)
         # pod -> the DRA devices it takes at least (keys.RES_DRA_DEVICES, when the pass counts them)
         self.claim_devices: Callable[[Pod], int] | None = None
 

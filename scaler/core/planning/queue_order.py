@@ -30,6 +30,8 @@ class Chooser:
         self.request = cls.rep.requests
         wanted = {r for r, _ in self.profile.fit_resources} | set(self.profile.balanced_resources)
         self.score_idx = [(r, packer.index[r]) for r in sorted(wanted) if r in packer.index]
+        # the memo's key for a node's resource score, but for the node's allocatable and free (see _entry)
+        self.memo_key = (self.profile.name, tuple(sorted(self.request.items())), tuple(r for r, _ in self.score_idx))
         self.groups = {id(g) for g in packer.eligible_real(cls.static_id)}
         self.heap: list[tuple[int, str, int, int, Bin]] = []
         self.cache = packer.scores.setdefault((self.profile.name, cls.nz), {})
@@ -75,9 +77,11 @@ class Chooser:
             score = static + cached[1]
         else:
             assert b.alloc is not None
-            alloc = {r: b.alloc[i] for r, i in self.score_idx}
-            free = {r: b.free[i] for r, i in self.score_idx}
-            part = scoring.resource_score(self.request, alloc, free, self.profile)
+            alloc, free = b.alloc, b.free
+            key = (self.memo_key, tuple(alloc[i] for _, i in self.score_idx), tuple(free[i] for _, i in self.score_idx))
+            part = self.packer.memo.get(key, lambda: scoring.resource_score(
+                self.request, {r: alloc[i] for r, i in self.score_idx}, {r: free[i] for r, i in self.score_idx},
+                self.profile))
             self.cache[id(b)] = (b.version, part)
             score = static + part
         self.seq += 1

@@ -10,6 +10,7 @@ from typing import Literal
 
 from scaler.core.config.pool import Pool
 from scaler.core.model.objects import Node, Pod, PodDisruptionBudget
+from scaler.core.planning.memo import Memo
 from scaler.core.scheduling.filters import DraObjects, Storage
 
 FailureKind = Literal["capacity", "price", "quota", "config", "timeout", "other"]
@@ -106,3 +107,5 @@ class Snapshot:
     namespaces: dict[str, dict[str, str]] | None = None
     # What kube-scheduler's DynamicResources filter reads: DeviceClasses, ResourceClaims (+Templates), ResourceSlices.
     dra: DraObjects = field(default_factory=DraObjects)
+    # What the last passes worked out that this one may reuse (the Reconciler keeps it): never changes a plan.
+    memo: Memo = field(default_factory=Memo, repr=False, compare=False)
