@@ -36,5 +36,19 @@ class Memo:
             self._now[key] = value
         return cast(T, value)
 
+    def find(self, key: Hashable) -> Any:
+        """The value under the key, or None (`get` for values that are never None, without a closure)."""
+        value = self._now.get(key)
+        if value is None:
+            value = self._before.pop(key, None)
+            if value is not None:
+                self.hits += 1
+                self._now[key] = value
+        return value
+
+    def put(self, key: Hashable, value: Any) -> None:
+        self.misses += 1
+        self._now[key] = value
+
     def __len__(self) -> int:
         return len(self._now) + len(self._before)

@@ -4,7 +4,8 @@ creation time), each where the scoring profile its `schedulerName` names would b
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
+import operator
+from collections.abc import Callable, Sequence
 
 from scaler.core.model.objects import Pod
 from scaler.core.planning.constrained import Filtered, append_one
@@ -32,6 +33,8 @@ class Chooser:
         self.score_idx = [(r, packer.index[r]) for r in sorted(wanted) if r in packer.index]
         # the memo's key for a node's resource score, but for the node's allocatable and free (see _entry)
         self.memo_key = (self.profile.name, tuple(sorted(self.request.items())), tuple(r for r, _ in self.score_idx))
+        self.pick: Callable[[list[int]], object] = (
+            operator.itemgetter(*(i for _, i in self.score_idx)) if self.score_idx else lambda _: ())
         self.groups = {id(g) for g in packer.eligible_real(cls.static_id)}
         self.heap: list[tuple[int, str, int, int, Bin]] = []
         self.cache = packer.scores.setdefault((self.profile.name, cls.nz), {})
@@ -78,10 +81,13 @@ class Chooser:
         else:
             assert b.alloc is not None
             alloc, free = b.alloc, b.free
-            key = (self.memo_key, tuple(alloc[i] for _, i in self.score_idx), tuple(free[i] for _, i in self.score_idx))
-            part = self.packer.memo.get(key, lambda: scoring.resource_score(
-                self.request, {r: alloc[i] for r, i in self.score_idx}, {r: free[i] for r, i in self.score_idx},
-                self.profile))
+            pick = self.pick
+            key = (self.memo_key, pick(alloc), pick(free))
+            part = self.packer.memo.find(key)
+            if part is None:
+                part = scoring.resource_score(self.request, {r: alloc[i] for r, i in self.score_idx},
+                                              {r: free[i] for r, i in self.score_idx}, self.profile)
+                self.packer.memo.put(key, part)
             self.cache[id(b)] = (b.version, part)
             score = static + part
         self.seq += 1
