@@ -167,7 +167,7 @@ class Packer:
         self.in_flight_groups: list[Group] = []  # booting nodes of multi-zone pools (zone unknown)
         # (resource, amount) every pod of the pass requests at least: a bin with less is dead.
         self.dead: tuple[tuple[int, int], ...] = ()
-        self.memo = Memo()  # the last passes' results (the Snapshot's, when it comes from one)
+        self.memo: Memo | None = None  # the last passes' results (the Snapshot's)
         # pod -> the DRA devices it takes at least (keys.RES_DRA_DEVICES, when the pass counts them)
         self.claim_devices: Callable[[Pod], int] | None = None
 

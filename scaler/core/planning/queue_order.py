@@ -82,12 +82,14 @@ class Chooser:
             assert b.alloc is not None
             alloc, free = b.alloc, b.free
             pick = self.pick
+            memo = self.packer.memo
             key = (self.memo_key, pick(alloc), pick(free))
-            part = self.packer.memo.find(key)
+            part = None if memo is None else memo.find(key)
             if part is None:
                 part = scoring.resource_score(self.request, {r: alloc[i] for r, i in self.score_idx},
                                               {r: free[i] for r, i in self.score_idx}, self.profile)
-                self.packer.memo.put(key, part)
+                if memo is not None:
+                    memo.put(key, part)
             self.cache[id(b)] = (b.version, part)
             score = static + part
         self.seq += 1

@@ -93,8 +93,10 @@ class Homes:
         self.bests: dict[tuple[str, object], tuple[float, str] | None] = {}
 
     @staticmethod
-    def kept(memo: Memo, config: ScalerConfig, adv: Advanced, now: float) -> Homes:
+    def kept(memo: Memo | None, config: ScalerConfig, adv: Advanced, now: float) -> Homes:
         """The last passes' Homes while the pools in backoff and the unavailable offerings are the same."""
+        if memo is None:
+            return Homes(config, adv, now)
         key = ("homes", id(config), frozenset(p for p, b in adv.state.backoff.items() if b.until > now),
                frozenset(k for k, until in adv.state.unavailable.items() if until > now))
         homes = memo.get(key, lambda: Homes(config, adv, now))  # (it holds the config: its id stays its own)

@@ -108,4 +108,5 @@ class Snapshot:
     # What kube-scheduler's DynamicResources filter reads: DeviceClasses, ResourceClaims (+Templates), ResourceSlices.
     dra: DraObjects = field(default_factory=DraObjects)
     # What the last passes worked out that this one may reuse (the Reconciler keeps it): never changes a plan.
-    memo: Memo = field(default_factory=Memo, repr=False, compare=False)
+    # None: a plan from scratch (a snapshot file, a test), without the cost of keeping anything.
+    memo: Memo | None = field(default=None, repr=False, compare=False)
