@@ -105,7 +105,7 @@ def twice(cluster: Cluster, state: State, memo: Memo, now: float) -> tuple[str, 
     memo.next_pass()
     kept, kept_state = plan(dataclasses.replace(snap, memo=memo), state, cluster.cfg)
     snap = snapshot(cluster.cfg, list(cluster.pending), cluster.nodes_now(), now=now)
-    fresh, fresh_state = plan(snap, state, cluster.cfg)
+    fresh, fresh_state = plan(snap, state, cluster.cfg)  # no memo: from scratch
     return repr(kept), repr(fresh), repr(kept_state) == repr(fresh_state), fresh_state
 
 
