@@ -24,6 +24,7 @@ from scaler.actuator import Acting
 from scaler.core.config.settings import ScalerConfig
 from scaler.core.planning import provreq
 from scaler.core.planning.decisions import Plan
+from scaler.core.planning.memo import Memo
 from scaler.core.planning.planner import plan as core_plan
 from scaler.core.planning.snapshot import Interruption, Snapshot
 from scaler.core.planning.state import State
@@ -55,6 +56,7 @@ class Reconciler:
         self.planner = planner
         self.metrics = metrics or Metrics()
         self.state = State()
+        self.memo = Memo()  # what a pass works out that the next may reuse (plans are the same without it)
         self.notices: list[Interruption] = []
 
     def run(self, now: float) -> Pass:
@@ -72,7 +74,9 @@ class Reconciler:
         snapshot = Snapshot(now=now, pending=view.pending, nodes=view.nodes, pools=pools, pdbs=view.pdbs,
                             fresh=view.fresh, pdbs_fresh=view.pdbs_fresh, interruptions=list(self.notices),
                             draining=self.actuator.draining(), abandoned=abandoned, refused=refused,
-                            storage=view.storage, namespaces=view.namespaces, dra=view.dra, buffers=view.buffers)
+                            storage=view.storage, namespaces=view.namespaces, dra=view.dra, buffers=view.buffers,
+                            memo=self.memo)
+        self.memo.next_pass()
         requests = self._read_requests() if view.fresh else []
         plan, self.state, answers = provreq.serve(snapshot, self.state, self.config, requests, self.planner)
         self.actuator.act(plan, snapshot)

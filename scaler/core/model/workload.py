@@ -56,7 +56,11 @@ def is_gpu_device(resource: str) -> bool:
 
 def gpu_devices(resources: Mapping[str, int]) -> int:
     """GPU devices in a resource vector: whole GPUs, time-sliced replicas or MIG slices alike."""
-    return sum(v for k, v in resources.items() if is_gpu_device(k))
+    n = 0
+    for k, v in resources.items():  # is_gpu_device, inlined: read for every pod of the cluster each pass
+        if k == keys.RES_GPU or k.startswith(keys.MIG_RESOURCE_PREFIX):
+            n += v
+    return n
 
 
 def node_pool(node: Node) -> str | None:

@@ -9,7 +9,7 @@ from scaler.core.config.pool import Pool
 from scaler.core.config.settings import ScalerConfig
 from scaler.core.model import keys
 from scaler.core.model.objects import Node, Pod, SelectorTerm
-from scaler.core.model.workload import active, gpu_devices, is_daemonset, node_pool
+from scaler.core.model.workload import TERMINATED_PHASES, gpu_devices, is_daemonset, node_pool
 from scaler.core.planning.advance import Advanced, may_still_boot
 from scaler.core.planning.packing import BinKind, Group, Packer, Slot
 from scaler.core.planning.snapshot import Snapshot
@@ -119,6 +119,7 @@ def build_packer(snapshot: Snapshot, config: ScalerConfig, adv: Advanced) -> tup
     names = _resource_names(snapshot, [t.allocatable for t in templates.values()])
     packer = Packer([keys.RES_DRA_DEVICES, *names] if devices is not None else names,  # devices first: the scarcest
                     referenced_keys([*snapshot.pending, *running]))
+    packer.memo = snapshot.memo
     dev = packer.index.get(keys.RES_DRA_DEVICES)
     if dev is not None:
         dra = snapshot.dra
@@ -126,6 +127,7 @@ def build_packer(snapshot: Snapshot, config: ScalerConfig, adv: Advanced) -> tup
     packer.set_min_request([*snapshot.pending, *running])
     registered: set[str] = set()
     published = snapshot.dra.published()
+    index = packer.index
     for node in snapshot.nodes:
         registered.add(node.provider_id)
         if node.name in adv.leaving:
@@ -151,10 +153,10 @@ def build_packer(snapshot: Snapshot, config: ScalerConfig, adv: Advanced) -> tup
             if kind == "coming" and pool is not None and pool.dra:  # maybe not published yet
                 free[dev] = max(free[dev], _devices(templates[pool.name]))
         vec_alloc = list(free)
-        for pod in node.pods:
-            if active(pod):
+        for pod in node.pods:  # (100,000 pods on a large cluster: `active` inlined)
+            if pod.phase not in TERMINATED_PHASES:
                 for r, v in pod.requests.items():
-                    free[packer.index[r]] -= v
+                    free[index[r]] -= v
         group = packer.group_for(node, taints)
         packer.add_bin(node, free, kind, group, pname, node.labels.get(keys.LABEL_ZONE), vec_alloc)
     slots: list[Slot] = []

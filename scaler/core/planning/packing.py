@@ -23,6 +23,7 @@ from typing import Literal
 from scaler.core.config.pool import Pool
 from scaler.core.model import keys
 from scaler.core.model.objects import Node, Pod, Taint, Toleration
+from scaler.core.planning.memo import Memo
 from scaler.core.scheduling import predicates
 
 BinKind = Literal["existing", "coming", "in-flight", "new"]
@@ -49,7 +50,7 @@ class Bin:
 class Group:
     """Nodes the static predicates cannot tell apart."""
 
-    __slots__ = ("bins", "bound", "label_id", "node", "start", "taint_id", "unsched")
+    __slots__ = ("bins", "bound", "epoch", "label_id", "node", "real", "sky", "start", "taint_id", "unsched")
 
     def __init__(self, label_id: int, taint_id: int, unsched: bool, node: Node) -> None:
         self.label_id = label_id
@@ -59,6 +60,10 @@ class Group:
         self.bins: list[Bin] = []
         self.bound: list[int] | None = None  # elementwise max of free over bins, None = unknown
         self.start = 0  # bins before this one are too full for any pod of the pass
+        self.real = False  # existing and coming nodes only
+        self.epoch = 0  # bumped when a bin is added or gets room back (a rollback)
+        # A real group's skyline (`skyline`) when last computed (a cover of its bins' free), None = unknown
+        self.sky: list[tuple[int, ...]] | None = None
 
 
 class PodClass:
@@ -101,6 +106,22 @@ def dominant(nz: Iterable[tuple[int, int]], scale: Sequence[int]) -> float:
     return max((a / scale[i] for i, a in nz if scale[i] > 0), default=0.0)
 
 
+def skyline(vectors: Iterable[Sequence[int]]) -> list[tuple[int, ...]]:
+    """The vectors no other one covers (>= in every resource): some vector has room for a request iff one
+    of these has. A group of similar nodes has a few dozen, against hundreds of nodes."""
+    out: list[tuple[int, ...]] = []
+    for v in sorted(set(map(tuple, vectors)), reverse=True):  # one that covers v sorts before it
+        for o in out:
+            for x, y in zip(o, v, strict=True):
+                if x < y:
+                    break
+            else:
+                break  # covered
+        else:
+            out.append(v)
+    return out
+
+
 def fit_count(free: list[int], nz: tuple[tuple[int, int], ...], limit: int) -> int:
     k = limit
     for i, a in nz:
@@ -137,6 +158,8 @@ class Packer:
         self._eligible: dict[int, list[Group]] = {}
         self._journal: list[tuple[Bin, list[int] | None]] | None = None
         self._hints: dict[tuple[int, tuple[tuple[int, int], ...]], int] = {}  # (group, request) -> first bin
+        # (group, request) -> (the group's epoch, its bins that had room for one pod then, in order)
+        self._roomy: dict[tuple[int, tuple[tuple[int, int], ...]], tuple[int, list[Bin]]] = {}
         self.changed: list[Bin] = []  # existing / coming bins whose free changed, in order (for _Chooser)
         # (profile, request) -> bin -> (version, resource score): classes that differ only in their
         # statics share the per-node part of their scores.
@@ -144,6 +167,7 @@ class Packer:
         self.in_flight_groups: list[Group] = []  # booting nodes of multi-zone pools (zone unknown)
         # (resource, amount) every pod of the pass requests at least: a bin with less is dead.
         self.dead: tuple[tuple[int, int], ...] = ()
+        self.memo: Memo | None = None  # the last passes' results (the Snapshot's)
         # pod -> the DRA devices it takes at least (keys.RES_DRA_DEVICES, when the pass counts them)
         self.claim_devices: Callable[[Pod], int] | None = None
 
@@ -191,6 +215,7 @@ class Packer:
             group = Group(label_id, taint_id, unsched, rep)
             self.groups[key] = group
             if own is None:
+                group.real = True
                 self.real_groups.append(group)
         return group
 
@@ -198,6 +223,8 @@ class Packer:
                 zone: str | None, alloc: list[int] | None = None) -> Bin:
         b = Bin(free, kind, node.name, pool, zone, group, node, alloc)
         group.bins.append(b)
+        group.sky = None
+        group.epoch += 1
         if group.bound is not None:
             group.bound = list(map(max, group.bound, free))
         self.bins.append(b)
@@ -289,6 +316,38 @@ class Packer:
         return groups
 
     # --- placement ---------------------------------------------------------------------------
+    def roomy(self, group: Group, nz: tuple[tuple[int, int], ...]) -> list[Bin]:
+        """The group's bins (removed ones too) with room for one pod of the request, in order. Bins only
+        lose room while a pass places pods: those of the last answer for the request are the ones to
+        look at again, until the group's epoch changes."""
+        key = (id(group), nz)
+        hit = self._roomy.get(key)
+        out = []
+        for b in group.bins[group.start:] if hit is None or hit[0] != group.epoch else hit[1]:
+            free = b.free
+            for i, a in nz:
+                if free[i] < a:
+                    break
+            else:
+                out.append(b)
+        self._roomy[key] = (group.epoch, out)
+        return out
+
+    def any_room(self, group: Group, nz: tuple[tuple[int, int], ...]) -> bool:
+        """False when no bin of a real group (removed ones too) has room for one pod of the request. From
+        the group's skyline: bins only lose room while a pass places pods, so it stays a cover of their
+        free (it may say yes for a full group: the caller's scan then finds none and clears it)."""
+        sky = group.sky
+        if sky is None:
+            sky = group.sky = skyline(b.free for b in group.bins)
+        for free in sky:
+            for i, a in nz:
+                if free[i] < a:
+                    break
+            else:
+                return True
+        return False
+
     def fill(self, cls: PodClass, groups: Iterable[Group], n: int, kinds: frozenset[str], out: Placement) -> int:
         """First-fit up to n pods of the class into the groups' bins; returns how many were placed."""
         placed = 0
@@ -300,6 +359,8 @@ class Packer:
             if bound is not None and any(bound[i] < a for i, a in nz):
                 continue
             bins = group.bins
+            if group.real and not self.any_room(group, nz):
+                continue  # as a scan of every bin would find (the bound stays as loose as it was)
             start = group.start
             if dead:  # skip the leading bins too full for any pod of this pass (FFD fills them first)
                 while start < len(bins) and any(bins[start].free[i] < m for i, m in dead):
@@ -340,6 +401,7 @@ class Packer:
                     return placed
             if first == len(bins):
                 self._hints[hint_key] = first
+                group.sky = None  # it said there might be room: a fresh one will not
             if start == group.start:  # (with a hint, the scan was short and the bound can stay loose)
                 self.tighten(group)  # the whole group was looked at and could not take the rest
         return placed
@@ -371,6 +433,8 @@ class Packer:
                     self.changed.append(b)
             b.group.bound = None
             b.group.start = 0
+            b.group.sky = None
+            b.group.epoch += 1
 
     def open_bin(self, slot: Slot, name: str) -> Bin:
         node = slot.group.node

@@ -4,7 +4,8 @@ creation time), each where the scoring profile its `schedulerName` names would b
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
+import operator
+from collections.abc import Callable, Sequence
 
 from scaler.core.model.objects import Pod
 from scaler.core.planning.constrained import Filtered, append_one
@@ -30,6 +31,10 @@ class Chooser:
         self.request = cls.rep.requests
         wanted = {r for r, _ in self.profile.fit_resources} | set(self.profile.balanced_resources)
         self.score_idx = [(r, packer.index[r]) for r in sorted(wanted) if r in packer.index]
+        # the memo's key for a node's resource score, but for the node's allocatable and free (see _entry)
+        self.memo_key = (self.profile.name, tuple(sorted(self.request.items())), tuple(r for r, _ in self.score_idx))
+        self.pick: Callable[[list[int]], object] = (
+            operator.itemgetter(*(i for _, i in self.score_idx)) if self.score_idx else lambda _: ())
         self.groups = {id(g) for g in packer.eligible_real(cls.static_id)}
         self.heap: list[tuple[int, str, int, int, Bin]] = []
         self.cache = packer.scores.setdefault((self.profile.name, cls.nz), {})
@@ -39,20 +44,13 @@ class Chooser:
         nz = cls.nz
         for g in packer.eligible_real(cls.static_id):
             bound = g.bound
-            if bound is not None and any(bound[i] < a for i, a in nz):
-                continue
+            if (bound is not None and any(bound[i] < a for i, a in nz)) or not packer.any_room(g, nz):
+                continue  # no node of the group takes the class
             before = len(found)
-            for b in g.bins[g.start:]:  # _open, inlined: this loop runs once per class and node
-                if b.removed or b.alloc is None:
-                    continue
-                free = b.free
-                for i, a in nz:
-                    if free[i] < a:
-                        break
-                else:
-                    found.append(b)
+            found.extend(b for b in packer.roomy(g, nz) if not b.removed)  # (a real group's bins have alloc)
             if len(found) == before:  # no node of the group takes the class
                 packer.tighten(g)
+                g.sky = None
         seen: dict[int, Group] = {id(b.group): b.group for b in found}
         self.norm_nodes = [g.node for g in seen.values()]
         values = scoring.static_scores(cls.rep, self.norm_nodes, self.profile)
@@ -82,9 +80,16 @@ class Chooser:
             score = static + cached[1]
         else:
             assert b.alloc is not None
-            alloc = {r: b.alloc[i] for r, i in self.score_idx}
-            free = {r: b.free[i] for r, i in self.score_idx}
-            part = scoring.resource_score(self.request, alloc, free, self.profile)
+            alloc, free = b.alloc, b.free
+            pick = self.pick
+            memo = self.packer.memo
+            key = (self.memo_key, pick(alloc), pick(free))
+            part = None if memo is None else memo.find(key)
+            if part is None:
+                part = scoring.resource_score(self.request, {r: alloc[i] for r, i in self.score_idx},
+                                              {r: free[i] for r, i in self.score_idx}, self.profile)
+                if memo is not None:
+                    memo.put(key, part)
             self.cache[id(b)] = (b.version, part)
             score = static + part
         self.seq += 1

@@ -25,6 +25,7 @@ from scaler.core.planning.constrained import Filtered
 from scaler.core.planning.decisions import ScaleDown
 from scaler.core.planning.dra_use import DraUse
 from scaler.core.planning.idle_time import keep_times, observe, removed
+from scaler.core.planning.memo import Memo
 from scaler.core.planning.packing import Bin, Placement, PodClass
 from scaler.core.planning.scaleup import ScaleUpResult
 from scaler.core.planning.snapshot import Snapshot
@@ -90,6 +91,17 @@ class Homes:
         self.fitting: dict[tuple[str, object], list[Node]] = {}
         self.smaller: dict[str, list[Pool]] = {}
         self.bests: dict[tuple[str, object], tuple[float, str] | None] = {}
+
+    @staticmethod
+    def kept(memo: Memo | None, config: ScalerConfig, adv: Advanced, now: float) -> Homes:
+        """The last passes' Homes while the pools in backoff and the unavailable offerings are the same."""
+        if memo is None:
+            return Homes(config, adv, now)
+        key = ("homes", id(config), frozenset(p for p, b in adv.state.backoff.items() if b.until > now),
+               frozenset(k for k, until in adv.state.unavailable.items() if until > now))
+        homes = memo.get(key, lambda: Homes(config, adv, now))  # (it holds the config: its id stays its own)
+        homes.adv, homes.now = adv, now
+        return homes
 
     def best(self, pod: Pod, pool: Pool, admits: Callable[[Pod, Node], bool] | None) -> tuple[float, str] | None:
         """The cheapest pool of smaller nodes, cheaper than the pool, not in backoff, with a template the
@@ -316,7 +328,7 @@ class _Removals:
             if not drain.notice:
                 self.room[drain.pool] = self.room.get(drain.pool, 0) - 1
         self.allowed = [b.disruptions_allowed for b in snapshot.pdbs]
-        self.homes = Homes(config, adv, snapshot.now)
+        self.homes = Homes.kept(snapshot.memo, config, adv, snapshot.now)
 
     def try_remove(self, c: Candidate, moves: dict[str, str]) -> ScaleDown | str | None:
         """The ScaleDown for the candidate, or why it stays (None: not this pass, nothing to say)."""

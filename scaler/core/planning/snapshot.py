@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Literal
 
 from scaler.core.config.pool import Pool
 from scaler.core.model.objects import Node, Pod, PodDisruptionBudget
+from scaler.core.planning.memo import Memo
 from scaler.core.scheduling.filters import DraObjects, Storage
 
 if TYPE_CHECKING:
@@ -112,3 +113,6 @@ class Snapshot:
     dra: DraObjects = field(default_factory=DraObjects)
     # CapacityBuffers (scaler.core.planning.buffers): room `plan` keeps ready as placeholder pods.
     buffers: list[CapacityBuffer] = field(default_factory=list)
+    # What the last passes worked out that this one may reuse (the Reconciler keeps it): never changes a plan.
+    # None: a plan from scratch (a snapshot file, a test), without the cost of keeping anything.
+    memo: Memo | None = field(default=None, repr=False, compare=False)

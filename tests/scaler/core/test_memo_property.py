@@ -1,0 +1,132 @@
+"""A plan made with the memo the Reconciler keeps from pass to pass (`scaler.core.planning.memo`) is the
+plan made from scratch: on random sequences of changes (pods added, removed and bound, nodes added,
+removed and cordoned, pools' maxima changing, pools in backoff, offerings unavailable), each pass is
+planned twice, with the kept memo and with an empty one, and both plans and next states must be equal.
+Derandomized: the same seeds every run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from functools import cache
+
+import pytest
+from core_builders import POOLS, config, node_of, pod, snapshot
+
+from scaler.core.config.settings import ScalerConfig
+from scaler.core.model.keys import RES_GPU
+from scaler.core.model.objects import Node, Pod
+from scaler.core.planning.memo import Memo
+from scaler.core.planning.planner import plan
+from scaler.core.planning.state import Backoff, State
+
+SHAPES = [("1", "2Gi", 0), ("2", "4Gi", 0), ("500m", "1Gi", 0), ("4", "8Gi", 1), ("2", "8Gi", 1), ("8", "32Gi", 8)]
+NODE_POOLS = ["cpu-spot", "cpu-od", "gpu1-spot-a", "gpu1-od", "gpu8-od"]
+SEEDS = range(50)
+STEPS = 12
+
+
+@cache
+def cfg_with(max_cpu: int, max_gpu1: int) -> ScalerConfig:
+    pools = [{**p, "max": max_cpu} if p["name"].startswith("cpu") else
+             {**p, "max": max_gpu1} if p["name"].startswith("gpu1") else p for p in POOLS]
+    return config(pools)
+
+
+class Cluster:
+    """The cluster a random sequence of changes walks through."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+        self.cfg = cfg_with(50, 40)
+        self.n = 0
+        self.nodes: dict[str, Node] = {}
+        self.pending: list[Pod] = []
+        for _ in range(rng.randint(6, 16)):
+            self.add_node()
+        for _ in range(rng.randint(10, 30)):
+            self.add_pod()
+
+    def _name(self, prefix: str) -> str:
+        self.n += 1
+        return f"{prefix}{self.n}"
+
+    def _pod(self, node: str | None = None) -> Pod:
+        cpu, mem, gpu = self.rng.choice(SHAPES)
+        return pod(self._name("p"), cpu, mem, gpu, node=node)
+
+    def add_node(self) -> None:
+        name = self._name("n")
+        running = [p for p in (self._pod() for _ in range(self.rng.randint(0, 3))) if not p.requests.get(RES_GPU)]
+        self.nodes[name] = node_of(self.cfg, self.rng.choice(NODE_POOLS), name, running)
+
+    def add_pod(self) -> None:
+        self.pending.append(self._pod())
+
+    def change(self) -> str:
+        rng = self.rng
+        what = rng.choice(["add-pods", "remove-pod", "bind", "end-pod", "add-node", "remove-node", "cordon",
+                           "uncordon", "max", "nothing"])
+        names = sorted(self.nodes)
+        if what == "add-pods":
+            for _ in range(rng.randint(1, 6)):
+                self.add_pod()
+        elif what == "remove-pod" and self.pending:
+            self.pending.pop(rng.randrange(len(self.pending)))
+        elif what == "bind" and self.pending and names:
+            p = self.pending.pop(rng.randrange(len(self.pending)))
+            node = self.nodes[rng.choice(names)]
+            node.pods = [*node.pods, dataclasses.replace(p, node_name=node.name, phase="Running")]
+        elif what == "end-pod" and names:
+            node = self.nodes[rng.choice(names)]
+            if len(node.pods) > 1:  # the DaemonSet pod stays
+                node.pods = [q for i, q in enumerate(node.pods) if i != rng.randrange(1, len(node.pods))]
+        elif what == "add-node":
+            self.add_node()
+        elif what == "remove-node" and names:
+            del self.nodes[rng.choice(names)]
+        elif what in ("cordon", "uncordon") and names:
+            name = rng.choice(names)
+            self.nodes[name] = dataclasses.replace(self.nodes[name], unschedulable=what == "cordon")
+        elif what == "max":
+            self.cfg = cfg_with(rng.choice([2, 5, 50]), rng.choice([1, 3, 40]))
+        return what
+
+    def nodes_now(self) -> list[Node]:
+        """Each pass its own node objects (as the watch cache hands out), the pods shared."""
+        return [dataclasses.replace(n, pods=list(n.pods)) for n in self.nodes.values()]
+
+
+def twice(cluster: Cluster, state: State, memo: Memo, now: float) -> tuple[str, str, bool, State]:
+    """The pass planned with the kept memo and from scratch: both plans and next states as text, and the
+    next state from scratch."""
+    snap = snapshot(cluster.cfg, list(cluster.pending), cluster.nodes_now(), now=now)
+    memo.next_pass()
+    kept, kept_state = plan(dataclasses.replace(snap, memo=memo), state, cluster.cfg)
+    snap = snapshot(cluster.cfg, list(cluster.pending), cluster.nodes_now(), now=now)
+    fresh, fresh_state = plan(snap, state, cluster.cfg)  # no memo: from scratch
+    return repr(kept), repr(fresh), repr(kept_state) == repr(fresh_state), fresh_state
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_plans_with_the_kept_memo_equal_plans_from_scratch(seed: int) -> None:
+    rng = random.Random(seed)
+    cluster = Cluster(rng)
+    memo = Memo()
+    now = 1000.0
+    state = State(unneeded_since={n: 0.0 for n in cluster.nodes})  # every node unneeded for long: drains
+    for step in range(STEPS):
+        what = ", ".join(cluster.change() for _ in range(rng.randint(1, 4))) if step else "start"
+        if rng.random() < 0.3:  # a pool in backoff, or an offering unavailable, for a while
+            pool = rng.choice(cluster.cfg.pools).name
+            state = dataclasses.replace(state, backoff={**state.backoff, pool: Backoff(now + 300, 1)})
+        if rng.random() < 0.2:
+            state = dataclasses.replace(state, unavailable={**state.unavailable, ("cpu-spot", "us-east-1a"): now + 200})
+        kept, fresh, same_state, state = twice(cluster, state, memo, now)
+        assert kept == fresh, f"seed {seed}, step {step} ({what}): the plans differ"
+        assert same_state, f"seed {seed}, step {step} ({what}): the next states differ"
+        state.unneeded_since = {n: 0.0 for n in cluster.nodes}  # still unneeded for long
+        now += 100.0
+    assert memo.hits > 0  # the later passes did reuse what the earlier ones worked out
+
