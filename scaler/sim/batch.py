@@ -24,7 +24,7 @@ import yaml
 
 # The report's figures a batch keeps per run (the whole report is large: samples, never-started lists).
 FIGURES = ("jobs_total", "jobs_completed", "paid_gpu_hours", "demand_gpu_hours", "paid_over_demand", "cost_usd",
-           "pending_p50_s", "pending_p95_s", "pending_max_s", "spot_share", "wall_s")
+           "pending_p50_s", "pending_p95_s", "pending_max_s", "pending_1gpu_p95_s", "spot_share", "wall_s")
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,7 @@
-"""What latency costs: the table (stdout, CSV) and the PNG of cost (paid / demand GPU-hours) against p95 pending
-that `simulate --sweep` and `scaler tune` write, one point per setting."""
+"""What latency costs: the table (stdout, CSV) and the PNG of cost against p95 pending that `simulate --sweep` and
+`scaler tune` write, one point per setting. The PNG's cost is the bill in dollars, not paid / demand GPU-hours: a
+warm pool's on-demand instances pay the same GPU-hours as spot ones at a higher price, and only the bill shows it.
+Beside the p95 of every job it plots the p95 of the 1-GPU jobs, the ones a buffer or a warm pool serves."""
 
 from __future__ import annotations
 
@@ -8,19 +10,20 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-COLUMNS = ("jobs_completed", "jobs_total", "paid_over_demand", "cost_usd", "pending_p50_s", "pending_p95_s")
+COLUMNS = ("jobs_completed", "jobs_total", "paid_over_demand", "cost_usd", "pending_p50_s", "pending_p95_s",
+           "pending_1gpu_p95_s")
 
 
 def pareto(rows: Sequence[dict[str, Any]]) -> list[int]:
-    """Indexes of the rows no other row beats on both paid/demand and p95 pending (ties kept), by p95.
+    """Indexes of the rows no other row beats on both the bill and p95 pending (ties kept), by p95.
     Rows that did not complete every job are never on the front."""
     whole = [i for i, r in enumerate(rows) if r.get("jobs_completed") == r.get("jobs_total")]
 
     def beaten(i: int) -> bool:
         a = rows[i]
-        return any(rows[j]["paid_over_demand"] <= a["paid_over_demand"] and rows[j]["pending_p95_s"] <=
-                   a["pending_p95_s"] and (rows[j]["paid_over_demand"], rows[j]["pending_p95_s"]) !=
-                   (a["paid_over_demand"], a["pending_p95_s"]) for j in whole)
+        return any(rows[j]["cost_usd"] <= a["cost_usd"] and rows[j]["pending_p95_s"] <= a["pending_p95_s"]
+                   and (rows[j]["cost_usd"], rows[j]["pending_p95_s"]) != (a["cost_usd"], a["pending_p95_s"])
+                   for j in whole)
     return sorted((i for i in whole if not beaten(i)), key=lambda i: (rows[i]["pending_p95_s"], i))
 
 
@@ -48,33 +51,37 @@ def write_csv(path: Path, rows: Sequence[dict[str, Any]], keys: Sequence[str],
 
 def plot(path: Path, rows: Sequence[dict[str, Any]], labels: Sequence[str], title: str,
          marks: dict[int, str] | None = None) -> None:
-    """One point per row (cost against p95 pending), each labelled; the Pareto front joined; marked rows
-    (today's default, the chosen one) drawn as a star and named in the legend."""
+    """Two panels, the bill against the p95 pending of every job and of the 1-GPU jobs: one point per row, each
+    labelled; the Pareto front (bill, p95 of every job) joined on the first; marked rows (today's default, the
+    chosen one) drawn as a star and named in the legend."""
     import matplotlib  # noqa: PLC0415 - only when a PNG is asked for
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt  # noqa: PLC0415
 
-    fig, ax = plt.subplots(figsize=(9, 6))
-    done = [i for i, r in enumerate(rows) if r.get("paid_over_demand") is not None]
-    ax.scatter([rows[i]["pending_p95_s"] for i in done], [rows[i]["paid_over_demand"] for i in done],
-               color="#1f77b4", label="a setting")
-    for i in done:
-        ax.annotate(labels[i], (rows[i]["pending_p95_s"], rows[i]["paid_over_demand"]), fontsize=7,
-                    xytext=(4, 3), textcoords="offset points")
+    fig, axes = plt.subplots(1, 2, figsize=(14, 6), sharey=True)
+    done = [i for i, r in enumerate(rows) if r.get("cost_usd") is not None]
     front = pareto(rows)
-    ax.plot([rows[i]["pending_p95_s"] for i in front], [rows[i]["paid_over_demand"] for i in front],
-            color="#2ca02c", linestyle="--", label="Pareto front")
     colours = ("#d62728", "#ff7f0e", "#9467bd")
-    for n, (i, word) in enumerate(sorted((marks or {}).items())):
-        if i in done:
-            ax.scatter([rows[i]["pending_p95_s"]], [rows[i]["paid_over_demand"]], marker="*", s=260,
-                       color=colours[n % len(colours)], label=word, zorder=3)
-    ax.set_xlabel("p95 pending (s)")
-    ax.set_ylabel("paid / demand GPU-hours")
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-    ax.legend()
+    for ax, key, what in ((axes[0], "pending_p95_s", "every job"), (axes[1], "pending_1gpu_p95_s", "1-GPU jobs")):
+        shown = [i for i in done if rows[i].get(key) is not None]
+        ax.scatter([rows[i][key] for i in shown], [rows[i]["cost_usd"] for i in shown], color="#1f77b4",
+                   label="a setting")
+        for i in shown:
+            ax.annotate(labels[i], (rows[i][key], rows[i]["cost_usd"]), fontsize=7, xytext=(4, 3 + 9 * (i % 2)),
+                        textcoords="offset points")
+        if key == "pending_p95_s":
+            ax.plot([rows[i][key] for i in front], [rows[i]["cost_usd"] for i in front], color="#2ca02c",
+                    linestyle="--", label="Pareto front")
+        for n, (i, word) in enumerate(sorted((marks or {}).items())):
+            if i in shown:
+                ax.scatter([rows[i][key]], [rows[i]["cost_usd"]], marker="*", s=260,
+                           color=colours[n % len(colours)], label=word, zorder=3)
+        ax.set_xlabel(f"p95 pending of {what} (s)")
+        ax.grid(alpha=0.3)
+        ax.legend()
+    axes[0].set_ylabel("cost ($)")
+    fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
