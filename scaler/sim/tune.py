@@ -49,6 +49,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--interruption-rate", type=float, default=0.0,
                         help="spot reclaims per spot instance-hour (default 0); above 0 on-demand-only ladders "
                              "are searched too")
+    parser.add_argument("--buffers", default="0", metavar="GPUS,...",
+                        help="CapacityBuffer sizes (GPUs of 1-GPU pods) to race with each design (default 0: none; "
+                             "a buffer only adds to the bill and moves the 1-GPU jobs' wait, not the p95 of every "
+                             "job, so it is searched only when asked, e.g. --buffers 0,8,16)")
     parser.add_argument("--candidates", type=int, default=None, metavar="N",
                         help="race at most N candidates (a seeded sample; default: all)")
     parser.add_argument("--out", default="pools-tuned.yaml", help="the pools file written (default pools-tuned.yaml)")
@@ -113,7 +117,7 @@ def main(args: argparse.Namespace) -> int:
     except (ConfigError, TraceError, InputError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    cands = candidates(space, jobs, reclaims=args.interruption_rate > 0)
+    cands = candidates(space, jobs, reclaims=args.interruption_rate > 0, buffers=args.buffer_sizes)
     random.Random(args.seed).shuffle(cands)  # noqa: S311 - a reproducible order, not a secret
     cands = cands[:args.candidates]
     span_h = max(max(j.submit_s for j in jobs) / 3600, 1e-3)
@@ -128,6 +132,12 @@ def check_inputs(args: argparse.Namespace, plot: str) -> None:
         raise InputError(f"--p95-max {args.p95_max}: must be a number of seconds > 0")
     if args.workers is not None and args.workers < 1:
         raise InputError(f"--workers {args.workers}: at least 1")
+    try:
+        args.buffer_sizes = tuple(dict.fromkeys(int(v) for v in str(args.buffers).split(",")))
+    except ValueError:
+        raise InputError(f"--buffers {args.buffers}: GPU counts separated by commas, e.g. 0,8,16") from None
+    if any(b < 0 for b in args.buffer_sizes):
+        raise InputError(f"--buffers {args.buffers}: GPU counts must be 0 or more")
     if args.candidates is not None and args.candidates < 1:
         raise InputError(f"--candidates {args.candidates}: at least 1")
     if not math.isfinite(args.interruption_rate) or not 0 <= args.interruption_rate <= 10:
@@ -167,6 +177,9 @@ def report(args: argparse.Namespace, space: Space, results: list[tuple[Candidate
     write_pools(args, space, chosen)
     print(f"pools: {args.out} ({chosen.label}: paid/demand {rows[ok[0]]['paid_over_demand']}, "
           f"p95 {rows[ok[0]]['pending_p95_s']} s{', best so far: interrupted' if interrupted else ''})")
+    if chosen.buffer_gpus:  # a buffer is a cluster object, not a pool: say what to create beside the pools
+        print(f"buffer: create a CapacityBuffer of {chosen.buffer_gpus} replicas of a 1-GPU PodTemplate "
+              "(docs/operations.md, Capacity buffers)")
     return 130 if interrupted else 0
 
 

@@ -14,13 +14,12 @@ node that a type of those models offers, the file's own type of that count (else
 - the file's non-GPU pools as they are, but a spot pool without a fallback gets an on-demand twin (a stack
   refuses a spot pool whose ladder does not end on demand);
 - the adaptive unneeded time's bounds (`scale_down.unneeded_time_min` / `_max`);
-- a CapacityBuffer of N GPUs, on a build whose simulator has one (`buffer_gpus`).
+- a CapacityBuffer of N GPUs, for each N of `--buffers` (default 0: none).
 """
 
 from __future__ import annotations
 
 import copy
-import inspect
 import itertools
 import math
 from dataclasses import dataclass
@@ -28,11 +27,10 @@ from typing import Any
 
 from scaler.core.config.catalogue import CATALOGUE, InstanceType
 from scaler.core.config.settings import ScalerConfig
-from scaler.sim.simulate_command import InputError, simulate
+from scaler.sim.simulate_command import InputError
 from scaler.sim.trace import Job, gang_split
 
 IDLE_BOUNDS: tuple[tuple[float, float], ...] = ((30, 600), (30, 300), (30, 1200))  # the first is today's default
-BUFFER_GPUS: tuple[int, ...] = (0, 8)
 
 
 @dataclass(frozen=True)
@@ -90,12 +88,11 @@ def taint_options(counts: tuple[int, ...], pods: frozenset[int]) -> list[tuple[t
     return out
 
 
-def candidates(space: Space, jobs: list[Job], *, reclaims: bool) -> list[Candidate]:
+def candidates(space: Space, jobs: list[Job], *, reclaims: bool, buffers: tuple[int, ...] = (0,)) -> list[Candidate]:
     counts = tuple(space.types)
     largest = counts[-1]
     pods = frozenset(gang_split(j.gpus, largest)[1] for j in jobs if j.gpus)
     subsets = [s for n in range(1, len(counts) + 1) for s in itertools.combinations(counts, n) if largest in s]
-    buffers = BUFFER_GPUS if "buffer_gpus" in inspect.signature(simulate).parameters else (0,)
     return [Candidate(shapes, spot, idle, buf)
             for subset in subsets for shapes in taint_options(subset, pods)
             for spot in ((True, False) if reclaims else (True,)) for idle in IDLE_BOUNDS for buf in buffers]
