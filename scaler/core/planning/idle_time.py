@@ -95,25 +95,25 @@ def taken_elsewhere(state: State, snapshot: Snapshot, config: ScalerConfig) -> N
     too (no min-GPUs taint keeps them off): a pod the removed node could have held pins a node that would otherwise
     have emptied (PHILLY-A on pools without taints: 2- to 4-GPU pods on half-used 8-GPU nodes). Not counted while
     the pool still has an empty unneeded node (the pod went elsewhere anyway). One pass over the nodes' pods, only
-    while some pool has a removal not yet asked back."""
+    while some pool has a removal not yet asked back; then the few pods that started since, once per such pool."""
     waiting = [n for n, h in state.idle.items() if h.removed and n in snapshot.pools]
     if not waiting:
         return
     ours = [(snapshot.pools[name].pool, node) for node in snapshot.nodes
             if (name := node_pool(node)) is not None and name in snapshot.pools]
     idle = {pool.name for pool, node in ours if node.name in state.unneeded_since and not to_evict(node.pods)}
+    oldest = min(state.idle[name].seen for name in waiting)
+    # The GPU pods that started since the oldest look: (their pool, GPUs, created), usually a handful.
+    started = [(pool, g, p.created_at) for pool, node in ours for p in node.pods
+               if p.created_at > oldest and (g := gpu_devices(p.requests)) > 0]
     now = snapshot.now
     for name in waiting:
         h, pool = state.idle[name], snapshot.pools[name].pool
-        if name in idle or not pool.gpus:
-            state.idle[name] = replace(h, seen=now)
-            continue
-        price, gpus, asked = config.price(pool), pool.gpus, 0
-        for other, node in ours:
-            if other.gpus > gpus and config.price(other) > price:
-                asked += sum(g for g in (gpu_devices(p.requests) for p in node.pods if p.created_at > h.seen)
-                             if max(pool.min_pod_gpus, 1) <= g <= gpus)
-        state.idle[name] = replace(_ask_back(h, now, -(-asked // gpus)), seen=now)
+        asked = 0 if name in idle or not pool.gpus else sum(
+            g for other, g, created in started
+            if created > h.seen and max(pool.min_pod_gpus, 1) <= g <= pool.gpus < other.gpus
+            and config.price(other) > config.price(pool))
+        state.idle[name] = replace(_ask_back(h, now, -(-asked // pool.gpus) if asked else 0), seen=now)
 
 
 def removed(state: State, pool: str, since: float, now: float) -> None:
