@@ -16,6 +16,10 @@ acceptance, issue 27), and PHILLY-A on the pools `scaler tune` wrote from those 
 and the README quote.
 
     .venv/bin/python bench/simulate_traces.py [--traces DIR] [--pools FILE] [--out DIR] [--jobs N] [--readme FILE]
+                                              [--unneeded-time S]
+
+With --unneeded-time, every run's pools file gets `timings: {unneeded_time: S}`: the fixed timer the adaptive
+unneeded time is measured against (600: cluster-autoscaler's 10 minutes).
 
 With --readme, the table between the markers README_BEGIN and README_END in that file is replaced by
 the figures of this run, so the README never quotes a figure typed by hand.
@@ -60,6 +64,15 @@ def without_min_gpus(pools: str, directory: Path) -> str:
     for pool in data["pools"]:
         pool.pop("min_pod_gpus", None)
     path = directory / f"untainted-{Path(pools).name}"
+    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    return str(path)
+
+
+def with_fixed_timer(pools: str, seconds: float, directory: Path) -> str:
+    """The same pools with every unneeded node removed after `seconds` (timings.unneeded_time)."""
+    data = yaml.safe_load(Path(pools).read_text(encoding="utf-8"))
+    data.setdefault("timings", {})["unneeded_time"] = seconds
+    path = directory / f"fixed{seconds:g}-{len(list(directory.iterdir()))}-{Path(pools).name}"
     path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
     return str(path)
 
@@ -137,6 +150,8 @@ def command_line(kw: dict[str, Any]) -> str:
         outages += f" --checkpoint-interval {kw['checkpoint_interval']:g}"
     if kw.get("gpu_failure_rate"):
         outages += f" --gpu-failure-rate {kw['gpu_failure_rate']}" + ("" if kw.get("repair", True) else " --no-repair")
+    if "fixed" in Path(kw["pools"]).name:
+        outages += " (pools file with timings.unneeded_time set)"
     if "untainted-" in kw["pools"]:
         return f"(pools: {Path(kw['pools']).name[len('untainted-'):]} with every min_pod_gpus removed)"
     return (f"python -m scaler simulate --trace {kw['trace']} --pools {kw['pools']} "
@@ -219,6 +234,8 @@ def main() -> int:
     parser.add_argument("--out", help="also write each run's JSON report into this directory")
     parser.add_argument("--jobs", type=int, default=2, help="runs in parallel (default 2)")
     parser.add_argument("--readme", help="rewrite the results table between the markers in this file")
+    parser.add_argument("--unneeded-time", type=float, metavar="S",
+                        help="every pools file with timings.unneeded_time: S (the fixed timer, as a baseline)")
     parser.add_argument("--no-untainted", action="store_true",
                         help="skip the runs without the pools' min-gpus taints (what whole nodes save)")
     args = parser.parse_args()
@@ -229,6 +246,9 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         untainted = None if args.no_untainted else without_min_gpus(args.pools, Path(tmp))
         todo = runs(traces, args.pools, untainted)
+        if args.unneeded_time is not None:
+            todo = [(label, {**kw, "pools": with_fixed_timer(kw["pools"], args.unneeded_time, Path(tmp))})
+                    for label, kw in todo]
         with ProcessPoolExecutor(max_workers=args.jobs) as pool:
             reports = list(pool.map(_one, [kw for _, kw in todo]))
     for (label, kw), report in zip(todo, reports, strict=True):

@@ -374,7 +374,7 @@ class Engine:
         while True:
             self._process_until(tick)
             self.passes += 1
-            if self.dirty or self.plan_nonempty or tick >= timer_due:
+            if self.dirty or self.plan_nonempty or self.actuator.drains or tick >= timer_due:
                 self.dirty = False
                 self._pass(tick)
                 self._bind(tick)

@@ -9,7 +9,8 @@ stays unneeded for longer than that.
 
 The history (`IdleHistory` in the State, per pool) holds the recent *gaps*: how long after a node became
 unneeded its capacity was needed again, either by the node itself (busy again) or, for a removed node, by a
-later scale-up of its pool (the latest removal first; infinite when none came within the maximum time).
+later scale-up of its pool or a pod it could have held starting on a bigger, pricier pool's node instead (the
+latest removal first; infinite when none came within the maximum time).
 Each pass the pool keeps its unneeded nodes for the time T that would have cost least over those gaps (a
 gap d costs d when d <= T, T + re-buy when longer), bounded by `unneeded_time_min` / `_max`; with no
 history yet, T is the re-buy (the classic 2-competitive break-even). `timings.unneeded_time`, when set,
@@ -23,7 +24,9 @@ from dataclasses import replace
 
 from scaler.core.config.pool import Pool
 from scaler.core.config.settings import ScalerConfig
+from scaler.core.model.workload import gpu_devices, node_pool, to_evict
 from scaler.core.planning.decisions import ScaleUp
+from scaler.core.planning.snapshot import Snapshot
 from scaler.core.planning.state import IdleHistory, State
 
 HISTORY = 40  # gaps kept per pool: recent enough to follow a changing workload, enough to be stable
@@ -64,14 +67,8 @@ def observe(state: State, now: float, config: ScalerConfig, scale_ups: list[Scal
         state.idle[pool] = _remember(state.idle.get(pool, IdleHistory()), now - since)
     for up in scale_ups:
         h = state.idle.get(up.pool)
-        if h is None or not h.removed:
-            continue
-        # The latest removals first: a pool that had kept its idle nodes longer would have reused those.
-        asked, rest = h.removed[-up.count:], h.removed[:-up.count]
-        h = replace(h, removed=rest)
-        for since in asked:
-            h = _remember(h, now - since)
-        state.idle[up.pool] = h
+        if h is not None and h.removed:
+            state.idle[up.pool] = _ask_back(h, now, up.count)
     for pool, history in list(state.idle.items()):
         expired = sum(1 for s in history.removed if now - s > high)
         if expired:
@@ -81,9 +78,48 @@ def observe(state: State, now: float, config: ScalerConfig, scale_ups: list[Scal
             state.idle[pool] = h
 
 
-def removed(state: State, pool: str, since: float) -> None:
+def _ask_back(history: IdleHistory, now: float, count: int) -> IdleHistory:
+    """The latest `count` removals asked back now: a pool that had kept its idle nodes longer would have reused
+    those."""
+    if count <= 0 or not history.removed:
+        return history
+    asked, rest = history.removed[-count:], history.removed[:-count]
+    h = replace(history, removed=rest)
+    for since in asked:
+        h = _remember(h, now - since)
+    return h
+
+
+def taken_elsewhere(state: State, snapshot: Snapshot, config: ScalerConfig) -> None:
+    """Removed capacity asked back by pods that started since on a node of a bigger, pricier pool that takes them
+    too (no min-GPUs taint keeps them off): a pod the removed node could have held pins a node that would otherwise
+    have emptied (PHILLY-A on pools without taints: 2- to 4-GPU pods on half-used 8-GPU nodes). Not counted while
+    the pool still has an empty unneeded node (the pod went elsewhere anyway). One pass over the nodes' pods, only
+    while some pool has a removal not yet asked back; then the few pods that started since, once per such pool."""
+    waiting = [n for n, h in state.idle.items() if h.removed and n in snapshot.pools]
+    if not waiting:
+        return
+    ours = [(snapshot.pools[name].pool, node) for node in snapshot.nodes
+            if (name := node_pool(node)) is not None and name in snapshot.pools]
+    idle = {pool.name for pool, node in ours if node.name in state.unneeded_since and not to_evict(node.pods)}
+    oldest = min(state.idle[name].seen for name in waiting)
+    # The GPU pods that started since the oldest look: (their pool, GPUs, created), usually a handful.
+    started = [(pool, g, p.created_at) for pool, node in ours for p in node.pods
+               if p.created_at > oldest and (g := gpu_devices(p.requests)) > 0]
+    now = snapshot.now
+    for name in waiting:
+        h, pool = state.idle[name], snapshot.pools[name].pool
+        asked = 0 if name in idle or not pool.gpus else sum(
+            g for other, g, created in started
+            if created > h.seen and max(pool.min_pod_gpus, 1) <= g <= pool.gpus < other.gpus
+            and config.price(other) > config.price(pool))
+        state.idle[name] = replace(_ask_back(h, now, -(-asked // pool.gpus) if asked else 0), seen=now)
+
+
+def removed(state: State, pool: str, since: float, now: float) -> None:
+    """A node of `pool`, unneeded since `since`, removed `now`."""
     h = state.idle.get(pool, IdleHistory())
-    state.idle[pool] = replace(h, removed=(*h.removed, since))
+    state.idle[pool] = replace(h, removed=(*h.removed, since), seen=h.seen if h.removed else now)
 
 
 def keep_times(state: State, config: ScalerConfig, pools: list[Pool]) -> dict[str, float]:

@@ -24,7 +24,7 @@ from scaler.core.planning.advance import Advanced, may_still_boot, outside_pools
 from scaler.core.planning.constrained import Filtered
 from scaler.core.planning.decisions import ScaleDown
 from scaler.core.planning.dra_use import DraUse
-from scaler.core.planning.idle_time import keep_times, observe, removed
+from scaler.core.planning.idle_time import keep_times, observe, removed, taken_elsewhere
 from scaler.core.planning.memo import Memo
 from scaler.core.planning.packing import Bin, Placement, PodClass
 from scaler.core.planning.scaleup import ScaleUpResult
@@ -242,7 +242,7 @@ def plan_scale_down(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, up:
         if isinstance(decision, ScaleDown):
             out.scale_downs.append(decision)
             if c.util >= 0:  # an idle period ended by removal: does the pool ask the capacity back soon?
-                removed(adv.state, c.pool.name, c.since)
+                removed(adv.state, c.pool.name, c.since, snapshot.now)
         elif decision:
             kept.append(f"{c.node.name}: {decision}")
     if kept:  # one note, not one per node: a big idle cluster would flood the log every pass
@@ -298,17 +298,15 @@ def _candidates(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, up: Sca
     adv.state.unneeded_since = dict(out.unneeded)
     adv.state.unneeded_until = {n: t for n, t in adv.state.unneeded_until.items() if n in out.unneeded}
     observe(adv.state, now, config, up.scale_ups, busy_again)
+    taken_elsewhere(adv.state, snapshot, config)
     return found
 
 
 def _wait(keep: float, empty: bool, config: ScalerConfig) -> float:
-    """How long an unneeded node waits. The adaptive time prices an idle node against buying it back; a node
-    with pods to move also costs their restart (the work since their last checkpoint), which it cannot see:
-    such a node waits `unneeded_time_max` (consolidating running jobs on a short timer evicts them over and
-    over). A fixed `timings.unneeded_time` holds for every node."""
-    if empty or config.timings.unneeded_time is not None:
-        return keep
-    return max(keep, config.scale_down.unneeded_time_max)
+    """How long an unneeded node waits: the adaptive time for an empty one, `unneeded_time_max` for one with pods
+    to move (their restart, the work since their last checkpoint, is a cost the rule cannot see: on a short timer
+    consolidation evicts them over and over), a fixed `timings.unneeded_time` for every node."""
+    return keep if empty or config.timings.unneeded_time is not None else max(keep, config.scale_down.unneeded_time_max)
 
 
 class _Removals:

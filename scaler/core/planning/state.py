@@ -47,6 +47,7 @@ class IdleHistory:
 
     gaps: tuple[float, ...] = ()
     removed: tuple[float, ...] = ()
+    seen: float = 0.0  # pods created before this were already looked at for the removals (taken_elsewhere)
 
 
 @dataclass(slots=True)

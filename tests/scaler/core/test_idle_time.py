@@ -62,12 +62,44 @@ def test_a_removal_asked_back_by_a_scale_up_becomes_a_gap() -> None:
     # 400 s after it became unneeded, a pod needs a cpu-spot node again: that is the gap.
     up, state = plan(snapshot(CFG, [pod("p", cpu="6")], [], now=T0 + 400, desired={"cpu-spot": 0}), state, CFG)
     assert [u.pool for u in up.scale_ups] == ["cpu-spot"]
-    assert state.idle["cpu-spot"] == IdleHistory(gaps=(400.0,), removed=())
+    assert state.idle["cpu-spot"].gaps == (400.0,) and state.idle["cpu-spot"].removed == ()
     # A 400 s gap costs more kept (400) than removed at the minimum and bought back (30 + 120): next pass, 30 s.
     _, state = plan(snapshot(CFG, [], [], now=T0 + 410), state, CFG)
     assert state.unneeded_time["cpu-spot"] == 30
     assert "1 recent idle periods, 0 never needed again, the others after 400s" in \
         explain(state, CFG, CFG.pool("cpu-spot"))
+
+
+UNTAINTED = config([
+    {"name": "small", "instance_types": ["g6.xlarge"], "zones": ["us-east-1a"], "max": 10},
+    {"name": "big", "instance_types": ["g6.48xlarge"], "zones": ["us-east-1a"], "max": 10},
+], adaptive=True)
+
+
+def test_a_pod_the_removed_node_could_have_held_starting_on_a_bigger_node_asks_it_back() -> None:
+    """Pools without min-GPUs taints: once the idle 1-GPU node is gone, the next 1-GPU pod starts on a half-used
+    8-GPU node (pinning it). The small pool's removal was needed again after 300 s, though it never scaled up."""
+    half = [pod(f"w{i}", gpu=1) for i in range(4)]
+    idle = node_of(UNTAINTED, "small", "s")
+    _, state = plan(snapshot(UNTAINTED, [], [idle, node_of(UNTAINTED, "big", "b", half)], now=T0), State(), UNTAINTED)
+    gone, state = plan(snapshot(UNTAINTED, [], [idle, node_of(UNTAINTED, "big", "b", half)], now=T0 + 240),
+                       state, UNTAINTED)
+    assert [d.node for d in gone.scale_downs] == ["s"]  # no history yet: kept one boot
+    newcomer = pod("new", gpu=1)
+    newcomer.created_at = T0 + 290
+    _, state = plan(snapshot(UNTAINTED, [], [node_of(UNTAINTED, "big", "b", [*half, newcomer])], now=T0 + 300),
+                    state, UNTAINTED)
+    assert state.idle["small"].gaps == (300.0,) and state.idle["small"].removed == ()
+
+
+def test_a_pod_that_started_elsewhere_while_the_pool_had_an_idle_node_asks_nothing_back() -> None:
+    half = [pod(f"w{i}", gpu=1) for i in range(4)]
+    newcomer = pod("new", gpu=1)
+    newcomer.created_at = T0 + 290
+    state = State(idle={"small": IdleHistory(removed=(T0,), seen=T0 + 240)})
+    nodes = [node_of(UNTAINTED, "small", "s2"), node_of(UNTAINTED, "big", "b", [*half, newcomer])]
+    _, state = plan(snapshot(UNTAINTED, [], nodes, now=T0 + 300), state, UNTAINTED)
+    assert state.idle["small"].gaps == () and state.idle["small"].removed == (T0,)
 
 
 def test_a_node_busy_again_becomes_a_gap() -> None:

@@ -168,3 +168,21 @@ def test_a_spot_outage_with_zone_pinned_pods_completes_without_extra_nodes(tmp_p
     assert seen and all(booting <= waiting for _, booting, waiting in seen)
     assert not [i for i in provider.history if i.pool == "gpu1-od"]  # the multi-zone pool never grew
     assert [i for i in provider.history if i.pool == "gpu1-od-a"]  # the zone's own fallback did
+
+
+def test_a_drain_is_carried_on_when_nothing_else_happens(tmp_path: Path) -> None:
+    """A consolidation drain whose evicted pod binds at once leaves the cluster quiet for a day: the drain's next
+    pass still comes (it removes the emptied node) instead of waiting for the next job event, a day of a paid,
+    cordoned, empty 8-GPU node later."""
+    config = parse_config({"cluster": "sim-test", "cloud": "aws", "region": "us-east-1", "pools": [
+        {"name": "gpu8", "instance_types": ["g6.48xlarge"], "zones": ["us-east-1a"],
+         "max": 4}]}, "drain.yaml")
+    # a and c fill one node; b gets a second node alone; when c ends, b is moved onto the first node.
+    jobs = load_trace(write_trace(tmp_path / "t.csv", ["a,0,6,86400,1", "c,0,2,1000,1", "b,300,1,86400,1"]))
+    result = Engine(config, jobs, SimProvider(config), plan).run()
+    assert all(r.completed_at is not None for r in result.jobs)
+    _, second = sorted(result.provider.history, key=lambda i: i.requested_at)
+    assert second.end_reason == "deleted" and second.ended_at is not None
+    c_done = next(r.completed_at for r in result.jobs if r.job.job_id == "c")
+    assert c_done is not None
+    assert second.ended_at <= c_done + 6 * config.timings.scan_interval
