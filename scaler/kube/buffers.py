@@ -16,7 +16,7 @@ from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError as TransportError
 
 from scaler.core.planning.buffers import BufferStatus, CapacityBuffer
-from scaler.kube.client import TIMEOUT
+from scaler.kube.client import TIMEOUT, read_or_none
 from scaler.kube.convert_buffers import GROUP, JSON, PLURAL, VERSION, status_json
 from scaler.ports import KubeError
 
@@ -33,16 +33,7 @@ class Scalable:
         read = {"Deployment": self.apps.read_namespaced_deployment,
                 "ReplicaSet": self.apps.read_namespaced_replica_set,
                 "StatefulSet": self.apps.read_namespaced_stateful_set}[kind]
-        try:
-            found = read(name, namespace, _request_timeout=TIMEOUT)
-        except ApiException as err:
-            if err.status == 404:
-                return None
-            raise KubeError(f"get {kind} {namespace}/{name}: {err.status} {err.reason}") from err
-        except TransportError as err:
-            raise KubeError(f"get {kind} {namespace}/{name}: {err}") from err
-        raw = self.apps.api_client.sanitize_for_serialization(found)
-        return raw if isinstance(raw, dict) else None
+        return read_or_none(read, self.apps.api_client, kind, namespace, name)
 
 
 def write_status(custom: client.CustomObjectsApi, buf: CapacityBuffer, status: BufferStatus) -> None:

@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from typing import Any
 
 from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import HTTPError as TransportError
+
+from scaler.ports import KubeError
 
 # (connect, read) seconds for every call: a hung API server must not hold a pass past the lease.
 TIMEOUT = (5.0, 20.0)
@@ -24,3 +30,19 @@ def api_client(kubeconfig: str | None = None, context: str | None = None) -> cli
     # Fail fast on a dead API server: the loop has its own backoff, and the cache its own reconnects.
     cfg.retries = 1
     return client.ApiClient(cfg)
+
+
+def read_or_none(read: Callable[..., Any], api: client.ApiClient, what: str, namespace: str,
+                 name: str) -> dict[str, Any] | None:
+    """One namespaced object as the API's JSON (camelCase), None when it does not exist; any other failure a
+    KubeError naming it (`what namespace/name`)."""
+    try:
+        found = read(name, namespace, _request_timeout=TIMEOUT)
+    except ApiException as err:
+        if err.status == 404:
+            return None
+        raise KubeError(f"get {what} {namespace}/{name}: {err.status} {err.reason}") from err
+    except TransportError as err:
+        raise KubeError(f"get {what} {namespace}/{name}: {err}") from err
+    raw = api.sanitize_for_serialization(found)  # type: ignore[no-untyped-call]
+    return raw if isinstance(raw, dict) else None

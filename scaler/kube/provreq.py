@@ -15,7 +15,7 @@ from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError as TransportError
 
 from scaler.core.planning.provreq import Condition, PodSet, ProvisioningRequest
-from scaler.kube.client import MERGE_PATCH, TIMEOUT
+from scaler.kube.client import MERGE_PATCH, TIMEOUT, read_or_none
 from scaler.kube.convert import SnapshotError, pod_from_json, timestamp
 from scaler.ports import KubeError, Skipped
 
@@ -123,16 +123,8 @@ class ProvisioningRequests:
         return out
 
     def _template(self, ns: str, name: str) -> JSON | None:
-        try:
-            found = self.core.read_namespaced_pod_template(name, ns, _request_timeout=TIMEOUT)
-        except ApiException as err:
-            if err.status == 404:
-                return None
-            raise KubeError(f"get podtemplate {ns}/{name}: {err.status} {err.reason}") from err
-        except TransportError as err:
-            raise KubeError(f"get podtemplate {ns}/{name}: {err}") from err
-        raw = self.core.api_client.sanitize_for_serialization(found)  # the API's JSON (camelCase) again
-        return raw if isinstance(raw, dict) else None
+        return read_or_none(self.core.read_namespaced_pod_template, self.core.api_client,
+                            "podtemplate", ns, name)
 
     def write(self, req: ProvisioningRequest, conditions: dict[str, Condition]) -> None:
         """Set the request's conditions (the status subresource, a merge patch of the whole list)."""
