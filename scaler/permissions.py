@@ -119,13 +119,13 @@ KUBERNETES_RBAC_RULES: Final[list[dict[str, list[str]]]] = [
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch", "list"]},
     # ProvisioningRequests (Kueue's admission check): read them and the PodTemplates they name, answer
     # through the status subresource only.
-    {"apiGroups": ["autoscaling.x-k8s.io"], "resources": ["provisioningrequests"], "verbs": ["list"]},
-    {"apiGroups": ["autoscaling.x-k8s.io"], "resources": ["provisioningrequests/status"], "verbs": ["patch"]},
+    {"apiGroups": [keys.API_GROUP_AUTOSCALING], "resources": ["provisioningrequests"], "verbs": ["list"]},
+    {"apiGroups": [keys.API_GROUP_AUTOSCALING], "resources": ["provisioningrequests/status"], "verbs": ["patch"]},
     {"apiGroups": [""], "resources": ["podtemplates"], "verbs": ["get", "list", "watch"]},
     # CapacityBuffers (issue 27): watched, answered through the status subresource only; the workloads a
     # buffer's scalableRef names are read for their pod template and replicas.
-    {"apiGroups": ["autoscaling.x-k8s.io"], "resources": ["capacitybuffers"], "verbs": ["list", "watch"]},
-    {"apiGroups": ["autoscaling.x-k8s.io"], "resources": ["capacitybuffers/status"], "verbs": ["update"]},
+    {"apiGroups": [keys.API_GROUP_AUTOSCALING], "resources": ["capacitybuffers"], "verbs": ["list", "watch"]},
+    {"apiGroups": [keys.API_GROUP_AUTOSCALING], "resources": ["capacitybuffers/status"], "verbs": ["update"]},
     {"apiGroups": ["apps"], "resources": ["deployments", "replicasets", "statefulsets"], "verbs": ["get"]},
 ]
 

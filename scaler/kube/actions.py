@@ -25,6 +25,7 @@ from scaler.core.planning.buffers import BufferStatus, CapacityBuffer
 from scaler.core.planning.provreq import Condition, ProvisioningRequest
 from scaler.kube.buffers import write_status as write_buffer_status
 from scaler.kube.client import MERGE_PATCH, TIMEOUT
+from scaler.kube.provreq import VERSION as PROVREQ_VERSION
 from scaler.kube.provreq import ProvisioningRequests
 from scaler.permissions import LEASE_NAME, STATUS_CONFIGMAP
 from scaler.ports import EvictResult, KubeError, LostLease, ObjectRef
@@ -36,7 +37,7 @@ COMPONENT = "gpuburst-scaler"
 # The apiVersion of the kinds an Event of ours is about, where it is not the core "v1".
 API_VERSIONS = {"Lease": "coordination.k8s.io/v1", "PodDisruptionBudget": "policy/v1",
                 "StorageClass": "storage.k8s.io/v1", "CSINode": "storage.k8s.io/v1",
-                "ProvisioningRequest": "autoscaling.x-k8s.io/v1"}
+                "ProvisioningRequest": f"{keys.API_GROUP_AUTOSCALING}/{PROVREQ_VERSION}"}
 
 
 def _now() -> datetime:

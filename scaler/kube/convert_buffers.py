@@ -16,7 +16,7 @@ from scaler.core.planning.buffers import SCALABLE_KINDS, BufferStatus, CapacityB
 from scaler.core.planning.decisions import Condition
 from scaler.kube.convert import SnapshotError, pod_from_json, timestamp
 
-GROUP, VERSION, PLURAL = "autoscaling.x-k8s.io", "v1beta1", "capacitybuffers"
+GROUP, VERSION, PLURAL = keys.API_GROUP_AUTOSCALING, "v1beta1", "capacitybuffers"
 JSON = dict[str, Any]
 Scalables = Callable[[str, str, str], JSON | None]  # (kind, namespace, name) -> the object, or None
 

@@ -14,13 +14,14 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError as TransportError
 
+from scaler.core.model import keys
 from scaler.core.planning.provreq import Condition, PodSet, ProvisioningRequest
 from scaler.kube.client import MERGE_PATCH, TIMEOUT, read_or_none
 from scaler.kube.convert import SnapshotError, pod_from_json, timestamp
 from scaler.ports import KubeError, Skipped
 
 log = logging.getLogger(__name__)
-GROUP, VERSION, PLURAL = "autoscaling.x-k8s.io", "v1", "provisioningrequests"
+GROUP, VERSION, PLURAL = keys.API_GROUP_AUTOSCALING, "v1", "provisioningrequests"
 JSON = dict[str, Any]
 
 

@@ -84,6 +84,8 @@ LABEL_POD_GROUP: Final = "scheduling.x-k8s.io/pod-group"
 ANNOTATION_POD_GROUP_MIN: Final = "scheduling.x-k8s.io/min-member"
 
 # --- ProvisioningRequests (autoscaling.x-k8s.io/v1, Kueue's ProvisioningRequest admission check) ---
+# The API group of ProvisioningRequests and CapacityBuffers (kubernetes/autoscaler's CRDs).
+API_GROUP_AUTOSCALING: Final = "autoscaling.x-k8s.io"
 # The pods of an admitted workload name the request whose capacity they use (Kueue writes both forms).
 ANNOTATION_CONSUME_PROVREQ: Final = "autoscaling.x-k8s.io/consume-provisioning-request"
 ANNOTATION_CONSUME_PROVREQ_CA: Final = "cluster-autoscaler.kubernetes.io/consume-provisioning-request"
