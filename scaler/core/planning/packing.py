@@ -16,6 +16,7 @@ re-places evicted pods with the same Packer, so nothing is double-booked.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -100,6 +101,7 @@ class Slot:
 
 
 Placement = list[tuple[Bin, int]]
+Scores = dict[tuple[object, object], int]  # (allocatable, free) of the resources a profile scores -> the score
 
 
 def dominant(nz: Iterable[tuple[int, int]], scale: Sequence[int]) -> float:
@@ -112,10 +114,7 @@ def skyline(vectors: Iterable[Sequence[int]]) -> list[tuple[int, ...]]:
     out: list[tuple[int, ...]] = []
     for v in sorted(set(map(tuple, vectors)), reverse=True):  # one that covers v sorts before it
         for o in out:
-            for x, y in zip(o, v, strict=True):
-                if x < y:
-                    break
-            else:
+            if all(map(operator.ge, o, v)):
                 break  # covered
         else:
             out.append(v)
@@ -164,6 +163,9 @@ class Packer:
         # (profile, request) -> bin -> (version, resource score): classes that differ only in their
         # statics share the per-node part of their scores.
         self.scores: dict[tuple[str, tuple[tuple[int, int], ...]], dict[int, tuple[int, int]]] = {}
+        # Chooser.memo_key -> (allocatable, free) of the resources scored -> the resource score: this pass's,
+        # the last pass's
+        self.parts: dict[tuple[object, ...], tuple[Scores, Scores]] = {}
         self.in_flight_groups: list[Group] = []  # booting nodes of multi-zone pools (zone unknown)
         # (resource, amount) every pod of the pass requests at least: a bin with less is dead.
         self.dead: tuple[tuple[int, int], ...] = ()
