@@ -173,12 +173,11 @@ class Packer:
         # pod -> the DRA devices it takes at least (keys.RES_DRA_DEVICES, when the pass counts them)
         self.claim_devices: Callable[[Pod], int] | None = None
 
-    def set_min_request(self, pods: Iterable[Pod]) -> None:
-        """Declare every pod this pass will place (pending and evictable): bins that cannot take the
-        smallest of them on some resource they all request are skipped from then on."""
+    def set_min_request(self, requests: Iterable[Mapping[str, int]]) -> None:
+        """Declare the requests of every pod this pass will place (pending and evictable): bins that cannot
+        take the smallest of them on some resource they all request are skipped from then on."""
         low: dict[str, int] | None = None
-        for pod in pods:
-            req = pod.requests
+        for req in requests:
             if low is None:
                 low = {r: v for r, v in req.items() if v > 0}
                 continue
