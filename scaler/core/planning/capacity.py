@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from scaler.core.config.pool import Pool
 from scaler.core.config.settings import ScalerConfig
 from scaler.core.model import keys
-from scaler.core.model.objects import Node, Pod, SelectorTerm
+from scaler.core.model.objects import Node, Pod
 from scaler.core.model.workload import TERMINATED_PHASES, gpu_devices, is_daemonset, node_pool
 from scaler.core.planning.advance import Advanced, may_still_boot
 from scaler.core.planning.packing import BinKind, Group, Packer, Slot
@@ -70,23 +70,19 @@ def _usage(nodes: Iterable[Node]) -> _Usage:
     return out
 
 
-def _affinity_keys(terms: tuple[SelectorTerm, ...]) -> Iterable[str]:
-    for term in terms:
-        for req in term:
-            yield req.key
-
-
 def referenced_keys(pods: Iterable[Pod]) -> set[str]:
     out: set[str] = set()
     seen: set[int] = set()
     for pod in pods:
-        out.update(pod.node_selector)
-        if pod.required_affinity and id(pod.required_affinity) not in seen:
-            seen.add(id(pod.required_affinity))
-            out.update(_affinity_keys(pod.required_affinity))
-        if pod.preferred_affinity and id(pod.preferred_affinity) not in seen:  # scored, so grouped by
-            seen.add(id(pod.preferred_affinity))
-            out.update(_affinity_keys(tuple(p.term for p in pod.preferred_affinity)))
+        if pod.node_selector:
+            out.update(pod.node_selector)
+        required, preferred = pod.required_affinity, pod.preferred_affinity
+        if required and id(required) not in seen:
+            seen.add(id(required))
+            out.update([r.key for term in required for r in term])
+        if preferred and id(preferred) not in seen:  # scored, so grouped by
+            seen.add(id(preferred))
+            out.update([r.key for p in preferred for r in p.term])
     return out
 
 

@@ -159,7 +159,7 @@ class Packer:
         self._hints: dict[tuple[int, tuple[tuple[int, int], ...]], int] = {}  # (group, request) -> first bin
         # (group, request) -> (the group's epoch, its bins that had room for one pod then, in order)
         self._roomy: dict[tuple[int, tuple[tuple[int, int], ...]], tuple[int, list[Bin]]] = {}
-        self.changed: list[Bin] = []  # existing / coming bins whose free changed, in order (for _Chooser)
+        self.changed: list[Bin] = []  # existing / coming bins whose free changed, in order (for the Chooser)
         # (profile, request) -> bin -> (version, resource score): classes that differ only in their
         # statics share the per-node part of their scores.
         self.scores: dict[tuple[str, tuple[tuple[int, int], ...]], dict[int, tuple[int, int]]] = {}
@@ -200,7 +200,7 @@ class Packer:
 
     # --- groups ------------------------------------------------------------------------------
     def _group_key(self, node: Node, taints: tuple[Taint, ...]) -> tuple[int, int, bool]:
-        sig = tuple(node.labels.get(k) for k in self.ref_keys)
+        sig = tuple(map(node.labels.get, self.ref_keys))
         label_id = self._label_ids.setdefault(sig, len(self._label_ids))
         taint_id = self._taint_ids.setdefault(taints, len(self._taint_ids))
         return label_id, taint_id, node.unschedulable
