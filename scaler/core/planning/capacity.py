@@ -4,11 +4,12 @@ in-flight ones (asked for, not registered) and one template slot per (pool, zone
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 from scaler.core.config.pool import Pool
 from scaler.core.config.settings import ScalerConfig
 from scaler.core.model import keys
-from scaler.core.model.objects import Node, Pod, SelectorTerm
+from scaler.core.model.objects import Node, Pod
 from scaler.core.model.workload import TERMINATED_PHASES, gpu_devices, is_daemonset, node_pool
 from scaler.core.planning.advance import Advanced, may_still_boot
 from scaler.core.planning.packing import BinKind, Group, Packer, Slot
@@ -25,37 +26,63 @@ MAX_IN_FLIGHT_BINS = 1000  # per pool: beyond that many booting nodes the detail
 UNCOUNTED = 1 << 40
 
 
-def _resource_names(snapshot: Snapshot, templates: Iterable[Mapping[str, int]]) -> list[str]:
-    names: set[str] = set()
+def _resource_names(snapshot: Snapshot, templates: Iterable[Mapping[str, int]], on_nodes: set[str]) -> list[str]:
+    names = set(on_nodes)
     for pod in snapshot.pending:
         names.update(pod.requests)
     for node in snapshot.nodes:
         names.update(node.allocatable)
-        for pod in node.pods:
-            names.update(pod.requests)
     for res in templates:
         names.update(res)
     first = [keys.RES_GPU, keys.RES_CPU, keys.RES_MEMORY, keys.RES_PODS]
     return [r for r in first if r in names] + sorted(names - set(first))
 
 
-def _affinity_keys(terms: tuple[SelectorTerm, ...]) -> Iterable[str]:
-    for term in terms:
-        for req in term:
-            yield req.key
+@dataclass(slots=True)
+class _Usage:
+    """What the packer reads of the pods on the nodes, in one walk over them (100,000 pods on a large cluster)."""
+
+    used: list[dict[str, int]]  # per node, in the snapshot's order: its active pods' requests summed
+    requests: set[tuple[tuple[str, int], ...]]  # the distinct requests of the pods a pass may move (not DaemonSets')
+    names: set[str]  # every resource a pod on a node requests
+    constrained: list[Pod]  # the pods a pass may move that have a node selector or node affinity
+
+
+def _usage(nodes: Iterable[Node]) -> _Usage:
+    out = _Usage([], set(), set(), [])
+    requests, names = out.requests, out.names
+    for node in nodes:
+        used: dict[str, int] = {}
+        for pod in node.pods:
+            req = pod.requests
+            if is_daemonset(pod):
+                names.update(req)
+            else:
+                requests.add(tuple(req.items()))
+                if pod.node_selector or pod.required_affinity or pod.preferred_affinity:
+                    out.constrained.append(pod)
+            if pod.phase not in TERMINATED_PHASES:  # (`active`, inlined)
+                for r, v in req.items():
+                    used[r] = used.get(r, 0) + v
+        out.used.append(used)
+    for req_items in requests:
+        names.update(r for r, _ in req_items)
+    return out
 
 
 def referenced_keys(pods: Iterable[Pod]) -> set[str]:
     out: set[str] = set()
     seen: set[int] = set()
     for pod in pods:
-        out.update(pod.node_selector)
-        if pod.required_affinity and id(pod.required_affinity) not in seen:
-            seen.add(id(pod.required_affinity))
-            out.update(_affinity_keys(pod.required_affinity))
-        if pod.preferred_affinity and id(pod.preferred_affinity) not in seen:  # scored, so grouped by
-            seen.add(id(pod.preferred_affinity))
-            out.update(_affinity_keys(tuple(p.term for p in pod.preferred_affinity)))
+        if pod.node_selector:
+            out.update(pod.node_selector)
+        required, preferred = pod.required_affinity, pod.preferred_affinity
+        if required and id(required) not in seen:
+            seen.add(id(required))
+            out.update([r.key for term in required for r in term])
+        if preferred and id(preferred) not in seen:  # scored, so grouped by
+            seen.add(id(preferred))
+            out.update([r.key for p in preferred for r in p.term])
     return out
 
 
@@ -114,21 +141,21 @@ def build_packer(snapshot: Snapshot, config: ScalerConfig, adv: Advanced) -> tup
     """Bins for existing, coming and in-flight nodes, and one template slot per pool."""
     now = snapshot.now
     templates = {name: _template(obs.pool, config.region) for name, obs in snapshot.pools.items()}
-    running = [p for n in snapshot.nodes for p in n.pods if not is_daemonset(p)]
+    usage = _usage(snapshot.nodes)
     devices = _counted_devices(snapshot)
-    names = _resource_names(snapshot, [t.allocatable for t in templates.values()])
+    names = _resource_names(snapshot, [t.allocatable for t in templates.values()], usage.names)
     packer = Packer([keys.RES_DRA_DEVICES, *names] if devices is not None else names,  # devices first: the scarcest
-                    referenced_keys([*snapshot.pending, *running]))
+                    referenced_keys([*snapshot.pending, *usage.constrained]))
     packer.memo = snapshot.memo
     dev = packer.index.get(keys.RES_DRA_DEVICES)
     if dev is not None:
         dra = snapshot.dra
         packer.claim_devices = lambda pod: devices_at_least(dra, pod)
-    packer.set_min_request([*snapshot.pending, *running])
+    packer.set_min_request([*(p.requests for p in snapshot.pending), *map(dict, usage.requests)])
     registered: set[str] = set()
     published = snapshot.dra.published()
     index = packer.index
-    for node in snapshot.nodes:
+    for node, used in zip(snapshot.nodes, usage.used, strict=True):
         registered.add(node.provider_id)
         if node.name in adv.leaving:
             continue  # interrupted: its capacity is going, its pods are planned as pending
@@ -153,10 +180,8 @@ def build_packer(snapshot: Snapshot, config: ScalerConfig, adv: Advanced) -> tup
             if kind == "coming" and pool is not None and pool.dra:  # maybe not published yet
                 free[dev] = max(free[dev], _devices(templates[pool.name]))
         vec_alloc = list(free)
-        for pod in node.pods:  # (100,000 pods on a large cluster: `active` inlined)
-            if pod.phase not in TERMINATED_PHASES:
-                for r, v in pod.requests.items():
-                    free[index[r]] -= v
+        for r, v in used.items():
+            free[index[r]] -= v
         group = packer.group_for(node, taints)
         packer.add_bin(node, free, kind, group, pname, node.labels.get(keys.LABEL_ZONE), vec_alloc)
     slots: list[Slot] = []

@@ -11,126 +11,34 @@ Pure. The hot path works on equivalence classes, never on pods x nodes:
   the whole group without looking at its nodes.
 
 The scale-up planner fills existing, coming, in-flight and new nodes with it; the scale-down planner
-re-places evicted pods with the same Packer, so nothing is double-booked.
+re-places evicted pods with the same Packer, so nothing is double-booked. The objects it works on are
+in `scaler.core.planning.bins` (and importable from here).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Literal
 
-from scaler.core.config.pool import Pool
 from scaler.core.model import keys
 from scaler.core.model.objects import Node, Pod, Taint, Toleration
+from scaler.core.planning.bins import (
+    Bin,
+    BinKind,
+    Group,
+    Placement,
+    PodClass,
+    Scores,
+    Slot,
+    dominant,
+    fit_count,
+    skyline,
+)
 from scaler.core.planning.memo import Memo
 from scaler.core.scheduling import predicates
 
-BinKind = Literal["existing", "coming", "in-flight", "new"]
+__all__ = ["Bin", "BinKind", "Group", "Packer", "Placement", "PodClass", "Scores", "Slot", "dominant", "fit_count",
+           "skyline"]
 _UNSCHED_TAINT = Taint(keys.TAINT_UNSCHEDULABLE, "", "NoSchedule")
-
-
-@dataclass(slots=True, eq=False)
-class Bin:
-    """A node's free capacity as a resource vector: a real node, a booting one, or a template."""
-
-    free: list[int]
-    kind: BinKind
-    name: str
-    pool: str | None
-    zone: str | None
-    group: Group
-    node: Node
-    alloc: list[int] | None = None  # allocatable of an existing / coming node (what the scheduler scores)
-    version: int = 0  # bumped whenever `free` changes: a score computed earlier is stale
-    removed: bool = False  # chosen for removal by the scale-down planner
-    touched: bool = False  # received pods in this pass
-
-
-class Group:
-    """Nodes the static predicates cannot tell apart."""
-
-    __slots__ = ("bins", "bound", "epoch", "label_id", "node", "real", "sky", "start", "taint_id", "unsched")
-
-    def __init__(self, label_id: int, taint_id: int, unsched: bool, node: Node) -> None:
-        self.label_id = label_id
-        self.taint_id = taint_id
-        self.unsched = unsched
-        self.node = node  # a representative: its labels and taints are the group's
-        self.bins: list[Bin] = []
-        self.bound: list[int] | None = None  # elementwise max of free over bins, None = unknown
-        self.start = 0  # bins before this one are too full for any pod of the pass
-        self.real = False  # existing and coming nodes only
-        self.epoch = 0  # bumped when a bin is added or gets room back (a rollback)
-        # A real group's skyline (`skyline`) when last computed (a cover of its bins' free), None = unknown
-        self.sky: list[tuple[int, ...]] | None = None
-
-
-class PodClass:
-    """Interchangeable pods."""
-
-    __slots__ = ("gang", "gpus", "nz", "origin", "pods", "priority", "rep", "sort_key", "static_id")
-
-    def __init__(self, rep: Pod, nz: tuple[tuple[int, int], ...], static_id: int, gang: str | None) -> None:
-        self.rep = rep
-        self.nz = nz  # (resource index, amount) of the non-zero requests
-        self.static_id = static_id
-        self.gang = gang
-        self.pods: list[Pod] = []
-        self.gpus = 0
-        self.priority = rep.priority
-        self.sort_key: tuple[float, ...] = ()
-        self.origin: PodClass | None = None  # the class this one is a part of (split by queue position)
-
-
-@dataclass(slots=True)
-class Slot:
-    """A (pool, zone) a scale-up can open nodes in, with its template node."""
-
-    pool: Pool
-    zone: str
-    group: Group
-    empty: list[int]  # free resources of a new node (allocatable minus the pool's DaemonSets)
-    price: float
-    spot: bool
-    shape: int = 0  # slots with equal `empty` share a shape
-    devices: int = 0  # DRA devices a new node publishes (its keys.RES_DRA_DEVICES once opened; `empty` has none)
-
-
-
-
-Placement = list[tuple[Bin, int]]
-
-
-def dominant(nz: Iterable[tuple[int, int]], scale: Sequence[int]) -> float:
-    return max((a / scale[i] for i, a in nz if scale[i] > 0), default=0.0)
-
-
-def skyline(vectors: Iterable[Sequence[int]]) -> list[tuple[int, ...]]:
-    """The vectors no other one covers (>= in every resource): some vector has room for a request iff one
-    of these has. A group of similar nodes has a few dozen, against hundreds of nodes."""
-    out: list[tuple[int, ...]] = []
-    for v in sorted(set(map(tuple, vectors)), reverse=True):  # one that covers v sorts before it
-        for o in out:
-            for x, y in zip(o, v, strict=True):
-                if x < y:
-                    break
-            else:
-                break  # covered
-        else:
-            out.append(v)
-    return out
-
-
-def fit_count(free: list[int], nz: tuple[tuple[int, int], ...], limit: int) -> int:
-    k = limit
-    for i, a in nz:
-        q = free[i] // a
-        if q < k:
-            if q <= 0:
-                return 0
-            k = q
-    return k
 
 
 class Packer:
@@ -160,10 +68,13 @@ class Packer:
         self._hints: dict[tuple[int, tuple[tuple[int, int], ...]], int] = {}  # (group, request) -> first bin
         # (group, request) -> (the group's epoch, its bins that had room for one pod then, in order)
         self._roomy: dict[tuple[int, tuple[tuple[int, int], ...]], tuple[int, list[Bin]]] = {}
-        self.changed: list[Bin] = []  # existing / coming bins whose free changed, in order (for _Chooser)
+        self.changed: list[Bin] = []  # existing / coming bins whose free changed, in order (for the Chooser)
         # (profile, request) -> bin -> (version, resource score): classes that differ only in their
         # statics share the per-node part of their scores.
         self.scores: dict[tuple[str, tuple[tuple[int, int], ...]], dict[int, tuple[int, int]]] = {}
+        # Chooser.memo_key -> (allocatable, free) of the resources scored -> the resource score: this pass's,
+        # the last pass's
+        self.parts: dict[tuple[object, ...], tuple[Scores, Scores]] = {}
         self.in_flight_groups: list[Group] = []  # booting nodes of multi-zone pools (zone unknown)
         # (resource, amount) every pod of the pass requests at least: a bin with less is dead.
         self.dead: tuple[tuple[int, int], ...] = ()
@@ -171,12 +82,11 @@ class Packer:
         # pod -> the DRA devices it takes at least (keys.RES_DRA_DEVICES, when the pass counts them)
         self.claim_devices: Callable[[Pod], int] | None = None
 
-    def set_min_request(self, pods: Iterable[Pod]) -> None:
-        """Declare every pod this pass will place (pending and evictable): bins that cannot take the
-        smallest of them on some resource they all request are skipped from then on."""
+    def set_min_request(self, requests: Iterable[Mapping[str, int]]) -> None:
+        """Declare the requests of every pod this pass will place (pending and evictable): bins that cannot
+        take the smallest of them on some resource they all request are skipped from then on."""
         low: dict[str, int] | None = None
-        for pod in pods:
-            req = pod.requests
+        for req in requests:
             if low is None:
                 low = {r: v for r, v in req.items() if v > 0}
                 continue
@@ -199,7 +109,7 @@ class Packer:
 
     # --- groups ------------------------------------------------------------------------------
     def _group_key(self, node: Node, taints: tuple[Taint, ...]) -> tuple[int, int, bool]:
-        sig = tuple(node.labels.get(k) for k in self.ref_keys)
+        sig = tuple(map(node.labels.get, self.ref_keys))
         label_id = self._label_ids.setdefault(sig, len(self._label_ids))
         taint_id = self._taint_ids.setdefault(taints, len(self._taint_ids))
         return label_id, taint_id, node.unschedulable

@@ -1,7 +1,8 @@
 """A plan made with the memo the Reconciler keeps from pass to pass (`scaler.core.planning.memo`) is the
 plan made from scratch: on random sequences of changes (pods added, removed and bound, nodes added,
-removed and cordoned, pools' maxima changing, pools in backoff, offerings unavailable), each pass is
-planned twice, with the kept memo and with an empty one, and both plans and next states must be equal.
+removed and cordoned, a node's allocatable growing as a pod of the same size lands on it, pools' maxima
+changing, pools in backoff, offerings unavailable; pods of both scoring profiles), each pass is planned
+twice, with the kept memo and with an empty one, and both plans and next states must be equal.
 Derandomized: the same seeds every run.
 """
 
@@ -15,11 +16,12 @@ import pytest
 from core_builders import POOLS, config, node_of, pod, snapshot
 
 from scaler.core.config.settings import ScalerConfig
-from scaler.core.model.keys import RES_GPU
+from scaler.core.model.keys import RES_CPU, RES_GPU, RES_MEMORY, RES_PODS
 from scaler.core.model.objects import Node, Pod
 from scaler.core.planning.memo import Memo
 from scaler.core.planning.planner import plan
 from scaler.core.planning.state import Backoff, State
+from scaler.core.scheduling.scoring import BINPACK_SCHEDULER_NAME
 
 SHAPES = [("1", "2Gi", 0), ("2", "4Gi", 0), ("500m", "1Gi", 0), ("4", "8Gi", 1), ("2", "8Gi", 1), ("8", "32Gi", 8)]
 NODE_POOLS = ["cpu-spot", "cpu-od", "gpu1-spot-a", "gpu1-od", "gpu8-od"]
@@ -54,7 +56,10 @@ class Cluster:
 
     def _pod(self, node: str | None = None) -> Pod:
         cpu, mem, gpu = self.rng.choice(SHAPES)
-        return pod(self._name("p"), cpu, mem, gpu, node=node)
+        p = pod(self._name("p"), cpu, mem, gpu, node=node)
+        if self.rng.random() < 0.3:  # scored as the binpack profile scores (MostAllocated)
+            p.scheduler_name = BINPACK_SCHEDULER_NAME
+        return p
 
     def add_node(self) -> None:
         name = self._name("n")
@@ -67,7 +72,7 @@ class Cluster:
     def change(self) -> str:
         rng = self.rng
         what = rng.choice(["add-pods", "remove-pod", "bind", "end-pod", "add-node", "remove-node", "cordon",
-                           "uncordon", "max", "nothing"])
+                           "uncordon", "grow", "max", "nothing"])
         names = sorted(self.nodes)
         if what == "add-pods":
             for _ in range(rng.randint(1, 6)):
@@ -89,6 +94,15 @@ class Cluster:
         elif what in ("cordon", "uncordon") and names:
             name = rng.choice(names)
             self.nodes[name] = dataclasses.replace(self.nodes[name], unschedulable=what == "cordon")
+        elif what == "grow" and names:  # the same free resources, another allocatable
+            name = rng.choice(names)
+            node = self.nodes[name]
+            more = pod(self._name("p"), "1", "4Gi", node=name)
+            alloc = dict(node.allocatable)
+            for r in (RES_CPU, RES_MEMORY, RES_PODS):
+                alloc[r] = alloc.get(r, 0) + more.requests.get(r, 0)
+            more.phase = "Running"
+            self.nodes[name] = dataclasses.replace(node, allocatable=alloc, pods=[*node.pods, more])
         elif what == "max":
             self.cfg = cfg_with(rng.choice([2, 5, 50]), rng.choice([1, 3, 40]))
         return what
