@@ -40,29 +40,25 @@ def utilization(node: Node, pool: Pool | None, dra: DraUse | None = None) -> flo
     A shared GPU (time-slicing replicas, MIG slices) counts as used while any of its devices is, and
     the device plugin may hand a node's busy devices out on different GPUs: `used` devices keep up
     to `used` GPUs busy. A DRA pool's node publishes its GPUs as devices, not allocatable: the GPUs
-    its pods' allocated claims hold are the used ones (`dra`; a shared claim once).
+    its pods' allocated claims hold are the used ones (`dra`; a shared claim once). (Read for every node of
+    the cluster each pass: one walk over its pods.)
     """
-    return usage(node, pool, dra)[0]
-
-
-def usage(node: Node, pool: Pool | None, dra: DraUse | None = None) -> tuple[float, bool]:
-    """The node's `utilization`, and whether a drain of it would evict no pod (one walk over its pods: read
-    for every node of the cluster each pass)."""
     pods = node.pods
-    evict = to_evict(pods)
     if pool is not None and pool.dra and pool.gpus:
         used = dra.gpus_in_use(pods) if dra is not None else 0
-        return min(used, pool.gpus) / pool.gpus, not evict
+        return min(used, pool.gpus) / pool.gpus
     devices = gpu_devices(node.allocatable)
     if devices > 0:
         gpus = pool.gpus if pool is not None and pool.gpus else devices
         used = 0
         for p in pods:
-            if p.phase not in TERMINATED_PHASES:  # `active`, inlined
-                used += gpu_devices(p.requests)
-        return min(used, gpus) / gpus, not evict
+            if p.phase not in TERMINATED_PHASES:  # active(p) and gpu_devices(p.requests), inlined
+                for k, v in p.requests.items():
+                    if k == keys.RES_GPU or k.startswith(keys.MIG_RESOURCE_PREFIX):
+                        used += v
+        return min(used, gpus) / gpus
     cpu = memory = 0
-    for p in evict:
+    for p in to_evict(pods):
         requests = p.requests
         cpu += requests.get(keys.RES_CPU, 0)
         memory += requests.get(keys.RES_MEMORY, 0)
@@ -71,7 +67,7 @@ def usage(node: Node, pool: Pool | None, dra: DraUse | None = None) -> tuple[flo
     for used, of in ((cpu, alloc.get(keys.RES_CPU, 0)), (memory, alloc.get(keys.RES_MEMORY, 0))):
         if of > 0:
             share = max(share, used / of)
-    return share, not evict
+    return share
 
 
 def _pdbs_of(pod: Pod, pdbs: list[PodDisruptionBudget]) -> list[int]:
@@ -186,12 +182,13 @@ def _candidates(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, up: Sca
         disrupting = any(t.key == keys.TAINT_DISRUPTING for t in node.taints)
         if node.unschedulable and not disrupting:
             continue  # cordoned by someone else: theirs to decide
-        util, empty = usage(node, obs.pool, dra)
+        util = utilization(node, obs.pool, dra)
         if util >= threshold and not disrupting:
             if node.name in since_before:
                 busy_again.append((obs.pool.name, since_before[node.name]))
             continue
         since = out.unneeded[node.name] = since_before.get(node.name, now)
+        empty = not to_evict(node.pods)
         until = adv.state.unneeded_until[node.name] = since + _wait(keep[obs.pool.name], empty, config)
         if disrupting or now >= until:
             found.append(Candidate((0 if disrupting else 1, 0 if empty else 1, util, node.name), node, obs.pool,
