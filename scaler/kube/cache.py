@@ -25,14 +25,16 @@ from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
 from scaler.core.model import keys
+from scaler.core.model.objects import Node
 from scaler.core.planning.buffers import CapacityBuffer
 from scaler.core.planning.provreq import ProvisioningRequest
 from scaler.kube import buffers as kube_buffers
 from scaler.kube import convert_buffers
-from scaler.kube.convert import SnapshotError, assemble, node_from_json, pdb_from_json, pod_entry
+from scaler.kube.convert import SnapshotError, node_from_json, pdb_from_json
 from scaler.kube.convert_dra import dra_view
 from scaler.kube.convert_storage import storage_view
 from scaler.kube.provreq import ProvisioningRequests
+from scaler.kube.view import IndexView, PodIndex, index_of, pod_entry, with_pods
 from scaler.ports import ClusterView, KubeError, Skipped
 
 log = logging.getLogger(__name__)
@@ -54,16 +56,19 @@ class Informer:
 
     def __init__(self, kind: str, list_fn: Callable[..., Any], *, watch_timeout: int = 300,
                  backoff_initial: float = 0.5, backoff_max: float = 30.0, page_size: int = 500,
-                 optional: bool = False, convert: Callable[[JSON], Any] | None = None, slim: bool = False) -> None:
+                 optional: bool = False, convert: Callable[[JSON], Any] | None = None, slim: bool = False,
+                 index: bool = False) -> None:
         """`optional`: a 404 (the API server does not serve the resource) is an empty, synced resource.
         `convert`: each object is converted as its event arrives (what it returns, or the SnapshotError it
         raises, is kept beside the object: `models`); an object whose resourceVersion did not change is not
         converted again. `slim`: of an object that converted only the metadata that names it is kept (`items`
-        gives that), the model holds what the passes read (a pod's JSON is several times its model)."""
+        gives that), the model holds what the passes read (a pod's JSON is several times its model). `index`
+        (pods): the converted pods are also kept sorted as a pass's view takes them (`view`)."""
         self.kind = kind
         self._convert = convert
         self._slim = slim and convert is not None
         self._models: dict[str, Any] = {}
+        self._index = PodIndex() if index and convert is not None else None
         self.optional = optional
         self._list_fn = list_fn
         self._watch_timeout = watch_timeout
@@ -89,6 +94,12 @@ class Informer:
         """(the converted object or the SnapshotError its conversion raised, the object), in `items` order."""
         with self._lock:
             return [(self._models[k], obj) for k, obj in self._objects.items()]
+
+    def view(self) -> IndexView:
+        """The converted pods as a pass's view takes them (an informer made with `index`)."""
+        assert self._index is not None
+        with self._lock:
+            return self._index.view()
 
     def _kept(self, obj: JSON, model: Any) -> JSON:
         """What is kept of the object: all of it, or (slim) the metadata naming it when it converted (one
@@ -147,6 +158,8 @@ class Informer:
             log.info("%s: not served by the API server (404); empty until it is", self.kind)
         with self._lock:
             self._objects, self._models = {}, {}
+            if self._index is not None:
+                self._index = PodIndex()
         self.resource_version = None
         self.synced.set()
         self._stop.wait(ABSENT_RECHECK)
@@ -181,8 +194,9 @@ class Informer:
             for k, obj in objects.items():
                 models[k] = self._model(obj, self._objects.get(k), self._models.get(k))
                 objects[k] = self._kept(obj, models[k])
+        index = index_of((k, models[k], obj) for k, obj in objects.items()) if self._index is not None else None
         with self._lock:
-            self._objects, self._models = objects, models
+            self._objects, self._models, self._index = objects, models, index
         self.resource_version = str(meta.get("resourceVersion"))
         self.relists += 1
         self.synced.set()
@@ -217,10 +231,14 @@ class Informer:
                 self._objects[key] = obj
                 if self._convert is not None:
                     self._models[key] = model
+                if self._index is not None:
+                    self._index.put(key, model, obj)
         elif kind == "DELETED":
             with self._lock:
                 self._objects.pop(key, None)
                 self._models.pop(key, None)
+                if self._index is not None:
+                    self._index.delete(key)
         if rv:
             self.resource_version = str(rv)
 
@@ -246,7 +264,7 @@ class ClusterCache:
         self.requests = ProvisioningRequests(api)
         core = client.CoreV1Api(api)
         policy = client.PolicyV1Api(api)
-        self.pods = Informer("pods", core.list_pod_for_all_namespaces, convert=pod_entry, slim=True,
+        self.pods = Informer("pods", core.list_pod_for_all_namespaces, convert=pod_entry, slim=True, index=True,
                              **informer_options)
         self.nodes = Informer("nodes", core.list_node, convert=lambda obj: node_from_json(obj, keys.LABEL_POOL),
                               **informer_options)
@@ -327,8 +345,13 @@ class ClusterCache:
         skipped: list[Skipped] = []
         skip = self._skipper(skipped)
         fresh, pdbs_fresh, stale = self.fresh, self.pdbs_fresh, self.stale()
-        view = assemble(self._converted(self.nodes, skip), self._converted(self.pods, skip))
-        for node in view.nodes.values():
+        nodes = self._converted(self.nodes, skip)
+        pods = self.pods.view()
+        for err, obj in pods.errors:
+            skip(err, obj)
+        view: dict[str, Node] = {}
+        for model in nodes:  # each a copy with a list of its own: what one pass does to it stays in that pass
+            node = view[model.name] = with_pods(model, pods.bound.get(model.name, ()))
             if node.provider_id:
                 node.pool = pool_of(node.provider_id) or node.pool
         pdbs = []
@@ -341,7 +364,7 @@ class ClusterCache:
                                            self.csinodes.items(), self.namespaces.items(), skip=skip)
         dra = dra_view(self.device_classes.items(), self.resource_claims.items(), self.claim_templates.items(),
                        self.resource_slices.items(), skip)
-        return ClusterView(view.pending, list(view.nodes.values()), pdbs, fresh, pdbs_fresh, storage,
+        return ClusterView(pods.pending, list(view.values()), pdbs, fresh, pdbs_fresh, storage,
                            namespaces or {}, stale, skipped, dra, self._buffers(skip))
 
     def _buffers(self, skip: Callable[[SnapshotError, Mapping[str, Any]], None]) -> list[CapacityBuffer]:

@@ -7,9 +7,7 @@ official client's parser in the tests).
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -32,7 +30,6 @@ from scaler.core.model.objects import (
     Toleration,
 )
 from scaler.core.model.resources import Resources, parse_resources
-from scaler.core.model.workload import TERMINATED_PHASES
 from scaler.core.scheduling.filters.labels import merge_label_keys
 from scaler.core.scheduling.predicates import effective_request
 from scaler.kube import validate
@@ -342,72 +339,3 @@ def pdb_from_json(obj: JSON) -> PodDisruptionBudget:
         raise SnapshotError(f"poddisruptionbudget {name}: {render_path(err.path)}: {err.message}") from None
     except (AttributeError, KeyError, TypeError, ValueError) as err:
         raise SnapshotError(f"poddisruptionbudget {name}: {err.__class__.__name__}: {err}") from None
-
-
-@dataclass(slots=True)
-class Converted:
-    """Nodes with the pods bound to them, and the pending pods, as the planner's Snapshot takes them."""
-
-    pending: list[Pod] = field(default_factory=list)  # PodScheduled=False, reason Unschedulable
-    nodes: dict[str, Node] = field(default_factory=dict)
-    waiting: int = 0  # pods with no node the scheduler has not marked Unschedulable (yet)
-    lost: list[Pod] = field(default_factory=list)  # pods bound to a node that is not in the view
-
-
-PodEntry = tuple[Pod, bool]  # a pod and whether the scheduler marked it Unschedulable
-
-
-def pod_entry(obj: JSON) -> PodEntry | None:
-    """A pod as the view takes it, None for a terminated one (it holds nothing and is left out unread).
-    Raises SnapshotError."""
-    if (obj.get("status") or {}).get("phase") in TERMINATED_PHASES:
-        return None
-    return pod_from_json(obj), is_unschedulable(obj)
-
-
-def cluster_view(nodes: Iterable[JSON], pods: Iterable[JSON], pool_label: str | None = None,
-                 skip: Callable[[SnapshotError, JSON], None] | None = None) -> Converted:
-    """The one conversion of the API's nodes and pods into the core's view (`python -m scaler plan`; the
-    watch-fed cache converts each object once, as its event arrives, and `assemble`s). Terminated pods
-    hold nothing and are left out. An object that does not convert raises SnapshotError, or, with `skip`,
-    is handed to it and left out."""
-    converted: list[Node] = []
-    for obj in nodes:
-        try:
-            converted.append(node_from_json(obj, pool_label))
-        except SnapshotError as err:
-            if skip is None:
-                raise
-            skip(err, obj)
-    entries: list[PodEntry] = []
-    for obj in pods:
-        try:
-            entry = pod_entry(obj)
-        except SnapshotError as err:
-            if skip is None:
-                raise
-            skip(err, obj)
-            continue
-        if entry is not None:
-            entries.append(entry)
-    return assemble(converted, entries)
-
-
-def assemble(nodes: Iterable[Node], pods: Iterable[PodEntry]) -> Converted:
-    """Converted nodes and pods into one pass's view. Each node is a copy with a list of its own (the pass
-    adds to it), so that converted objects can be kept from pass to pass; the pods are shared."""
-    out = Converted()
-    for node in nodes:
-        out.nodes[node.name] = dataclasses.replace(node, pods=[])
-    for pod, unschedulable in pods:
-        if pod.node_name:
-            host = out.nodes.get(pod.node_name)
-            if host is None:
-                out.lost.append(pod)
-            else:
-                host.pods.append(pod)
-        elif unschedulable:
-            out.pending.append(pod)
-        else:
-            out.waiting += 1
-    return out

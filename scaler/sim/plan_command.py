@@ -37,9 +37,10 @@ from scaler.core.planning.repair import signals
 from scaler.core.planning.snapshot import PoolObservation, Snapshot
 from scaler.core.planning.state import State
 from scaler.core.scheduling.filters import DraObjects
-from scaler.kube.convert import SnapshotError, cluster_view
+from scaler.kube.convert import SnapshotError
 from scaler.kube.convert_buffers import buffer_from_json
 from scaler.kube.convert_storage import storage_view
+from scaler.kube.view import cluster_view
 
 # The kinds read besides Node and Pod: what the filters of scaler.core.scheduling.filters need.
 STORAGE_KINDS = ("PersistentVolumeClaim", "PersistentVolume", "StorageClass", "CSINode", "Namespace")

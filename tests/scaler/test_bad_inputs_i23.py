@@ -15,7 +15,8 @@ import pytest
 
 from scaler.cli import main
 from scaler.core.config.settings import ConfigError, parse_config
-from scaler.kube.convert import SnapshotError, cluster_view
+from scaler.kube.convert import SnapshotError
+from scaler.kube.view import cluster_view
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "scaler-aws.yaml"

@@ -15,9 +15,9 @@ from kubernetes import client
 
 from scaler.core.model import keys
 from scaler.kube import cache as cache_module
-from scaler.kube import convert
+from scaler.kube import view as kube_view
 from scaler.kube.cache import ClusterCache
-from scaler.kube.convert import cluster_view
+from scaler.kube.view import cluster_view
 from tests.fakes.kubeapi import node, pod
 
 JSON = dict[str, Any]
@@ -31,7 +31,7 @@ def at(obj: JSON, rv: int) -> JSON:
 def conversions(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The names of the pods converted, in order."""
     seen: list[str] = []
-    real = convert.pod_entry
+    real = kube_view.pod_entry
 
     def counting(obj: Any) -> Any:
         seen.append(obj["metadata"]["name"])
@@ -116,14 +116,18 @@ NODE_NAMES = ("n1", "n2")
 @st.composite
 def event_sequences(draw: st.DrawFn) -> list[tuple[str, str, JSON]]:
     """Watch events on pods and nodes, each change with a new resourceVersion; some re-deliver an object
-    unchanged (same version), some pods do not convert, some have ended."""
+    unchanged (same version), some pods do not convert, some have ended; a RELIST lists the pods anew (in the
+    API server's order)."""
     out: list[tuple[str, str, JSON]] = []
     rv = 0
     last: dict[tuple[str, str], JSON] = {}
     for _ in range(draw(st.integers(1, 30))):
         resource = draw(st.sampled_from(("pods", "pods", "pods", "nodes")))
         name = draw(st.sampled_from(NODE_NAMES if resource == "nodes" else NAMES))
-        kind = draw(st.sampled_from(("ADDED", "MODIFIED", "MODIFIED", "DELETED", "RESYNC")))
+        kind = draw(st.sampled_from(("ADDED", "MODIFIED", "MODIFIED", "DELETED", "RESYNC", "RELIST")))
+        if kind == "RELIST":
+            out.append(("RELIST", "pods", {}))
+            continue
         if kind == "RESYNC":
             if (resource, name) in last:
                 out.append(("MODIFIED", resource, last[(resource, name)]))
@@ -152,8 +156,15 @@ def test_the_incremental_view_equals_the_conversion_from_scratch(events: list[tu
     c = synced_cache()
     api: dict[str, dict[str, JSON]] = {"pods": {}, "nodes": {}}  # what the API server holds
     for kind, resource, obj in events:
-        getattr(c, resource).apply(kind, obj)
-        if kind == "DELETED":
+        if kind == "RELIST":
+            listed = {"items": list(api["pods"].values()), "metadata": {"resourceVersion": "0"}}
+            c.pods._list_fn = lambda listed=listed, **_: SimpleNamespace(data=json.dumps(listed))
+            c.pods._relist()
+        else:
+            getattr(c, resource).apply(kind, obj)
+        if kind == "RELIST":
+            pass
+        elif kind == "DELETED":
             api[resource].pop(obj["metadata"]["name"], None)
         else:
             api[resource][obj["metadata"]["name"]] = obj

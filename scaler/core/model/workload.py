@@ -11,6 +11,8 @@ from scaler.core.model.objects import Node, Pod
 
 # Pods in these phases hold no resources: the scheduler drops them from its node accounting.
 TERMINATED_PHASES = frozenset({"Succeeded", "Failed"})
+# Owners whose pods go with their node: DaemonSet pods, and a mirror pod's (its owner is the Node).
+_PLACED_BY_NODE = frozenset({"DaemonSet", "Node"})
 
 
 def active(pod: Pod) -> bool:
@@ -30,7 +32,9 @@ def is_mirror(pod: Pod) -> bool:
 
 def to_evict(pods: Iterable[Pod]) -> list[Pod]:
     """The pods a drain evicts: everything running except DaemonSet and mirror pods."""
-    return [p for p in pods if active(p) and not is_daemonset(p) and not is_mirror(p)]
+    # active(p) and not is_daemonset(p) and not is_mirror(p), inlined: read for every node each pass
+    return [p for p in pods if p.phase not in TERMINATED_PHASES and p.owner_kind not in _PLACED_BY_NODE
+            and keys.ANNOTATION_MIRROR_POD not in p.annotations]
 
 
 def blocker(pod: Pod) -> str | None:

@@ -52,10 +52,11 @@ class Signal:
 def signals(node: Node, spec: RepairSpec) -> list[Signal]:
     """The health signals a node shows now."""
     out = []
-    capacity, allocatable = gpu_devices(node.capacity), gpu_devices(node.allocatable)
-    if node.capacity and allocatable < capacity:
-        out.append(Signal(f"{capacity - allocatable} of {capacity} GPU devices not allocatable", 0.0,
-                          spec.lost_gpu_grace))
+    if node.capacity:  # (not given: nothing to compare)
+        capacity, allocatable = gpu_devices(node.capacity), gpu_devices(node.allocatable)
+        if allocatable < capacity:
+            out.append(Signal(f"{capacity - allocatable} of {capacity} GPU devices not allocatable", 0.0,
+                              spec.lost_gpu_grace))
     for cond in node.conditions:
         if spec.conditions.get(cond.type) == cond.status:
             why = f" ({cond.reason})" if cond.reason else ""

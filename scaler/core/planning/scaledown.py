@@ -11,27 +11,24 @@ the PDBs and the per-pass budget. Empty nodes go first.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from scaler.core.config.pool import Pool
 from scaler.core.config.settings import ScalerConfig
 from scaler.core.model import keys
 from scaler.core.model.objects import Node, Pod, PodDisruptionBudget
-from scaler.core.model.resources import Resources
-from scaler.core.model.workload import active, blocker, gpu_devices, node_pool, to_evict
+from scaler.core.model.workload import TERMINATED_PHASES, blocker, gpu_devices, node_pool, to_evict
 from scaler.core.planning.advance import Advanced, may_still_boot, outside_pools
 from scaler.core.planning.constrained import Filtered
 from scaler.core.planning.decisions import ScaleDown
 from scaler.core.planning.dra_use import DraUse
+from scaler.core.planning.homes import Homes, cheaper_home
 from scaler.core.planning.idle_time import keep_times, observe, removed, taken_elsewhere
-from scaler.core.planning.memo import Memo
 from scaler.core.planning.packing import Bin, Placement, PodClass
 from scaler.core.planning.scaleup import ScaleUpResult
 from scaler.core.planning.snapshot import Snapshot
 from scaler.core.planning.state import Held
 from scaler.core.planning.trial import Trial
-from scaler.core.scheduling.predicates import fits, free_resources
 
 _EXISTING = frozenset({"existing"})
 NOTE_EXAMPLES = 5
@@ -43,22 +40,33 @@ def utilization(node: Node, pool: Pool | None, dra: DraUse | None = None) -> flo
     A shared GPU (time-slicing replicas, MIG slices) counts as used while any of its devices is, and
     the device plugin may hand a node's busy devices out on different GPUs: `used` devices keep up
     to `used` GPUs busy. A DRA pool's node publishes its GPUs as devices, not allocatable: the GPUs
-    its pods' allocated claims hold are the used ones (`dra`; a shared claim once).
+    its pods' allocated claims hold are the used ones (`dra`; a shared claim once). (Read for every node of
+    the cluster each pass: one walk over its pods.)
     """
-    counted = to_evict(node.pods)
+    pods = node.pods
     if pool is not None and pool.dra and pool.gpus:
-        used = dra.gpus_in_use(node.pods) if dra is not None else 0
+        used = dra.gpus_in_use(pods) if dra is not None else 0
         return min(used, pool.gpus) / pool.gpus
     devices = gpu_devices(node.allocatable)
     if devices > 0:
         gpus = pool.gpus if pool is not None and pool.gpus else devices
-        used = sum(gpu_devices(p.requests) for p in node.pods if active(p))
+        used = 0
+        for p in pods:
+            if p.phase not in TERMINATED_PHASES:  # active(p) and gpu_devices(p.requests), inlined
+                for k, v in p.requests.items():
+                    if k == keys.RES_GPU or k.startswith(keys.MIG_RESOURCE_PREFIX):
+                        used += v
         return min(used, gpus) / gpus
+    cpu = memory = 0
+    for p in to_evict(pods):
+        requests = p.requests
+        cpu += requests.get(keys.RES_CPU, 0)
+        memory += requests.get(keys.RES_MEMORY, 0)
     share = 0.0
-    for res in (keys.RES_CPU, keys.RES_MEMORY):
-        alloc = node.allocatable.get(res, 0)
-        if alloc > 0:
-            share = max(share, sum(p.requests.get(res, 0) for p in counted) / alloc)
+    alloc = node.allocatable
+    for used, of in ((cpu, alloc.get(keys.RES_CPU, 0)), (memory, alloc.get(keys.RES_MEMORY, 0))):
+        if of > 0:
+            share = max(share, used / of)
     return share
 
 
@@ -78,116 +86,6 @@ class ScaleDownResult:
     unneeded: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     moves: dict[str, str] = field(default_factory=dict)  # evicted pod key -> the node it was re-placed on
-
-
-class Homes:
-    """What `cheaper_home` works out once a pass: each pool's price and available templates (with their
-    free resources), and the templates a pod of a given shape fits (they are only read)."""
-
-    def __init__(self, config: ScalerConfig, adv: Advanced, now: float) -> None:
-        self.config, self.adv, self.now = config, adv, now
-        self.prices: dict[str, float] = {}
-        self.templates: dict[str, list[tuple[Node, Resources]]] = {}
-        self.fitting: dict[tuple[str, object], list[Node]] = {}
-        self.smaller: dict[str, list[Pool]] = {}
-        self.bests: dict[tuple[str, object], tuple[float, str] | None] = {}
-
-    @staticmethod
-    def kept(memo: Memo | None, config: ScalerConfig, adv: Advanced, now: float) -> Homes:
-        """The last passes' Homes while the pools in backoff and the unavailable offerings are the same."""
-        if memo is None:
-            return Homes(config, adv, now)
-        key = ("homes", id(config), frozenset(p for p, b in adv.state.backoff.items() if b.until > now),
-               frozenset(k for k, until in adv.state.unavailable.items() if until > now))
-        homes = memo.get(key, lambda: Homes(config, adv, now))  # (it holds the config: its id stays its own)
-        homes.adv, homes.now = adv, now
-        return homes
-
-    def best(self, pod: Pod, pool: Pool, admits: Callable[[Pod, Node], bool] | None) -> tuple[float, str] | None:
-        """The cheapest pool of smaller nodes, cheaper than the pool, not in backoff, with a template the
-        pod fits (and `admits`): (its price, its name), or None. Without `admits` the answer holds for
-        every pod of the shape."""
-        shape = self.shape(pod)
-        memo = (pool.name, shape)
-        if admits is None and memo in self.bests:
-            return self.bests[memo]
-        found = None
-        backoffs = self.adv.state.backoff
-        for other in self.cheaper(pool):  # the first that takes the pod is the cheapest
-            backoff = backoffs.get(other.name)
-            if backoff is not None and backoff.until > self.now:
-                continue
-            if any(admits is None or admits(pod, t) for t in self.fits(shape, pod, other)):
-                found = (self.price(other), other.name)
-                break
-        if admits is None:
-            self.bests[memo] = found
-        return found
-
-    def cheaper(self, pool: Pool) -> list[Pool]:
-        """The pools of smaller nodes cheaper than the pool, cheapest first (in config order at one price)."""
-        out = self.smaller.get(pool.name)
-        if out is None:
-            price = self.price(pool)
-            out = self.smaller[pool.name] = sorted(
-                (o for o in self.config.pools if self.price(o) < price
-                 and (o.itype.gpus < pool.itype.gpus if pool.itype.gpus else o.itype.vcpu < pool.itype.vcpu)),
-                key=self.price)
-        return out
-
-    def price(self, pool: Pool) -> float:
-        p = self.prices.get(pool.name)
-        if p is None:
-            p = self.prices[pool.name] = self.config.price(pool)
-        return p
-
-    @staticmethod
-    def shape(pod: Pod) -> object:
-        """What of a pod decides whether it fits a template."""
-        return tuple(pod.requests.items()), tuple(pod.node_selector.items()), pod.required_affinity, pod.tolerations
-
-    def fits(self, shape: object, pod: Pod, pool: Pool) -> list[Node]:
-        """The pool's available templates the pod (of that shape) fits (resources, selectors, taints)."""
-        key = (pool.name, shape)
-        hit = self.fitting.get(key)
-        if hit is None:
-            tmpl = self.templates.get(pool.name)
-            if tmpl is None:
-                unavailable = self.adv.state.unavailable
-                tmpl = self.templates[pool.name] = [
-                    (t, free_resources(t)) for t in (pool.template_node(z) for z in pool.zones
-                                                     if unavailable.get((pool.name, z), 0.0) <= self.now)]
-            hit = self.fitting[key] = [t for t, free in tmpl if fits(pod, t, free)]
-        return hit
-
-
-def cheaper_home(pods: list[Pod], pool: Pool, config: ScalerConfig, adv: Advanced, now: float,
-                 admits: Callable[[Pod, Node], bool] | None = None, homes: Homes | None = None) -> str | None:
-    """Why the pods may leave their node for new nodes of cheaper pools, or None.
-
-    Every pod must fit a template of a pool of smaller nodes (fewer GPUs; for CPU pools fewer vCPUs:
-    a move to the same shape would only shift the hole) that is cheaper per hour than the node's
-    pool, not in backoff and with an available zone; counting one new node per pod (an upper bound), the new
-    nodes must cost less than the node they replace. Gang members never move alone. `admits`: the
-    pod's other kube-scheduler filters on a template (a volume's zone, anti-affinity). `homes`: kept by
-    the caller for the calls of one pass.
-    """
-    homes = Homes(config, adv, now) if homes is None else homes
-    price = homes.price(pool)
-    if any(config.gang_label in p.labels for p in pods):
-        return None
-    total, homes_used = 0.0, set()
-    for pod in pods:
-        best = homes.best(pod, pool, admits)
-        if best is None:
-            return None
-        total += best[0]
-        homes_used.add(best[1])
-        if total >= price:  # the new nodes already cost more: the rest need not be looked at
-            return None
-    if total >= price:
-        return None
-    return f"consolidation: its pods fit {', '.join(sorted(homes_used))} for ${total:.2f}/h instead of ${price:.2f}/h"
 
 
 def _hold(snapshot: Snapshot, config: ScalerConfig, adv: Advanced) -> set[str]:
@@ -327,6 +225,10 @@ class _Removals:
                 self.room[drain.pool] = self.room.get(drain.pool, 0) - 1
         self.allowed = [b.disruptions_allowed for b in snapshot.pdbs]
         self.homes = Homes.kept(snapshot.memo, config, adv, snapshot.now)
+        # Evicted pods (static id, request) that found no room on the other nodes: the one bin that may still
+        # have some (the node then tried), or None. Bins only lose room while the candidates are tried (a
+        # failed try gives back exactly what it took), and only the node tried comes back into play.
+        self.full: dict[tuple[int, tuple[tuple[int, int], ...]], Bin | None] = {}
 
     def try_remove(self, c: Candidate, moves: dict[str, str]) -> ScaleDown | str | None:
         """The ScaleDown for the candidate, or why it stays (None: not this pass, nothing to say)."""
@@ -376,7 +278,7 @@ class _Removals:
             filtered.remove(b)
             placement: Placement = []
             classes = packer.classify(evict, None, filtered.class_key if filtered.active else None)
-            if all(self._fill(cls, placement) for cls in classes):
+            if not self._surely_full(classes) and all(self._fill(cls, placement, b) for cls in classes):
                 trial.keep()
         if trial.kept:
             pods_by_class = iter(p for cls in classes for p in cls.pods)  # fill placed them in this order
@@ -398,15 +300,33 @@ class _Removals:
             return False, "its pods do not fit on the other nodes"
         return True, consolidation
 
-    def _fill(self, cls: PodClass, placement: Placement) -> bool:
-        """Place a class of evicted pods on existing nodes, as kube-scheduler would; False if one is left."""
+    def _fill(self, cls: PodClass, placement: Placement, tried: Bin) -> bool:
+        """Place a class of evicted pods (of the bin tried) on existing nodes, as kube-scheduler would; False
+        if one is left."""
         packer, filtered = self.packer, self.filtered
         groups = packer.eligible_real(cls.static_id)
         if filtered.active and filtered.is_constrained(cls):
             # kube-scheduler's other filters decide where it may go (anti-affinity, volume zone, ...)
             return not filtered.fill(cls, groups, cls.pods, _EXISTING, placement)
         before = len(placement)
-        if packer.fill(cls, groups, len(cls.pods), _EXISTING, placement) < len(cls.pods):
+        placed = packer.fill(cls, groups, len(cls.pods), _EXISTING, placement)
+        if placed < len(cls.pods):
+            if not placed and not before:  # not one pod on the nodes as they were: remember it
+                key = (cls.static_id, cls.nz)
+                self.full[key] = None if key in self.full else tried  # (two different nodes tried: none has room)
             return False
         filtered.record_placement(cls.pods, placement[before:])
         return True
+
+    def _surely_full(self, classes: list[PodClass]) -> bool:
+        """A class of the pods has no room on the nodes, as an earlier try of this pass found, without one
+        placement of this try (the pods' own node is out of play during it)."""
+        constrained = self.filtered.active
+        for cls in classes:
+            key = (cls.static_id, cls.nz)
+            if key not in self.full or (constrained and self.filtered.is_constrained(cls)):
+                continue
+            b = self.full[key]
+            if b is None or b.removed or any(b.free[i] < a for i, a in cls.nz):
+                return True
+        return False

@@ -18,7 +18,9 @@ from core_builders import POOLS, config, node_of, pod, snapshot
 from scaler.core.config.settings import ScalerConfig
 from scaler.core.model.keys import RES_CPU, RES_GPU, RES_MEMORY, RES_PODS
 from scaler.core.model.objects import Node, Pod
+from scaler.core.planning import scaledown
 from scaler.core.planning.memo import Memo
+from scaler.core.planning.packing import PodClass
 from scaler.core.planning.planner import plan
 from scaler.core.planning.state import Backoff, State
 from scaler.core.scheduling.scoring import BINPACK_SCHEDULER_NAME
@@ -30,22 +32,29 @@ STEPS = 12
 
 
 @cache
-def cfg_with(max_cpu: int, max_gpu1: int) -> ScalerConfig:
+def cfg_with(max_cpu: int, max_gpu1: int, budget: float = 0.1, consolidate: bool = True,
+             threshold: float = 0.5) -> ScalerConfig:
     pools = [{**p, "max": max_cpu} if p["name"].startswith("cpu") else
              {**p, "max": max_gpu1} if p["name"].startswith("gpu1") else p for p in POOLS]
-    return config(pools)
+    return config(pools, scale_down={"budget_fraction": budget, "consolidate": consolidate,
+                                     "utilization_threshold": threshold})
 
 
 class Cluster:
     """The cluster a random sequence of changes walks through."""
 
-    def __init__(self, rng: random.Random) -> None:
+    def __init__(self, rng: random.Random, crowded: bool = False) -> None:
+        """`crowded`: more nodes with more pods, busier ones unneeded too, all tried in one pass (some pods find
+        no room)."""
         self.rng = rng
-        self.cfg = cfg_with(50, 40)
+        # the scale-down's budget, consolidation, utilization threshold
+        self.settings = (1.0, rng.random() < 0.5, rng.choice([0.5, 1.0])) if crowded else (0.1, True, 0.5)
+        self.cfg = cfg_with(50, 40, *self.settings)
+        self.running = (2, 6) if crowded else (0, 3)
         self.n = 0
         self.nodes: dict[str, Node] = {}
         self.pending: list[Pod] = []
-        for _ in range(rng.randint(6, 16)):
+        for _ in range(rng.randint(20, 40) if crowded else rng.randint(6, 16)):
             self.add_node()
         for _ in range(rng.randint(10, 30)):
             self.add_pod()
@@ -63,7 +72,8 @@ class Cluster:
 
     def add_node(self) -> None:
         name = self._name("n")
-        running = [p for p in (self._pod() for _ in range(self.rng.randint(0, 3))) if not p.requests.get(RES_GPU)]
+        pods = (self._pod() for _ in range(self.rng.randint(*self.running)))
+        running = [p for p in pods if not p.requests.get(RES_GPU)]
         self.nodes[name] = node_of(self.cfg, self.rng.choice(NODE_POOLS), name, running)
 
     def add_pod(self) -> None:
@@ -104,7 +114,7 @@ class Cluster:
             more.phase = "Running"
             self.nodes[name] = dataclasses.replace(node, allocatable=alloc, pods=[*node.pods, more])
         elif what == "max":
-            self.cfg = cfg_with(rng.choice([2, 5, 50]), rng.choice([1, 3, 40]))
+            self.cfg = cfg_with(rng.choice([2, 5, 50]), rng.choice([1, 3, 40]), *self.settings)
         return what
 
     def nodes_now(self) -> list[Node]:
@@ -144,3 +154,48 @@ def test_plans_with_the_kept_memo_equal_plans_from_scratch(seed: int) -> None:
         now += 100.0
     assert memo.hits > 0  # the later passes did reuse what the earlier ones worked out
 
+
+
+# --- within a pass: candidates whose pods surely find no room are not tried again -------------------------
+SKIPPED: list[int] = []
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_candidates_not_tried_for_want_of_room_give_the_plans_of_trying_them(seed: int,
+                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Scale-down remembers, within a pass, the evicted pods that found no room on the other nodes
+    (`_Removals.full`) and gives up on later candidates with such pods without a trial: the plans and next
+    states are those of trying every candidate."""
+    rng = random.Random(seed)
+    cluster = Cluster(rng, crowded=True)
+    now = 1000.0
+    state = State(unneeded_since={n: 0.0 for n in cluster.nodes})
+    surely_full = scaledown._Removals._surely_full
+    skipped = 0
+
+    def counting(self: scaledown._Removals, classes: list[PodClass]) -> bool:
+        nonlocal skipped
+        full = surely_full(self, classes)
+        skipped += full
+        return full
+
+    for step in range(STEPS):
+        what = ", ".join(cluster.change() for _ in range(rng.randint(1, 4))) if step else "start"
+        with monkeypatch.context() as m:
+            m.setattr(scaledown._Removals, "_surely_full", lambda self, classes: False)
+            tried, tried_state = plan(snapshot(cluster.cfg, list(cluster.pending), cluster.nodes_now(), now=now),
+                                      state, cluster.cfg)
+        with monkeypatch.context() as m:
+            m.setattr(scaledown._Removals, "_surely_full", counting)
+            skipping, state = plan(snapshot(cluster.cfg, list(cluster.pending), cluster.nodes_now(), now=now),
+                                   state, cluster.cfg)
+        assert repr(skipping) == repr(tried), f"seed {seed}, step {step} ({what}): the plans differ"
+        assert repr(state) == repr(tried_state), f"seed {seed}, step {step} ({what}): the next states differ"
+        state.unneeded_since = {n: 0.0 for n in cluster.nodes}
+        now += 100.0
+    SKIPPED.append(skipped)
+
+
+def test_the_seeds_above_did_skip_candidates() -> None:
+    """(After the test above: some of its passes did give up on candidates without a trial.)"""
+    assert sum(SKIPPED) > 0

@@ -211,3 +211,16 @@ def test_no_consolidation_onto_a_pool_whose_nodes_would_cost_more() -> None:
     busy = node_of(cfg, "gpu8-od", "gpu8", [pod(f"p{i}", cpu="1", gpu=2) for i in range(3)])
     result = two_passes(lambda now: snapshot(cfg, [], [busy], now=now), cfg)
     assert "gpu8" in result.unneeded and result.scale_downs == []
+
+
+def test_a_node_whose_pods_found_no_room_still_takes_a_later_candidates_pods() -> None:
+    """Within a pass scale-down remembers pods that found no room on the other nodes and gives up at once on
+    later candidates with such pods, except where the node then tried still has room: "a" (least used) is
+    tried first and its 3-cpu pod fits nowhere; "d"'s 3-cpu pod then goes to "a", its 2-cpu pod to "e"."""
+    cfg = CFG.model_copy(update={"scale_down": CFG.scale_down.model_copy(
+        update={"utilization_threshold": 1.0, "consolidate": False})})
+    nodes = [cpu_node("a", pod("a3", cpu="3")), cpu_node("d", pod("d3", cpu="3"), pod("d2", cpu="2")),
+             cpu_node("e", pod("e5", cpu="5"))]
+    result = two_passes(lambda now: snapshot(cfg, [], nodes, now=now), cfg)
+    assert removed(result) == ["d"]
+    assert "a: its pods do not fit on the other nodes" in " ".join(result.notes)
