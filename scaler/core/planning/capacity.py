@@ -15,7 +15,7 @@ from scaler.core.planning.advance import Advanced, may_still_boot
 from scaler.core.planning.packing import BinKind, Group, Packer, Slot
 from scaler.core.planning.snapshot import Snapshot
 from scaler.core.scheduling import predicates
-from scaler.core.scheduling.filters import DraState
+from scaler.core.scheduling.filters import DraState, own_constraints
 from scaler.core.scheduling.filters.dra import devices_at_least, node_devices
 
 # Taints a booting node carries until the kubelet / cloud controller is done: not a reason to
@@ -39,18 +39,20 @@ def _resource_names(snapshot: Snapshot, templates: Iterable[Mapping[str, int]], 
 
 
 @dataclass(slots=True)
-class _Usage:
-    """What the packer reads of the pods on the nodes, in one walk over them (100,000 pods on a large cluster)."""
+class Usage:
+    """What a pass reads of the pods on the nodes, in one walk over them (100,000 pods on a large cluster)."""
 
     used: list[dict[str, int]]  # per node, in the snapshot's order: its active pods' requests summed
     requests: set[tuple[tuple[str, int], ...]]  # the distinct requests of the pods a pass may move (not DaemonSets')
     names: set[str]  # every resource a pod on a node requests
     constrained: list[Pod]  # the pods a pass may move that have a node selector or node affinity
+    gangs: dict[str, int]  # namespace/gang label value -> active pods
+    filtered: bool  # some pod asks for kube-scheduler's other filters (filters.own_constraints)
 
 
-def _usage(nodes: Iterable[Node]) -> _Usage:
-    out = _Usage([], set(), set(), [])
-    requests, names = out.requests, out.names
+def usage(nodes: Iterable[Node], gang_label: str) -> Usage:
+    out = Usage([], set(), set(), [], {}, False)
+    requests, names, gangs = out.requests, out.names, out.gangs
     for node in nodes:
         used: dict[str, int] = {}
         for pod in node.pods:
@@ -64,6 +66,12 @@ def _usage(nodes: Iterable[Node]) -> _Usage:
             if pod.phase not in TERMINATED_PHASES:  # (`active`, inlined)
                 for r, v in req.items():
                     used[r] = used.get(r, 0) + v
+                gang = pod.labels.get(gang_label)
+                if gang:
+                    gid = f"{pod.namespace}/{gang}"
+                    gangs[gid] = gangs.get(gid, 0) + 1
+            if not out.filtered and own_constraints(pod):
+                out.filtered = True
         out.used.append(used)
     for req_items in requests:
         names.update(r for r, _ in req_items)
@@ -137,11 +145,10 @@ def _template(pool: Pool, region: str) -> Node:
                 is_template=True, slices=tmpl.slices)
 
 
-def build_packer(snapshot: Snapshot, config: ScalerConfig, adv: Advanced) -> tuple[Packer, list[Slot]]:
+def build_packer(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, usage: Usage) -> tuple[Packer, list[Slot]]:
     """Bins for existing, coming and in-flight nodes, and one template slot per pool."""
     now = snapshot.now
     templates = {name: _template(obs.pool, config.region) for name, obs in snapshot.pools.items()}
-    usage = _usage(snapshot.nodes)
     devices = _counted_devices(snapshot)
     names = _resource_names(snapshot, [t.allocatable for t in templates.values()], usage.names)
     packer = Packer([keys.RES_DRA_DEVICES, *names] if devices is not None else names,  # devices first: the scarcest

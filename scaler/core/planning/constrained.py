@@ -31,12 +31,14 @@ class Filtered:
     """The filters' Cluster of one pass, kept in step with the Packer's placements."""
 
     def __init__(self, packer: Packer, nodes: Sequence[Node], pending: Sequence[Pod], storage: Storage | None = None,
-                 namespaces: Mapping[str, Mapping[str, str]] | None = None, dra: DraState | None = None) -> None:
+                 namespaces: Mapping[str, Mapping[str, str]] | None = None, dra: DraState | None = None,
+                 on_nodes: bool | None = None) -> None:
         self.packer = packer
         # Running pods count too: their anti-affinity keeps pending pods away, and the drain check
-        # moves them under their own constraints.
-        self.active = any(own_constraints(p) for p in pending) or any(
-            own_constraints(p) for n in nodes for p in n.pods)
+        # moves them under their own constraints (`on_nodes`: whether one does, when the caller knows).
+        if on_nodes is None:
+            on_nodes = any(own_constraints(p) for n in nodes for p in n.pods)
+        self.active = on_nodes or any(own_constraints(p) for p in pending)
         self.cluster: Cluster | None = None
         if self.active:
             self.cluster = Cluster(nodes, storage, namespaces, dra)

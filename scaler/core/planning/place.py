@@ -10,7 +10,7 @@ from scaler.core.model import keys
 from scaler.core.model.objects import Pod
 from scaler.core.model.workload import is_daemonset
 from scaler.core.planning.advance import Advanced
-from scaler.core.planning.capacity import build_packer, dra_state
+from scaler.core.planning.capacity import build_packer, dra_state, usage
 from scaler.core.planning.caps import Caps
 from scaler.core.planning.constrained import Filtered, append_one
 from scaler.core.planning.expander import Candidate, Expander
@@ -22,10 +22,11 @@ from scaler.core.scheduling.filters import PodCheck
 
 class Placer:
     def __init__(self, snapshot: Snapshot, config: ScalerConfig, adv: Advanced) -> None:
-        self.packer, slots = build_packer(snapshot, config, adv)
+        self.usage = usage(snapshot.nodes, config.gang_label)
+        self.packer, slots = build_packer(snapshot, config, adv, self.usage)
         pending = [p for p in snapshot.pending if not is_daemonset(p)]
         self.filtered = Filtered(self.packer, snapshot.nodes, pending, snapshot.storage, snapshot.namespaces,
-                                 dra_state(snapshot, self.packer))
+                                 dra_state(snapshot, self.packer), on_nodes=self.usage.filtered)
         self.caps = Caps(snapshot, config, adv)
         self.expander = Expander(self.packer, slots, self.caps)
         self.refused_everywhere: set[str] = set()  # pods kube-scheduler's filters keep off every pool

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from scaler.core.config.settings import ScalerConfig
 from scaler.core.model.objects import Node, Pod
-from scaler.core.model.workload import active, is_daemonset
+from scaler.core.model.workload import is_daemonset
 from scaler.core.planning.advance import Advanced
 from scaler.core.planning.constrained import Filtered
 from scaler.core.planning.decisions import Outcome, PodVerdict, ScaleUp
@@ -50,8 +50,10 @@ class ScaleUpResult:
     quotas: dict[str, str] = field(default_factory=dict)  # quota -> why it stopped a pool this pass
 
 
-def _gangs(snapshot: Snapshot, config: ScalerConfig) -> tuple[dict[str, str], dict[str, int], dict[str, int]]:
-    """pod key -> gang id, gang -> minimum members, gang -> members already bound."""
+def _gangs(snapshot: Snapshot, config: ScalerConfig, bound: dict[str, int]
+           ) -> tuple[dict[str, str], dict[str, int], dict[str, int]]:
+    """pod key -> gang id, gang -> minimum members, gang -> members already bound (of `bound`: the active
+    pods on the nodes per gang, `capacity.Usage.gangs`)."""
     label = config.gang_label
     gang_of: dict[str, str] = {}
     minimum: dict[str, int] = {}
@@ -65,17 +67,8 @@ def _gangs(snapshot: Snapshot, config: ScalerConfig) -> tuple[dict[str, str], di
         if raw is not None:
             with contextlib.suppress(ValueError):
                 minimum[gid] = max(minimum.get(gid, 0), int(raw))
-    running: dict[str, int] = {}
-    if gang_of:
-        gangs = set(gang_of.values())
-        for node in snapshot.nodes:
-            for pod in node.pods:
-                g = pod.labels.get(label)
-                if g and active(pod):
-                    gid = f"{pod.namespace}/{g}"
-                    if gid in gangs:
-                        running[gid] = running.get(gid, 0) + 1
-    return gang_of, minimum, running
+    gangs = set(gang_of.values())
+    return gang_of, minimum, {gid: n for gid, n in bound.items() if gid in gangs}
 
 
 def _verdicts(cls: PodClass, placement: Placement, reasons: dict[str, str], rest: Outcome, rest_reason: str | None,
@@ -150,7 +143,7 @@ def plan_scale_up(snapshot: Snapshot, config: ScalerConfig, adv: Advanced) -> Sc
                 "*": "a DaemonSet pod is placed by its controller on its own node, not by a scale-up"})
         else:
             pending.append(pod)
-    gang_of, minimum, running = _gangs(snapshot, config)
+    gang_of, minimum, running = _gangs(snapshot, config, planner.usage.gangs)
     filtered = planner.filtered
     classes = packer.classify(pending, gang_of, filtered.class_key if filtered.active else None)
     info = {id(c): planner.expander.candidates(c) for c in classes}
