@@ -13,16 +13,12 @@ empty and synced, and looked for again every few minutes.
 from __future__ import annotations
 
 import functools
-import json
 import logging
-import random
-import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from kubernetes import client, watch
-from kubernetes.client.exceptions import ApiException
+from kubernetes import client
 
 from scaler.core.model import keys
 from scaler.core.model.objects import Node
@@ -33,8 +29,9 @@ from scaler.kube import convert_buffers
 from scaler.kube.convert import SnapshotError, node_from_json, pdb_from_json
 from scaler.kube.convert_dra import dra_view
 from scaler.kube.convert_storage import storage_view
+from scaler.kube.informer import Informer, key_of
 from scaler.kube.provreq import ProvisioningRequests
-from scaler.kube.view import IndexView, PodIndex, index_of, pod_entry, with_pods
+from scaler.kube.view import pod_entry, with_pods
 from scaler.ports import ClusterView, KubeError, Skipped
 
 log = logging.getLogger(__name__)
@@ -45,215 +42,8 @@ KINDS = {"pod": "Pod", "node": "Node", "poddisruptionbudget": "PodDisruptionBudg
          "storageclass": "StorageClass", "csinode": "CSINode", "capacitybuffer": "CapacityBuffer",
          # scaler.core.dra.convert names the object by its kind
          **{k: k for k in ("DeviceClass", "ResourceClaim", "ResourceClaimTemplate", "ResourceSlice")}}
-_NAMING = ("name", "namespace", "uid", "resourceVersion")  # the metadata a slim Informer keeps
-ABSENT_RECHECK = 300.0  # seconds between looks for an optional API the server did not serve
 
 
-
-
-class Informer:
-    """The current objects of one resource, kept by list + watch in a background thread."""
-
-    def __init__(self, kind: str, list_fn: Callable[..., Any], *, watch_timeout: int = 300,
-                 backoff_initial: float = 0.5, backoff_max: float = 30.0, page_size: int = 500,
-                 optional: bool = False, convert: Callable[[JSON], Any] | None = None, slim: bool = False,
-                 index: bool = False) -> None:
-        """`optional`: a 404 (the API server does not serve the resource) is an empty, synced resource.
-        `convert`: each object is converted as its event arrives (what it returns, or the SnapshotError it
-        raises, is kept beside the object: `models`); an object whose resourceVersion did not change is not
-        converted again. `slim`: of an object that converted only the metadata that names it is kept (`items`
-        gives that), the model holds what the passes read (a pod's JSON is several times its model). `index`
-        (pods): the converted pods are also kept sorted as a pass's view takes them (`view`)."""
-        self.kind = kind
-        self._convert = convert
-        self._slim = slim and convert is not None
-        self._models: dict[str, Any] = {}
-        self._index = PodIndex() if index and convert is not None else None
-        self.optional = optional
-        self._list_fn = list_fn
-        self._watch_timeout = watch_timeout
-        self._backoff_initial = backoff_initial
-        self._backoff_max = backoff_max
-        self._page_size = page_size
-        self._lock = threading.Lock()
-        self._objects: dict[str, JSON] = {}
-        self._stop = threading.Event()
-        self._watch: watch.Watch | None = None
-        self._thread: threading.Thread | None = None
-        self.resource_version: str | None = None
-        self.synced = threading.Event()
-        self.relists = 0
-        self.errors = 0
-
-    # --- reading ----------------------------------------------------------------------------
-    def items(self) -> list[JSON]:
-        with self._lock:
-            return list(self._objects.values())
-
-    def models(self) -> list[tuple[Any, JSON]]:
-        """(the converted object or the SnapshotError its conversion raised, the object), in `items` order."""
-        with self._lock:
-            return [(self._models[k], obj) for k, obj in self._objects.items()]
-
-    def view(self) -> IndexView:
-        """The converted pods as a pass's view takes them (an informer made with `index`)."""
-        assert self._index is not None
-        with self._lock:
-            return self._index.view()
-
-    def _kept(self, obj: JSON, model: Any) -> JSON:
-        """What is kept of the object: all of it, or (slim) the metadata naming it when it converted (one
-        that did not is kept whole, for the pass to report)."""
-        if not self._slim or isinstance(model, SnapshotError):
-            return obj
-        meta = obj.get("metadata") or {}
-        return {"metadata": {k: meta[k] for k in _NAMING if k in meta}}
-
-    def _model(self, obj: JSON, before: JSON | None, model: Any) -> Any:
-        """The converted object: the one kept for `before` when it is the same version of the object."""
-        rv = (obj.get("metadata") or {}).get("resourceVersion")
-        if before is not None and rv and (before.get("metadata") or {}).get("resourceVersion") == rv:
-            return model
-        try:
-            return self._convert(obj)  # type: ignore[misc]
-        except SnapshotError as err:
-            return err
-
-    # --- lifecycle --------------------------------------------------------------------------
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name=f"informer-{self.kind}", daemon=True)
-        self._thread.start()
-
-    def stop(self, wait: float = 0.5) -> None:
-        self._stop.set()
-        if self._watch is not None:
-            self._watch.stop()  # type: ignore[no-untyped-call]
-        if self._thread is not None and wait > 0:
-            self._thread.join(timeout=wait)  # a daemon: a watch blocked in a read ends with the process
-
-    def _run(self) -> None:
-        failures = 0
-        while not self._stop.is_set():
-            just_listed = False
-            try:
-                if self.resource_version is None:
-                    self._relist()
-                    just_listed = True  # a 410 on a version the server just gave us: back off, do not spin
-                self._watch_once()
-                failures = 0
-            except ApiException as err:
-                if err.status == 410 and not just_listed:  # Gone: our version was compacted away; relist now
-                    log.info("watch %s expired (410 Gone), relisting", self.kind)
-                    self.resource_version = None
-                    continue
-                if err.status == 404 and self.optional:
-                    self._absent()
-                    continue
-                failures = self._failed(failures, f"HTTP {err.status}: {err.reason}")
-            except Exception as err:
-                failures = self._failed(failures, f"{err.__class__.__name__}: {err}")
-
-    def _absent(self) -> None:
-        if not self.synced.is_set() or self._objects:
-            log.info("%s: not served by the API server (404); empty until it is", self.kind)
-        with self._lock:
-            self._objects, self._models = {}, {}
-            if self._index is not None:
-                self._index = PodIndex()
-        self.resource_version = None
-        self.synced.set()
-        self._stop.wait(ABSENT_RECHECK)
-
-    def _failed(self, failures: int, why: str) -> int:
-        self.synced.clear()
-        self.resource_version = None  # events may have been missed: relist on reconnect
-        self.errors += 1
-        delay = min(self._backoff_max, self._backoff_initial * 2 ** failures)
-        delay *= random.uniform(0.8, 1.2)  # noqa: S311 -- jitter, not cryptography
-        log.warning("%s cache: %s; retrying in %.1fs", self.kind, why, delay)
-        self._stop.wait(delay)
-        return failures + 1
-
-    def _relist(self) -> None:
-        objects: dict[str, JSON] = {}
-        cont: str | None = None
-        while True:
-            kwargs: dict[str, Any] = {"limit": self._page_size, "_preload_content": False}
-            if cont:
-                kwargs["_continue"] = cont
-            resp = self._list_fn(**kwargs)
-            body = json.loads(resp.data)
-            for obj in body.get("items") or ():
-                objects[_key(obj)] = obj
-            meta = body.get("metadata") or {}
-            cont = meta.get("continue")
-            if not cont:
-                break
-        models: dict[str, Any] = {}
-        if self._convert is not None:
-            for k, obj in objects.items():
-                models[k] = self._model(obj, self._objects.get(k), self._models.get(k))
-                objects[k] = self._kept(obj, models[k])
-        index = index_of((k, models[k], obj) for k, obj in objects.items()) if self._index is not None else None
-        with self._lock:
-            self._objects, self._models, self._index = objects, models, index
-        self.resource_version = str(meta.get("resourceVersion"))
-        self.relists += 1
-        self.synced.set()
-        log.debug("%s cache: listed %d at resourceVersion %s", self.kind, len(objects), self.resource_version)
-
-    def _watch_once(self) -> None:
-        self._watch = RawWatch()  # type: ignore[no-untyped-call]
-        stream = self._watch.stream(  # type: ignore[no-untyped-call]
-            self._list_fn, resource_version=self.resource_version, allow_watch_bookmarks=True,
-            timeout_seconds=self._watch_timeout, _request_timeout=(10, self._watch_timeout + 30),
-        )
-        # The client raises ApiException(410) for an expired resourceVersion (no retry: timeout given).
-        for event in stream:
-            kind, obj = event["type"], event["raw_object"]
-            if kind == "ERROR":
-                code = int(obj.get("code") or 500)
-                raise ApiException(status=code, reason=obj.get("message", ""))
-            self.apply(kind, obj)
-            if self._stop.is_set():
-                break
-
-
-    def apply(self, kind: str, obj: JSON) -> None:
-        """One watch event (ADDED, MODIFIED, DELETED; BOOKMARK only moves the resourceVersion)."""
-        rv = (obj.get("metadata") or {}).get("resourceVersion")
-        key = _key(obj)
-        if kind in ("ADDED", "MODIFIED"):
-            if self._convert is not None:  # converted here, in the watch's thread, not by the pass
-                model = self._model(obj, self._objects.get(key), self._models.get(key))
-                obj = self._kept(obj, model)
-            with self._lock:
-                self._objects[key] = obj
-                if self._convert is not None:
-                    self._models[key] = model
-                if self._index is not None:
-                    self._index.put(key, model, obj)
-        elif kind == "DELETED":
-            with self._lock:
-                self._objects.pop(key, None)
-                self._models.pop(key, None)
-                if self._index is not None:
-                    self._index.delete(key)
-        if rv:
-            self.resource_version = str(rv)
-
-
-class RawWatch(watch.Watch):
-    """Watch events with the API's JSON only: the client's models validate each object as it arrives, and one
-    malformed object would end the watch for all of them (the conversion skips it alone, with a reason)."""
-
-    def get_return_type(self, func: Callable[..., Any]) -> None:
-        return None
-
-
-def _key(obj: JSON) -> str:
-    meta = obj.get("metadata") or {}
-    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
 
 
 class ClusterCache:
@@ -296,6 +86,8 @@ class ClusterCache:
         self.pod_templates = Informer("podtemplates", core.list_pod_template_for_all_namespaces, **informer_options)
         self.scalable = kube_buffers.Scalable(api)
         self._last_buffers: list[CapacityBuffer] = []
+        self._versions: dict[str, tuple[Node, object, str | None, int]] = {}  # node -> what its version stands for
+        self._version = 0
         self.informers = (self.pods, self.nodes, self.pdbs, self.pvcs, self.pvs, self.storage_classes,
                           self.csinodes, self.namespaces, self.device_classes, self.resource_claims,
                           self.claim_templates, self.resource_slices, self.buffers, self.pod_templates)
@@ -350,10 +142,21 @@ class ClusterCache:
         for err, obj in pods.errors:
             skip(err, obj)
         view: dict[str, Node] = {}
+        versions: dict[str, tuple[Node, object, str | None, int]] = {}
         for model in nodes:  # each a copy with a list of its own: what one pass does to it stays in that pass
-            node = view[model.name] = with_pods(model, pods.bound.get(model.name, ()))
+            on = pods.bound.get(model.name, ())
+            node = view[model.name] = with_pods(model, on)
             if node.provider_id:
                 node.pool = pool_of(node.provider_id) or node.pool
+            # The same converted node, list of pods (a new one on any change) and pool: the same version.
+            last = self._versions.get(model.name)
+            if last is not None and last[0] is model and last[1] is on and last[2] == node.pool:
+                versions[model.name] = last
+            else:
+                self._version += 1
+                versions[model.name] = (model, on, node.pool, self._version)
+            node.version = versions[model.name][3]
+        self._versions = versions
         pdbs = []
         for obj in self.pdbs.items():
             try:
@@ -373,7 +176,7 @@ class ClusterCache:
         would read as missing, and a buffer lost from view would give its nodes back)."""
         if not (self.pod_templates.synced.is_set() and self.buffers.synced.is_set()):
             return self._last_buffers
-        templates = {_key(t): t for t in self.pod_templates.items()}
+        templates = {key_of(t): t for t in self.pod_templates.items()}
         out = []
         for obj in self.buffers.items():
             try:
@@ -381,7 +184,7 @@ class ClusterCache:
             except SnapshotError as err:
                 skip(err, obj)
             except KubeError as err:
-                log.warning("capacity buffer %s left out of this pass: %s", _key(obj), err)
+                log.warning("capacity buffer %s left out of this pass: %s", key_of(obj), err)
         self._last_buffers = out
         return out
 

@@ -118,7 +118,7 @@ class PodIndex:
 
     def __init__(self) -> None:
         self._arrivals = 0
-        self._entries: dict[str, tuple[int, int, str]] = {}  # key -> (arrival, where, its node's name)
+        self._entries: dict[str, tuple[int, int, str, object]] = {}  # key -> (arrival, where, its node, model)
         self._bound: dict[str, dict[str, tuple[int, Pod]]] = {}  # node name -> key -> (arrival, pod)
         self._lists: dict[str, list[Pod]] = {}  # node name -> its pods in order, as last asked for
         self._dirty: set[str] = set()  # nodes whose list is not up to date
@@ -130,6 +130,8 @@ class PodIndex:
     def put(self, key: str, model: PodEntry | SnapshotError | None, obj: JSON) -> None:
         """The object under the key is now this one (its model, or why it did not convert)."""
         old = self._entries.get(key)
+        if old is not None and old[3] is model:
+            return  # the same version delivered again: where it was
         if old is None:
             arrival = self._arrivals
             self._arrivals += 1
@@ -152,15 +154,15 @@ class PodIndex:
         else:
             self._waiting.add(key)
             where = _WAITING
-        self._entries[key] = (arrival, where, node)
+        self._entries[key] = (arrival, where, node, model)
 
     def delete(self, key: str) -> None:
         old = self._entries.pop(key, None)
         if old is not None:
             self._drop(key, old)
 
-    def _drop(self, key: str, old: tuple[int, int, str]) -> None:
-        _, where, node = old
+    def _drop(self, key: str, old: tuple[int, int, str, object]) -> None:
+        _, where, node, _ = old
         if where == _BOUND:
             del self._bound[node][key]
             self._dirty.add(node)

@@ -104,7 +104,7 @@ class SimDra:
         for node in nodes:
             pods = [self._allocated(p, node.name, claims) for p in node.pods]
             same = all(a is b for a, b in zip(pods, node.pods, strict=True))
-            out.append(node if same else dataclasses.replace(node, pods=pods))
+            out.append(node if same else dataclasses.replace(node, pods=pods, version=0))
         objects = DraObjects(self.objects.classes, claims, self.objects.templates, list(self.objects.slices))
         return out, objects
 

@@ -4,6 +4,7 @@ not leak into the next."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from types import SimpleNamespace
 from typing import Any
@@ -77,6 +78,33 @@ def test_what_a_pass_adds_to_its_nodes_is_not_seen_by_the_next() -> None:
     first.nodes[0].pods.append(first.nodes[0].pods[0])  # as a pass placing a pod (provreq's bookings)
     again = c.observe(lambda _: None)
     assert [p.name for p in again.nodes[0].pods] == ["web"] and again.nodes[0].pool is None
+
+
+def test_a_nodes_version_changes_with_the_node_its_pods_or_its_pool_and_only_then() -> None:
+    """The version the planner's memo keys per-node answers on (`Node.version`)."""
+    c = synced_cache()
+    c.nodes.apply("ADDED", at(node("n1", provider_id="aws:///us-east-1a/i-1"), 1))
+    c.pods.apply("ADDED", at(pod("web", node_name="n1"), 2))
+    pool = {"of": "gpu-od"}
+
+    def version() -> int:
+        return c.observe(lambda _: pool["of"]).nodes[0].version
+
+    first = version()
+    c.pods.apply("ADDED", at(pod("other", pending=True), 3))  # not on the node
+    c.pods.apply("MODIFIED", at(pod("web", node_name="n1"), 2))  # the same version again (a resync)
+    assert version() == first
+    steps = [lambda: c.pods.apply("MODIFIED", at(pod("other", node_name="n1"), 4)),  # bound to it
+             lambda: c.pods.apply("MODIFIED", at(pod("web", node_name="n1", cpu="1"), 5)),  # a pod changed
+             lambda: c.pods.apply("DELETED", at(pod("web", node_name="n1"), 6)),
+             lambda: c.nodes.apply("MODIFIED", at(node("n1", provider_id="aws:///us-east-1a/i-1", cpu="8"), 7)),
+             lambda: pool.update({"of": "gpu-spot"})]
+    seen = [first]
+    for step in steps:
+        step()
+        seen.append(version())
+        assert version() == seen[-1]  # and not again without a change
+    assert len(set(seen)) == len(seen)
 
 
 def test_a_pod_that_does_not_convert_is_skipped_on_every_pass() -> None:
@@ -155,6 +183,7 @@ def event_sequences(draw: st.DrawFn) -> list[tuple[str, str, JSON]]:
 def test_the_incremental_view_equals_the_conversion_from_scratch(events: list[tuple[str, str, JSON]]) -> None:
     c = synced_cache()
     api: dict[str, dict[str, JSON]] = {"pods": {}, "nodes": {}}  # what the API server holds
+    seen: dict[tuple[str, int], str] = {}  # (node, version) -> the node as a pass saw it
     for kind, resource, obj in events:
         if kind == "RELIST":
             listed = {"items": list(api["pods"].values()), "metadata": {"resourceVersion": "0"}}
@@ -176,6 +205,8 @@ def test_the_incremental_view_equals_the_conversion_from_scratch(events: list[tu
 
         want = cluster_view(api["nodes"].values(), api["pods"].values(), keys.LABEL_POOL, skip=skip)
         assert view.pending == want.pending
-        assert view.nodes == list(want.nodes.values())
+        assert [dataclasses.replace(n, version=0) for n in view.nodes] == list(want.nodes.values())
+        for n in view.nodes:  # a version stands for one content: the planner's memo keys on it
+            assert n.version and seen.setdefault((n.name, n.version), repr(n)) == repr(n)
         assert [(s.name, s.message) for s in view.skipped] == skipped
         assert sorted(o["metadata"]["name"] for o in c.pods.items()) == sorted(api["pods"])

@@ -117,6 +117,10 @@ class Node:
     # GPU health signals (scaler.core.planning.repair): status.capacity (empty: not given) and status.conditions.
     capacity: Resources = field(default_factory=dict)
     conditions: tuple[NodeCondition, ...] = ()
+    # 0: unknown. Else the observer's word that every node of this name and version is equal to this one, its
+    # pods included (the watch cache gives a new one on any change to the node, its pods or its pool): what
+    # the planner's memo may key per-node answers on. A copy whose fields or pods change gets version 0.
+    version: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -311,7 +311,7 @@ def serve(snapshot: Snapshot, state: State, config: ScalerConfig, requests: list
         return result, new_state, {}
     # `inject` adds stand-ins to the nodes' pod lists and changes nothing else: each node gets a list of its own.
     view = dataclasses.replace(snapshot, pending=list(snapshot.pending),
-                               nodes=[dataclasses.replace(n, pods=list(n.pods)) for n in snapshot.nodes])
+                               nodes=[dataclasses.replace(n, pods=list(n.pods), version=0) for n in snapshot.nodes])
     injected = inject(view, requests, config, state)
     answers = book_checks(view, requests, config, injected)
     result, new_state = planner(view, state, config)

@@ -24,6 +24,7 @@ from scaler.core.planning.decisions import ScaleDown
 from scaler.core.planning.dra_use import DraUse
 from scaler.core.planning.homes import Homes, cheaper_home
 from scaler.core.planning.idle_time import keep_times, observe, removed, taken_elsewhere
+from scaler.core.planning.memo import Memo
 from scaler.core.planning.packing import Bin, Placement, PodClass
 from scaler.core.planning.scaleup import ScaleUpResult
 from scaler.core.planning.snapshot import Snapshot
@@ -182,7 +183,7 @@ def _candidates(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, up: Sca
         disrupting = any(t.key == keys.TAINT_DISRUPTING for t in node.taints)
         if node.unschedulable and not disrupting:
             continue  # cordoned by someone else: theirs to decide
-        util = utilization(node, obs.pool, dra)
+        util = _utilization(node, obs.pool, dra, snapshot.memo)
         if util >= threshold and not disrupting:
             if node.name in since_before:
                 busy_again.append((obs.pool.name, since_before[node.name]))
@@ -198,6 +199,19 @@ def _candidates(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, up: Sca
     observe(adv.state, now, config, up.scale_ups, busy_again)
     taken_elsewhere(adv.state, snapshot, config)
     return found
+
+
+def _utilization(node: Node, pool: Pool, dra: DraUse, memo: Memo | None) -> float:
+    """`utilization`, kept in the memo for a node the observer gives a version (all it reads: the node and its
+    pods, which the version stands for, and its pool's GPUs; a DRA pool's claims are not kept)."""
+    if memo is None or not node.version or pool.dra:
+        return utilization(node, pool, dra)
+    key = ("utilization", node.name, node.version, pool.name, pool.gpus)
+    util = memo.find(key)
+    if util is None:
+        util = utilization(node, pool, dra)
+        memo.put(key, util)
+    return util  # type: ignore[no-any-return]
 
 
 def _wait(keep: float, empty: bool, config: ScalerConfig) -> float:

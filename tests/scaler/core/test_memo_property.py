@@ -53,6 +53,7 @@ class Cluster:
         self.running = (2, 6) if crowded else (0, 3)
         self.n = 0
         self.nodes: dict[str, Node] = {}
+        self.versions: dict[str, int] = {}  # a node as it is -> its version
         self.pending: list[Pod] = []
         for _ in range(rng.randint(20, 40) if crowded else rng.randint(6, 16)):
             self.add_node()
@@ -118,8 +119,12 @@ class Cluster:
         return what
 
     def nodes_now(self) -> list[Node]:
-        """Each pass its own node objects (as the watch cache hands out), the pods shared."""
-        return [dataclasses.replace(n, pods=list(n.pods)) for n in self.nodes.values()]
+        """Each pass its own node objects (as the watch cache hands out), the pods shared, and a version that
+        changes with the node or its pods (as the cache's)."""
+        return [dataclasses.replace(n, pods=list(n.pods), version=self.version(n)) for n in self.nodes.values()]
+
+    def version(self, node: Node) -> int:
+        return self.versions.setdefault(repr(node), len(self.versions) + 1)
 
 
 def twice(cluster: Cluster, state: State, memo: Memo, now: float) -> tuple[str, str, bool, State]:
