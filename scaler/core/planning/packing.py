@@ -321,6 +321,12 @@ class Packer:
         live = [b.free for b in group.bins[group.start:] if not b.removed]
         group.bound = [max(col) for col in zip(*live, strict=True)] if live else [0] * len(self.resources)
 
+    def release(self) -> None:
+        """The pass is done with the packer: its groups let go of their bins, so bins and groups (each
+        naming the other) die by their reference counts, not in the cyclic collector's next sweep."""
+        for group in self.groups.values():
+            group.bins = []
+
     def begin(self) -> None:
         self._journal = []
 

@@ -40,6 +40,7 @@ def plan(snapshot: Snapshot, state: State, config: ScalerConfig) -> tuple[Plan, 
     up = plan_scale_up(view, config, adv)
     record_scale_ups(adv.state, up.scale_ups, snapshot.now, config)
     down = plan_scale_down(view, config, adv, up)
+    up.packer.release()
     result = Plan(
         now=snapshot.now,
         scale_ups=up.scale_ups,
