@@ -12,6 +12,7 @@ from scaler.core.model import keys
 from scaler.core.model.objects import Node, Pod
 from scaler.core.model.workload import TERMINATED_PHASES, gpu_devices, is_daemonset, node_pool
 from scaler.core.planning.advance import Advanced, may_still_boot
+from scaler.core.planning.memo import Memo
 from scaler.core.planning.packing import BinKind, Group, Packer, Slot
 from scaler.core.planning.snapshot import Snapshot
 from scaler.core.scheduling import predicates
@@ -50,29 +51,66 @@ class Usage:
     filtered: bool  # some pod asks for kube-scheduler's other filters (filters.own_constraints)
 
 
-def usage(nodes: Iterable[Node], gang_label: str) -> Usage:
+@dataclass(slots=True, frozen=True)
+class NodeUsage:
+    """One node's part of `Usage` (kept in the planner memo under the node's version)."""
+
+    used: dict[str, int]
+    requests: frozenset[tuple[tuple[str, int], ...]]
+    names: frozenset[str]
+    constrained: tuple[Pod, ...]
+    gangs: tuple[tuple[str, int], ...]
+    filtered: bool
+
+
+def node_usage(node: Node, gang_label: str) -> NodeUsage:
+    used: dict[str, int] = {}
+    requests: set[tuple[tuple[str, int], ...]] = set()
+    names: set[str] = set()
+    constrained: list[Pod] = []
+    gangs: dict[str, int] = {}
+    filtered = False
+    for pod in node.pods:
+        req = pod.requests
+        if is_daemonset(pod):
+            names.update(req)
+        else:
+            requests.add(tuple(req.items()))
+            if pod.node_selector or pod.required_affinity or pod.preferred_affinity:
+                constrained.append(pod)
+        if pod.phase not in TERMINATED_PHASES:  # (`active`, inlined)
+            for r, v in req.items():
+                used[r] = used.get(r, 0) + v
+            gang = pod.labels.get(gang_label)
+            if gang:
+                gid = f"{pod.namespace}/{gang}"
+                gangs[gid] = gangs.get(gid, 0) + 1
+        if not filtered and own_constraints(pod):
+            filtered = True
+    return NodeUsage(used, frozenset(requests), frozenset(names), tuple(constrained), tuple(gangs.items()), filtered)
+
+
+def usage(nodes: Iterable[Node], gang_label: str, memo: Memo | None = None) -> Usage:
+    """The nodes' parts combined; a node's part is kept in the memo under its name and version (a version
+    changes with the node, its pods or its pool; 0: a copy never kept)."""
     out = Usage([], set(), set(), [], {}, False)
     requests, names, gangs = out.requests, out.names, out.gangs
     for node in nodes:
-        used: dict[str, int] = {}
-        for pod in node.pods:
-            req = pod.requests
-            if is_daemonset(pod):
-                names.update(req)
-            else:
-                requests.add(tuple(req.items()))
-                if pod.node_selector or pod.required_affinity or pod.preferred_affinity:
-                    out.constrained.append(pod)
-            if pod.phase not in TERMINATED_PHASES:  # (`active`, inlined)
-                for r, v in req.items():
-                    used[r] = used.get(r, 0) + v
-                gang = pod.labels.get(gang_label)
-                if gang:
-                    gid = f"{pod.namespace}/{gang}"
-                    gangs[gid] = gangs.get(gid, 0) + 1
-            if not out.filtered and own_constraints(pod):
-                out.filtered = True
-        out.used.append(used)
+        if memo is not None and node.version:
+            key = ("usage", gang_label, node.name, node.version)
+            part = memo.find(key)
+            if part is None:
+                part = node_usage(node, gang_label)
+                memo.put(key, part)
+        else:
+            part = node_usage(node, gang_label)
+        out.used.append(part.used)
+        requests |= part.requests
+        names |= part.names
+        out.constrained.extend(part.constrained)
+        for gid, n in part.gangs:
+            gangs[gid] = gangs.get(gid, 0) + n
+        out.filtered = out.filtered or part.filtered
     for req_items in requests:
         names.update(r for r, _ in req_items)
     return out

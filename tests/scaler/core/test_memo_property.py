@@ -1,7 +1,8 @@
 """A plan made with the memo the Reconciler keeps from pass to pass (`scaler.core.planning.memo`) is the
 plan made from scratch: on random sequences of changes (pods added, removed and bound, nodes added,
-removed and cordoned, a node's allocatable growing as a pod of the same size lands on it, pools' maxima
-changing, pools in backoff, offerings unavailable; pods of both scoring profiles), each pass is planned
+removed and cordoned, a node's allocatable growing as a pod of the same size lands on it, a running pod
+joining a gang, pools' maxima changing, pools in backoff, offerings unavailable; pods of both scoring
+profiles, some with a node selector; some nodes copies of version 0, never kept), each pass is planned
 twice, with the kept memo and with an empty one, and both plans and next states must be equal.
 Derandomized: the same seeds every run.
 """
@@ -16,7 +17,7 @@ import pytest
 from core_builders import POOLS, config, node_of, pod, snapshot
 
 from scaler.core.config.settings import ScalerConfig
-from scaler.core.model.keys import RES_CPU, RES_GPU, RES_MEMORY, RES_PODS
+from scaler.core.model.keys import LABEL_POOL, RES_CPU, RES_GPU, RES_MEMORY, RES_PODS
 from scaler.core.model.objects import Node, Pod
 from scaler.core.planning import scaledown
 from scaler.core.planning.memo import Memo
@@ -69,6 +70,10 @@ class Cluster:
         p = pod(self._name("p"), cpu, mem, gpu, node=node)
         if self.rng.random() < 0.3:  # scored as the binpack profile scores (MostAllocated)
             p.scheduler_name = BINPACK_SCHEDULER_NAME
+        if self.rng.random() < 0.2:  # a node selector: its label key groups the nodes
+            p.node_selector = {LABEL_POOL: self.rng.choice(NODE_POOLS)}
+        if self.rng.random() < 0.1:  # a gang's member
+            p.labels = {**p.labels, self.cfg.gang_label: self.rng.choice("ab")}
         return p
 
     def add_node(self) -> None:
@@ -83,7 +88,7 @@ class Cluster:
     def change(self) -> str:
         rng = self.rng
         what = rng.choice(["add-pods", "remove-pod", "bind", "end-pod", "add-node", "remove-node", "cordon",
-                           "uncordon", "grow", "max", "nothing"])
+                           "uncordon", "grow", "gang", "max", "nothing"])
         names = sorted(self.nodes)
         if what == "add-pods":
             for _ in range(rng.randint(1, 6)):
@@ -114,14 +119,21 @@ class Cluster:
                 alloc[r] = alloc.get(r, 0) + more.requests.get(r, 0)
             more.phase = "Running"
             self.nodes[name] = dataclasses.replace(node, allocatable=alloc, pods=[*node.pods, more])
+        elif what == "gang" and names:  # a running pod joins a gang (the pass counts its bound members)
+            node = self.nodes[rng.choice(names)]
+            if len(node.pods) > 1:
+                i = rng.randrange(1, len(node.pods))
+                joined = dataclasses.replace(node.pods[i], labels={self.cfg.gang_label: rng.choice("ab")})
+                node.pods = [joined if j == i else q for j, q in enumerate(node.pods)]
         elif what == "max":
             self.cfg = cfg_with(rng.choice([2, 5, 50]), rng.choice([1, 3, 40]), *self.settings)
         return what
 
     def nodes_now(self) -> list[Node]:
         """Each pass its own node objects (as the watch cache hands out), the pods shared, and a version that
-        changes with the node or its pods (as the cache's)."""
-        return [dataclasses.replace(n, pods=list(n.pods), version=self.version(n)) for n in self.nodes.values()]
+        changes with the node or its pods (as the cache's); now and then 0, a copy never kept."""
+        return [dataclasses.replace(n, pods=list(n.pods), version=0 if self.rng.random() < 0.1 else self.version(n))
+                for n in self.nodes.values()]
 
     def version(self, node: Node) -> int:
         return self.versions.setdefault(repr(node), len(self.versions) + 1)
