@@ -84,7 +84,7 @@ class Slot:
 
 
 Placement = list[tuple[Bin, int]]
-Scores = dict[tuple[object, object], int]  # (allocatable, free) of the resources a profile scores -> the score
+Scores = dict[Sequence[int], int]  # allocatable then free of the resources a profile scores -> the score
 
 
 def dominant(nz: Iterable[tuple[int, int]], scale: Sequence[int]) -> float:

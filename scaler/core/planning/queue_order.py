@@ -35,10 +35,14 @@ class Chooser:
         self.memo_key = ("resource-score", self.profile.name, tuple(sorted(self.request.items())),
                          tuple(r for r, _ in self.score_idx))
         self.names = tuple(r for r, _ in self.score_idx)
+        # a node's (allocatable, free) of the resources scored as one flat tuple (picked from alloc + free): one
+        # object a node a pass instead of three, each young until the collector's next sweep after the pass
+        n = len(packer.resources)
         idx = [i for _, i in self.score_idx]
-        self.pick: Callable[[list[int]], Sequence[int]] = lambda v: tuple(v[i] for i in idx)
-        if len(idx) > 1:
-            self.pick = operator.itemgetter(*idx)
+        both = [*idx, *(n + i for i in idx)]
+        self.pick: Callable[[list[int]], Sequence[int]] = lambda v: tuple(v[i] for i in both)
+        if len(both) > 1:
+            self.pick = operator.itemgetter(*both)
         self.groups = {id(g) for g in packer.eligible_real(cls.static_id)}
         self.heap: list[tuple[int, str, int, int, Bin]] = []
         self.cache = packer.scores.setdefault((self.profile.name, cls.nz), {})
@@ -76,13 +80,14 @@ class Chooser:
                     part = cached[1]
                 else:
                     assert b.alloc is not None
-                    key = (pick(b.alloc), pick(b.free))
+                    key = pick(b.alloc + b.free)
                     known = parts.get(key)
                     if known is None:
                         known = before.get(key)
                         if known is None:
-                            known = scoring.resource_score(self.request, dict(zip(self.names, key[0], strict=True)),
-                                                           dict(zip(self.names, key[1], strict=True)), self.profile)
+                            k = len(self.names)
+                            known = scoring.resource_score(self.request, dict(zip(self.names, key[:k], strict=True)),
+                                                           dict(zip(self.names, key[k:], strict=True)), self.profile)
                         parts[key] = known
                     part = known
                     cache[id(b)] = (b.version, part)
