@@ -51,25 +51,21 @@ class Usage:
     filtered: bool  # some pod asks for kube-scheduler's other filters (filters.own_constraints)
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class NodeUsage:
-    """One node's part of `Usage` (kept in the planner memo under the node's version)."""
+    """One node's part of `Usage` (kept in the planner memo under the node's version: never changed)."""
 
     used: dict[str, int]
-    requests: frozenset[tuple[tuple[str, int], ...]]
-    names: frozenset[str]
-    constrained: tuple[Pod, ...]
-    gangs: tuple[tuple[str, int], ...]
+    requests: set[tuple[tuple[str, int], ...]]
+    names: set[str]
+    constrained: list[Pod]
+    gangs: dict[str, int]
     filtered: bool
 
 
-def node_usage(node: Node, gang_label: str) -> NodeUsage:
-    used: dict[str, int] = {}
-    requests: set[tuple[tuple[str, int], ...]] = set()
-    names: set[str] = set()
-    constrained: list[Pod] = []
-    gangs: dict[str, int] = {}
-    filtered = False
+def _walk(node: Node, gang_label: str, into: NodeUsage) -> None:
+    """Add the node's pods to `into` (its `used` is the node's own)."""
+    used, requests, names, constrained, gangs = into.used, into.requests, into.names, into.constrained, into.gangs
     for pod in node.pods:
         req = pod.requests
         if is_daemonset(pod):
@@ -85,32 +81,37 @@ def node_usage(node: Node, gang_label: str) -> NodeUsage:
             if gang:
                 gid = f"{pod.namespace}/{gang}"
                 gangs[gid] = gangs.get(gid, 0) + 1
-        if not filtered and own_constraints(pod):
-            filtered = True
-    return NodeUsage(used, frozenset(requests), frozenset(names), tuple(constrained), tuple(gangs.items()), filtered)
+        if not into.filtered and own_constraints(pod):
+            into.filtered = True
 
 
 def usage(nodes: Iterable[Node], gang_label: str, memo: Memo | None = None) -> Usage:
-    """The nodes' parts combined; a node's part is kept in the memo under its name and version (a version
-    changes with the node, its pods or its pool; 0: a copy never kept)."""
+    """One walk over the pods on the nodes. A node's part is kept in the memo under its name and version (a
+    version changes with the node, its pods or its pool; 0: a copy never kept), so a pass walks only the
+    pods of nodes that changed and adds up the parts."""
     out = Usage([], set(), set(), [], {}, False)
     requests, names, gangs = out.requests, out.names, out.gangs
+    whole = NodeUsage({}, requests, names, out.constrained, gangs, False)  # a node not kept: straight into out
     for node in nodes:
-        if memo is not None and node.version:
-            key = ("usage", gang_label, node.name, node.version)
-            part = memo.find(key)
-            if part is None:
-                part = node_usage(node, gang_label)
-                memo.put(key, part)
-        else:
-            part = node_usage(node, gang_label)
+        if memo is None or not node.version:
+            whole.used = {}
+            _walk(node, gang_label, whole)
+            out.used.append(whole.used)
+            continue
+        key = ("usage", gang_label, node.name, node.version)
+        part = memo.find(key)
+        if part is None:
+            part = NodeUsage({}, set(), set(), [], {}, False)
+            _walk(node, gang_label, part)
+            memo.put(key, part)
         out.used.append(part.used)
         requests |= part.requests
         names |= part.names
         out.constrained.extend(part.constrained)
-        for gid, n in part.gangs:
+        for gid, n in part.gangs.items():
             gangs[gid] = gangs.get(gid, 0) + n
-        out.filtered = out.filtered or part.filtered
+        whole.filtered = whole.filtered or part.filtered
+    out.filtered = whole.filtered
     for req_items in requests:
         names.update(r for r, _ in req_items)
     return out
