@@ -88,7 +88,7 @@ class ScaleDownSettings(BaseModel):
     # The adaptive unneeded time (timings.unneeded_time unset; scaler.core.planning.idle_time): its bounds (the
     # maximum is cluster-autoscaler's fixed 10 minutes), and the boots a removed node's return costs on top of
     # its own for each GPU beyond the first.
-    unneeded_time_min: float = Field(default=30, ge=0, le=WEEK)
+    unneeded_time_min: float = Field(default=20, ge=0, le=WEEK)
     unneeded_time_max: float = Field(default=600, ge=0, le=WEEK)
     rebuy_weight: float = Field(default=1.5, ge=0, le=100)
 
