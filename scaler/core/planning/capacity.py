@@ -13,7 +13,7 @@ from scaler.core.model.objects import Node, Pod
 from scaler.core.model.workload import TERMINATED_PHASES, gpu_devices, is_daemonset, node_pool
 from scaler.core.planning.advance import Advanced, may_still_boot
 from scaler.core.planning.memo import Memo
-from scaler.core.planning.packing import BinKind, Group, Packer, Slot
+from scaler.core.planning.packing import Group, Packer, Slot
 from scaler.core.planning.snapshot import Snapshot
 from scaler.core.scheduling import predicates
 from scaler.core.scheduling.filters import DraState, own_constraints
@@ -46,7 +46,7 @@ class Usage:
     used: list[dict[str, int]]  # per node, in the snapshot's order: its active pods' requests summed
     requests: set[tuple[tuple[str, int], ...]]  # the distinct requests of the pods a pass may move (not DaemonSets')
     names: set[str]  # every resource a pod on a node requests
-    constrained: list[Pod]  # the pods a pass may move that have a node selector or node affinity
+    label_keys: set[str]  # the node label keys the pods a pass may move select or prefer (`referenced_keys`)
     gangs: dict[str, int]  # namespace/gang label value -> active pods
     filtered: bool  # some pod asks for kube-scheduler's other filters (filters.own_constraints)
 
@@ -58,22 +58,24 @@ class NodeUsage:
     used: dict[str, int]
     requests: set[tuple[tuple[str, int], ...]]
     names: set[str]
-    constrained: list[Pod]
+    label_keys: set[str]
     gangs: dict[str, int]
     filtered: bool
 
 
 def _walk(node: Node, gang_label: str, into: NodeUsage) -> None:
     """Add the node's pods to `into` (its `used` is the node's own)."""
-    used, requests, names, constrained, gangs = into.used, into.requests, into.names, into.constrained, into.gangs
+    used, requests, names, label_keys, gangs = into.used, into.requests, into.names, into.label_keys, into.gangs
     for pod in node.pods:
         req = pod.requests
         if is_daemonset(pod):
             names.update(req)
         else:
             requests.add(tuple(req.items()))
-            if pod.node_selector or pod.required_affinity or pod.preferred_affinity:
-                constrained.append(pod)
+            if pod.node_selector:
+                label_keys.update(pod.node_selector)
+            if pod.required_affinity or pod.preferred_affinity:
+                label_keys |= referenced_keys((pod,))
         if pod.phase not in TERMINATED_PHASES:  # (`active`, inlined)
             for r, v in req.items():
                 used[r] = used.get(r, 0) + v
@@ -89,9 +91,9 @@ def usage(nodes: Iterable[Node], gang_label: str, memo: Memo | None = None) -> U
     """One walk over the pods on the nodes. A node's part is kept in the memo under its name and version (a
     version changes with the node, its pods or its pool; 0: a copy never kept), so a pass walks only the
     pods of nodes that changed and adds up the parts."""
-    out = Usage([], set(), set(), [], {}, False)
+    out = Usage([], set(), set(), set(), {}, False)
     requests, names, gangs = out.requests, out.names, out.gangs
-    whole = NodeUsage({}, requests, names, out.constrained, gangs, False)  # a node not kept: straight into out
+    whole = NodeUsage({}, requests, names, out.label_keys, gangs, False)  # a node not kept: straight into out
     for node in nodes:
         if memo is None or not node.version:
             whole.used = {}
@@ -101,13 +103,13 @@ def usage(nodes: Iterable[Node], gang_label: str, memo: Memo | None = None) -> U
         key = ("usage", gang_label, node.name, node.version)
         part = memo.find(key)
         if part is None:
-            part = NodeUsage({}, set(), set(), [], {}, False)
+            part = NodeUsage({}, set(), set(), set(), {}, False)
             _walk(node, gang_label, part)
             memo.put(key, part)
         out.used.append(part.used)
         requests |= part.requests
         names |= part.names
-        out.constrained.extend(part.constrained)
+        out.label_keys |= part.label_keys
         for gid, n in part.gangs.items():
             gangs[gid] = gangs.get(gid, 0) + n
         whole.filtered = whole.filtered or part.filtered
@@ -118,6 +120,7 @@ def usage(nodes: Iterable[Node], gang_label: str, memo: Memo | None = None) -> U
 
 
 def referenced_keys(pods: Iterable[Pod]) -> set[str]:
+    """The node label keys the pods' node selectors and node affinities (required or preferred) look at."""
     out: set[str] = set()
     seen: set[int] = set()
     for pod in pods:
@@ -134,19 +137,19 @@ def referenced_keys(pods: Iterable[Pod]) -> set[str]:
 
 
 def is_coming(node: Node, pool: Pool | None, now: float, config: ScalerConfig,
-              published: Collection[str] = ()) -> bool:
+              published: Collection[str] = (), gpus: int | None = None) -> bool:
     """A registered node that will take pods soon: not ready yet, or a GPU node whose device plugin
     has not published its GPUs yet (a DRA pool's: whose driver has not published its ResourceSlices,
     the nodes in `published`). Only within the provision timeout of its creation."""
     if pool is None:
         return False
-    if not may_still_boot(node, now, config):
-        return False
-    if not node.ready:
-        return True
-    if pool.dra:
-        return node.name not in published
-    return pool.gpus > 0 and gpu_devices(node.allocatable) <= 0
+    if node.ready:  # (the cheaper tests first; `gpus`: the node's GPU devices, when known)
+        if pool.dra:
+            if node.name in published:
+                return False
+        elif pool.gpus <= 0 or (gpu_devices(node.allocatable) if gpus is None else gpus) > 0:
+            return False
+    return may_still_boot(node, now, config)
 
 
 def dra_state(snapshot: Snapshot, packer: Packer) -> DraState:
@@ -186,50 +189,18 @@ def _template(pool: Pool, region: str) -> Node:
 
 def build_packer(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, usage: Usage) -> tuple[Packer, list[Slot]]:
     """Bins for existing, coming and in-flight nodes, and one template slot per pool."""
-    now = snapshot.now
     templates = {name: _template(obs.pool, config.region) for name, obs in snapshot.pools.items()}
     devices = _counted_devices(snapshot)
     names = _resource_names(snapshot, [t.allocatable for t in templates.values()], usage.names)
     packer = Packer([keys.RES_DRA_DEVICES, *names] if devices is not None else names,  # devices first: the scarcest
-                    referenced_keys([*snapshot.pending, *usage.constrained]))
+                    referenced_keys(snapshot.pending) | usage.label_keys)
     packer.memo = snapshot.memo
     dev = packer.index.get(keys.RES_DRA_DEVICES)
     if dev is not None:
         dra = snapshot.dra
         packer.claim_devices = lambda pod: devices_at_least(dra, pod)
     packer.set_min_request([*(p.requests for p in snapshot.pending), *map(dict, usage.requests)])
-    registered: set[str] = set()
-    published = snapshot.dra.published()
-    index = packer.index
-    for node, used in zip(snapshot.nodes, usage.used, strict=True):
-        registered.add(node.provider_id)
-        if node.name in adv.leaving:
-            continue  # interrupted: its capacity is going, its pods are planned as pending
-        pname = node_pool(node)
-        seen = snapshot.pools.get(pname) if pname else None
-        pool = seen.pool if seen else None
-        taints = node.taints
-        if is_coming(node, pool, now, config, published):
-            assert pool is not None
-            kind: BinKind = "coming"
-            alloc = dict(node.allocatable)
-            if pool.gpus and not pool.dra and gpu_devices(alloc) <= 0:
-                alloc = pool.allocatable()
-            taints = tuple(t for t in taints if t.key not in STARTUP_TAINTS)
-        elif node.ready:
-            kind, alloc = "existing", node.allocatable
-        else:
-            continue  # NotReady for long: no capacity, not ours to guess about
-        free = packer.vec(alloc)
-        if dev is not None and devices is not None:
-            free[dev] = devices.get(node.name, 0)
-            if kind == "coming" and pool is not None and pool.dra:  # maybe not published yet
-                free[dev] = max(free[dev], _devices(templates[pool.name]))
-        vec_alloc = list(free)
-        for r, v in used.items():
-            free[index[r]] -= v
-        group = packer.group_for(node, taints)
-        packer.add_bin(node, free, kind, group, pname, node.labels.get(keys.LABEL_ZONE), vec_alloc)
+    registered = _node_bins(packer, snapshot, config, adv, usage, templates, devices)
     slots: list[Slot] = []
     shapes: dict[tuple[int, ...], int] = {}
     for name, obs in snapshot.pools.items():
@@ -263,6 +234,68 @@ def build_packer(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, usage:
                 b.name = f"in-flight-{name}-{i}"
                 i += 1
     return packer, slots
+
+
+# What an existing node's bin is made of, kept in the memo per (resources, label keys) under the node's name
+# and version: (version, free, allocatable, `Packer.group_sig`, GPU devices).
+Recipe = tuple[int, tuple[int, ...], tuple[int, ...], tuple[object, ...], int]
+
+
+def _node_bins(packer: Packer, snapshot: Snapshot, config: ScalerConfig, adv: Advanced, usage: Usage,
+               templates: Mapping[str, Node], devices: Mapping[str, int] | None) -> set[str]:
+    """The bins of the existing and coming nodes; returns the provider ids of the registered nodes. An
+    existing node's vectors and group signature are kept in the memo under its version (not when the
+    pass counts DRA devices: a node's free devices change without it), so a pass only makes the Bin."""
+    now, pools, published = snapshot.now, snapshot.pools, snapshot.dra.published()
+    index, dev = packer.index, packer.index.get(keys.RES_DRA_DEVICES)
+    memo = snapshot.memo if dev is None else None
+    ctx = ("bins", tuple(packer.resources), packer.ref_keys)
+    old: dict[str, Recipe] = (memo.find(ctx) if memo is not None else None) or {}
+    kept: dict[str, Recipe] = {}
+    if memo is not None:
+        memo.put(ctx, kept)
+    registered: set[str] = set()
+    for node, used in zip(snapshot.nodes, usage.used, strict=True):
+        registered.add(node.provider_id)
+        if node.name in adv.leaving:
+            continue  # interrupted: its capacity is going, its pods are planned as pending
+        pname = node_pool(node)
+        seen = pools.get(pname) if pname else None
+        pool = seen.pool if seen else None
+        r = old.get(node.name)
+        if r is not None and r[0] != node.version:
+            r = None
+        if is_coming(node, pool, now, config, published, r[4] if r is not None else None):
+            assert pool is not None
+            alloc = dict(node.allocatable)
+            if pool.gpus and not pool.dra and gpu_devices(alloc) <= 0:
+                alloc = pool.allocatable()
+            free = packer.vec(alloc)
+            if dev is not None and devices is not None:
+                free[dev] = devices.get(node.name, 0)
+                if pool.dra:  # maybe not published yet
+                    free[dev] = max(free[dev], _devices(templates[pool.name]))
+            vec_alloc = list(free)
+            for res, v in used.items():
+                free[index[res]] -= v
+            group = packer.group_for(node, tuple(t for t in node.taints if t.key not in STARTUP_TAINTS))
+            packer.add_bin(node, free, "coming", group, pname, node.labels.get(keys.LABEL_ZONE), vec_alloc)
+            continue
+        if not node.ready:
+            continue  # NotReady for long: no capacity, not ours to guess about
+        if r is None:
+            free = packer.vec(node.allocatable)
+            if dev is not None and devices is not None:
+                free[dev] = devices.get(node.name, 0)
+            alloc_t = tuple(free)
+            for res, v in used.items():
+                free[index[res]] -= v
+            r = (node.version, tuple(free), alloc_t, packer.group_sig(node), gpu_devices(node.allocatable))
+        if memo is not None and node.version:
+            kept[node.name] = r
+        packer.add_bin(node, list(r[1]), "existing", packer.real_group(r[3], node), pname,
+                       node.labels.get(keys.LABEL_ZONE), list(r[2]))
+    return registered
 
 
 def _zonal_group(packer: Packer, pool: Pool, zone: str, region: str) -> Group:

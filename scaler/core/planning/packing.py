@@ -50,6 +50,7 @@ class Packer:
         self.ref_keys = tuple(sorted(set(ref_keys)))
         self.groups: dict[tuple[object, ...], Group] = {}
         self.real_groups: list[Group] = []
+        self._by_sig: dict[tuple[object, ...], Group] = {}  # group_sig -> the group (real_group)
         self.bins: list[Bin] = []
         self.by_node: dict[str, Bin] = {}
         self._label_ids: dict[tuple[str | None, ...], int] = {}
@@ -127,6 +128,18 @@ class Packer:
             if own is None:
                 group.real = True
                 self.real_groups.append(group)
+        return group
+
+    def group_sig(self, node: Node) -> tuple[object, ...]:
+        """What `group_for(node, node.taints)` tells groups by, as values (`real_group`'s key)."""
+        return (tuple(map(node.labels.get, self.ref_keys)), tuple((t.key, t.value, t.effect) for t in node.taints),
+                node.unschedulable)
+
+    def real_group(self, sig: tuple[object, ...], node: Node) -> Group:
+        """`group_for(node, node.taints)`, by the node's `group_sig`."""
+        group = self._by_sig.get(sig)
+        if group is None:
+            group = self._by_sig[sig] = self.group_for(node, node.taints)
         return group
 
     def add_bin(self, node: Node, free: list[int], kind: BinKind, group: Group, pool: str | None,

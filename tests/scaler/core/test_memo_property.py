@@ -18,7 +18,7 @@ from core_builders import POOLS, config, node_of, pod, snapshot
 
 from scaler.core.config.settings import ScalerConfig
 from scaler.core.model.keys import LABEL_POOL, RES_CPU, RES_GPU, RES_MEMORY, RES_PODS
-from scaler.core.model.objects import Node, Pod
+from scaler.core.model.objects import Node, Pod, Taint
 from scaler.core.planning import scaledown
 from scaler.core.planning.memo import Memo
 from scaler.core.planning.packing import PodClass
@@ -216,3 +216,82 @@ def test_candidates_not_tried_for_want_of_room_give_the_plans_of_trying_them(see
 def test_the_seeds_above_did_skip_candidates() -> None:
     """(After the test above: some of its passes did give up on candidates without a trial.)"""
     assert sum(SKIPPED) > 0
+
+
+# --- the packer's bins kept per node version (capacity._node_bins) ------------------------------------------
+TEAM = "example.com/team"
+DEDICATED = Taint("example.com/dedicated", "x", "NoSchedule")
+
+
+class BootingCluster(Cluster):
+    """Also: nodes booting (NotReady, or a GPU node whose GPUs are not published yet) that become ready or
+    grow old, nodes labelled with a team (a key pods come to select and stop selecting, so the label keys
+    that tell groups apart change while the nodes do not), tainted and untainted, and pending pods asking
+    for a resource no node has (the pass's resource list changes)."""
+
+    now = 1000.0
+
+    def add_node(self) -> None:
+        super().add_node()
+        name = next(reversed(self.nodes))  # (the one just added)
+        if self.rng.random() < 0.5:
+            self.nodes[name].labels = {**self.nodes[name].labels, TEAM: self.rng.choice("ab")}
+
+    def _pod(self, node: str | None = None) -> Pod:
+        p = super()._pod(node)
+        if node is None and self.rng.random() < 0.05:
+            p.requests = {**p.requests, "example.com/fpga": 1}
+        return p
+
+    def change(self) -> str:
+        rng = self.rng
+        what = rng.choice(["boot", "boot-gpu", "ready", "relabel", "taint", "untaint", "select", "unselect", "other"])
+        names = sorted(self.nodes)
+        if what in ("boot", "boot-gpu"):
+            name = self._name("n")
+            pool = rng.choice(["gpu1-od", "gpu8-od"] if what == "boot-gpu" else NODE_POOLS)
+            self.nodes[name] = node_of(self.cfg, pool, name, created_at=self.now, ready=what == "boot",
+                                       gpus=0 if what == "boot-gpu" else None)
+        elif what == "ready" and names:
+            node = self.nodes[rng.choice(names)]
+            alloc = {**node.allocatable, **({RES_GPU: 1} if RES_GPU in node.allocatable else {})}
+            self.nodes[node.name] = dataclasses.replace(node, ready=True, allocatable=alloc)
+        elif what == "relabel" and names:
+            node = self.nodes[rng.choice(names)]
+            self.nodes[node.name] = dataclasses.replace(node, labels={**node.labels, TEAM: rng.choice("ab")})
+        elif what in ("taint", "untaint") and names:
+            node = self.nodes[rng.choice(names)]
+            taints = tuple(t for t in node.taints if t != DEDICATED) + ((DEDICATED,) if what == "taint" else ())
+            self.nodes[node.name] = dataclasses.replace(node, taints=taints)
+        elif what == "select":  # pending pods that select a team
+            for _ in range(rng.randint(1, 3)):
+                p = self._pod()
+                p.node_selector = {**p.node_selector, TEAM: rng.choice("ab")}
+                self.pending.append(p)
+        elif what == "unselect":  # they go (pending or bound): no pod looks at the key any more
+            self.pending = [p for p in self.pending if TEAM not in p.node_selector]
+            for name in names:
+                node = self.nodes[name]
+                if any(TEAM in p.node_selector for p in node.pods):
+                    node.pods = [p for p in node.pods if TEAM not in p.node_selector]
+        else:
+            return super().change()
+        return what
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_bins_kept_per_node_version_give_the_plans_from_scratch(seed: int) -> None:
+    rng = random.Random(seed)
+    cluster = BootingCluster(rng)
+    memo = Memo()
+    now = 1000.0
+    state = State(unneeded_since={n: 0.0 for n in cluster.nodes})
+    for step in range(STEPS):
+        cluster.now = now
+        what = ", ".join(cluster.change() for _ in range(rng.randint(1, 4))) if step else "start"
+        kept, fresh, same_state, state = twice(cluster, state, memo, now)
+        assert kept == fresh, f"seed {seed}, step {step} ({what}): the plans differ"
+        assert same_state, f"seed {seed}, step {step} ({what}): the next states differ"
+        state.unneeded_since = {n: 0.0 for n in cluster.nodes}
+        now += 100.0
+    assert memo.hits > 0
