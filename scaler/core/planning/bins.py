@@ -104,6 +104,24 @@ def skyline(vectors: Iterable[Sequence[int]]) -> list[tuple[int, ...]]:
     return out
 
 
+def with_room(bins: Iterable[Bin], nz: tuple[tuple[int, int], ...]) -> list[Bin]:
+    """The bins with room for one pod of the request, in order (unrolled for up to 4 resources: a pass asks
+    this of ~100k bins)."""
+    if len(nz) == 4:
+        (i, a), (j, b), (k, c), (m, d) = nz
+        return [x for x in bins if (f := x.free)[i] >= a and f[j] >= b and f[k] >= c and f[m] >= d]
+    if len(nz) == 3:
+        (i, a), (j, b), (k, c) = nz
+        return [x for x in bins if (f := x.free)[i] >= a and f[j] >= b and f[k] >= c]
+    if len(nz) == 2:
+        (i, a), (j, b) = nz
+        return [x for x in bins if (f := x.free)[i] >= a and f[j] >= b]
+    if len(nz) == 1:
+        ((i, a),) = nz
+        return [x for x in bins if x.free[i] >= a]
+    return [x for x in bins if all(x.free[i] >= a for i, a in nz)]
+
+
 def fit_count(free: list[int], nz: tuple[tuple[int, int], ...], limit: int) -> int:
     k = limit
     for i, a in nz:

@@ -63,8 +63,8 @@ class NodeUsage:
     filtered: bool
 
 
-def _walk(node: Node, gang_label: str, into: NodeUsage) -> None:
-    """Add the node's pods to `into` (its `used` is the node's own)."""
+def _walk(node: Node, gang_label: str, into: NodeUsage, seen: set[int]) -> None:
+    """Add the node's pods to `into` (its `used` is the node's own; `seen`: `_affinity_keys`')."""
     used, requests, names, label_keys, gangs = into.used, into.requests, into.names, into.label_keys, into.gangs
     for pod in node.pods:
         req = pod.requests
@@ -75,7 +75,7 @@ def _walk(node: Node, gang_label: str, into: NodeUsage) -> None:
             if pod.node_selector:
                 label_keys.update(pod.node_selector)
             if pod.required_affinity or pod.preferred_affinity:
-                label_keys |= referenced_keys((pod,))
+                _affinity_keys(pod, label_keys, seen)
         if pod.phase not in TERMINATED_PHASES:  # (`active`, inlined)
             for r, v in req.items():
                 used[r] = used.get(r, 0) + v
@@ -94,17 +94,18 @@ def usage(nodes: Iterable[Node], gang_label: str, memo: Memo | None = None) -> U
     out = Usage([], set(), set(), set(), {}, False)
     requests, names, gangs = out.requests, out.names, out.gangs
     whole = NodeUsage({}, requests, names, out.label_keys, gangs, False)  # a node not kept: straight into out
+    seen: set[int] = set()
     for node in nodes:
         if memo is None or not node.version:
             whole.used = {}
-            _walk(node, gang_label, whole)
+            _walk(node, gang_label, whole, seen)
             out.used.append(whole.used)
             continue
         key = ("usage", gang_label, node.name, node.version)
         part = memo.find(key)
         if part is None:
             part = NodeUsage({}, set(), set(), set(), {}, False)
-            _walk(node, gang_label, part)
+            _walk(node, gang_label, part, set())  # (its own: a part outlives the pass)
             memo.put(key, part)
         out.used.append(part.used)
         requests |= part.requests
@@ -126,14 +127,21 @@ def referenced_keys(pods: Iterable[Pod]) -> set[str]:
     for pod in pods:
         if pod.node_selector:
             out.update(pod.node_selector)
-        required, preferred = pod.required_affinity, pod.preferred_affinity
-        if required and id(required) not in seen:
-            seen.add(id(required))
-            out.update([r.key for term in required for r in term])
-        if preferred and id(preferred) not in seen:  # scored, so grouped by
-            seen.add(id(preferred))
-            out.update([r.key for p in preferred for r in p.term])
+        if pod.required_affinity or pod.preferred_affinity:
+            _affinity_keys(pod, out, seen)
     return out
+
+
+def _affinity_keys(pod: Pod, out: set[str], seen: set[int]) -> None:
+    """Add the label keys of the pod's node affinities to `out`, but those of affinity objects in `seen` (pods
+    of a workload share them; a set that lives no longer than the objects it names)."""
+    required, preferred = pod.required_affinity, pod.preferred_affinity
+    if required and id(required) not in seen:
+        seen.add(id(required))
+        out.update([r.key for term in required for r in term])
+    if preferred and id(preferred) not in seen:  # scored, so grouped by
+        seen.add(id(preferred))
+        out.update([r.key for p in preferred for r in p.term])
 
 
 def is_coming(node: Node, pool: Pool | None, now: float, config: ScalerConfig,

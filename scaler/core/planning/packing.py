@@ -32,6 +32,7 @@ from scaler.core.planning.bins import (
     dominant,
     fit_count,
     skyline,
+    with_room,
 )
 from scaler.core.planning.memo import Memo
 from scaler.core.scheduling import predicates
@@ -61,6 +62,7 @@ class Packer:
         self._tols: list[tuple[Toleration, ...]] = []
         self._static_ids: dict[tuple[int, int], int] = {}
         self._statics: list[tuple[int, int]] = []
+        self._sid_fast: dict[tuple[object, ...], tuple[int, object, object]] = {}  # (static_id's)
         self._sel_cache: dict[tuple[int, int], bool] = {}
         self._taint_cache: dict[tuple[int, int], str | None] = {}
         self._unsched_cache: dict[int, bool] = {}
@@ -157,6 +159,17 @@ class Packer:
 
     # --- pod classes and static predicates ------------------------------------------------
     def static_id(self, pod: Pod) -> int:
+        """The id of the pod's statics (node selector, required node affinity, tolerations) in this pass."""
+        required, tols = pod.required_affinity, pod.tolerations
+        # Pods of a workload share their affinity and tolerations objects (immutable tuples, held in the
+        # value, so their ids stay theirs while the packer lives): hashing them by value costs more.
+        fast = (tuple(pod.node_selector.items()), id(required), id(tols))
+        hit = self._sid_fast.get(fast)
+        if hit is None:
+            hit = self._sid_fast[fast] = (self._static_id(pod), required, tols)
+        return hit[0]
+
+    def _static_id(self, pod: Pod) -> int:
         sel_key = (tuple(sorted(pod.node_selector.items())), pod.required_affinity)
         sel_id = self._sel_ids.get(sel_key)
         if sel_id is None:
@@ -179,19 +192,19 @@ class Packer:
         a pod that must be equal within a class (what kube-scheduler's other filters read)."""
         out: list[PodClass] = []
         seen: dict[tuple[object, ...], PodClass] = {}
+        claim_devices, static_id, index = self.claim_devices, self.static_id, self.index
         for pod in pods:
             gang = gang_of.get(pod.key) if gang_of else None
             req_key = tuple(sorted(pod.requests.items()))
-            devices = self.claim_devices(pod) if self.claim_devices is not None and pod.resource_claims else 0
-            sid = self.static_id(pod)
+            devices = claim_devices(pod) if claim_devices is not None and pod.resource_claims else 0
+            sid = static_id(pod)
             key = (req_key, devices, sid, pod.priority, pod.scheduler_name, gang, extra(pod) if extra else None)
             cls = seen.get(key)
             if cls is None:
                 req = {**pod.requests, keys.RES_DRA_DEVICES: devices} if devices else pod.requests
-                nz = tuple(sorted((self.index[n], v) for n, v in req.items() if v > 0))
+                nz = tuple(sorted((index[n], v) for n, v in req.items() if v > 0))
                 cls = seen[key] = PodClass(pod, nz, sid, gang)
-                gpu = self.index.get(keys.RES_GPU)
-                cls.gpus = pod.requests.get(keys.RES_GPU, 0) if gpu is not None else 0
+                cls.gpus = pod.requests.get(keys.RES_GPU, 0) if keys.RES_GPU in index else 0
                 out.append(cls)
             cls.pods.append(pod)
         return out
@@ -245,14 +258,7 @@ class Packer:
         look at again, until the group's epoch changes."""
         key = (id(group), nz)
         hit = self._roomy.get(key)
-        out = []
-        for b in group.bins[group.start:] if hit is None or hit[0] != group.epoch else hit[1]:
-            free = b.free
-            for i, a in nz:
-                if free[i] < a:
-                    break
-            else:
-                out.append(b)
+        out = with_room(group.bins[group.start:] if hit is None or hit[0] != group.epoch else hit[1], nz)
         self._roomy[key] = (group.epoch, out)
         return out
 
