@@ -95,12 +95,17 @@ def skyline(vectors: Iterable[Sequence[int]]) -> list[tuple[int, ...]]:
     """The vectors no other one covers (>= in every resource): some vector has room for a request iff one
     of these has. A group of similar nodes has a few dozen, against hundreds of nodes."""
     out: list[tuple[int, ...]] = []
-    for v in sorted(set(map(tuple, vectors)), reverse=True):  # one that covers v sorts before it
+    last: tuple[int, ...] = ()  # the one that covered (or was) the vector before: likely to cover this one
+    for v in sorted(map(tuple, vectors), reverse=True):  # one that covers v sorts before it
+        if last and all(map(operator.ge, last, v)):
+            continue
         for o in out:
             if all(map(operator.ge, o, v)):
+                last = o
                 break  # covered
         else:
             out.append(v)
+            last = v
     return out
 
 

@@ -13,7 +13,7 @@ from scaler.core.model.objects import Node, Pod
 from scaler.core.model.workload import TERMINATED_PHASES, gpu_devices, is_daemonset, node_pool
 from scaler.core.planning.advance import Advanced, may_still_boot
 from scaler.core.planning.memo import Memo
-from scaler.core.planning.packing import Group, Packer, Slot
+from scaler.core.planning.packing import Bin, Group, Packer, Slot
 from scaler.core.planning.snapshot import Snapshot
 from scaler.core.scheduling import predicates
 from scaler.core.scheduling.filters import DraState, own_constraints
@@ -31,8 +31,6 @@ def _resource_names(snapshot: Snapshot, templates: Iterable[Mapping[str, int]], 
     names = set(on_nodes)
     for pod in snapshot.pending:
         names.update(pod.requests)
-    for node in snapshot.nodes:
-        names.update(node.allocatable)
     for res in templates:
         names.update(res)
     first = [keys.RES_GPU, keys.RES_CPU, keys.RES_MEMORY, keys.RES_PODS]
@@ -45,7 +43,7 @@ class Usage:
 
     used: list[dict[str, int]]  # per node, in the snapshot's order: its active pods' requests summed
     requests: set[tuple[tuple[str, int], ...]]  # the distinct requests of the pods a pass may move (not DaemonSets')
-    names: set[str]  # every resource a pod on a node requests
+    names: set[str]  # every resource a node has or a pod on it requests
     label_keys: set[str]  # the node label keys the pods a pass may move select or prefer (`referenced_keys`)
     gangs: dict[str, int]  # namespace/gang label value -> active pods
     filtered: bool  # some pod asks for kube-scheduler's other filters (filters.own_constraints)
@@ -66,6 +64,7 @@ class NodeUsage:
 def _walk(node: Node, gang_label: str, into: NodeUsage, seen: set[int]) -> None:
     """Add the node's pods to `into` (its `used` is the node's own; `seen`: `_affinity_keys`')."""
     used, requests, names, label_keys, gangs = into.used, into.requests, into.names, into.label_keys, into.gangs
+    names.update(node.allocatable)
     for pod in node.pods:
         req = pod.requests
         if is_daemonset(pod):
@@ -256,6 +255,7 @@ def _node_bins(packer: Packer, snapshot: Snapshot, config: ScalerConfig, adv: Ad
     pass counts DRA devices: a node's free devices change without it), so a pass only makes the Bin."""
     now, pools, published = snapshot.now, snapshot.pools, snapshot.dra.published()
     index, dev = packer.index, packer.index.get(keys.RES_DRA_DEVICES)
+    bins, by_node = packer.bins, packer.by_node
     memo = snapshot.memo if dev is None else None
     ctx = ("bins", tuple(packer.resources), packer.ref_keys)
     old: dict[str, Recipe] = (memo.find(ctx) if memo is not None else None) or {}
@@ -301,8 +301,12 @@ def _node_bins(packer: Packer, snapshot: Snapshot, config: ScalerConfig, adv: Ad
             r = (node.version, tuple(free), alloc_t, packer.group_sig(node), gpu_devices(node.allocatable))
         if memo is not None and node.version:
             kept[node.name] = r
-        packer.add_bin(node, list(r[1]), "existing", packer.real_group(r[3], node), pname,
-                       node.labels.get(keys.LABEL_ZONE), list(r[2]))
+        group = packer.real_group(r[3], node)  # (add_bin's, inlined: no placement yet, so no bound nor skyline)
+        b = Bin(list(r[1]), "existing", node.name, pname, node.labels.get(keys.LABEL_ZONE), group, node, list(r[2]))
+        group.bins.append(b)
+        group.epoch += 1
+        bins.append(b)
+        by_node[node.name] = b
     return registered
 
 

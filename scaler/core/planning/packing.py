@@ -62,7 +62,6 @@ class Packer:
         self._tols: list[tuple[Toleration, ...]] = []
         self._static_ids: dict[tuple[int, int], int] = {}
         self._statics: list[tuple[int, int]] = []
-        self._sid_fast: dict[tuple[object, ...], tuple[int, object, object]] = {}  # (static_id's)
         self._sel_cache: dict[tuple[int, int], bool] = {}
         self._taint_cache: dict[tuple[int, int], str | None] = {}
         self._unsched_cache: dict[int, bool] = {}
@@ -159,17 +158,6 @@ class Packer:
 
     # --- pod classes and static predicates ------------------------------------------------
     def static_id(self, pod: Pod) -> int:
-        """The id of the pod's statics (node selector, required node affinity, tolerations) in this pass."""
-        required, tols = pod.required_affinity, pod.tolerations
-        # Pods of a workload share their affinity and tolerations objects (immutable tuples, held in the
-        # value, so their ids stay theirs while the packer lives): hashing them by value costs more.
-        fast = (tuple(pod.node_selector.items()), id(required), id(tols))
-        hit = self._sid_fast.get(fast)
-        if hit is None:
-            hit = self._sid_fast[fast] = (self._static_id(pod), required, tols)
-        return hit[0]
-
-    def _static_id(self, pod: Pod) -> int:
         sel_key = (tuple(sorted(pod.node_selector.items())), pod.required_affinity)
         sel_id = self._sel_ids.get(sel_key)
         if sel_id is None:
