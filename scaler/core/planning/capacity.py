@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from scaler.core.config.pool import Pool
 from scaler.core.config.settings import ScalerConfig
@@ -25,6 +26,7 @@ STARTUP_TAINTS = frozenset({"node.kubernetes.io/not-ready", "node.cloudprovider.
 MAX_IN_FLIGHT_BINS = 1000  # per pool: beyond that many booting nodes the detail stops mattering
 # keys.RES_DRA_DEVICES of a template slot: the DRA filter explains a pool whose nodes have too few devices
 UNCOUNTED = 1 << 40
+K = TypeVar("K")
 
 
 def _resource_names(snapshot: Snapshot, templates: Iterable[Mapping[str, int]], on_nodes: set[str]) -> list[str]:
@@ -86,37 +88,83 @@ def _walk(node: Node, gang_label: str, into: NodeUsage, seen: set[int]) -> None:
             into.filtered = True
 
 
-def usage(nodes: Iterable[Node], gang_label: str, memo: Memo | None = None) -> Usage:
+def usage(nodes: Sequence[Node], gang_label: str, memo: Memo | None = None) -> Usage:
     """One walk over the pods on the nodes. A node's part is kept in the memo under its name and version (a
-    version changes with the node, its pods or its pool; 0: a copy never kept), so a pass walks only the
-    pods of nodes that changed and adds up the parts."""
+    version changes with the node, its pods or its pool; 0: a copy never kept) with the sums of the parts
+    kept, so a pass walks only the pods of nodes that changed and only their parts change the sums."""
     out = Usage([], set(), set(), set(), {}, False)
-    requests, names, gangs = out.requests, out.names, out.gangs
-    whole = NodeUsage({}, requests, names, out.label_keys, gangs, False)  # a node not kept: straight into out
+    whole = NodeUsage({}, out.requests, out.names, out.label_keys, out.gangs, False)  # not kept: straight into out
     seen: set[int] = set()
+    kept = None
+    if memo is not None:
+        kept = memo.find(("usage", gang_label))
+        if kept is None:
+            kept = _Kept()
+            memo.put(("usage", gang_label), kept)
+    n_kept = 0
     for node in nodes:
-        if memo is None or not node.version:
+        if kept is None or not node.version:
             whole.used = {}
             _walk(node, gang_label, whole, seen)
             out.used.append(whole.used)
             continue
-        key = ("usage", gang_label, node.name, node.version)
-        part = memo.find(key)
-        if part is None:
+        n_kept += 1
+        entry = kept.parts.get(node.name)
+        if entry is None or entry[0] != node.version:
             part = NodeUsage({}, set(), set(), set(), {}, False)
             _walk(node, gang_label, part, set())  # (its own: a part outlives the pass)
-            memo.put(key, part)
-        out.used.append(part.used)
-        requests |= part.requests
-        names |= part.names
-        out.label_keys |= part.label_keys
-        for gid, n in part.gangs.items():
-            gangs[gid] = gangs.get(gid, 0) + n
-        whole.filtered = whole.filtered or part.filtered
+            if entry is not None:
+                kept.count(entry[1], -1)
+            kept.parts[node.name] = (node.version, part)
+            kept.count(part, 1)
+            entry = kept.parts[node.name]
+        out.used.append(entry[1].used)
+    if kept is not None:
+        if len(kept.parts) > n_kept:  # nodes gone (or not kept this pass)
+            for name in kept.parts.keys() - {n.name for n in nodes if n.version}:
+                kept.count(kept.parts.pop(name)[1], -1)
+        out.requests.update(kept.requests)
+        out.names.update(kept.names)
+        out.label_keys.update(kept.label_keys)
+        for gid, n in kept.gangs.items():
+            out.gangs[gid] = out.gangs.get(gid, 0) + n
+        whole.filtered = whole.filtered or kept.filtered > 0
     out.filtered = whole.filtered
-    for req_items in requests:
-        names.update(r for r, _ in req_items)
+    for req_items in out.requests:
+        out.names.update(r for r, _ in req_items)
     return out
+
+
+class _Kept:
+    """The usage parts of the nodes kept (name -> (version, part)) and their sums: how many parts hold each
+    request, resource name and label key, each gang's active pods, how many parts need the filters."""
+
+    __slots__ = ("filtered", "gangs", "label_keys", "names", "parts", "requests")
+
+    def __init__(self) -> None:
+        self.parts: dict[str, tuple[int, NodeUsage]] = {}
+        self.requests: dict[tuple[tuple[str, int], ...], int] = {}
+        self.names: dict[str, int] = {}
+        self.label_keys: dict[str, int] = {}
+        self.gangs: dict[str, int] = {}
+        self.filtered = 0
+
+    def count(self, part: NodeUsage, sign: int) -> None:
+        """Add the part to the sums (sign 1) or take it out (-1); what drops to 0 goes."""
+        _add(self.requests, dict.fromkeys(part.requests, sign))
+        _add(self.names, dict.fromkeys(part.names, sign))
+        _add(self.label_keys, dict.fromkeys(part.label_keys, sign))
+        _add(self.gangs, {gid: sign * n for gid, n in part.gangs.items()})
+        self.filtered += sign * part.filtered
+
+
+def _add(counts: dict[K, int], more: Mapping[K, int]) -> None:
+    for k, n in more.items():
+        total = counts.get(k, 0) + n
+        if total:
+            counts[k] = total
+        else:
+            del counts[k]
 
 
 def referenced_keys(pods: Iterable[Pod]) -> set[str]:

@@ -224,10 +224,10 @@ DEDICATED = Taint("example.com/dedicated", "x", "NoSchedule")
 
 
 class BootingCluster(Cluster):
-    """Also: nodes booting (NotReady, or a GPU node whose GPUs are not published yet) that become ready or
-    grow old, nodes labelled with a team (a key pods come to select and stop selecting, so the label keys
-    that tell groups apart change while the nodes do not), tainted and untainted, and pending pods asking
-    for a resource no node has (the pass's resource list changes)."""
+    """Also: gangs with a minimum, nodes booting (NotReady, or a GPU node whose GPUs are not published yet)
+    that become ready or grow old, nodes labelled with a team (a key pods come to select and stop
+    selecting, so the label keys that tell groups apart change while the nodes do not), tainted and
+    untainted, and pending pods asking for a resource no node has (the pass's resource list changes)."""
 
     now = 1000.0
 
@@ -241,6 +241,9 @@ class BootingCluster(Cluster):
         p = super()._pod(node)
         if node is None and self.rng.random() < 0.05:
             p.requests = {**p.requests, "example.com/fpga": 1}
+        if self.rng.random() < 0.2:  # a gang's member, with a minimum: its members on the nodes count
+            p.labels = {**p.labels, self.cfg.gang_label: self.rng.choice("ab")}
+            p.annotations = {**p.annotations, self.cfg.gang_min_annotation: str(self.rng.randint(2, 6))}
         return p
 
     def change(self) -> str:
