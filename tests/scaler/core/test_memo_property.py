@@ -216,3 +216,29 @@ def test_candidates_not_tried_for_want_of_room_give_the_plans_of_trying_them(see
 def test_the_seeds_above_did_skip_candidates() -> None:
     """(After the test above: some of its passes did give up on candidates without a trial.)"""
     assert sum(SKIPPED) > 0
+
+
+# --- from pass to pass: what a node's pods say about draining it (sdn) ----------------------------------------
+@pytest.mark.parametrize("seed", SEEDS)
+def test_drains_with_the_kept_memo_equal_drains_from_scratch(seed: int) -> None:
+    """Every node unneeded and tried, on a crowded cluster (some evicted pods find no room, consolidation on
+    or off): the kept `Drainable`s (blocker, pods to evict, their classes' keys, the last `cheaper_home`
+    answer) give the plans and next states of working them out anew."""
+    rng = random.Random(seed)
+    cluster = Cluster(rng, crowded=True)
+    memo = Memo()
+    now = 1000.0
+    state = State(unneeded_since={n: 0.0 for n in cluster.nodes})
+    for step in range(STEPS):
+        what = ", ".join(cluster.change() for _ in range(rng.randint(1, 4))) if step else "start"
+        if rng.random() < 0.4:  # a pool in backoff, or an offering unavailable, for a while: another Homes
+            pool = rng.choice(["cpu-spot", "gpu1-spot-a", rng.choice(cluster.cfg.pools).name])
+            state = dataclasses.replace(state, backoff={**state.backoff, pool: Backoff(now + 200, 1)})
+        if rng.random() < 0.2:
+            state = dataclasses.replace(state, unavailable={**state.unavailable, ("cpu-spot", "us-east-1a"): now + 200})
+        kept, fresh, same_state, state = twice(cluster, state, memo, now)
+        assert kept == fresh, f"seed {seed}, step {step} ({what}): the plans differ"
+        assert same_state, f"seed {seed}, step {step} ({what}): the next states differ"
+        state.unneeded_since = {n: 0.0 for n in cluster.nodes}
+        now += 100.0
+    assert memo.hits > 0
