@@ -242,3 +242,26 @@ def test_drains_with_the_kept_memo_equal_drains_from_scratch(seed: int) -> None:
         state.unneeded_since = {n: 0.0 for n in cluster.nodes}
         now += 100.0
     assert memo.hits > 0
+
+
+@pytest.mark.parametrize("seed", range(0, 50, 5))
+def test_a_pass_leaves_its_nodes_as_they_were(seed: int) -> None:
+    """The watch cache hands an unchanged node out again to the next pass (`ClusterCache.observe`): a pass,
+    with the memo or without, changes no node of its snapshot, nor their lists of pods."""
+    rng = random.Random(seed)
+    cluster = Cluster(rng, crowded=seed % 2 == 0)
+    memo = Memo()
+    now = 1000.0
+    state = State(unneeded_since={n: 0.0 for n in cluster.nodes})
+    for step in range(STEPS):
+        cluster.change()
+        nodes = cluster.nodes_now()
+        before = [(repr(n), n.pods, list(n.pods)) for n in nodes]
+        memo.next_pass()
+        snap = snapshot(cluster.cfg, list(cluster.pending), nodes, now=now)
+        _, state = plan(dataclasses.replace(snap, memo=memo) if step % 2 else snap, state, cluster.cfg)
+        after = [(repr(n), n.pods, list(n.pods)) for n in nodes]
+        assert all(b[0] == a[0] and b[1] is a[1] and b[2] == a[2] for b, a in zip(before, after, strict=True)), \
+            f"seed {seed}, step {step}: the pass changed a node"
+        state.unneeded_since = {n: 0.0 for n in cluster.nodes}
+        now += 100.0
