@@ -6,7 +6,6 @@ from __future__ import annotations
 import math
 
 import pytest
-
 from core_builders import POOLS, config, node_of, pod, snapshot
 
 from scaler.core.planning.idle_time import choose, explain, rebuy_seconds
