@@ -86,7 +86,8 @@ class ClusterCache:
         self.pod_templates = Informer("podtemplates", core.list_pod_template_for_all_namespaces, **informer_options)
         self.scalable = kube_buffers.Scalable(api)
         self._last_buffers: list[CapacityBuffer] = []
-        self._versions: dict[str, tuple[Node, object, str | None, int]] = {}  # node -> what its version stands for
+        # node name -> what its version stands for (converted node, its pods, its pool) and the node handed out
+        self._versions: dict[str, tuple[Node, object, str | None, Node]] = {}
         self._version = 0
         self.informers = (self.pods, self.nodes, self.pdbs, self.pvcs, self.pvs, self.storage_classes,
                           self.csinodes, self.namespaces, self.device_classes, self.resource_claims,
@@ -141,21 +142,22 @@ class ClusterCache:
         pods = self.pods.view()
         for err, obj in pods.errors:
             skip(err, obj)
-        view: dict[str, Node] = {}
-        versions: dict[str, tuple[Node, object, str | None, int]] = {}
-        for model in nodes:  # each a copy with a list of its own: what one pass does to it stays in that pass
+        view: list[Node] = []
+        versions: dict[str, tuple[Node, object, str | None, Node]] = {}
+        for model in nodes:
             on = pods.bound.get(model.name, ())
-            node = view[model.name] = with_pods(model, on)
-            if node.provider_id:
-                node.pool = pool_of(node.provider_id) or node.pool
-            # The same converted node, list of pods (a new one on any change) and pool: the same version.
+            pool = (pool_of(model.provider_id) or model.pool) if model.provider_id else model.pool
+            # The same converted node, list of pods (a new one on any change) and pool: the same version, and
+            # the node the last pass was given (a pass changes no node of its view: provreq books on copies).
             last = self._versions.get(model.name)
-            if last is not None and last[0] is model and last[1] is on and last[2] == node.pool:
-                versions[model.name] = last
-            else:
+            if last is None or last[0] is not model or last[1] is not on or last[2] != pool:
+                node = with_pods(model, on)  # a copy with a list of its own, the converted node is kept as it is
+                node.pool = pool
                 self._version += 1
-                versions[model.name] = (model, on, node.pool, self._version)
-            node.version = versions[model.name][3]
+                node.version = self._version
+                last = (model, on, pool, node)
+            versions[model.name] = last
+            view.append(last[3])
         self._versions = versions
         pdbs = []
         for obj in self.pdbs.items():
@@ -167,7 +169,7 @@ class ClusterCache:
                                            self.csinodes.items(), self.namespaces.items(), skip=skip)
         dra = dra_view(self.device_classes.items(), self.resource_claims.items(), self.claim_templates.items(),
                        self.resource_slices.items(), skip)
-        return ClusterView(pods.pending, list(view.values()), pdbs, fresh, pdbs_fresh, storage,
+        return ClusterView(pods.pending, view, pdbs, fresh, pdbs_fresh, storage,
                            namespaces or {}, stale, skipped, dra, self._buffers(skip))
 
     def _buffers(self, skip: Callable[[SnapshotError, Mapping[str, Any]], None]) -> list[CapacityBuffer]:

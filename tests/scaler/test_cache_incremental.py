@@ -69,15 +69,24 @@ def test_a_pod_is_converted_when_its_event_arrives_not_by_every_pass(conversions
     assert conversions == ["web", "train", "train"]
 
 
-def test_what_a_pass_adds_to_its_nodes_is_not_seen_by_the_next() -> None:
+def test_an_unchanged_node_is_handed_out_again_a_changed_one_anew() -> None:
+    """A pass changes no node of its view (provreq books on copies, `test_a_pass_leaves_its_nodes_as_they_were`):
+    the node of the last pass is given again while its version stands, and the converted one never changes."""
     c = synced_cache()
     c.nodes.apply("ADDED", at(node("n1", provider_id="aws:///us-east-1a/i-1"), 1))
+    c.nodes.apply("ADDED", at(node("n2", provider_id="aws:///us-east-1a/i-2"), 1))
     c.pods.apply("ADDED", at(pod("web", node_name="n1"), 2))
     first = c.observe(lambda _: "gpu-od")
-    assert first.nodes[0].pool == "gpu-od"
-    first.nodes[0].pods.append(first.nodes[0].pods[0])  # as a pass placing a pod (provreq's bookings)
-    again = c.observe(lambda _: None)
-    assert [p.name for p in again.nodes[0].pods] == ["web"] and again.nodes[0].pool is None
+    assert first.nodes[0].pool == "gpu-od" and [p.name for p in first.nodes[0].pods] == ["web"]
+    c.pods.apply("ADDED", at(pod("train", node_name="n2"), 3))
+    again = c.observe(lambda _: "gpu-od")
+    assert again.nodes[0] is first.nodes[0]  # n1: nothing changed
+    assert again.nodes[1] is not first.nodes[1] and [p.name for p in again.nodes[1].pods] == ["train"]
+    assert first.nodes[1].pods == [] and again.nodes[1].version != first.nodes[1].version
+    moved = c.observe(lambda _: "gpu-spot")  # the pools' answer changed: every node anew
+    assert all(m is not a and m.pool == "gpu-spot" for m, a in zip(moved.nodes, again.nodes, strict=True))
+    assert [n.pool for n in again.nodes] == ["gpu-od", "gpu-od"]
+    assert all(model.pods == [] and model.pool is None for model, _ in c.nodes.models())
 
 
 def test_a_nodes_version_changes_with_the_node_its_pods_or_its_pool_and_only_then() -> None:

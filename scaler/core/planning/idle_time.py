@@ -24,10 +24,11 @@ from dataclasses import replace
 
 from scaler.core.config.pool import Pool
 from scaler.core.config.settings import ScalerConfig
-from scaler.core.model.workload import gpu_devices, node_pool
+from scaler.core.model.workload import gpu_devices, node_pool, to_evict
 from scaler.core.planning.decisions import ScaleUp
 from scaler.core.planning.snapshot import Snapshot
 from scaler.core.planning.state import IdleHistory, State
+from scaler.core.scheduling import scoring
 
 HISTORY = 40  # gaps kept per pool: recent enough to follow a changing workload, enough to be stable
 
@@ -93,26 +94,30 @@ def _ask_back(history: IdleHistory, now: float, count: int) -> IdleHistory:
 def taken_elsewhere(state: State, snapshot: Snapshot, config: ScalerConfig) -> None:
     """Removed capacity asked back by pods that started since on a node of a bigger, pricier pool that takes them
     too (no min-GPUs taint keeps them off): a pod the removed node could have held pins a node that would otherwise
-    have emptied (PHILLY-A on pools without taints: 2- to 4-GPU pods on half-used 8-GPU nodes). Counted even while
-    the pool has an empty unneeded node: the scheduler scores a half-used bigger node above it (binpack fills the
-    hole), but the pool's removals still left the next pods with less room of their own; not counting them kept
-    PHILLY-A's untainted binpack run 0.4 % above the fixed 600 s timer. One pass over the nodes' pods, only
+    have emptied (PHILLY-A on pools without taints: 2- to 4-GPU pods on half-used 8-GPU nodes). While the pool still
+    has an empty unneeded node, only pods whose scheduler profile packs (MostAllocated) count: it scores a
+    half-used bigger node above the empty one, so the pool's removals left the next pods with less room of their
+    own (not counting them kept PHILLY-A's untainted binpack run 0.4 % above the fixed 600 s timer); a spreading
+    profile would have taken the empty node, so its pod went elsewhere anyway. One pass over the nodes' pods, only
     while some pool has a removal not yet asked back; then the few pods that started since, once per such pool."""
     waiting = [n for n, h in state.idle.items() if h.removed and n in snapshot.pools]
     if not waiting:
         return
     ours = [(snapshot.pools[name].pool, node) for node in snapshot.nodes
             if (name := node_pool(node)) is not None and name in snapshot.pools]
+    idle = {pool.name for pool, node in ours if node.name in state.unneeded_since and not to_evict(node.pods)}
     oldest = min(state.idle[name].seen for name in waiting)
-    # The GPU pods that started since the oldest look: (their pool, GPUs, created), usually a handful.
-    started = [(pool, g, p.created_at) for pool, node in ours for p in node.pods
+    # The GPU pods that started since the oldest look: (their pool, GPUs, created, packs), usually a handful.
+    started = [(pool, g, p.created_at, scoring.for_scheduler(p.scheduler_name).fit_strategy == "MostAllocated")
+               for pool, node in ours for p in node.pods
                if p.created_at > oldest and (g := gpu_devices(p.requests)) > 0]
     now = snapshot.now
     for name in waiting:
         h, pool = state.idle[name], snapshot.pools[name].pool
         asked = 0 if not pool.gpus else sum(
-            g for other, g, created in started
-            if created > h.seen and max(pool.min_pod_gpus, 1) <= g <= pool.gpus < other.gpus
+            g for other, g, created, packs in started
+            if created > h.seen and (packs or name not in idle)
+            and max(pool.min_pod_gpus, 1) <= g <= pool.gpus < other.gpus
             and config.price(other) > config.price(pool))
         state.idle[name] = replace(_ask_back(h, now, -(-asked // pool.gpus) if asked else 0), seen=now)
 

@@ -15,8 +15,11 @@ _MISSING: Any = object()
 
 class Memo:
     def __init__(self) -> None:
-        self._now: dict[Hashable, Any] = {}  # used in this pass
-        self._before: dict[Hashable, Any] = {}  # used in the pass before, not yet in this one
+        # key -> (key, value): a value found again is kept under the key it was put with, so that a pass that
+        # finds it leaves no young key behind (each, on a large cluster about 30,000, would be swept by the
+        # collector's first pass after the pass)
+        self._now: dict[Hashable, tuple[Hashable, Any]] = {}  # used in this pass
+        self._before: dict[Hashable, tuple[Hashable, Any]] = {}  # used in the pass before, not yet in this one
         self.hits = self.misses = 0
 
     def next_pass(self) -> None:
@@ -25,30 +28,31 @@ class Memo:
 
     def get(self, key: Hashable, compute: Callable[[], T]) -> T:
         """The value under the key, computed when no pass since the last but one has."""
-        value = self._now.get(key, _MISSING)
-        if value is _MISSING:
-            value = self._before.pop(key, _MISSING)
-            if value is _MISSING:
+        entry = self._now.get(key)
+        if entry is None:
+            entry = self._before.pop(key, None)
+            if entry is None:
                 self.misses += 1
-                value = compute()
+                entry = (key, compute())
             else:
                 self.hits += 1
-            self._now[key] = value
-        return cast(T, value)
+            self._now[entry[0]] = entry
+        return cast(T, entry[1])
 
     def find(self, key: Hashable) -> Any:
         """The value under the key, or None (`get` for values that are never None, without a closure)."""
-        value = self._now.get(key)
-        if value is None:
-            value = self._before.pop(key, None)
-            if value is not None:
-                self.hits += 1
-                self._now[key] = value
-        return value
+        entry = self._now.get(key)
+        if entry is None:
+            entry = self._before.pop(key, None)
+            if entry is None:
+                return None
+            self.hits += 1
+            self._now[entry[0]] = entry
+        return entry[1]
 
     def put(self, key: Hashable, value: Any) -> None:
         self.misses += 1
-        self._now[key] = value
+        self._now[key] = (key, value)
 
     def __len__(self) -> int:
         return len(self._now) + len(self._before)

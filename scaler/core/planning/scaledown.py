@@ -11,17 +11,19 @@ the PDBs and the per-pass budget. Empty nodes go first.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from scaler.core.config.pool import Pool
 from scaler.core.config.settings import ScalerConfig
 from scaler.core.model import keys
 from scaler.core.model.objects import Node, Pod, PodDisruptionBudget
-from scaler.core.model.workload import TERMINATED_PHASES, blocker, gpu_devices, node_pool, to_evict
+from scaler.core.model.workload import TERMINATED_PHASES, gpu_devices, node_pool, to_evict
 from scaler.core.planning.advance import Advanced, may_still_boot, outside_pools
 from scaler.core.planning.constrained import Filtered
 from scaler.core.planning.decisions import ScaleDown
 from scaler.core.planning.dra_use import DraUse
+from scaler.core.planning.drainable import Drainable, FullKey, drainable, full_key
 from scaler.core.planning.homes import Homes, cheaper_home
 from scaler.core.planning.idle_time import keep_times, observe, removed, taken_elsewhere
 from scaler.core.planning.memo import Memo
@@ -239,10 +241,10 @@ class _Removals:
                 self.room[drain.pool] = self.room.get(drain.pool, 0) - 1
         self.allowed = [b.disruptions_allowed for b in snapshot.pdbs]
         self.homes = Homes.kept(snapshot.memo, config, adv, snapshot.now)
-        # Evicted pods (static id, request) that found no room on the other nodes: the one bin that may still
+        # Evicted pods' classes (`full_key`) that found no room on the other nodes: the one bin that may still
         # have some (the node then tried), or None. Bins only lose room while the candidates are tried (a
         # failed try gives back exactly what it took), and only the node tried comes back into play.
-        self.full: dict[tuple[int, tuple[tuple[int, int], ...]], Bin | None] = {}
+        self.full: dict[FullKey, Bin | None] = {}
 
     def try_remove(self, c: Candidate, moves: dict[str, str]) -> ScaleDown | str | None:
         """The ScaleDown for the candidate, or why it stays (None: not this pass, nothing to say)."""
@@ -250,12 +252,12 @@ class _Removals:
         b = self.packer.by_node.get(node.name)
         if pool.name in self.scaled_up or self.room.get(pool.name, 0) <= 0 or (b is not None and b.touched):
             return None
-        why = next((w for w in (blocker(p) for p in node.pods) if w), None)
-        if why is not None:
-            return why
-        evict = to_evict(node.pods)
+        drain = drainable(node, self.snapshot.memo)
+        if drain.blocker is not None:
+            return drain.blocker
+        evict = drain.evict
         need: dict[int, int] = {}
-        for pod in evict:
+        for pod in evict if pdbs else ():
             for i in _pdbs_of(pod, pdbs):
                 need[i] = need.get(i, 0) + 1
         short = [pdbs[i] for i, n in need.items() if n > self.allowed[i]]
@@ -265,7 +267,7 @@ class _Removals:
         if evict:
             assert b is not None  # only broken nodes have no bin, and they have nothing to evict
             self.attempts -= 1
-            moved, consolidation = self._move(b, evict, pool, moves)
+            moved, consolidation = self._move(b, drain, pool, moves)
             if not moved:
                 return consolidation
         elif b is not None:
@@ -282,18 +284,24 @@ class _Removals:
         return ScaleDown(pool.name, node.name, node.provider_id, tuple(p.key for p in evict),
                          f"{what} for {self.snapshot.now - c.since:.0f}s")
 
-    def _move(self, b: Bin, evict: list[Pod], pool: Pool, moves: dict[str, str]) -> tuple[bool, str | None]:
+    def _move(self, b: Bin, drain: Drainable, pool: Pool, moves: dict[str, str]) -> tuple[bool, str | None]:
         """Re-place the node's pods on the other nodes (kept on success: the targets are taken): (True,
         None) when they all fit; (True, why) when new nodes of cheaper pools would hold them for less
         (consolidation); (False, why the node stays) otherwise."""
-        packer, filtered = self.packer, self.filtered
+        packer, filtered, evict = self.packer, self.filtered, drain.evict
         with Trial(packer, filtered) as trial:
             b.removed = True
             filtered.remove(b)
             placement: Placement = []
-            classes = packer.classify(evict, None, filtered.class_key if filtered.active else None)
-            if not self._surely_full(classes) and all(self._fill(cls, placement, b) for cls in classes):
-                trial.keep()
+            classes: list[PodClass] = []
+            keys: Sequence[FullKey] | None = drain.keys if not filtered.active else None
+            if keys is None:  # the classes' keys as this pass classifies them (devices, constrained classes)
+                classes = packer.classify(evict, None, filtered.class_key if filtered.active else None)
+                keys = [self._key(cls) for cls in classes if not (filtered.active and filtered.is_constrained(cls))]
+            if not self._surely_full(keys):
+                classes = classes or packer.classify(evict, None, None)
+                if all(self._fill(cls, placement, b) for cls in classes):
+                    trial.keep()
         if trial.kept:
             pods_by_class = iter(p for cls in classes for p in cls.pods)  # fill placed them in this order
             for target, k in placement:
@@ -303,12 +311,17 @@ class _Removals:
             return True, None
         b.group.bound = None  # it may have been tightened without this node
         consolidation = None
-        if self.config.scale_down.consolidate:
+        if self.config.scale_down.consolidate and filtered.active:
             def admits(pod: Pod, template: Node) -> bool:
                 return not filtered.constrained(pod) or filtered.admits_without(pod, template, b.name)
 
-            consolidation = cheaper_home(evict, pool, self.config, self.adv, self.snapshot.now,
-                                         admits if filtered.active else None, self.homes)
+            consolidation = cheaper_home(evict, pool, self.config, self.adv, self.snapshot.now, admits, self.homes)
+        elif self.config.scale_down.consolidate:  # the answer for the same pods, pool and Homes is the last one
+            home = drain.home
+            if home is None or home[0] is not self.homes or home[1] != pool.name:
+                home = drain.home = (self.homes, pool.name, cheaper_home(evict, pool, self.config, self.adv,
+                                                                          self.snapshot.now, None, self.homes))
+            consolidation = home[2]
         if consolidation is None:
             b.removed = False
             return False, "its pods do not fit on the other nodes"
@@ -326,21 +339,25 @@ class _Removals:
         placed = packer.fill(cls, groups, len(cls.pods), _EXISTING, placement)
         if placed < len(cls.pods):
             if not placed and not before:  # not one pod on the nodes as they were: remember it
-                key = (cls.static_id, cls.nz)
+                key = self._key(cls)
                 self.full[key] = None if key in self.full else tried  # (two different nodes tried: none has room)
             return False
         filtered.record_placement(cls.pods, placement[before:])
         return True
 
-    def _surely_full(self, classes: list[PodClass]) -> bool:
-        """A class of the pods has no room on the nodes, as an earlier try of this pass found, without one
-        placement of this try (the pods' own node is out of play during it)."""
-        constrained = self.filtered.active
-        for cls in classes:
-            key = (cls.static_id, cls.nz)
-            if key not in self.full or (constrained and self.filtered.is_constrained(cls)):
+    def _key(self, cls: PodClass) -> FullKey:
+        names = self.packer.resources
+        return full_key(cls.rep, [(names[i], a) for i, a in cls.nz])
+
+    def _surely_full(self, keys: Iterable[FullKey]) -> bool:
+        """A class of the pods (of those keys: constrained classes are left out) has no room on the nodes, as
+        an earlier try of this pass found, without one placement of this try (the pods' own node is out of
+        play during it)."""
+        full, index = self.full, self.packer.index
+        for key in keys:
+            if key not in full:
                 continue
-            b = self.full[key]
-            if b is None or b.removed or any(b.free[i] < a for i, a in cls.nz):
+            b = full[key]
+            if b is None or b.removed or any(b.free[index[r]] < a for r, a in key[3]):
                 return True
         return False

@@ -94,7 +94,7 @@ class DrainState:
 class Snapshot:
     now: float
     pending: list[Pod]  # PodScheduled=False, reason Unschedulable
-    nodes: list[Node]  # with the pods bound to them
+    nodes: list[Node]  # with the pods bound to them; read only (the watch cache hands unchanged ones out again)
     pools: dict[str, PoolObservation]
     pdbs: list[PodDisruptionBudget] = field(default_factory=list)
     fresh: bool = True  # False when pods or nodes could not be refreshed: nothing removed then

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import math
 
+import pytest
 from core_builders import POOLS, config, node_of, pod, snapshot
 
 from scaler.core.planning.idle_time import choose, explain, rebuy_seconds
 from scaler.core.planning.planner import plan
 from scaler.core.planning.state import IdleHistory, State
+from scaler.core.scheduling.scoring import BINPACK_SCHEDULER_NAME, DEFAULT_SCHEDULER_NAME
 
 CFG = config(POOLS, adaptive=True)
 T0 = 10_000.0
@@ -92,17 +94,23 @@ def test_a_pod_the_removed_node_could_have_held_starting_on_a_bigger_node_asks_i
     assert state.idle["small"].gaps == (300.0,) and state.idle["small"].removed == ()
 
 
-def test_a_pod_that_started_elsewhere_while_the_pool_had_an_idle_node_still_asks_back() -> None:
-    """The scheduler may score a half-used bigger node above the pool's empty one (binpack fills the hole); the
-    pool's removal still took room its next pods could have had (PHILLY-A untainted binpack: 0.4 % above the fixed
-    timer when these were not counted)."""
+@pytest.mark.parametrize(("scheduler", "asked"), [(BINPACK_SCHEDULER_NAME, True), (DEFAULT_SCHEDULER_NAME, False)])
+def test_while_the_pool_has_an_idle_node_only_a_packing_pods_start_elsewhere_asks_back(scheduler: str,
+                                                                                       asked: bool) -> None:
+    """A packing profile scores a half-used bigger node above the pool's empty one (binpack fills the hole), yet the
+    pool's removal took room its next pods could have had (PHILLY-A untainted binpack: 0.4 % above the fixed timer
+    when these were not counted); a spreading profile would have taken the empty node, so its pod went elsewhere
+    for another reason (PHILLY-A untainted default: 1 % more when counted)."""
     half = [pod(f"w{i}", gpu=1) for i in range(4)]
     newcomer = pod("new", gpu=1)
-    newcomer.created_at = T0 + 290
-    state = State(idle={"small": IdleHistory(removed=(T0,), seen=T0 + 240)})
+    newcomer.created_at, newcomer.scheduler_name = T0 + 290, scheduler
+    state = State(idle={"small": IdleHistory(removed=(T0,), seen=T0 + 240)}, unneeded_since={"s2": T0 + 200})
     nodes = [node_of(UNTAINTED, "small", "s2"), node_of(UNTAINTED, "big", "b", [*half, newcomer])]
     _, state = plan(snapshot(UNTAINTED, [], nodes, now=T0 + 300), state, UNTAINTED)
-    assert state.idle["small"].gaps == (300.0,) and state.idle["small"].removed == ()
+    if asked:
+        assert state.idle["small"].gaps == (300.0,) and state.idle["small"].removed == ()
+    else:
+        assert state.idle["small"].gaps == () and state.idle["small"].removed == (T0,)
 
 
 def test_a_node_busy_again_becomes_a_gap() -> None:

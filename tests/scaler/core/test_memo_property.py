@@ -218,6 +218,55 @@ def test_the_seeds_above_did_skip_candidates() -> None:
     assert sum(SKIPPED) > 0
 
 
+# --- from pass to pass: what a node's pods say about draining it (sdn) ----------------------------------------
+@pytest.mark.parametrize("seed", SEEDS)
+def test_drains_with_the_kept_memo_equal_drains_from_scratch(seed: int) -> None:
+    """Every node unneeded and tried, on a crowded cluster (some evicted pods find no room, consolidation on
+    or off): the kept `Drainable`s (blocker, pods to evict, their classes' keys, the last `cheaper_home`
+    answer) give the plans and next states of working them out anew."""
+    rng = random.Random(seed)
+    cluster = Cluster(rng, crowded=True)
+    memo = Memo()
+    now = 1000.0
+    state = State(unneeded_since={n: 0.0 for n in cluster.nodes})
+    for step in range(STEPS):
+        what = ", ".join(cluster.change() for _ in range(rng.randint(1, 4))) if step else "start"
+        if rng.random() < 0.4:  # a pool in backoff, or an offering unavailable, for a while: another Homes
+            pool = rng.choice(["cpu-spot", "gpu1-spot-a", rng.choice(cluster.cfg.pools).name])
+            state = dataclasses.replace(state, backoff={**state.backoff, pool: Backoff(now + 200, 1)})
+        if rng.random() < 0.2:
+            state = dataclasses.replace(state, unavailable={**state.unavailable, ("cpu-spot", "us-east-1a"): now + 200})
+        kept, fresh, same_state, state = twice(cluster, state, memo, now)
+        assert kept == fresh, f"seed {seed}, step {step} ({what}): the plans differ"
+        assert same_state, f"seed {seed}, step {step} ({what}): the next states differ"
+        state.unneeded_since = {n: 0.0 for n in cluster.nodes}
+        now += 100.0
+    assert memo.hits > 0
+
+
+@pytest.mark.parametrize("seed", range(0, 50, 5))
+def test_a_pass_leaves_its_nodes_as_they_were(seed: int) -> None:
+    """The watch cache hands an unchanged node out again to the next pass (`ClusterCache.observe`): a pass,
+    with the memo or without, changes no node of its snapshot, nor their lists of pods."""
+    rng = random.Random(seed)
+    cluster = Cluster(rng, crowded=seed % 2 == 0)
+    memo = Memo()
+    now = 1000.0
+    state = State(unneeded_since={n: 0.0 for n in cluster.nodes})
+    for step in range(STEPS):
+        cluster.change()
+        nodes = cluster.nodes_now()
+        before = [(repr(n), n.pods, list(n.pods)) for n in nodes]
+        memo.next_pass()
+        snap = snapshot(cluster.cfg, list(cluster.pending), nodes, now=now)
+        _, state = plan(dataclasses.replace(snap, memo=memo) if step % 2 else snap, state, cluster.cfg)
+        after = [(repr(n), n.pods, list(n.pods)) for n in nodes]
+        assert all(b[0] == a[0] and b[1] is a[1] and b[2] == a[2] for b, a in zip(before, after, strict=True)), \
+            f"seed {seed}, step {step}: the pass changed a node"
+        state.unneeded_since = {n: 0.0 for n in cluster.nodes}
+        now += 100.0
+
+
 # --- the packer's bins kept per node version (capacity._node_bins) ------------------------------------------
 TEAM = "example.com/team"
 DEDICATED = Taint("example.com/dedicated", "x", "NoSchedule")
