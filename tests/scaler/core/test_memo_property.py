@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+from collections.abc import Callable
 from functools import cache
 
 import pytest
@@ -154,14 +155,22 @@ def twice(cluster: Cluster, state: State, memo: Memo, now: float) -> tuple[str, 
 def test_plans_with_the_kept_memo_equal_plans_from_scratch(seed: int) -> None:
     rng = random.Random(seed)
     cluster = Cluster(rng)
+    memo = replay(seed, rng, cluster, 0.3, lambda: rng.choice(cluster.cfg.pools).name, 300)
+    assert memo.hits > 0  # the later passes did reuse what the earlier ones worked out
+
+
+def replay(seed: int, rng: random.Random, cluster: Cluster, backoff_chance: float, backoff_pool: Callable[[], str],
+           backoff_for: float) -> Memo:
+    """STEPS passes of random changes, every node unneeded for long (so drains are tried), now and then a pool
+    in backoff or an offering unavailable for a while: each pass planned with the kept memo and from scratch,
+    the plans and next states equal. Returns the memo."""
     memo = Memo()
     now = 1000.0
-    state = State(unneeded_since={n: 0.0 for n in cluster.nodes})  # every node unneeded for long: drains
+    state = State(unneeded_since={n: 0.0 for n in cluster.nodes})
     for step in range(STEPS):
         what = ", ".join(cluster.change() for _ in range(rng.randint(1, 4))) if step else "start"
-        if rng.random() < 0.3:  # a pool in backoff, or an offering unavailable, for a while
-            pool = rng.choice(cluster.cfg.pools).name
-            state = dataclasses.replace(state, backoff={**state.backoff, pool: Backoff(now + 300, 1)})
+        if rng.random() < backoff_chance:
+            state = dataclasses.replace(state, backoff={**state.backoff, backoff_pool(): Backoff(now + backoff_for, 1)})
         if rng.random() < 0.2:
             state = dataclasses.replace(state, unavailable={**state.unavailable, ("cpu-spot", "us-east-1a"): now + 200})
         kept, fresh, same_state, state = twice(cluster, state, memo, now)
@@ -169,7 +178,7 @@ def test_plans_with_the_kept_memo_equal_plans_from_scratch(seed: int) -> None:
         assert same_state, f"seed {seed}, step {step} ({what}): the next states differ"
         state.unneeded_since = {n: 0.0 for n in cluster.nodes}  # still unneeded for long
         now += 100.0
-    assert memo.hits > 0  # the later passes did reuse what the earlier ones worked out
+    return memo
 
 
 
@@ -226,21 +235,9 @@ def test_drains_with_the_kept_memo_equal_drains_from_scratch(seed: int) -> None:
     answer) give the plans and next states of working them out anew."""
     rng = random.Random(seed)
     cluster = Cluster(rng, crowded=True)
-    memo = Memo()
-    now = 1000.0
-    state = State(unneeded_since={n: 0.0 for n in cluster.nodes})
-    for step in range(STEPS):
-        what = ", ".join(cluster.change() for _ in range(rng.randint(1, 4))) if step else "start"
-        if rng.random() < 0.4:  # a pool in backoff, or an offering unavailable, for a while: another Homes
-            pool = rng.choice(["cpu-spot", "gpu1-spot-a", rng.choice(cluster.cfg.pools).name])
-            state = dataclasses.replace(state, backoff={**state.backoff, pool: Backoff(now + 200, 1)})
-        if rng.random() < 0.2:
-            state = dataclasses.replace(state, unavailable={**state.unavailable, ("cpu-spot", "us-east-1a"): now + 200})
-        kept, fresh, same_state, state = twice(cluster, state, memo, now)
-        assert kept == fresh, f"seed {seed}, step {step} ({what}): the plans differ"
-        assert same_state, f"seed {seed}, step {step} ({what}): the next states differ"
-        state.unneeded_since = {n: 0.0 for n in cluster.nodes}
-        now += 100.0
+    # more backoff, on the pools crowded nodes drain to: another Homes each time
+    memo = replay(seed, rng, cluster, 0.4,
+                  lambda: rng.choice(["cpu-spot", "gpu1-spot-a", rng.choice(cluster.cfg.pools).name]), 200)
     assert memo.hits > 0
 
 
