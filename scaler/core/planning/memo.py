@@ -10,7 +10,6 @@ from collections.abc import Callable, Hashable
 from typing import Any, TypeVar, cast
 
 T = TypeVar("T")
-_MISSING: Any = object()
 
 
 class Memo:
