@@ -294,11 +294,12 @@ class _Removals:
             filtered.remove(b)
             placement: Placement = []
             classes: list[PodClass] = []
-            keys: Sequence[FullKey] | None = drain.keys if not filtered.active else None
-            if keys is None:  # the classes' keys as this pass classifies them (devices, constrained classes)
+            class_keys: Sequence[FullKey] | None = drain.keys if not filtered.active else None
+            if class_keys is None:  # the classes' keys as this pass classifies them (devices, constrained classes)
                 classes = packer.classify(evict, None, filtered.class_key if filtered.active else None)
-                keys = [self._key(cls) for cls in classes if not (filtered.active and filtered.is_constrained(cls))]
-            if not self._surely_full(keys):
+                class_keys = [self._key(cls) for cls in classes
+                              if not (filtered.active and filtered.is_constrained(cls))]
+            if not self._surely_full(class_keys):
                 classes = classes or packer.classify(evict, None, None)
                 if all(self._fill(cls, placement, b) for cls in classes):
                     trial.keep()
