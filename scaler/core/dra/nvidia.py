@@ -103,7 +103,14 @@ def _mig_device(gpu: GpuModel, node: str, minor: int, p: MigProfile) -> Device:
                 "jpegEngines": Decimal(p.jpeg_engines), "ofaEngines": Decimal(p.ofa_engines),
                 "memory": Decimal(p.memory), **occupied}
     return Device(f"gpu-{minor}-mig-{p.profile_id}-{p.start}-{p.size}", attributes=attrs, capacity=capacity,
-                  consumes_counters=(CounterConsumption(f"gpu-{minor}-counter-set", dict(occupied)),))
+                  consumes_counters=(CounterConsumption(f"gpu-{minor}-counter-set", {
+                      counter_name(i): Decimal(1) for i in range(p.start, p.start + p.size)}),))
+
+
+def counter_name(memory_slice: int) -> str:
+    """A shared counter's name: a DNS label (RFC 1123), which resource.k8s.io/v1 requires of counter names
+    (unlike capacity names, so a MIG device's capacity keeps `memorySlice<i>`)."""
+    return f"memory-slice-{memory_slice}"
 
 
 @functools.lru_cache(maxsize=4096)  # the planner asks for every DRA pool's template slices each pass
@@ -115,7 +122,7 @@ def node_slices(node: str, gpu: GpuModel, generation: int = 1) -> tuple[Resource
     for minor in range(gpu.count):
         if gpu.mig:
             counters.append(CounterSet(f"gpu-{minor}-counter-set",
-                                       {f"memorySlice{i}": Decimal(1) for i in range(MEMORY_SLICES)}))
+                                       {counter_name(i): Decimal(1) for i in range(MEMORY_SLICES)}))
             devices.extend(_mig_device(gpu, node, minor, p) for p in gpu.mig)
         else:
             attrs = _common(gpu, node, minor)

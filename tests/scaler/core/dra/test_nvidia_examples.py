@@ -91,3 +91,6 @@ def test_mig_counters_are_published_in_a_slice_of_their_own() -> None:
     assert {c.counter_set for d in devices.devices for c in d.consumes_counters} <= {
         s.name for s in counters.shared_counters}
     assert allocate(A100_MIG, claims_from("gpu-test4.yaml"))  # still allocated across the two slices
+    # Counter names are DNS labels (resource.k8s.io/v1 validation); capacity names may be camelCase.
+    names = {name for s in counters.shared_counters for name in s.counters}
+    assert names == {f"memory-slice-{i}" for i in range(8)}
