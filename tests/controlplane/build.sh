@@ -10,7 +10,7 @@ here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 bin="${GPUBURST_KUBE_BIN:-$root/.cache/kube/bin}"
 stamp="$bin/.built-from"
-want="$(cat "$here/go.mod" "$here/go.sum" | sha256sum | cut -d' ' -f1)"
+want="$(cat "$here/go.mod" "$here/go.sum" "$here/build.sh" | sha256sum | cut -d' ' -f1)"
 tools=(kube-apiserver kube-scheduler kube-controller-manager etcd)
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && for t in "${tools[@]}"; do [ -x "$bin/$t" ] || exit 1; done; then
   echo "control plane binaries up to date in $bin"
@@ -22,7 +22,13 @@ start=$SECONDS
 cd "$here"
 # -mod=readonly: go.sum must already hold every module (a build never rewrites our go.mod).
 # -trimpath and no debug info: smaller binaries, nothing of this machine's paths in them.
-GOFLAGS=-mod=readonly go build -trimpath -ldflags='-s -w' -o "$bin/" \
+# The version the binaries report (/version, the components' --version) is stamped in by the linker, as
+# upstream's hack/lib/version.sh does; features and API defaults follow the code's own 1.37.
+kv="$(awk '$1 == "require" && $2 == "k8s.io/kubernetes" {print $3}' go.mod)"
+pkg=k8s.io/component-base/version
+ldflags="-s -w -X $pkg.gitVersion=$kv -X $pkg.gitMajor=1 -X $pkg.gitMinor=$(echo "$kv" | cut -d. -f2)"
+ldflags="$ldflags -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
+GOFLAGS=-mod=readonly go build -trimpath -ldflags="$ldflags" -o "$bin/" \
   k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-scheduler \
   k8s.io/kubernetes/cmd/kube-controller-manager go.etcd.io/etcd/server/v3
 mv "$bin/server" "$bin/etcd"

@@ -43,10 +43,11 @@ def admin_client(plane: ControlPlane) -> client.ApiClient:
 
 def _chart_rbac() -> list[dict[str, Any]]:
     """The ServiceAccount and RBAC objects our chart renders (helm's Go SDK, no helm binary)."""
+    values = yaml.safe_load((CHART / "ci" / "eksctl-discover.yaml").read_text())  # an EKS install of the chart
     with helm.Chart.load(str(CHART)) as chart:
-        manifests = chart.render({}, name="gpuburst", namespace=SCALER_NAMESPACE, is_install=True)
-    return [doc for text in manifests.values() for doc in yaml.safe_load_all(text)
-            if doc and doc.get("kind") in RBAC_KINDS]
+        manifests = chart.render(values, name="gpuburst", namespace=SCALER_NAMESPACE, is_install=True)
+    return [doc for template, text in manifests.items() if not template.endswith(".txt")
+            for doc in yaml.safe_load_all(text) if doc and doc.get("kind") in RBAC_KINDS]
 
 
 def install(plane: ControlPlane) -> Path:
@@ -119,27 +120,23 @@ class Cluster:
                                            ("resource.k8s.io", "v1", "resourceclaims"),
                                            ("resource.k8s.io", "v1", "resourceclaimtemplates"),
                                            ("autoscaling.x-k8s.io", "v1", "provisioningrequests"),
-                                           ("autoscaling.x-k8s.io", "v1beta1", "capacitybuffers"),
-                                           ("", "v1", "podtemplates"), ("", "v1", "events"),
-                                           ("", "v1", "persistentvolumeclaims")):
+                                           ("autoscaling.x-k8s.io", "v1beta1", "capacitybuffers")):
                 with contextlib.suppress(ApiException):
-                    if group:
-                        custom.delete_collection_namespaced_custom_object(group, version, name, plural)
-                    else:
-                        self.admin.call_api(f"/api/v1/namespaces/{name}/{plural}", "DELETE",
-                                            auth_settings=["BearerToken"], _preload_content=False)
+                    custom.delete_collection_namespaced_custom_object(group, version, name, plural)
+            for delete in (core.delete_collection_namespaced_pod_template, core.delete_collection_namespaced_event,
+                           core.delete_collection_namespaced_persistent_volume_claim):
+                with contextlib.suppress(ApiException):
+                    delete(name)
             if name != "default":
                 with contextlib.suppress(ApiException):
                     core.delete_namespace(name)
-        for group, version, plural in (("resource.k8s.io", "v1", "resourceslices"),
-                                       ("resource.k8s.io", "v1", "deviceclasses"),
-                                       ("resource.k8s.io", "v1", "devicetaintrules"),
-                                       ("", "v1", "persistentvolumes"), ("storage.k8s.io", "v1", "storageclasses")):
+        for plural in ("resourceslices", "deviceclasses", "devicetaintrules"):
             with contextlib.suppress(ApiException):
-                if group:
-                    custom.delete_collection_cluster_custom_object(group, version, plural)
-                else:
-                    core.delete_collection_persistent_volume()
+                custom.delete_collection_cluster_custom_object("resource.k8s.io", "v1", plural)
+        with contextlib.suppress(ApiException):
+            core.delete_collection_persistent_volume()
+        with contextlib.suppress(ApiException):
+            client.StorageV1Api(self.admin).delete_collection_storage_class()
         for ns in (SCALER_NAMESPACE, "default"):
             with contextlib.suppress(ApiException):
                 client.CoordinationV1Api(self.admin).delete_collection_namespaced_lease(ns)
