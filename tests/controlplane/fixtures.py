@@ -137,6 +137,9 @@ class Cluster:
             core.delete_collection_persistent_volume()
         with contextlib.suppress(ApiException):
             client.StorageV1Api(self.admin).delete_collection_storage_class()
+        keep = {"default", "kube-system", "kube-public", "kube-node-lease", SCALER_NAMESPACE}
+        _until(lambda: {ns.metadata.name for ns in core.list_namespace().items} <= keep,
+               "the test's namespaces deleted (namespace controller)", timeout=60)
         for ns in (SCALER_NAMESPACE, "default"):
             with contextlib.suppress(ApiException):
                 client.CoordinationV1Api(self.admin).delete_collection_namespaced_lease(ns)

@@ -189,19 +189,30 @@ class ControlPlane:
         for name in ("kube-scheduler", "kube-controller-manager"):
             kc = kubeconfig(self.dir / f"{name}.kubeconfig", self.server, p / "ca.crt",
                             cert=p / f"{name}.crt", key=p / f"{name}.key", user=name)
-            common = [f"--kubeconfig={kc}", f"--authentication-kubeconfig={kc}", f"--authorization-kubeconfig={kc}",
-                      "--leader-elect=false", "--bind-address=127.0.0.1", f"--secure-port={free_port()}",
-                      f"--feature-gates={FEATURE_GATES}", "--v=1"]
+            common = [f"--authentication-kubeconfig={kc}", f"--authorization-kubeconfig={kc}",
+                      "--bind-address=127.0.0.1", f"--secure-port={free_port()}",
+                      f"--feature-gates={FEATURE_GATES}", f"--cert-dir={self.dir / ('certs-' + name)}", "--v=1"]
             if name == "kube-controller-manager":
-                common += [f"--service-account-private-key-file={p / 'sa.key'}",
-                           f"--root-ca-file={p / 'ca.crt'}", "--use-service-account-credentials=true",
-                           f"--cert-dir={self.dir / 'certs-kcm'}"]
+                common += [f"--kubeconfig={kc}", "--leader-elect=false",
+                           f"--service-account-private-key-file={p / 'sa.key'}",
+                           f"--root-ca-file={p / 'ca.crt'}", "--use-service-account-credentials=true"]
             else:
-                common += [f"--cert-dir={self.dir / 'certs-sched'}"]
+                common += [f"--config={self._scheduler_config(kc)}"]
             self._spawn(name, common)
         kubeconfig(self.admin_kubeconfig, self.server, p / "ca.crt", cert=p / "admin.crt", key=p / "admin.key")
         self._wait_components(timeout)
         return self
+
+    def _scheduler_config(self, kc: Path) -> Path:
+        """kube-scheduler's defaults, but a pod that did not fit is retried within a second (upstream's
+        default backoff grows to 10 s), so a test sees the binding a node's arrival causes without waiting
+        for it. Profiles, plugins and their weights are the defaults."""
+        path = self.dir / "kube-scheduler.yaml"
+        path.write_text(json.dumps({
+            "apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+            "clientConnection": {"kubeconfig": str(kc)}, "leaderElection": {"leaderElect": False},
+            "podInitialBackoffSeconds": 1, "podMaxBackoffSeconds": 1}))
+        return path
 
     def _ssl(self, client: bool = True) -> ssl.SSLContext:
         ctx = ssl.create_default_context(cafile=str(self.pki / "ca.crt"))

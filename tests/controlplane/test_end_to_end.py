@@ -80,6 +80,7 @@ def burst_pods() -> list[dict[str, object]]:
     return pods
 
 
+@pytest.mark.xfail(strict=True, reason="issue 37: the planner buys again for pods the scheduler put elsewhere")
 def test_a_burst_buys_at_most_the_minimum_plus_one_whichever_node_the_scheduler_fills_first(
         world: RealWorld, cluster: Cluster) -> None:
     create_all(cluster.admin, burst_pods())

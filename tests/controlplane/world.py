@@ -97,6 +97,7 @@ class RealWorld:
         self.names: dict[str, str] = {}  # instance id -> node name
         self.used: set[str] = set()  # nodes some pod was ever bound to
         self.bought: set[str] = set()  # every instance id ever seen
+        self.registered_at = 0.0  # when the last node registered (monotonic)
 
     def new_runtime(self, identity: str | None = None) -> Runtime:
         """A scaler process: a new provider and an empty State (what a restart gives)."""
@@ -133,6 +134,8 @@ class RealWorld:
                 slices=pool.dra_slices(name)))
             self.names[m.instance_id] = name
             made.append(name)
+        if made:
+            self.registered_at = time.monotonic()
         return made
 
     def cloud_controller(self) -> None:
@@ -149,8 +152,9 @@ class RealWorld:
                 if p.metadata.namespace not in ("kube-system", SCALER_NAMESPACE)]
 
     def settle(self, quiet: float = 1.0, timeout: float = 30.0) -> None:
-        """Until kube-scheduler is done: no pod waits for a first scheduling attempt, and no binding for
-        `quiet` seconds. Notes every node a pod was bound to."""
+        """Until kube-scheduler is done: no pod waits for a first scheduling attempt, no binding for `quiet`
+        seconds, and a pod that did not fit before the last node registered has been retried (the
+        scheduler's backoff is 1 s here). Notes every node a pod was bound to."""
         deadline = time.monotonic() + timeout
         last, since = None, time.monotonic()
         while time.monotonic() < deadline:
@@ -163,7 +167,7 @@ class RealWorld:
                 c.type == "PodScheduled" for c in (p.status.conditions or []))]
             if seen != last or untried:
                 last, since = seen, time.monotonic()
-            elif time.monotonic() - since >= quiet:
+            elif time.monotonic() - since >= quiet and time.monotonic() - self.registered_at >= quiet + 1.5:
                 return
             time.sleep(0.1)
 
