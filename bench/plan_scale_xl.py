@@ -21,7 +21,7 @@ import resource
 import statistics
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from plan_scale import GPU_TOL, MIN_TOL, TEAMS, _pod, make_config
@@ -200,7 +200,8 @@ class Feed:
         return str(1_000_000 + self.rv)
 
 
-def run_xl(repeat: int, seed: int) -> str:
+def run_xl(repeat: int, seed: int, on_pass: Callable[[Any, State], None] | None = None) -> str:
+    """`on_pass`: when given, called with each timed pass's Plan and State (bench/plan_scale.py --digest)."""
     from kubernetes import client  # noqa: PLC0415
 
     cfg = make_config()
@@ -240,6 +241,8 @@ def run_xl(repeat: int, seed: int) -> str:
         walls.append(time.perf_counter() - t0)
         cpus.append(time.process_time() - c0)
         assert len(done.plan.verdicts) >= len(feed.pending) - 1
+        if on_pass is not None:
+            on_pass(done.plan, rec.state)
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     n_pods = len(feed.pending) + len(feed.running)
     print(f"xl: cpu_p50_s={statistics.median(cpus):.3f} loadavg_1m={os.getloadavg()[0]:.1f} cores={os.cpu_count()}",
