@@ -21,7 +21,9 @@ import yaml
 
 from scaler.configfile import load_config, read_text
 from scaler.core.config.settings import ScalerConfig, parse_config
-from scaler.core.dra.model import (
+from scaler.core.dra.nvidia import DEVICE_CLASSES, DRIVER, GPU_CLASS, MIG_CLASS
+from scaler.core.model import keys
+from scaler.core.model.dra import (
     Allocation,
     ClaimSpec,
     DeviceRequest,
@@ -30,8 +32,6 @@ from scaler.core.dra.model import (
     ResourceClaim,
     ResourceClaimTemplate,
 )
-from scaler.core.dra.nvidia import DEVICE_CLASSES, DRIVER, GPU_CLASS, MIG_CLASS
-from scaler.core.model import keys
 from scaler.core.model.objects import Node, Pod, PodResourceClaim, SelectorRequirement
 from scaler.core.scheduling.filters import DraObjects, DraState
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from scaler.core.config.catalogue import InstanceType, gpu_facts
 from scaler.core.config.sharing import SharingPlan
-from scaler.core.dra.model import ResourceSlice
 from scaler.core.dra.nvidia import MEMORY_SLICES, GpuModel, MigProfile, node_slices
+from scaler.core.model.dra import ResourceSlice
 
 MiB = 2**20
 # NVML's GPU instance profile ids by (compute slices, memory slices) on A100 / H100-class GPUs.

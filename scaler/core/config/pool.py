@@ -21,8 +21,8 @@ from scaler.core.config.repair import RepairSpec
 from scaler.core.config.sharing import GpuSharing, SharingPlan, plan_sharing
 from scaler.core.config.specs import LABEL_KEY, StrictModel, TaintSpec, taint_spec
 from scaler.core.config.warm import WarmPool, check_warm
-from scaler.core.dra.model import ResourceSlice
 from scaler.core.model import keys
+from scaler.core.model.dra import ResourceSlice
 from scaler.core.model.errors import FieldError
 from scaler.core.model.objects import Node, Pod, Taint
 from scaler.core.model.resources import Resources, parse_resources

@@ -25,9 +25,9 @@ from typing import Any
 
 from scaler.core.dra.cel import CelError, compile_selector, device_variable, evaluate
 from scaler.core.dra.celkey import content_key, reads
-from scaler.core.dra.model import Device, DeviceClass, DeviceID, ResourceClaim, ResourceSlice
 from scaler.core.dra.pools import NodeRef, Pool, PoolKey, gather_pools
 from scaler.core.dra.search import AllocationError, Outcome, Search
+from scaler.core.model.dra import Device, DeviceClass, DeviceID, ResourceClaim, ResourceSlice
 
 
 class Allocator:

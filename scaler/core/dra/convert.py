@@ -10,7 +10,7 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any, TypeVar
 
-from scaler.core.dra.model import (
+from scaler.core.model.dra import (
     EXACT_COUNT,
     Allocation,
     ClaimSpec,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from scaler.core.dra.model import ALL, DeviceID
+from scaler.core.model.dra import ALL, DeviceID
 
 if TYPE_CHECKING:
     from scaler.core.dra.search import Search, _ReqData

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Final
 
-from scaler.core.dra.model import (
+from scaler.core.model.dra import (
     CounterConsumption,
     CounterSet,
     Device,

@@ -18,9 +18,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from scaler.core.dra.model import Device, ResourceSlice, qualified
+from scaler.core.model.dra import Device, ResourceSlice, qualified
 from scaler.core.model.objects import SelectorTerm
-from scaler.core.scheduling.predicates import term_matches
+from scaler.core.model.selectors import term_matches
 
 PoolKey = tuple[str, str]  # (driver, pool name)
 

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Protocol
 
-from scaler.core.dra.model import (
+from scaler.core.dra.pools import NodeRef, Pool, PoolKey, device_on_node, lookup_attribute, same_attribute
+from scaler.core.model.dra import (
     ALL,
     ALLOCATION_RESULTS_MAX_SIZE,
     EXACT_COUNT,
@@ -27,7 +28,6 @@ from scaler.core.dra.model import (
     ResourceClaim,
     ResourceSlice,
 )
-from scaler.core.dra.pools import NodeRef, Pool, PoolKey, device_on_node, lookup_attribute, same_attribute
 from scaler.core.model.objects import SelectorRequirement, SelectorTerm
 
 

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from scaler.core.model import keys
 from scaler.core.model.objects import Node, Pod, Taint, Toleration
+from scaler.core.model.selectors import ANY_NODE_NAME
 from scaler.core.planning.bins import (
     Bin,
     BinKind,
@@ -211,7 +212,7 @@ class Packer:
         match = self._sel_cache.get(sk)
         if match is None:
             rep = self._sel_reps[sel_id]  # matchFields (node names) are checked per node, by the filters
-            name = predicates.ANY_NODE_NAME if predicates.has_field_affinity(rep) else None
+            name = ANY_NODE_NAME if predicates.has_field_affinity(rep) else None
             match = self._sel_cache[sk] = predicates.matches_node_affinity(rep, group.node.labels, name)
         if not match:
             return predicates.REASON_SELECTOR

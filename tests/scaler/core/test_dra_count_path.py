@@ -21,7 +21,10 @@ from hypothesis import strategies as st
 from scaler.configfile import load_config
 from scaler.core.config.settings import Limits, ScalerConfig
 from scaler.core.dra.allocator import Allocator
-from scaler.core.dra.model import (
+from scaler.core.dra.nvidia import DEVICE_CLASSES, DRIVER, GPU_CLASS, MIG_CLASS
+from scaler.core.dra.pools import NodeRef
+from scaler.core.model import keys
+from scaler.core.model.dra import (
     Allocation,
     ClaimSpec,
     DeviceRequest,
@@ -30,9 +33,6 @@ from scaler.core.dra.model import (
     ResourceClaim,
     ResourceClaimTemplate,
 )
-from scaler.core.dra.nvidia import DEVICE_CLASSES, DRIVER, GPU_CLASS, MIG_CLASS
-from scaler.core.dra.pools import NodeRef
-from scaler.core.model import keys
 from scaler.core.model.objects import Node, Pod, PodResourceClaim, SelectorRequirement, Toleration
 from scaler.core.planning import constrained, planner
 from scaler.core.planning.decisions import Plan

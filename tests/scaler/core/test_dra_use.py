@@ -3,8 +3,8 @@ carved from one GPU busy that GPU once; a shared claim counts once; a finished p
 
 from __future__ import annotations
 
-from scaler.core.dra.model import Allocation, ClaimSpec, DeviceResult, ResourceClaim
 from scaler.core.dra.nvidia import DRIVER, GpuModel, a100_40gb_profile, node_slices
+from scaler.core.model.dra import Allocation, ClaimSpec, DeviceResult, ResourceClaim
 from scaler.core.model.objects import Pod, PodResourceClaim
 from scaler.core.planning.dra_use import DraUse
 from scaler.core.scheduling.filters import DraObjects

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from scaler.core.dra.model import (
+from scaler.core.model.dra import (
     EXACT_COUNT,
     Allocation,
     ClaimSpec,
@@ -29,8 +29,8 @@ from scaler.core.dra.model import (
     ResourceSlice,
 )
 from scaler.core.model.objects import Node, Pod
+from scaler.core.model.selectors import term_matches
 from scaler.core.scheduling.filters.dra_counted import CountedClaims
-from scaler.core.scheduling.predicates import term_matches
 
 if TYPE_CHECKING:  # the allocator (and its CEL runtime) loads with the first claim a pass allocates
     from scaler.core.dra.allocator import Allocator, NodeRef

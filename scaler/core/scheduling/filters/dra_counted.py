@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from scaler.core.dra.model import DeviceID, ResourceSlice
+from scaler.core.model.dra import DeviceID, ResourceSlice
 from scaler.core.model.objects import Node, Pod, PodResourceClaim
 
 if TYPE_CHECKING:  # the allocator (and its CEL runtime) loads with the first claim a pass allocates

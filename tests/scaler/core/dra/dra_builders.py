@@ -6,7 +6,7 @@ from __future__ import annotations
 from decimal import Decimal
 
 from scaler.core.dra.allocator import Allocator, NodeRef, Outcome
-from scaler.core.dra.model import (
+from scaler.core.model.dra import (
     ALL,
     EXACT_COUNT,
     ClaimSpec,

@@ -10,7 +10,7 @@ import yaml
 
 from scaler.core.dra import convert, nvidia
 from scaler.core.dra.allocator import Allocator, NodeRef
-from scaler.core.dra.model import ResourceClaim
+from scaler.core.model.dra import ResourceClaim
 
 EXAMPLES = Path(__file__).resolve().parents[4] / ".." / "shared" / "dra" / "examples"
 H100 = nvidia.GpuModel("NVIDIA H100 80GB HBM3", "Hopper", 80 * 2**30, "9.0", count=8)

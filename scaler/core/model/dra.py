@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Final, Literal, NamedTuple
 
-from scaler.core.model.objects import SelectorTerm
+from scaler.core.model.selectors import SelectorTerm
 
 EXACT_COUNT: Final = "ExactCount"
 ALL: Final = "All"
