@@ -32,11 +32,12 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from scaler.core.model import keys
+from scaler.core.model.buffers import BufferStatus, CapacityBuffer
+from scaler.core.model.conditions import Condition
 from scaler.core.model.objects import Node, Pod
+from scaler.core.model.provreq import ProvisioningRequest
 from scaler.core.model.workload import blocker, to_evict
-from scaler.core.planning.buffers import BufferOutcome, BufferStatus, CapacityBuffer
-from scaler.core.planning.decisions import Plan, ScaleDown
-from scaler.core.planning.provreq import Condition, ProvisioningRequest
+from scaler.core.planning.decisions import BufferOutcome, Plan, ScaleDown
 from scaler.core.planning.snapshot import DrainState, Snapshot
 from scaler.metrics import Metrics
 from scaler.ports import EvictResult, Kube, KubeError, ObjectRef

@@ -15,9 +15,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from scaler.core.model.buffers import BufferStatus, CapacityBuffer
+from scaler.core.model.conditions import Condition
 from scaler.core.model.objects import Node, Pod, PodDisruptionBudget
-from scaler.core.planning.buffers import BufferStatus, CapacityBuffer
-from scaler.core.planning.provreq import Condition, ProvisioningRequest
+from scaler.core.model.provreq import ProvisioningRequest
 from scaler.core.scheduling.filters import DraObjects, Storage
 
 EvictResult = Literal["evicted", "blocked", "gone"]

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from scaler.actuator import Acting
 from scaler.core.config.settings import ScalerConfig
+from scaler.core.model.provreq import ProvisioningRequest
 from scaler.core.planning import provreq
 from scaler.core.planning.decisions import Plan
 from scaler.core.planning.memo import Memo
@@ -43,7 +44,7 @@ class Pass:
     plan: Plan
     snapshot: Snapshot
     view: ClusterView
-    requests: list[provreq.ProvisioningRequest] = field(default_factory=list)
+    requests: list[ProvisioningRequest] = field(default_factory=list)
 
 
 class Reconciler:
@@ -94,7 +95,7 @@ class Reconciler:
             return
         self.notices.extend(n for n in fresh if n not in self.notices)
 
-    def _read_requests(self) -> list[provreq.ProvisioningRequest]:
+    def _read_requests(self) -> list[ProvisioningRequest]:
         """The ProvisioningRequests still in play (on stale pod data none: bookings would be computed
         against pods that may have moved)."""
         try:

@@ -21,8 +21,9 @@ from kubernetes.leaderelection.resourcelock.leaselock import LeaseLock
 from urllib3.exceptions import HTTPError as TransportError
 
 from scaler.core.model import keys
-from scaler.core.planning.buffers import BufferStatus, CapacityBuffer
-from scaler.core.planning.provreq import Condition, ProvisioningRequest
+from scaler.core.model.buffers import BufferStatus, CapacityBuffer
+from scaler.core.model.conditions import Condition
+from scaler.core.model.provreq import ProvisioningRequest
 from scaler.kube.buffers import write_status as write_buffer_status
 from scaler.kube.client import MERGE_PATCH, TIMEOUT
 from scaler.kube.provreq import VERSION as PROVREQ_VERSION

@@ -21,9 +21,9 @@ from typing import Any
 from kubernetes import client
 
 from scaler.core.model import keys
+from scaler.core.model.buffers import CapacityBuffer
 from scaler.core.model.objects import Node
-from scaler.core.planning.buffers import CapacityBuffer
-from scaler.core.planning.provreq import ProvisioningRequest
+from scaler.core.model.provreq import ProvisioningRequest
 from scaler.kube import buffers as kube_buffers
 from scaler.kube import convert_buffers
 from scaler.kube.convert import SnapshotError, node_from_json, pdb_from_json

@@ -30,9 +30,9 @@ from collections.abc import Callable
 
 from scaler.actuator import Actuator
 from scaler.core.config.settings import ScalerConfig
+from scaler.core.model.buffers import CapacityBuffer
 from scaler.core.model.objects import Pod, PodDisruptionBudget
-from scaler.core.planning import provreq
-from scaler.core.planning.buffers import CapacityBuffer
+from scaler.core.model.provreq import ProvisioningRequest
 from scaler.core.planning.decisions import Plan
 from scaler.core.planning.snapshot import Snapshot
 from scaler.core.planning.state import State
@@ -317,7 +317,7 @@ class Engine:
         return ClusterView(list(self.pending.values()), list(self.binder.nodes.values()), self._pdbs(),
                            buffers=self.buffers)
 
-    def provisioning_requests(self) -> list[provreq.ProvisioningRequest]:
+    def provisioning_requests(self) -> list[ProvisioningRequest]:
         return self.kueue.live()
 
     @property

@@ -28,8 +28,8 @@ from scaler.configfile import load_config, read_text
 from scaler.core.config.settings import ConfigError, ScalerConfig
 from scaler.core.dra import convert as dra_convert
 from scaler.core.model import keys
+from scaler.core.model.buffers import SCALABLE_KINDS, CapacityBuffer
 from scaler.core.planning import idle_time
-from scaler.core.planning.buffers import SCALABLE_KINDS, CapacityBuffer
 from scaler.core.planning.capacity import zone_hints
 from scaler.core.planning.decisions import Plan
 from scaler.core.planning.planner import plan

@@ -34,9 +34,9 @@ from typing import Any
 from scaler.core.config.pool import Pool
 from scaler.core.model import keys
 from scaler.core.model.objects import Pod
+from scaler.core.model.provreq import FAILED, PROVISIONED
 from scaler.core.model.workload import gpu_devices
 from scaler.core.planning.planner import plan
-from scaler.core.planning.provreq import FAILED, PROVISIONED
 from scaler.core.planning.snapshot import PoolObservation, Snapshot
 from scaler.core.scheduling.predicates import fits
 from scaler.sim.plan_command import reasons_by_text

@@ -33,59 +33,29 @@ from dataclasses import dataclass, field
 
 from scaler.core.config.settings import ScalerConfig
 from scaler.core.model import keys
+from scaler.core.model.conditions import Condition, set_condition
 from scaler.core.model.objects import Node, Pod
-from scaler.core.planning import decisions
-from scaler.core.planning.decisions import Plan, PodVerdict, set_condition
+from scaler.core.model.provreq import (
+    ACCEPTED,
+    BOOKING_EXPIRED,
+    CAPACITY_REVOKED,
+    FAILED,
+    PROVISIONED,
+    ProvisioningRequest,
+)
+from scaler.core.planning.decisions import Plan, PodVerdict
 from scaler.core.planning.planner import plan
 from scaler.core.planning.snapshot import PoolObservation, Snapshot
 from scaler.core.planning.state import State
 from scaler.core.scheduling.predicates import fits
 
-Condition = decisions.Condition  # a request's conditions (the type CapacityBuffers share)
 CHECK_CAPACITY = "check-capacity.autoscaling.x-k8s.io"
 ATOMIC_SCALE_UP = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
 CLASSES = (CHECK_CAPACITY, ATOMIC_SCALE_UP)
 PARAM_VALID_UNTIL = "ValidUntilSeconds"
 SUPPORTED_PARAMETERS = frozenset({PARAM_VALID_UNTIL})
 
-ACCEPTED, PROVISIONED, FAILED = "Accepted", "Provisioned", "Failed"
-BOOKING_EXPIRED, CAPACITY_REVOKED = "BookingExpired", "CapacityRevoked"
 _FITS = frozenset({"fits-existing", "fits-in-flight", "scale-up"})
-
-
-@dataclass(frozen=True, slots=True)
-class PodSet:
-    template: Pod  # the PodTemplate's pod, as the planner reads pods
-    count: int
-
-
-@dataclass(slots=True)
-class ProvisioningRequest:
-    namespace: str
-    name: str
-    class_name: str
-    pod_sets: list[PodSet]
-    parameters: dict[str, str] = field(default_factory=dict)
-    created_at: float = 0.0
-    conditions: dict[str, Condition] = field(default_factory=dict)
-    problem: str = ""  # set by the reader when the request cannot be read (a missing PodTemplate)
-
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
-
-    @property
-    def total(self) -> int:
-        return sum(s.count for s in self.pod_sets)
-
-    def true(self, kind: str) -> bool:
-        cond = self.conditions.get(kind)
-        return cond is not None and cond.status == "True"
-
-    @property
-    def done(self) -> bool:
-        """Nothing more will happen to it: failed, or its booking is over."""
-        return self.true(FAILED) or self.true(BOOKING_EXPIRED) or self.true(CAPACITY_REVOKED)
 
 
 def refusal(req: ProvisioningRequest) -> str | None:

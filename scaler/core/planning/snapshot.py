@@ -14,7 +14,7 @@ from scaler.core.planning.memo import Memo
 from scaler.core.scheduling.filters import DraObjects, Storage
 
 if TYPE_CHECKING:
-    from scaler.core.planning.buffers import CapacityBuffer
+    from scaler.core.model.buffers import CapacityBuffer
 
 FailureKind = Literal["capacity", "price", "quota", "config", "timeout", "other"]
 
