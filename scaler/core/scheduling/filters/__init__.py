@@ -150,7 +150,7 @@ class Cluster:
         return self.placed.remove_node(name)
 
     def place(self, pod: Pod, node_name: str, counted: tuple[int, ...] | None = None) -> None:
-        """`counted`: the pod's plain claims' spec ids, placed by the count (`dra_counted.CountedClaims.place`)."""
+        """`counted`: the pod's plain claims' spec ids, placed by the count (`dra.CountedClaims.place`)."""
         self.placed.place(pod, node_name)
         if counted is not None:
             self.dra.counted.place(pod, self.placed.nodes[node_name], counted)
