@@ -20,13 +20,13 @@ from scaler.core.model.dra import (
     ClaimSpec,
     DeviceRequest,
     DeviceResult,
+    DraObjects,
     ExactRequest,
     ResourceClaim,
     ResourceClaimTemplate,
 )
 from scaler.core.model.objects import Node, Pod, PodResourceClaim, SelectorRequirement
 from scaler.core.planning.snapshot import PoolObservation, Snapshot
-from scaler.core.scheduling.filters import DraObjects
 
 COUNTS = (1, 2, 4, 8)
 

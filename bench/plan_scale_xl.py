@@ -30,10 +30,11 @@ from plan_scale import pools as pool_dicts
 from scaler.actuator import Recorder
 from scaler.core.config.settings import ScalerConfig
 from scaler.core.model import keys
+from scaler.core.model.interruption import Interruption
 from scaler.core.model.objects import Node, Pod
 from scaler.core.model.resources import format_resources, parse_resources
 from scaler.core.planning.planner import plan
-from scaler.core.planning.snapshot import Interruption, PoolObservation
+from scaler.core.planning.snapshot import PoolObservation
 from scaler.core.planning.state import State
 from scaler.core.scheduling.predicates import effective_request
 from scaler.kube.cache import ClusterCache

@@ -34,11 +34,12 @@ from typing import Any, Protocol
 from scaler.core.model import keys
 from scaler.core.model.buffers import BufferStatus, CapacityBuffer
 from scaler.core.model.conditions import Condition
+from scaler.core.model.drain import DrainState
 from scaler.core.model.objects import Node, Pod
 from scaler.core.model.provreq import ProvisioningRequest
 from scaler.core.model.workload import blocker, to_evict
 from scaler.core.planning.decisions import BufferOutcome, Plan, ScaleDown
-from scaler.core.planning.snapshot import DrainState, Snapshot
+from scaler.core.planning.snapshot import Snapshot
 from scaler.metrics import Metrics
 from scaler.ports import EvictResult, Kube, KubeError, ObjectRef
 from scaler.providers.base import PoolProvider, ProviderError

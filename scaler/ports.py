@@ -17,9 +17,10 @@ from typing import Any, Literal, Protocol
 
 from scaler.core.model.buffers import BufferStatus, CapacityBuffer
 from scaler.core.model.conditions import Condition
+from scaler.core.model.dra import DraObjects
 from scaler.core.model.objects import Node, Pod, PodDisruptionBudget
 from scaler.core.model.provreq import ProvisioningRequest
-from scaler.core.scheduling.filters import DraObjects, Storage
+from scaler.core.scheduling.filters import Storage
 
 EvictResult = Literal["evicted", "blocked", "gone"]
 

@@ -22,12 +22,13 @@ from dataclasses import dataclass, field
 
 from scaler.actuator import Acting
 from scaler.core.config.settings import ScalerConfig
+from scaler.core.model.interruption import Interruption
 from scaler.core.model.provreq import ProvisioningRequest
 from scaler.core.planning import provreq
 from scaler.core.planning.decisions import Plan
 from scaler.core.planning.memo import Memo
 from scaler.core.planning.planner import plan as core_plan
-from scaler.core.planning.snapshot import Interruption, Snapshot
+from scaler.core.planning.snapshot import Snapshot
 from scaler.core.planning.state import State
 from scaler.metrics import Metrics
 from scaler.ports import ClusterView, KubeError, Observer

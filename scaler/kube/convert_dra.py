@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 from scaler.core.dra import convert as dra_convert
-from scaler.core.scheduling.filters import DraObjects
+from scaler.core.model.dra import DraObjects
 from scaler.kube.convert import SnapshotError
 
 T = TypeVar("T")

@@ -10,7 +10,8 @@ import time
 from datetime import datetime
 from typing import Any
 
-from scaler.core.planning.snapshot import FailureKind, Interruption, LaunchFailure
+from scaler.core.model.interruption import Interruption
+from scaler.core.planning.snapshot import FailureKind, LaunchFailure
 
 _PROVIDER_ID = re.compile(r"^aws:///(?P<zone>[a-z0-9-]+)/(?P<id>i-[0-9a-f]+)$")
 _ZONE_IN_TEXT = re.compile(r"\(([a-z]{2}(?:-gov)?-[a-z]+-\d[a-z])\)")

@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Literal, Protocol
 
-from scaler.core.planning.snapshot import Interruption, PoolObservation
+from scaler.core.model.interruption import Interruption
+from scaler.core.planning.snapshot import PoolObservation
 
 ErrorKind = Literal["throttled", "capacity", "quota", "auth", "not-found", "invalid", "server", "network", "other"]
 

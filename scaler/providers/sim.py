@@ -37,7 +37,8 @@ from scaler.core.config.ec2_quota_classes import QUOTAS, quota_key
 from scaler.core.config.pool import Pool
 from scaler.core.config.reservation import EC2_BLOCK_TERMINATION
 from scaler.core.config.settings import ScalerConfig
-from scaler.core.planning.snapshot import CloudInstance, Interruption, LaunchFailure, PoolObservation, Quota
+from scaler.core.model.interruption import Interruption
+from scaler.core.planning.snapshot import CloudInstance, LaunchFailure, PoolObservation, Quota
 from scaler.providers.base import NotFound, ProviderError, check_size
 from scaler.providers.sim_warm import WarmInstance, refill_zones, take_ready, warm_start_of
 

@@ -28,12 +28,13 @@ from scaler.core.model.dra import (
     ClaimSpec,
     DeviceRequest,
     DeviceResult,
+    DraObjects,
     ExactRequest,
     ResourceClaim,
     ResourceClaimTemplate,
 )
 from scaler.core.model.objects import Node, Pod, PodResourceClaim, SelectorRequirement
-from scaler.core.scheduling.filters import DraObjects, DraState
+from scaler.core.scheduling.filters import DraState
 
 CLAIM = "gpu"  # the pod's claim name
 

@@ -29,6 +29,7 @@ from scaler.core.config.settings import ConfigError, ScalerConfig
 from scaler.core.dra import convert as dra_convert
 from scaler.core.model import keys
 from scaler.core.model.buffers import SCALABLE_KINDS, CapacityBuffer
+from scaler.core.model.dra import DraObjects
 from scaler.core.planning import idle_time
 from scaler.core.planning.capacity import zone_hints
 from scaler.core.planning.decisions import Plan
@@ -36,7 +37,6 @@ from scaler.core.planning.planner import plan
 from scaler.core.planning.repair import signals
 from scaler.core.planning.snapshot import PoolObservation, Snapshot
 from scaler.core.planning.state import State
-from scaler.core.scheduling.filters import DraObjects
 from scaler.kube.convert import SnapshotError
 from scaler.kube.convert_buffers import buffer_from_json
 from scaler.kube.convert_storage import storage_view

@@ -177,3 +177,17 @@ def qualified(name: str, driver: str) -> tuple[str, str]:
     """(domain, id) of an attribute or capacity name; unqualified names belong to the driver."""
     domain, sep, ident = name.partition("/")
     return (domain, ident) if sep else (driver, name)
+
+
+@dataclass(slots=True)
+class DraObjects:
+    """The DRA objects of a snapshot, by name (claims and templates by namespace/name)."""
+
+    classes: dict[str, DeviceClass] = field(default_factory=dict)
+    claims: dict[str, ResourceClaim] = field(default_factory=dict)
+    templates: dict[str, ResourceClaimTemplate] = field(default_factory=dict)
+    slices: list[ResourceSlice] = field(default_factory=list)
+
+    def published(self) -> set[str]:
+        """Nodes some driver published a slice for."""
+        return {s.node_name for s in self.slices if s.node_name}

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from scaler.core.model.buffers import BufferStatus
-from scaler.core.planning.snapshot import Interruption
+from scaler.core.model.interruption import Interruption
 
 Outcome = Literal["fits-existing", "fits-in-flight", "scale-up", "unschedulable", "waiting"]
 

@@ -29,6 +29,7 @@ from scaler.core.model.dra import (
     ClaimSpec,
     DeviceRequest,
     DeviceResult,
+    DraObjects,
     ExactRequest,
     ResourceClaim,
     ResourceClaimTemplate,
@@ -40,7 +41,6 @@ from scaler.core.planning.planner import plan
 from scaler.core.planning.scaleup import ScaleUpResult, plan_scale_up
 from scaler.core.planning.snapshot import PoolObservation, Snapshot
 from scaler.core.planning.state import State
-from scaler.core.scheduling.filters import DraObjects
 
 ROOT = Path(__file__).resolve().parents[3]
 TOL = (Toleration(keys.TAINT_GPU, "Exists", "", "NoSchedule"),)

@@ -4,10 +4,9 @@ carved from one GPU busy that GPU once; a shared claim counts once; a finished p
 from __future__ import annotations
 
 from scaler.core.dra.nvidia import DRIVER, GpuModel, a100_40gb_profile, node_slices
-from scaler.core.model.dra import Allocation, ClaimSpec, DeviceResult, ResourceClaim
+from scaler.core.model.dra import Allocation, ClaimSpec, DeviceResult, DraObjects, ResourceClaim
 from scaler.core.model.objects import Pod, PodResourceClaim
 from scaler.core.planning.dra_use import DraUse
-from scaler.core.scheduling.filters import DraObjects
 
 A100 = GpuModel("NVIDIA A100-SXM4-40GB", "Ampere", 40 * 2**30, "8.0", count=2,
                 mig=(a100_40gb_profile("3g.20gb", 0), a100_40gb_profile("3g.20gb", 4)))

@@ -14,7 +14,6 @@ broken class, refuses the pod with the reason (never an exception).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 
 from scaler.core.dra import simple
 from scaler.core.dra.allocator import Allocator
@@ -26,29 +25,14 @@ from scaler.core.model.dra import (
     EXACT_COUNT,
     Allocation,
     ClaimSpec,
-    DeviceClass,
     DeviceID,
     DeviceRequest,
+    DraObjects,
     ResourceClaim,
-    ResourceClaimTemplate,
     ResourceSlice,
 )
 from scaler.core.model.objects import Node, Pod, PodResourceClaim
 from scaler.core.model.selectors import term_matches
-
-
-@dataclass(slots=True)
-class DraObjects:
-    """The DRA objects of a snapshot, by name (claims and templates by namespace/name)."""
-
-    classes: dict[str, DeviceClass] = field(default_factory=dict)
-    claims: dict[str, ResourceClaim] = field(default_factory=dict)
-    templates: dict[str, ResourceClaimTemplate] = field(default_factory=dict)
-    slices: list[ResourceSlice] = field(default_factory=list)
-
-    def published(self) -> set[str]:
-        """Nodes some driver published a slice for."""
-        return {s.node_name for s in self.slices if s.node_name}
 
 
 def pinned_node(allocation: Allocation | None) -> str | None:
