@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from scaler.core.config.pool import Pool
 from scaler.core.config.settings import ScalerConfig
@@ -21,19 +22,33 @@ from scaler.core.model.objects import Node, Pod, PodDisruptionBudget
 from scaler.core.model.workload import TERMINATED_PHASES, gpu_devices, node_pool, to_evict
 from scaler.core.planning.advance import Advanced, may_still_boot, outside_pools
 from scaler.core.planning.constrained import Filtered
-from scaler.core.planning.decisions import ScaleDown
+from scaler.core.planning.decisions import ScaleDown, ScaleUp
 from scaler.core.planning.dra_use import DraUse
 from scaler.core.planning.drainable import Drainable, FullKey, drainable, full_key
 from scaler.core.planning.homes import Homes, cheaper_home
 from scaler.core.planning.idle_time import keep_times, observe, removed, taken_elsewhere
 from scaler.core.planning.memo import Memo
-from scaler.core.planning.packing import Bin, Placement, PodClass
-from scaler.core.planning.scaleup import ScaleUpResult
+from scaler.core.planning.packing import Bin, Packer, Placement, PodClass
 from scaler.core.planning.snapshot import Snapshot
 from scaler.core.planning.state import Held
 from scaler.core.planning.trial import Trial
 
 _EXISTING = frozenset({"existing"})
+
+
+class AfterScaleUp(Protocol):
+    """What the scale-down reads of the pass's scale-up (scaleup.ScaleUpResult is one): the cluster as it
+    left it (the Packer, kube-scheduler's other filters) and the scale-ups it asked for. Scale-down does
+    not import the scale-up planner."""
+
+    @property
+    def packer(self) -> Packer: ...
+
+    @property
+    def filtered(self) -> Filtered | None: ...
+
+    @property
+    def scale_ups(self) -> list[ScaleUp]: ...
 NOTE_EXAMPLES = 5
 
 
@@ -123,7 +138,7 @@ class Candidate:
     since: float  # unneeded since (a NotReady node: since it was created)
 
 
-def plan_scale_down(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, up: ScaleUpResult) -> ScaleDownResult:
+def plan_scale_down(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, up: AfterScaleUp) -> ScaleDownResult:
     """Update `adv.state.unneeded_since` and choose the nodes to remove this pass: the candidates, each
     tried in turn (its pods re-placed on the other nodes in a Trial), each decision with its reason."""
     out = ScaleDownResult()
@@ -152,7 +167,7 @@ def plan_scale_down(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, up:
     return out
 
 
-def _candidates(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, up: ScaleUpResult,
+def _candidates(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, up: AfterScaleUp,
                 out: ScaleDownResult) -> list[Candidate]:
     """The unneeded nodes (recorded in `out.unneeded` and the state) whose pool's unneeded time is up; the
     nodes busy again and this pass's scale-ups go into the pools' idle history first."""
@@ -227,7 +242,7 @@ class _Removals:
     """This pass's removals so far: the budget, each pool's room above its min, the PDBs' disruptions
     left, and the cluster as the scale-up left it (the Packer and the filters), which a removal changes."""
 
-    def __init__(self, snapshot: Snapshot, config: ScalerConfig, adv: Advanced, up: ScaleUpResult) -> None:
+    def __init__(self, snapshot: Snapshot, config: ScalerConfig, adv: Advanced, up: AfterScaleUp) -> None:
         self.snapshot, self.config, self.adv = snapshot, config, adv
         self.packer = up.packer
         self.filtered = up.filtered if up.filtered is not None else Filtered(up.packer, (), ())
