@@ -21,10 +21,6 @@ JSON = dict[str, Any]
 Scalables = Callable[[str, str, str], JSON | None]  # (kind, namespace, name) -> the object, or None
 
 
-def no_scalables(kind: str, namespace: str, name: str) -> JSON | None:
-    return None
-
-
 def _int(spec: JSON, name: str, where: str) -> int | None:
     value = spec.get(name)
     if value is None:

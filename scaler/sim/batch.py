@@ -103,14 +103,6 @@ def _ray(runs: Sequence[Run], address: str) -> Iterator[tuple[int, dict[str, Any
             ray.cancel(ref, force=True)
 
 
-def ray_available() -> bool:
-    try:
-        import ray  # noqa: F401, PLC0415
-    except ImportError:
-        return False
-    return True
-
-
 def run_batch(runs: Sequence[Run], *, workers: int | None = None, ray_address: str | None = None,
               best: Callable[[list[dict[str, Any] | None]], str] | None = None, quiet: bool = False,
               what: str = "simulations") -> Batch:

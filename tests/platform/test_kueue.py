@@ -41,7 +41,7 @@ def test_quota_is_what_the_gpu_pools_hold_at_their_max() -> None:
 def _example_request() -> Any:
     """The ProvisioningRequest Kueue makes of the example Job: one pod set of its pod template, count 4."""
     job = yaml.safe_load(EXAMPLE.read_text(encoding="utf-8"))
-    assert job["metadata"]["labels"][keys.LABEL_KUEUE_QUEUE] == kueue.GPU_QUEUE
+    assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == kueue.GPU_QUEUE
     template = {"metadata": {"name": "train-4x8-ps0", "namespace": "gpu-examples"},
                 "template": job["spec"]["template"]}
     obj = {"metadata": {"name": "train-4x8-gpuburst-1", "namespace": "gpu-examples",

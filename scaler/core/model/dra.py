@@ -12,13 +12,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Final, Literal, NamedTuple
+from typing import Final, NamedTuple
 
 from scaler.core.model.selectors import SelectorTerm
 
 EXACT_COUNT: Final = "ExactCount"
 ALL: Final = "All"
-AllocationMode = Literal["ExactCount", "All"]
 
 # resource.k8s.io/v1 AllocationResultsMaxSize: no claim gets more devices than this.
 ALLOCATION_RESULTS_MAX_SIZE: Final = 32
