@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Protocol
 
-from scaler.core.dra.pools import NodeRef, Pool, PoolKey, device_on_node, lookup_attribute, same_attribute
+from scaler.core.dra.pools import DevicePool, NodeRef, PoolKey, device_on_node, lookup_attribute, same_attribute
 from scaler.core.model.dra import (
     ALL,
     ALLOCATION_RESULTS_MAX_SIZE,
@@ -58,9 +58,9 @@ class Source(Protocol):
     classes: dict[str, DeviceClass]
     allocated: frozenset[DeviceID]
 
-    def pools(self, node: NodeRef) -> list[Pool]: ...
+    def pools(self, node: NodeRef) -> list[DevicePool]: ...
     def selector_matches(self, expression: str, driver: str, device: Device, owner: str, index: int) -> bool: ...
-    def available_counters(self, pool: Pool) -> dict[str, dict[str, Decimal]]: ...
+    def available_counters(self, pool: DevicePool) -> dict[str, dict[str, Decimal]]: ...
 
 
 @dataclass(slots=True)
@@ -68,7 +68,7 @@ class _Candidate:
     id: DeviceID
     device: Device
     slice: ResourceSlice
-    pool: Pool
+    pool: DevicePool
 
 
 @dataclass(slots=True)

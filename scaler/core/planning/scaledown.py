@@ -128,7 +128,7 @@ def _hold(snapshot: Snapshot, config: ScalerConfig, adv: Advanced) -> set[str]:
 
 
 @dataclass(slots=True)
-class Candidate:
+class Removable:
     """An unneeded node that may be removed this pass."""
 
     order: tuple[int, int, float, str]  # ours being disrupted first, then empty, then least used
@@ -168,7 +168,7 @@ def plan_scale_down(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, up:
 
 
 def _candidates(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, up: AfterScaleUp,
-                out: ScaleDownResult) -> list[Candidate]:
+                out: ScaleDownResult) -> list[Removable]:
     """The unneeded nodes (recorded in `out.unneeded` and the state) whose pool's unneeded time is up; the
     nodes busy again and this pass's scale-ups go into the pools' idle history first."""
     now = snapshot.now
@@ -177,7 +177,7 @@ def _candidates(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, up: Aft
     keep = keep_times(adv.state, config, [o.pool for o in snapshot.pools.values()])
     held = _hold(snapshot, config, adv) | outside_pools(snapshot)  # or not an instance of its pool any more
     threshold = config.scale_down.utilization_threshold
-    found: list[Candidate] = []
+    found: list[Removable] = []
     dra = DraUse(snapshot.dra)
     for node in snapshot.nodes:
         name = node_pool(node)
@@ -191,7 +191,7 @@ def _candidates(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, up: Aft
             # Registered, never (or no longer) ready for longer than a node takes to boot, and
             # nothing on it to lose: a paid-for node that will not take pods.
             out.unneeded[node.name] = since_before.get(node.name, now)
-            found.append(Candidate((0, 0, 0.0, node.name), node, obs.pool, -1.0, node.created_at))
+            found.append(Removable((0, 0, 0.0, node.name), node, obs.pool, -1.0, node.created_at))
             continue
         if b is None or b.kind != "existing" or b.touched:
             if b is not None and b.touched and node.name in since_before:
@@ -209,7 +209,7 @@ def _candidates(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, up: Aft
         empty = not to_evict(node.pods)
         until = adv.state.unneeded_until[node.name] = since + _wait(keep[obs.pool.name], empty, config)
         if disrupting or now >= until:
-            found.append(Candidate((0 if disrupting else 1, 0 if empty else 1, util, node.name), node, obs.pool,
+            found.append(Removable((0 if disrupting else 1, 0 if empty else 1, util, node.name), node, obs.pool,
                                    util, since))
     adv.state.unneeded_since = dict(out.unneeded)
     adv.state.unneeded_until = {n: t for n, t in adv.state.unneeded_until.items() if n in out.unneeded}
@@ -261,7 +261,7 @@ class _Removals:
         # failed try gives back exactly what it took), and only the node tried comes back into play.
         self.full: dict[FullKey, Bin | None] = {}
 
-    def try_remove(self, c: Candidate, moves: dict[str, str]) -> ScaleDown | str | None:
+    def try_remove(self, c: Removable, moves: dict[str, str]) -> ScaleDown | str | None:
         """The ScaleDown for the candidate, or why it stays (None: not this pass, nothing to say)."""
         node, pool, pdbs = c.node, c.pool, self.snapshot.pdbs
         b = self.packer.by_node.get(node.name)
