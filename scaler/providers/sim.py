@@ -37,13 +37,12 @@ from scaler.core.config.ec2_quota_classes import QUOTAS, quota_key
 from scaler.core.config.pool import Pool
 from scaler.core.config.reservation import EC2_BLOCK_TERMINATION
 from scaler.core.config.settings import ScalerConfig
-from scaler.core.model.interruption import Interruption
+from scaler.core.model.interruption import NOTICE_LEAD, Interruption
 from scaler.core.planning.snapshot import CloudInstance, LaunchFailure, PoolObservation, Quota
 from scaler.providers.base import NotFound, ProviderError, check_size
 from scaler.providers.sim_warm import WarmInstance, refill_zones, take_ready, warm_start_of
 
 CAPACITY_REASON = {"aws": "InsufficientInstanceCapacity", "azure": "ZonalAllocationFailed"}
-NOTICE_LEAD = {"aws": 120.0, "azure": 30.0}  # seconds between the cloud's notice and the reclaim
 Operation = Literal["observe", "set_desired", "delete_node", "interruptions"]
 
 

@@ -5,7 +5,13 @@ scheduled events): the same type for every cloud. Plain data.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Final, Literal
+
+# Seconds from a cloud's spot reclaim notice to the reclaim: AWS's two-minute warning, Azure's Preempt
+# scheduled event (at least 30 s ahead). An AWS rebalance recommendation sets no deadline; it is taken as
+# REBALANCE_LEAD ahead of the risk it warns of.
+NOTICE_LEAD: Final = {"aws": 120.0, "azure": 30.0}
+REBALANCE_LEAD: Final = 600.0
 
 NoticeKind = Literal["spot-interruption", "rebalance", "terminating"]
 

@@ -71,6 +71,11 @@ TAINT_AZURE_SPOT_VALUE: Final = "spot"
 # Put on a node the scaler is draining, with spec.unschedulable.
 TAINT_DISRUPTING: Final = f"{DOMAIN}/disrupting"
 TAINT_UNSCHEDULABLE: Final = "node.kubernetes.io/unschedulable"
+# Taints a booting node carries until the kubelet / cloud controller is done (Kubernetes owns them): not a
+# reason to think the node will never take a pod.
+TAINT_NOT_READY: Final = "node.kubernetes.io/not-ready"
+TAINT_UNINITIALIZED: Final = "node.cloudprovider.kubernetes.io/uninitialized"
+STARTUP_TAINTS: Final = frozenset({TAINT_NOT_READY, TAINT_UNINITIALIZED})
 
 # --- pod annotations and labels the scaler honours ------------------------------------------
 ANNOTATION_SAFE_TO_EVICT: Final = "cluster-autoscaler.kubernetes.io/safe-to-evict"

@@ -214,10 +214,10 @@ _set = set_condition
 
 def conditions(req: ProvisioningRequest, *, now: float, plan: Plan | None, injected: Injected,
                nodes: Mapping[str, Node], checked: tuple[bool, str] | None = None,
-               never: tuple[bool, str] | None = None, ttl: float = 600.0) -> dict[str, Condition]:
+               never: tuple[bool, str] | None = None, ttl: float) -> dict[str, Condition]:
     """The request's conditions after this pass (unchanged ones keep their transition time). `checked`: a
     check-capacity request's answer (`book_checks`); `never`: an atomic one's `check`; `ttl`: how long a
-    booking holds."""
+    booking holds (timings.booking_ttl)."""
     conds = dict(req.conditions)
     if req.done:
         return conds
