@@ -266,8 +266,9 @@ def run_one(n_pods: int, repeat: int, seed: int, workloads: int, mix: str = "pla
 
 def canonical(obj: Any) -> Any:
     """Plain JSON-able data that does not depend on dict, set or hash order."""
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return [type(obj).__name__, {f.name: canonical(getattr(obj, f.name)) for f in dataclasses.fields(obj)}]
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):  # an empty collection field is left out, so
+        fields = ((f.name, getattr(obj, f.name)) for f in dataclasses.fields(obj))  # adding one keeps digests
+        return [type(obj).__name__, {k: canonical(v) for k, v in fields if not (isinstance(v, dict | list) and not v)}]
     if isinstance(obj, dict):
         return sorted(([canonical(k), canonical(v)] for k, v in obj.items()), key=repr)
     if isinstance(obj, set | frozenset):

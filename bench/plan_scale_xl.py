@@ -33,7 +33,7 @@ from scaler.core.model import keys
 from scaler.core.model.interruption import Interruption
 from scaler.core.model.objects import Node, Pod
 from scaler.core.model.resources import format_resources, parse_resources
-from scaler.core.planning.planner import plan
+from scaler.core.planning.decide import decide
 from scaler.core.planning.snapshot import PoolObservation
 from scaler.core.planning.state import State
 from scaler.core.scheduling.predicates import effective_request
@@ -222,7 +222,7 @@ def run_xl(repeat: int, seed: int, on_pass: Callable[[Any, State], None] | None 
 
     def timed_plan(snapshot: Any, state: State, config: ScalerConfig) -> Any:
         t0 = time.perf_counter()
-        out = plan(snapshot, state, config)
+        out = decide(snapshot, state, config)
         plan_times.append(time.perf_counter() - t0)
         return out
 

@@ -2,7 +2,7 @@
 
 `scaler run` (`scaler.loop.Runtime`) and the simulator (`scaler.sim.engine.Engine`) both act through
 it, so the simulator's figures come from the code production runs. It decides nothing: every size,
-replacement, give-back and drain is the core's (`scaler.core.planning.planner.plan`).
+replacement, give-back and drain is the core's (`scaler.core.planning.decide.decide`).
 
 Order within a pass:
 1. size resets, terminating first exactly the instances that never registered;

@@ -26,8 +26,8 @@ from scaler.configfile import load_config
 from scaler.core.config.settings import ConfigError, ScalerConfig
 from scaler.core.planning.buffers import READY
 from scaler.core.planning.capacity import zone_hints
+from scaler.core.planning.decide import Planner, decide
 from scaler.core.planning.decisions import Plan
-from scaler.core.planning.planner import plan as core_plan
 from scaler.core.planning.snapshot import Snapshot
 from scaler.core.planning.state import State, fmt_time
 from scaler.kube.actions import KubeActions, Leader
@@ -37,7 +37,7 @@ from scaler.metrics import Health, Metrics, serve, setup_logging
 from scaler.permissions import LEASE_NAME
 from scaler.ports import Kube, LostLease, ObjectRef, Observer, Skipped
 from scaler.providers.base import PoolProvider, ProviderError
-from scaler.reconcile import Pass, Planner, Reconciler
+from scaler.reconcile import Pass, Reconciler
 
 log = logging.getLogger("scaler.loop")
 BUFFER_WATCHES = ("capacitybuffers", "podtemplates")  # stale: the buffers wait (scaler.kube.cache._buffers)
@@ -63,7 +63,7 @@ class Runtime:
 
     def __init__(self, config: ScalerConfig, provider: PoolProvider, cluster: LiveCluster, kube: Kube, *,
                  leader: Leader | None = None, metrics: Metrics | None = None, health: Health | None = None,
-                 dry_run: bool = False, planner: Planner = core_plan, clock: Callable[[], float] = time.time,
+                 dry_run: bool = False, planner: Planner = decide, clock: Callable[[], float] = time.time,
                  interval: float | None = None, namespace: str = "gpuburst-system") -> None:
         """`kube` is built with the lease check as its `before_change` (`Leader.check`); a dry run acts
         through a `Recorder` and changes nothing anywhere."""

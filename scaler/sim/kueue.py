@@ -6,7 +6,7 @@ best-effort-atomic-scale-up.autoscaling.x-k8s.io asks for all its pods (Kueue's 
 pod). When the pass writes Provisioned, the job is admitted: its pods are created, each consuming the
 request. A Failed request is retried as Kueue's ProvisioningRequestConfig retryStrategy does by default
 (3 retries, backoff 60 s doubling); after the last one Kueue deactivates the workload. A finished job's
-request is deleted. The pass serves the requests through `scaler.core.planning.provreq.serve`, the call
+request is deleted. The pass serves the requests through `scaler.core.planning.decide.decide`, the call
 `scaler run` makes.
 """
 

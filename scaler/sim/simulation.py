@@ -16,10 +16,9 @@ from typing import Any
 from scaler.configfile import load_config
 from scaler.core.config.ec2_quota_classes import FAMILIES, QUOTAS, family_name, quota_key
 from scaler.core.config.settings import ScalerConfig
-from scaler.core.planning.planner import plan
+from scaler.core.planning.decide import Planner, decide
 from scaler.core.scheduling.scoring import PROFILES
 from scaler.providers.sim import Outage, SimProvider
-from scaler.reconcile import Planner
 from scaler.sim.buffer import buffer_report, gpu_buffer
 from scaler.sim.dra import dra_config
 from scaler.sim.engine import Engine
@@ -100,7 +99,7 @@ def check_sharing(config: ScalerConfig, jobs: list[Job], pools: str, trace: str)
 def simulate(
     trace: str, pools: str, *, hours: float | None = None, outages: list[str] | None = None,
     scheduler: str = "default", interruption_rate: float = 0.0, seed: int = 0, quiet: bool = True,
-    planner: Planner = plan, device_plugin_delay: float = 0.0, gpu_sharing: bool = False,
+    planner: Planner = decide, device_plugin_delay: float = 0.0, gpu_sharing: bool = False,
     provisioning_requests: bool = False, quotas: list[str] | None = None, dra: bool = False,
     gpu_failure_rate: float = 0.0, checkpoint_interval: float = 1800.0, repair: bool = True,
     buffer_gpus: int = 0,

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from scaler.core.model.buffers import BufferStatus
+from scaler.core.model.conditions import Condition
 from scaler.core.model.interruption import Interruption
 
 Outcome = Literal["fits-existing", "fits-in-flight", "scale-up", "unschedulable", "waiting"]
@@ -137,6 +138,7 @@ class Plan:
     repair_paused: dict[str, str] = field(default_factory=dict)  # pool -> why its repairs wait (the budget)
     recovered: list[str] = field(default_factory=list)  # repair drains to stop: the node is healthy again
     buffers: dict[str, BufferOutcome] = field(default_factory=dict)  # CapacityBuffer -> status, placeholders
+    requests: dict[str, dict[str, Condition]] = field(default_factory=dict)  # ProvisioningRequest -> its conditions
     warm: dict[str, WarmStanding] = field(default_factory=dict)  # pool -> its warm pool (scaler.core.config.warm)
 
     @property

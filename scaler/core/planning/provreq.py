@@ -28,7 +28,7 @@ booking ends, the request gets CapacityRevoked, else BookingExpired when it ends
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from scaler.core.config.settings import ScalerConfig
@@ -266,31 +266,3 @@ def conditions(req: ProvisioningRequest, *, now: float, plan: Plan | None, injec
         stuck = [v for v in verdicts if v.outcome not in _FITS]
         _set(conds, PROVISIONED, "False", "CapacityIsNotFound", f"not now: {_why(stuck)}", now)
     return conds
-
-
-Planner = Callable[[Snapshot, State, ScalerConfig], tuple[Plan, State]]
-
-
-def serve(snapshot: Snapshot, state: State, config: ScalerConfig, requests: list[ProvisioningRequest],
-          planner: Planner = plan) -> tuple[Plan, State, dict[str, dict[str, Condition]]]:
-    """One pass with the requests in it: the plan (scale-ups for atomic requests, booked nodes kept from
-    scale-down), the next state, and each request's conditions. Without requests it is `planner` itself."""
-    if not requests:
-        result, new_state = planner(snapshot, state, config)
-        new_state.booked = {}
-        return result, new_state, {}
-    # `inject` adds stand-ins to the nodes' pod lists and changes nothing else: each node gets a list of its own.
-    view = dataclasses.replace(snapshot, pending=list(snapshot.pending),
-                               nodes=[dataclasses.replace(n, pods=list(n.pods), version=0) for n in snapshot.nodes])
-    injected = inject(view, requests, config, state)
-    answers = book_checks(view, requests, config, injected)
-    result, new_state = planner(view, state, config)
-    new_state.booked = {k: v for k, v in injected.booked.items() if not injected.lost.get(k)}
-    nodes = {n.name: n for n in snapshot.nodes}
-    out: dict[str, dict[str, Condition]] = {}
-    for req in requests:
-        live = not req.done and refusal(req) is None and not req.true(PROVISIONED)
-        never = check(req, snapshot, config) if live and req.key in injected.asking else None
-        out[req.key] = conditions(req, now=snapshot.now, plan=result, injected=injected, nodes=nodes,
-                                  checked=answers.get(req.key), never=never, ttl=config.timings.booking_ttl)
-    return result, new_state, out

@@ -14,6 +14,7 @@ from scaler.core.model.dra import DraObjects
 from scaler.core.model.drain import DrainState
 from scaler.core.model.interruption import Interruption
 from scaler.core.model.objects import Node, Pod, PodDisruptionBudget
+from scaler.core.model.provreq import ProvisioningRequest
 from scaler.core.planning.memo import Memo
 from scaler.core.scheduling.filters import Storage
 
@@ -84,6 +85,8 @@ class Snapshot:
     dra: DraObjects = field(default_factory=DraObjects)
     # CapacityBuffers (scaler.core.planning.buffers): room `plan` keeps ready as placeholder pods.
     buffers: list[CapacityBuffer] = field(default_factory=list)
+    # ProvisioningRequests still in play (scaler.core.planning.provreq): their pods are planned with the others.
+    requests: list[ProvisioningRequest] = field(default_factory=list)
     # What the last passes worked out that this one may reuse (the Reconciler keeps it): never changes a plan.
     # None: a plan from scratch (a snapshot file, a test), without the cost of keeping anything.
     memo: Memo | None = field(default=None, repr=False, compare=False)

@@ -11,7 +11,7 @@ from scaler.core.config.settings import ScalerConfig
 from scaler.core.model import keys
 from scaler.core.model.objects import Node, Pod
 from scaler.core.model.provreq import BOOKING_EXPIRED, CAPACITY_REVOKED, PROVISIONED, PodSet, ProvisioningRequest
-from scaler.core.planning import provreq
+from scaler.core.planning.decide import decide
 from scaler.core.planning.decisions import Plan
 from scaler.core.planning.provreq import ATOMIC_SCALE_UP, CHECK_CAPACITY
 from scaler.core.planning.snapshot import Snapshot
@@ -31,8 +31,8 @@ def request(cls: str, count: int = 4, **kw: object) -> ProvisioningRequest:
 
 
 def step(req: ProvisioningRequest, snap: Snapshot, state: State, cfg: ScalerConfig) -> tuple[Plan, State]:
-    result, state, conds = provreq.serve(snap, state, cfg, [req])
-    req.conditions = conds[req.key]
+    result, state = decide(dataclasses.replace(snap, requests=[req]), state, cfg)
+    req.conditions = result.requests[req.key]
     return result, state
 
 
