@@ -96,7 +96,7 @@ class Actuator:
         self.drain_timeout = drain_timeout
         self.drains: dict[str, Drain] = {}
         self.removed: set[str] = set()  # nodes whose instance was removed, until they leave the cluster
-        self.errors: list[str] = []  # failed cloud calls, newest last
+        self.errors: list[str] = []  # the last pass's failed cloud calls, newest last
         # What the next Snapshot tells the planner: drains given up because evictions were refused
         # (node -> the refused pods), and pools whose cloud refused what retrying cannot fix.
         self.abandoned: dict[str, tuple[str, ...]] = {}
@@ -122,6 +122,7 @@ class Actuator:
 
     # --- one pass ------------------------------------------------------------------------------------
     def act(self, plan: Plan, snapshot: Snapshot) -> None:
+        self.errors = []
         for reset in plan.resets:
             for stray in reset.strays:
                 if self._cloud(f"terminate {stray}", functools.partial(self.provider.delete_node, reset.pool, stray),

@@ -102,6 +102,7 @@ class Engine:
         self.completed = 0
         self.samples: list[Sample] = []
         self.plan_seconds: list[float] = []
+        self.provider_errors: list[str] = []  # every pass's failed cloud calls (the actuator keeps the last pass's)
         self.passes = self.passes_planned = 0
         self.fallbacks = Fallbacks()
         self.prepaid = PrepaidUse.of(config.pools)  # reserved pools' and Capacity Blocks' use (scaler/sim/prepaid.py)
@@ -339,6 +340,7 @@ class Engine:
         self.now = now
         self._planned_s = 0.0
         done = self.reconciler.run(now)
+        self.provider_errors.extend(self.actuator.errors)
         self.plan_seconds.append(self._planned_s)
         pending = {p.key for p in done.snapshot.pending}
         for name, obs in done.snapshot.pools.items():
@@ -404,7 +406,7 @@ class Engine:
             passes_planned=self.passes_planned, episodes=self.fallbacks.episodes, interruptions=self.interruptions,
             rescheduled_pods=self.rescheduled, scale_ups=self.scale_ups,
             scale_downs=sum(1 for i in self.provider.history if i.end_reason == "deleted"),
-            provider_errors=self.actuator.errors, evictions_refused=self.kube.refused,
+            provider_errors=self.provider_errors, evictions_refused=self.kube.refused,
             nodes=list(self.binder.nodes.values()), state=self.state, gpu_sharing=self.gpu_sharing,
             requests=dict(self.kueue.counts) if self.queue_gangs else None, prepaid=self.prepaid,
             failures=self.failures,
