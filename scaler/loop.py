@@ -30,9 +30,10 @@ from scaler.core.planning.decide import Planner, decide
 from scaler.core.planning.decisions import Plan
 from scaler.core.planning.snapshot import Snapshot
 from scaler.core.planning.state import State, fmt_time
-from scaler.kube.actions import KubeActions, Leader
+from scaler.kube.actions import KubeActions
 from scaler.kube.cache import ClusterCache
 from scaler.kube.client import api_client
+from scaler.kube.leader import Leader
 from scaler.metrics import Health, Metrics, serve, setup_logging
 from scaler.permissions import LEASE_NAME
 from scaler.ports import Kube, LostLease, ObjectRef, Observer, Skipped
