@@ -29,7 +29,7 @@ import functools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from scaler.core.model import keys
 from scaler.core.model.buffers import BufferStatus, CapacityBuffer
@@ -41,29 +41,10 @@ from scaler.core.model.workload import blocker, to_evict
 from scaler.core.planning.decisions import BufferOutcome, Plan, ScaleDown
 from scaler.core.planning.snapshot import Snapshot
 from scaler.metrics import Metrics
-from scaler.ports import EvictResult, Kube, KubeError, ObjectRef
-from scaler.providers.base import PoolProvider, ProviderError
+from scaler.ports import EvictResult, Kube, KubeError, ObjectRef, PoolProvider
+from scaler.providers.base import ProviderError
 
 log = logging.getLogger("scaler.actuator")
-
-
-class Acting(Protocol):
-    """What a pass acts through: the `Actuator`, or the dry run's `Recorder`."""
-
-    live: bool  # changes the cloud and the cluster (a dry run reads no interruption notices either)
-    drains: dict[str, Drain]
-
-    def draining(self) -> dict[str, DrainState]: ...
-
-    def report(self) -> tuple[dict[str, tuple[str, ...]], dict[str, str]]: ...
-
-    def forget(self) -> None: ...
-
-    def act(self, plan: Plan, snapshot: Snapshot) -> None: ...
-
-    def answer(self, requests: list[ProvisioningRequest], answers: dict[str, dict[str, Condition]]) -> None: ...
-
-    def write_buffers(self, buffers: list[CapacityBuffer], outcomes: dict[str, BufferOutcome]) -> None: ...
 
 
 @dataclass(slots=True)

@@ -19,14 +19,13 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import Protocol
 
-from scaler.actuator import Acting, Actuator, Recorder
+from scaler.actuator import Actuator, Recorder
 from scaler.configfile import load_config
 from scaler.core.config.settings import ConfigError, ScalerConfig
 from scaler.core.planning.buffers import READY
 from scaler.core.planning.capacity import zone_hints
-from scaler.core.planning.decide import Planner, decide
+from scaler.core.planning.decide import decide
 from scaler.core.planning.decisions import Plan
 from scaler.core.planning.snapshot import Snapshot
 from scaler.core.planning.state import State, fmt_time
@@ -36,26 +35,13 @@ from scaler.kube.client import api_client
 from scaler.kube.leader import Leader
 from scaler.metrics import Health, Metrics, serve, setup_logging
 from scaler.permissions import LEASE_NAME
-from scaler.ports import Kube, LostLease, ObjectRef, Observer, Skipped
-from scaler.providers.base import PoolProvider, ProviderError
+from scaler.ports import Acting, Kube, LiveCluster, LostLease, ObjectRef, Planner, PoolProvider, Skipped
+from scaler.providers.base import ProviderError
 from scaler.reconcile import Pass, Reconciler
 
 log = logging.getLogger("scaler.loop")
 BUFFER_WATCHES = ("capacitybuffers", "podtemplates")  # stale: the buffers wait (scaler.kube.cache._buffers)
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
-
-
-class LiveCluster(Observer, Protocol):
-    """The pass's Observer, with the watches' health (`scaler.kube.cache.ClusterCache`)."""
-
-    @property
-    def fresh(self) -> bool:
-        """Pods and nodes are synced."""
-        ...
-
-    def skipped_requests(self) -> list[Skipped]:
-        """The ProvisioningRequests the last read left out because they do not convert."""
-        ...
 
 
 class Runtime:

@@ -20,18 +20,17 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from scaler.actuator import Acting
 from scaler.core.config.settings import ScalerConfig
 from scaler.core.model.interruption import Interruption
 from scaler.core.model.provreq import ProvisioningRequest
-from scaler.core.planning.decide import Planner, decide
+from scaler.core.planning.decide import decide
 from scaler.core.planning.decisions import Plan
 from scaler.core.planning.memo import Memo
 from scaler.core.planning.snapshot import Snapshot
 from scaler.core.planning.state import State
 from scaler.metrics import Metrics
-from scaler.ports import ClusterView, KubeError, Observer
-from scaler.providers.base import PoolProvider, ProviderError
+from scaler.ports import Acting, ClusterView, KubeError, Observer, Planner, PoolProvider
+from scaler.providers.base import ProviderError
 
 log = logging.getLogger("scaler.reconcile")
 

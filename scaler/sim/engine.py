@@ -33,12 +33,11 @@ from scaler.core.config.settings import ScalerConfig
 from scaler.core.model.buffers import CapacityBuffer
 from scaler.core.model.objects import Pod, PodDisruptionBudget
 from scaler.core.model.provreq import ProvisioningRequest
-from scaler.core.planning.decide import Planner
 from scaler.core.planning.decisions import Plan
 from scaler.core.planning.snapshot import Snapshot
 from scaler.core.planning.state import State
 from scaler.core.scheduling.scoring import DEFAULT, ScoringProfile
-from scaler.ports import ClusterView
+from scaler.ports import ClusterView, Planner
 from scaler.providers.sim import Instance, SimProvider
 from scaler.reconcile import Reconciler
 from scaler.sim.binder import Binder

@@ -16,8 +16,9 @@ from typing import Any
 from scaler.configfile import load_config
 from scaler.core.config.ec2_quota_classes import FAMILIES, QUOTAS, family_name, quota_key
 from scaler.core.config.settings import ScalerConfig
-from scaler.core.planning.decide import Planner, decide
+from scaler.core.planning.decide import decide
 from scaler.core.scheduling.scoring import PROFILES
+from scaler.ports import Planner
 from scaler.providers.sim import Outage, SimProvider
 from scaler.sim.buffer import buffer_report, gpu_buffer
 from scaler.sim.dra import dra_config

@@ -14,7 +14,6 @@ on a snapshot file.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 
 from scaler.core.config.settings import ScalerConfig
 from scaler.core.model.provreq import PROVISIONED
@@ -23,8 +22,6 @@ from scaler.core.planning.planner import plan
 from scaler.core.planning.provreq import book_checks, check, conditions, inject, refusal
 from scaler.core.planning.snapshot import Snapshot
 from scaler.core.planning.state import State
-
-Planner = Callable[[Snapshot, State, ScalerConfig], tuple[Plan, State]]  # decide's signature
 
 
 def decide(snapshot: Snapshot, state: State, config: ScalerConfig) -> tuple[Plan, State]:
