@@ -171,8 +171,7 @@ class Actuator:
         try:
             fn()
             return True
-        except ProviderError as err:
-            self.metrics.cloud_errors.labels(err.kind).inc()
+        except ProviderError as err:  # counted by the provider (scaler.providers.counted)
             self.errors.append(f"{what}: {err}")
             log.warning("%s failed: %s", what, err, extra={"error_kind": err.kind, "retryable": err.retryable})
             if pool is not None and not err.retryable and err.kind in ("auth", "quota", *(("not-found",) if sizing

@@ -37,6 +37,7 @@ from scaler.metrics import Health, Metrics, serve, setup_logging
 from scaler.permissions import LEASE_NAME
 from scaler.ports import Acting, Kube, LiveCluster, LostLease, ObjectRef, Planner, PoolProvider, Skipped
 from scaler.providers.base import ProviderError
+from scaler.providers.counted import CountedProvider
 from scaler.reconcile import Pass, Reconciler
 
 log = logging.getLogger("scaler.loop")
@@ -60,15 +61,16 @@ class Runtime:
         self.metrics = metrics or Metrics()
         self.leader = None if dry_run else leader
         self.actuator: Acting
+        counted = CountedProvider(provider, self.metrics)  # every failed cloud call counted here, once
         if dry_run:
             recorder = Recorder()
             self.actuator = recorder
             self.kube: Kube = recorder.kube
         else:
             guard = self.leader.check if self.leader is not None else (lambda: None)
-            self.actuator = Actuator(provider, kube, config.timings.drain_timeout, self.metrics, guard=guard)
+            self.actuator = Actuator(counted, kube, config.timings.drain_timeout, self.metrics, guard=guard)
             self.kube = kube
-        self.reconciler = Reconciler(config, cluster, provider, self.actuator, planner=planner, metrics=self.metrics)
+        self.reconciler = Reconciler(config, cluster, counted, self.actuator, planner=planner, metrics=self.metrics)
         self.interval = interval or config.timings.scan_interval
         self.health = health or Health(self.interval)
         self.dry_run = dry_run
@@ -236,7 +238,6 @@ class Runtime:
                 failures = 0
                 delay = self.interval
             except ProviderError as err:
-                self.metrics.cloud_errors.labels(err.kind).inc()
                 self.metrics.passes.labels("error").inc()
                 failures += 1
                 # An error asking again cannot fix (expired credentials, a refused permission) waits the

@@ -87,8 +87,7 @@ class Reconciler:
     def _read_notices(self) -> None:
         try:
             fresh = self.provider.interruptions()
-        except ProviderError as err:
-            self.metrics.cloud_errors.labels(err.kind).inc()
+        except ProviderError as err:  # counted by the provider (scaler.providers.counted)
             log.warning("reading interruption notices failed: %s", err)
             return
         self.notices.extend(n for n in fresh if n not in self.notices)
