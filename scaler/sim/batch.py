@@ -22,6 +22,10 @@ from typing import Any
 
 import yaml
 
+from scaler.core.config.settings import ConfigError
+from scaler.sim.simulation import InputError, simulate
+from scaler.sim.trace import TraceError
+
 # The report's figures a batch keeps per run (the whole report is large: samples, never-started lists).
 FIGURES = ("jobs_total", "jobs_completed", "paid_gpu_hours", "demand_gpu_hours", "paid_over_demand", "cost_usd",
            "pending_p50_s", "pending_p95_s", "pending_max_s", "pending_1gpu_p95_s", "spot_share", "wall_s")
@@ -46,10 +50,6 @@ class Batch:
 
 def simulate_run(run: Run) -> dict[str, Any]:
     """Run one simulation in this process (a worker): its figures plus `cpu_s` and, on bad input, `error`."""
-    from scaler.core.config.settings import ConfigError  # noqa: PLC0415 - workers import on their own
-    from scaler.sim.simulate_command import InputError, simulate  # noqa: PLC0415
-    from scaler.sim.trace import TraceError  # noqa: PLC0415
-
     started = time.process_time()
     with tempfile.TemporaryDirectory(prefix="gpuburst-batch-") as folder:
         trace, pools = Path(folder, "trace.csv"), Path(folder, "pools.yaml")
@@ -101,14 +101,6 @@ def _ray(runs: Sequence[Run], address: str) -> Iterator[tuple[int, dict[str, Any
     finally:
         for ref in left:
             ray.cancel(ref, force=True)
-
-
-def ray_available() -> bool:
-    try:
-        import ray  # noqa: F401, PLC0415
-    except ImportError:
-        return False
-    return True
 
 
 def run_batch(runs: Sequence[Run], *, workers: int | None = None, ray_address: str | None = None,

@@ -26,7 +26,7 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from scaler.core.dra.model import ResourceSlice, Version
+from scaler.core.model.dra import ResourceSlice, Version
 from scaler.core.model.resources import format_resources
 
 JSON = dict[str, Any]

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Final
 
-from scaler.core.dra.model import (
+from scaler.core.model.dra import (
     CounterConsumption,
     CounterSet,
     Device,
@@ -45,7 +45,7 @@ MEMORY_SLICES: Final = 8  # memory slices of an A100/H100/H200/B200-class GPU
 
 
 @dataclass(frozen=True, slots=True)
-class MigProfile:
+class MigInstance:
     """One MIG instance: its profile ("1g.10gb"), NVML profile id, and where it sits (start, size) in
     the GPU's memory slices; engines as nvidia-smi reports for the profile."""
 
@@ -72,7 +72,7 @@ class GpuModel:
     brand: str = "Nvidia"
     driver_version: str = "580.82.07"
     cuda_driver_version: str = "13.0.0"
-    mig: tuple[MigProfile, ...] = ()  # the layout of every GPU of the node; empty: whole GPUs
+    mig: tuple[MigInstance, ...] = ()  # the layout of every GPU of the node; empty: whole GPUs
 
 
 def _version(text: str) -> Version:
@@ -93,7 +93,7 @@ def _common(gpu: GpuModel, node: str, minor: int) -> dict[str, str | int | bool 
     }
 
 
-def _mig_device(gpu: GpuModel, node: str, minor: int, p: MigProfile) -> Device:
+def _mig_device(gpu: GpuModel, node: str, minor: int, p: MigInstance) -> Device:
     attrs = _common(gpu, node, minor)
     attrs.update(type="mig", profile=p.name, parentUUID=attrs["uuid"],
                  uuid=f"MIG-{node}-{minor}-{p.profile_id}-{p.start}")
@@ -137,11 +137,3 @@ def node_slices(node: str, gpu: GpuModel, generation: int = 1) -> tuple[Resource
     return (ResourceSlice(f"{node}-{DRIVER}-counters", DRIVER, pool, node_name=node, shared_counters=tuple(counters)),
             ResourceSlice(f"{node}-{DRIVER}", DRIVER, pool, node_name=node, devices=tuple(devices)))
 
-
-def a100_40gb_profile(name: str, start: int) -> MigProfile:
-    """MIG profiles of an A100 40GB (profile ids and engines as nvidia-smi mig -lgip prints)."""
-    table = {"1g.5gb": (19, 1, 14, 0), "2g.10gb": (14, 2, 28, 1), "3g.20gb": (9, 4, 42, 2),
-             "4g.20gb": (5, 4, 56, 2), "7g.40gb": (0, 8, 98, 5)}
-    pid, size, sms, decoders = table[name]
-    return MigProfile(name, pid, start, size, memory=size * 5 * 2**30 if size < 8 else 40 * 2**30,
-                      multiprocessors=sms, decoders=decoders, jpeg_engines=int(size == 8), ofa_engines=int(size == 8))

@@ -29,7 +29,8 @@ from typing import Any, Final, Literal
 
 from scaler.core.model import keys
 from scaler.core.model.objects import Node, Pod
-from scaler.core.scheduling.predicates import term_matches, toleration_matches
+from scaler.core.model.selectors import term_matches
+from scaler.core.scheduling.predicates import toleration_matches
 
 DEFAULT_SCHEDULER_NAME: Final = "default-scheduler"
 BINPACK_SCHEDULER_NAME: Final = "gpuburst-binpack"

@@ -11,9 +11,9 @@ from scaler.core.config.catalogue import CATALOGUE
 from scaler.core.config.pool import Pool
 from scaler.core.config.settings import parse_config
 from scaler.core.dra.allocator import Allocator, NodeRef
-from scaler.core.dra.model import ClaimSpec, DeviceRequest, ExactRequest, ResourceClaim, Version
 from scaler.core.dra.nvidia import DEVICE_CLASSES
 from scaler.core.model import keys
+from scaler.core.model.dra import ClaimSpec, DeviceRequest, ExactRequest, ResourceClaim, Version
 
 GPU_TYPES = sorted(name for name, t in CATALOGUE.items() if t.gpus)
 

@@ -7,17 +7,18 @@ from pathlib import Path
 
 import pytest
 import yaml
+from dra_builders import a100_40gb_profile
 
 from scaler.core.dra import convert, nvidia
 from scaler.core.dra.allocator import Allocator, NodeRef
-from scaler.core.dra.model import ResourceClaim
+from scaler.core.model.dra import ResourceClaim
 
 EXAMPLES = Path(__file__).resolve().parents[4] / ".." / "shared" / "dra" / "examples"
 H100 = nvidia.GpuModel("NVIDIA H100 80GB HBM3", "Hopper", 80 * 2**30, "9.0", count=8)
 A100_MIG = nvidia.GpuModel(
     "NVIDIA A100-SXM4-40GB", "Ampere", 40 * 2**30, "8.0", count=1,
-    mig=(nvidia.a100_40gb_profile("1g.5gb", 0), nvidia.a100_40gb_profile("1g.5gb", 1),
-         nvidia.a100_40gb_profile("2g.10gb", 2), nvidia.a100_40gb_profile("3g.20gb", 4)))
+    mig=(a100_40gb_profile("1g.5gb", 0), a100_40gb_profile("1g.5gb", 1),
+         a100_40gb_profile("2g.10gb", 2), a100_40gb_profile("3g.20gb", 4)))
 
 
 def claims_from(name: str) -> list[ResourceClaim]:
@@ -71,7 +72,7 @@ def test_whole_gpu_slice_attributes_and_memory_selector() -> None:
 def test_overlapping_mig_placements_exclude_each_other() -> None:
     """Two placements on the same memory slices: the shared counters let only one be allocated."""
     gpu = nvidia.GpuModel("NVIDIA A100-SXM4-40GB", "Ampere", 40 * 2**30, "8.0",
-                          mig=(nvidia.a100_40gb_profile("3g.20gb", 4), nvidia.a100_40gb_profile("4g.20gb", 4)))
+                          mig=(a100_40gb_profile("3g.20gb", 4), a100_40gb_profile("4g.20gb", 4)))
     one = {"name": "m", "exactly": {"deviceClassName": "mig.nvidia.com"}}
     claim = convert.resource_claim({"metadata": {"name": "c"}, "spec": {"devices": {"requests": [one]}}})
     two = convert.resource_claim({"metadata": {"name": "c"}, "spec": {"devices": {"requests": [
