@@ -108,7 +108,8 @@ def _mig_device(gpu: GpuModel, node: str, minor: int, p: MigProfile) -> Device:
 
 @functools.lru_cache(maxsize=4096)  # the planner asks for every DRA pool's template slices each pass
 def node_slices(node: str, gpu: GpuModel, generation: int = 1) -> tuple[ResourceSlice, ...]:
-    """The slices the driver publishes on `node`: one pool named after the node (shared, never to be changed)."""
+    """The slices the driver publishes on `node`: one pool named after the node (shared, never to be changed),
+    its MIG GPUs' memory-slice counters in a slice of their own."""
     devices: list[Device] = []
     counters: list[CounterSet] = []
     for minor in range(gpu.count):
@@ -120,8 +121,14 @@ def node_slices(node: str, gpu: GpuModel, generation: int = 1) -> tuple[Resource
             attrs = _common(gpu, node, minor)
             attrs["type"] = "gpu"
             devices.append(Device(f"gpu-{minor}", attributes=attrs, capacity={"memory": Decimal(gpu.memory)}))
-    return (ResourceSlice(f"{node}-{DRIVER}", DRIVER, PoolRef(node, generation, 1), node_name=node,
-                          devices=tuple(devices), shared_counters=tuple(counters)),)
+    if not counters:
+        return (ResourceSlice(f"{node}-{DRIVER}", DRIVER, PoolRef(node, generation, 1), node_name=node,
+                              devices=tuple(devices)),)
+    # resource.k8s.io/v1 allows only one of `sharedCounters` and `devices` in a slice (1.35+; validation.go,
+    # ValidateResourceSliceSpec): the counter sets are a slice of their own in the same pool.
+    pool = PoolRef(node, generation, 2)
+    return (ResourceSlice(f"{node}-{DRIVER}-counters", DRIVER, pool, node_name=node, shared_counters=tuple(counters)),
+            ResourceSlice(f"{node}-{DRIVER}", DRIVER, pool, node_name=node, devices=tuple(devices)))
 
 
 def a100_40gb_profile(name: str, start: int) -> MigProfile:

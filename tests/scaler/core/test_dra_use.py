@@ -28,7 +28,7 @@ def _pod(name: str, claim: str, phase: str = "Running") -> Pod:
 
 
 def test_mig_devices_of_one_gpu_busy_it_once() -> None:
-    devices = [d.name for d in node_slices(NODE, A100)[0].devices]
+    devices = [d.name for s in node_slices(NODE, A100) for d in s.devices]
     gpu0 = [d for d in devices if d.startswith("gpu-0-")]
     gpu1 = [d for d in devices if d.startswith("gpu-1-")]
     use = DraUse(_world({"a": (gpu0[0],), "b": (gpu0[1],), "c": (gpu1[0],)}))

@@ -78,3 +78,16 @@ def test_overlapping_mig_placements_exclude_each_other() -> None:
         one, {**one, "name": "n"}]}}})
     assert allocate(gpu, [claim]) == [{"gpu-0-mig-9-4-4"}]
     assert isinstance(allocate(gpu, [two]), str)
+
+
+def test_mig_counters_are_published_in_a_slice_of_their_own() -> None:
+    """resource.k8s.io/v1 (1.35+) refuses a slice with both `sharedCounters` and `devices`
+    (pkg/apis/resource/validation/validation.go): the counter sets get a slice of their own in the same
+    pool, which then counts two slices; the MIG devices still consume them across slices."""
+    counters, devices = nvidia.node_slices("n1", A100_MIG)
+    assert counters.shared_counters and not counters.devices
+    assert devices.devices and not devices.shared_counters
+    assert counters.pool == devices.pool and devices.pool.resource_slice_count == 2
+    assert {c.counter_set for d in devices.devices for c in d.consumes_counters} <= {
+        s.name for s in counters.shared_counters}
+    assert allocate(A100_MIG, claims_from("gpu-test4.yaml"))  # still allocated across the two slices
