@@ -8,7 +8,8 @@ MIG devices are `gpu-<minor>-mig-<profileId>-<start>-<size>` with the parent's a
 `parentUUID`, engine capacities and one `memorySlice<i>` = 1 per memory slice they occupy. A template
 cannot know real UUIDs or bus IDs: they are made up from the node name and the minor, which no
 selector of ours reads. The memory slices are also published as a shared counter set per GPU that
-its MIG devices consume, so two devices on the same slices cannot both be allocated.
+its MIG devices consume (counters `memory-slice-<i>`: resource.k8s.io/v1 takes only DNS labels as counter
+names), so two devices on the same slices cannot both be allocated.
 """
 
 from __future__ import annotations
@@ -102,8 +103,15 @@ def _mig_device(gpu: GpuModel, node: str, minor: int, p: MigProfile) -> Device:
                 "decoders": Decimal(p.decoders), "encoders": Decimal(p.encoders),
                 "jpegEngines": Decimal(p.jpeg_engines), "ofaEngines": Decimal(p.ofa_engines),
                 "memory": Decimal(p.memory), **occupied}
+    counters = {_counter(i): Decimal(1) for i in range(p.start, p.start + p.size)}
     return Device(f"gpu-{minor}-mig-{p.profile_id}-{p.start}-{p.size}", attributes=attrs, capacity=capacity,
-                  consumes_counters=(CounterConsumption(f"gpu-{minor}-counter-set", dict(occupied)),))
+                  consumes_counters=(CounterConsumption(f"gpu-{minor}-counter-set", counters),))
+
+
+def _counter(i: int) -> str:
+    """A memory slice's counter: a DNS label, as the API server requires of counter names (1.37
+    validation.go, validateCounterSet), where a capacity name may be any qualified name."""
+    return f"memory-slice-{i}"
 
 
 @functools.lru_cache(maxsize=4096)  # the planner asks for every DRA pool's template slices each pass
@@ -115,7 +123,7 @@ def node_slices(node: str, gpu: GpuModel, generation: int = 1) -> tuple[Resource
     for minor in range(gpu.count):
         if gpu.mig:
             counters.append(CounterSet(f"gpu-{minor}-counter-set",
-                                       {f"memorySlice{i}": Decimal(1) for i in range(MEMORY_SLICES)}))
+                                       {_counter(i): Decimal(1) for i in range(MEMORY_SLICES)}))
             devices.extend(_mig_device(gpu, node, minor, p) for p in gpu.mig)
         else:
             attrs = _common(gpu, node, minor)

@@ -91,3 +91,16 @@ def test_mig_counters_are_published_in_a_slice_of_their_own() -> None:
     assert {c.counter_set for d in devices.devices for c in d.consumes_counters} <= {
         s.name for s in counters.shared_counters}
     assert allocate(A100_MIG, claims_from("gpu-test4.yaml"))  # still allocated across the two slices
+
+
+def test_mig_counter_names_are_dns_labels() -> None:
+    """The 1.37 API server refuses a counter name that is not a lowercase RFC 1123 label
+    (pkg/apis/resource/validation/validation.go, validateCounterSet; a device's capacity names may be any
+    qualified name): `memorySlice0` made every MIG node's slices invalid."""
+    import re
+
+    label = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    counters, devices = nvidia.node_slices("n1", A100_MIG)
+    names = {n for s in counters.shared_counters for n in s.counters}
+    names |= {n for d in devices.devices for c in d.consumes_counters for n in c.counters}
+    assert names and all(label.match(n) for n in names), sorted(names)
