@@ -181,6 +181,9 @@ class ControlPlane:
             "--service-account-issuer=https://kubernetes.default.svc",
             f"--service-account-key-file={p / 'sa.pub'}", f"--service-account-signing-key-file={p / 'sa.key'}",
             "--service-cluster-ip-range=10.0.0.0/24", "--authorization-mode=RBAC",
+            # The endpoint reconciler refuses a loopback advertise address; no pod here talks to the
+            # `kubernetes` Service's endpoints anyway.
+            "--endpoint-reconciler-type=none",
             f"--feature-gates={FEATURE_GATES}", f"--runtime-config={RUNTIME_CONFIG}",
             f"--cert-dir={self.dir / 'certs'}", "--v=1",
         ])
