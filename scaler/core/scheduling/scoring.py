@@ -111,24 +111,33 @@ def fit_score(request: Mapping[str, int], alloc: Mapping[str, int], free: Mappin
     return total // weights if weights else 0
 
 
+def _balance(fractions: list[float]) -> int:
+    """``(1 - std) * 100`` of the resource fractions (balanced_allocation.go, balancedResourceScore)."""
+    std = 0.0
+    if len(fractions) == 2:
+        std = abs(fractions[0] - fractions[1]) / 2
+    elif len(fractions) > 2:
+        mean = sum(fractions) / len(fractions)
+        std = math.sqrt(sum((f - mean) ** 2 for f in fractions) / len(fractions))
+    return int((1 - std) * MAX_NODE_SCORE)
+
+
 def balanced_score(request: Mapping[str, int], alloc: Mapping[str, int], free: Mapping[str, int],
                    profile: ScoringProfile) -> int:
-    """NodeResourcesBalancedAllocation: ``(1 - std) * 100`` of the resource fractions after placement."""
-    fractions = []
+    """NodeResourcesBalancedAllocation as kube-scheduler 1.37 scores it (balanced_allocation.go,
+    balancedResourceScorer): by how much the pod improves the node's balance, ``50 + (50 + with - without) // 2``
+    where `with` and `without` are ``(1 - std) * 100`` of the resource fractions with the pod and without it
+    (75: no change; towards 100: better balanced; towards 50: worse)."""
+    with_pod, without = [], []
     for resource in profile.balanced_resources:
         a = alloc.get(resource, 0)
         if a <= 0:
             continue
-        requested = a - free.get(resource, 0) + request.get(resource, 0)
-        fractions.append(min(requested / a, 1.0))
-    if len(fractions) < 2:
-        return MAX_NODE_SCORE
-    if len(fractions) == 2:
-        std = abs(fractions[0] - fractions[1]) / 2
-    else:
-        mean = sum(fractions) / len(fractions)
-        std = math.sqrt(sum((f - mean) ** 2 for f in fractions) / len(fractions))
-    return int((1 - std) * MAX_NODE_SCORE)
+        requested = a - free.get(resource, 0)
+        without.append(min(requested / a, 1.0))
+        with_pod.append(min((requested + request.get(resource, 0)) / a, 1.0))
+    half = MAX_NODE_SCORE // 2
+    return half + (half + _balance(with_pod) - _balance(without)) // 2
 
 
 def resource_score(request: Mapping[str, int], alloc: Mapping[str, int], free: Mapping[str, int],
