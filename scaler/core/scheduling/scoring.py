@@ -10,8 +10,10 @@ the cluster runs.
 plugins and weights TaintToleration 3, NodeAffinity 2, NodeResourcesFit 1 (LeastAllocated over
 cpu and memory, weight 1 each; extended resources such as nvidia.com/gpu are not scored),
 NodeResourcesBalancedAllocation 1 (cpu, memory), PodTopologySpread 2, InterPodAffinity 2,
-ImageLocality 1. The last three score 0 for every node in a trace replay (no spread constraints, no
-pod affinity, no images), so the binder leaves them out.
+ImageLocality 1, DynamicResources 2. The three before it score 0 for every node in a trace replay (no spread
+constraints, no pod affinity, no images), so the binder leaves them out; DynamicResources scores only pods
+whose ResourceClaims have firstAvailable requests (`priority_scores`, used by the planner's placement of such
+pods).
 
 `BINPACK` is the profile gpuburst ships for GPU workloads (pods opt in with `schedulerName:
 gpuburst-binpack`): NodeResourcesFit with MostAllocated over nvidia.com/gpu (weight 5), cpu (1) and
@@ -57,13 +59,14 @@ FIT = "NodeResourcesFit"
 BALANCED = "NodeResourcesBalancedAllocation"
 TAINTS = "TaintToleration"
 AFFINITY = "NodeAffinity"
+DRA = "DynamicResources"  # scores only pods whose claims have firstAvailable requests (priority_scores)
 
 DEFAULT: Final = ScoringProfile(
     name="default",
     scheduler_name=DEFAULT_SCHEDULER_NAME,
     fit_strategy="LeastAllocated",
     fit_resources=((keys.RES_CPU, 1), (keys.RES_MEMORY, 1)),
-    plugin_weights=((TAINTS, 3), (AFFINITY, 2), (FIT, 1), (BALANCED, 1)),
+    plugin_weights=((TAINTS, 3), (AFFINITY, 2), (FIT, 1), (BALANCED, 1), (DRA, 2)),
 )
 
 BINPACK: Final = ScoringProfile(
@@ -71,7 +74,7 @@ BINPACK: Final = ScoringProfile(
     scheduler_name=BINPACK_SCHEDULER_NAME,
     fit_strategy="MostAllocated",
     fit_resources=((keys.RES_GPU, 5), (keys.RES_CPU, 1), (keys.RES_MEMORY, 1)),
-    plugin_weights=((TAINTS, 3), (AFFINITY, 2), (FIT, 5)),
+    plugin_weights=((TAINTS, 3), (AFFINITY, 2), (FIT, 5), (DRA, 2)),
 )
 
 PROFILES: Final = {p.name: p for p in (DEFAULT, BINPACK)}
@@ -179,6 +182,14 @@ def static_scores(pod: Pod, nodes: Sequence[Node], profile: ScoringProfile) -> l
             for i, s in enumerate(sums):
                 out[i] += w_aff * (s * MAX_NODE_SCORE // top)
     return out
+
+
+def priority_scores(raw: Sequence[int], profile: ScoringProfile) -> list[int]:
+    """DynamicResources' weighted scores of feasible nodes from their raw scores (`DraCheck.priority_score`),
+    normalised as kube-scheduler's DefaultNormalizeScore does: the best node 100, the others in proportion."""
+    top = max(raw, default=0)
+    w = profile.weight(DRA)
+    return [w * (r * MAX_NODE_SCORE // top) if top else 0 for r in raw]
 
 
 def score_nodes(pod: Pod, candidates: Sequence[tuple[Node, Mapping[str, int]]], profile: ScoringProfile) -> list[int]:
