@@ -44,8 +44,11 @@ def admin_client(plane: ControlPlane) -> client.ApiClient:
 def _chart_rbac() -> list[dict[str, Any]]:
     """The ServiceAccount and RBAC objects our chart renders (helm's Go SDK, no helm binary)."""
     with helm.Chart.load(str(CHART)) as chart:
-        manifests = chart.render({}, name="gpuburst", namespace=SCALER_NAMESPACE, is_install=True)
-    return [doc for text in manifests.values() for doc in yaml.safe_load_all(text)
+        # The chart's own CI values (its schema requires a cluster and a cloud, its ServiceAccount an IRSA role);
+        # the RBAC rules do not depend on them.
+        values = yaml.safe_load((CHART / "ci" / "eksctl-discover.yaml").read_text())
+        manifests = chart.render(values, name="gpuburst", namespace=SCALER_NAMESPACE, is_install=True)
+    return [doc for name, text in manifests.items() if name.endswith(".yaml") for doc in yaml.safe_load_all(text)
             if doc and doc.get("kind") in RBAC_KINDS]
 
 
