@@ -129,8 +129,10 @@ class Cluster:
                     if group:
                         custom.delete_collection_namespaced_custom_object(group, version, name, plural)
                     else:
-                        self.admin.call_api(f"/api/v1/namespaces/{name}/{plural}", "DELETE",
-                                            auth_settings=["BearerToken"], _preload_content=False)
+                        # kubernetes 37's ApiClient: call_api(method, url, ...) after param_serialize
+                        method, url, headers, body, _ = self.admin.param_serialize(
+                            "DELETE", f"/api/v1/namespaces/{name}/{plural}", auth_settings=["BearerToken"])
+                        self.admin.call_api(method, url, header_params=headers, body=body).read()
             if name != "default":
                 with contextlib.suppress(ApiException):
                     core.delete_namespace(name)
