@@ -21,6 +21,9 @@ ALL: Final = "All"
 
 # resource.k8s.io/v1 AllocationResultsMaxSize: no claim gets more devices than this.
 ALLOCATION_RESULTS_MAX_SIZE: Final = 32
+# resource.k8s.io/v1 FirstAvailableDeviceRequestMaxSize: at most this many subrequests; kube-scheduler's
+# DynamicResources Score gives a node this less the index of the subrequest it allocates.
+FIRST_AVAILABLE_MAX_SIZE: Final = 8
 
 
 @dataclass(frozen=True, slots=True)

@@ -58,7 +58,8 @@ def test_every_listed_gpu_type_scales_from_zero_under_dra(itype: str) -> None:
 
 def test_a_mig_dra_pool_publishes_its_layout_and_overlaps_cannot_both_be_had() -> None:
     pool = _pool("p4d.24xlarge", gpu_sharing={"mig": {"strategy": "mixed", "layout": "all-balanced"}})
-    [published] = pool.template_node().slices
+    counters, published = pool.template_node().slices  # counter sets in a slice of their own
+    assert counters.shared_counters and not counters.devices
     profiles = sorted(str(d.attributes["profile"]) for d in published.devices if d.name.startswith("gpu-0-"))
     assert profiles == ["1g.5gb", "1g.5gb", "2g.10gb", "3g.20gb"]
     node = pool.template_node()

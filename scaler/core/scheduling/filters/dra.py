@@ -23,6 +23,7 @@ from scaler.core.dra.search import AllocationError
 from scaler.core.dra.simple import Candidates, is_simple
 from scaler.core.model.dra import (
     EXACT_COUNT,
+    FIRST_AVAILABLE_MAX_SIZE,
     Allocation,
     ClaimSpec,
     DeviceID,
@@ -240,7 +241,8 @@ class DraState:
 class DraCheck:
     """One pod's claims against a DraState: the PreFilter (resolve the claims) and the Filter."""
 
-    __slots__ = ("claims", "generated", "keys", "needed", "pinned", "pod", "pod_reason", "spec", "state")
+    __slots__ = ("claims", "generated", "keys", "needed", "pinned", "pod", "pod_reason", "prioritized", "spec",
+                 "state")
 
     def __init__(self, state: DraState, pod: Pod) -> None:
         self.state, self.pod = state, pod
@@ -277,6 +279,10 @@ class DraCheck:
         self.keys = tuple(c.key for c in self.claims)
         self.needed = sum(info[2] for info in infos)
         self.spec = tuple(info[0] for info in infos)
+        # firstAvailable anywhere in the pod's claims: kube-scheduler then scores nodes by the subrequest each
+        # allocates (priority_score)
+        self.prioritized = any(q.first_available for c in (*self.claims, *(
+            objects.claims[k] for k, _ in self.pinned)) for q in c.spec.requests)
         state.last = self
 
     def reason(self, node: Node) -> str | None:
@@ -292,6 +298,33 @@ class DraCheck:
         if not self.claims:
             return None
         return self._allocate(node)
+
+    def priority_score(self, node: Node) -> int:
+        """DynamicResources' Score before normalisation (kube-scheduler 1.37,
+        pkg/scheduler/framework/plugins/dynamicresources/dynamicresources.go, computeScore): for each
+        firstAvailable request of the pod's claims, FirstAvailableDeviceRequestMaxSize (8) less the index of the
+        subrequest allocated, for the claims allocated on the node (ask `reason(node)` first) and those
+        allocated already."""
+        pairs: list[tuple[ResourceClaim, Allocation | None]] = []
+        for key, where in self.pinned:
+            passed = self.state.allocated.get(key)
+            pairs.append((self.state.objects.claims[key],
+                          where if isinstance(where, Allocation) else passed[1] if passed else None))
+        if self.claims:
+            hit = self.state.verdicts.get(node.name, {}).get(self.spec)
+            if hit is None or hit[2] is None:
+                return 0
+            pairs.extend(zip(self.claims, hit[2], strict=True))
+        score = 0
+        for claim, allocation in pairs:
+            if allocation is None:
+                continue
+            names = {r.request for r in allocation.results}
+            for q in claim.spec.requests:
+                for i, sub in enumerate(q.first_available):
+                    if f"{q.name}/{sub.name}" in names:
+                        score += FIRST_AVAILABLE_MAX_SIZE - i
+        return score
 
     def _allocate(self, node: Node) -> str | None:
         """Whether the claims allocate on the node: the allocator depends on the claims' specs and the
