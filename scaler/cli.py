@@ -1,4 +1,4 @@
-"""`python -m scaler run | plan | explain | simulate | tune | import-pools | trace export`.
+"""`python -m scaler run | plan | explain | simulate | tune | import-pools | permissions | trace export`.
 
 Each command lives in its own module with `add_arguments(parser)` and `main(args) -> int`;
 only the chosen one is imported, so `simulate` never loads the cloud SDKs.
@@ -22,6 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "simulate": ("scaler.sim.simulate_command", "replay a GPU job trace through the scaler in a simulated cloud"),
     "tune": ("scaler.sim.tune", "search pool shapes, idle-time bounds and buffers for a trace (Pareto front)"),
     "import-pools": ("scaler.importpools", "write the pools file of an existing cluster's node groups"),
+    "permissions": ("scaler.permissions_command", "print the IAM policy / Azure role the scaler needs, as JSON"),
     "trace": ("scaler.sim.export", "trace export: write a job trace from the kube-state-metrics series in Prometheus"),
 }
 
