@@ -37,8 +37,8 @@ KNOBS: dict[str, Knob] = {
     "unneeded_time_min": Knob("scale_down", float, "the adaptive unneeded time's lower bound (s)"),
     "unneeded_time_max": Knob("scale_down", float, "the adaptive unneeded time's upper bound (s)"),
     "rebuy_weight": Knob("scale_down", float, "the adaptive rule's re-buy cost, in boots per GPU beyond the first"),
-    "buffer_gpus": Knob(None, int, "GPUs a CapacityBuffer keeps ready (issue 27)"),
-    "warm_size": Knob(None, int, "instances each GPU pool keeps in a warm pool (issue 27)"),
+    "buffer_gpus": Knob(None, int, "GPUs a CapacityBuffer keeps ready"),
+    "warm_size": Knob(None, int, "instances each GPU pool keeps in a warm pool"),
 }
 
 
