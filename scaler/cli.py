@@ -1,4 +1,5 @@
-"""`python -m scaler run | plan | explain | simulate | tune | import-pools | permissions | snapshot | trace export`.
+"""`python -m scaler run | plan | explain | simulate | tune | import-pools | permissions | snapshot | shadow-report |
+trace export`.
 
 Each command lives in its own module with `add_arguments(parser)` and `main(args) -> int`;
 only the chosen one is imported, so `simulate` never loads the cloud SDKs.
@@ -19,6 +20,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("scaler.loop", "run the scaler against a cluster and its clouds"),
     "plan": ("scaler.sim.plan_command", "print the plan for a kubectl JSON snapshot and a pools file"),
     "explain": ("scaler.sim.plan_command", "alias of plan"),
+    "shadow-report": ("scaler.shadow_report", "compare a `run --shadow` record with what the cluster did"),
     "snapshot": ("scaler.snapshot_command", "write the List plan / explain read, from the current kubeconfig"),
     "simulate": ("scaler.sim.simulate_command", "replay a GPU job trace through the scaler in a simulated cloud"),
     "tune": ("scaler.sim.tune", "search pool shapes, idle-time bounds and buffers for a trace (Pareto front)"),
