@@ -132,7 +132,9 @@ def run_sweep(args: argparse.Namespace, base: dict[str, Any]) -> int:
     print(tradeoff.table(rows, names, marks))
     tradeoff.write_csv(out / "sweep.csv", rows, names, marks)
     labels = [label({k: r[k] for k in names if r[k] is not None}) for r in rows]
-    tradeoff.plot(out / "sweep.png", rows, labels, f"{Path(args.trace).name}: cost against p95 pending", marks)
+    part = f"first {args.hours:g} h" if args.hours is not None else "whole trace"
+    tradeoff.plot(out / "sweep.png", rows, labels, f"{Path(args.trace).name} ({part}): cost against p95 pending",
+                  marks)
     print(f"table: {out / 'sweep.csv'}\nplot: {out / 'sweep.png'}")
     return 130 if done.interrupted else 0
 
