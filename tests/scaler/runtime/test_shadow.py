@@ -16,7 +16,6 @@ import pytest
 from scaler.cli import main
 from scaler.core.config.settings import parse_config
 from scaler.core.model import keys
-from scaler.core.model.resources import format_resources
 from scaler.kube.actions import KubeActions
 from scaler.kube.cache import ClusterCache
 from scaler.kube.client import api_client
@@ -24,7 +23,7 @@ from scaler.loop import Runtime
 from scaler.metrics import Metrics
 from scaler.providers.sim import SimProvider
 from scaler.shadow import ShadowRecorder, read
-from tests.fakes.kubeapi import FakeKube, pod
+from tests.fakes.kubeapi import FakeKube, pod, pool_node
 
 CONFIG = parse_config({
     "cluster": "burst", "cloud": "aws", "region": "us-east-1",
@@ -64,16 +63,7 @@ class Cluster:
         nodes = {n["spec"]["providerID"]: n for n in self.kube.objects("nodes")}
         pool = CONFIG.pool(POOL)
         for pid in ready.keys() - nodes.keys():
-            name = f"node-{pid.rsplit('/', 1)[-1]}"
-            tmpl = pool.template_node("us-east-1a")
-            self.kube.put("nodes", {
-                "apiVersion": "v1", "kind": "Node",
-                "metadata": {"name": name, "labels": {**tmpl.labels, keys.LABEL_HOSTNAME: name}},
-                "spec": {"providerID": pid, "taints": [{"key": t.key, "value": t.value, "effect": t.effect}
-                                                       for t in pool.node_taints()]},
-                "status": {"allocatable": format_resources(tmpl.allocatable),
-                           "capacity": format_resources(pool.capacity()),
-                           "conditions": [{"type": "Ready", "status": "True"}]}})
+            self.kube.put("nodes", pool_node(pool, "us-east-1a", f"node-{pid.rsplit('/', 1)[-1]}", pid))
         for pid in nodes.keys() - {i.provider_id for i in self.provider.alive()}:
             self.kube.delete("nodes", f"/{nodes[pid]['metadata']['name']}")
 
