@@ -32,6 +32,28 @@ def test_snapshot_lists_every_kind_plan_reads() -> None:
     assert listed == set(plan_command.KINDS)
 
 
+def test_snapshot_holds_a_buffer_and_the_deployment_it_names(kube: FakeKube, tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    kube.put("deployments", {
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "serve", "namespace": "ml"},
+        "spec": {"replicas": 4, "selector": {"matchLabels": {"app": "serve"}}, "template": {
+            "metadata": {"labels": {"app": "serve"}},
+            "spec": {"containers": [{"name": "s", "image": "s:1", "resources": {"requests": {"cpu": "1"}}}]}}}})
+    kube.put("deployments", {"apiVersion": "apps/v1", "kind": "Deployment",
+                             "metadata": {"name": "unrelated", "namespace": "ml"}, "spec": {"replicas": 1}})
+    kube.put("capacitybuffers", {"apiVersion": "autoscaling.x-k8s.io/v1beta1", "kind": "CapacityBuffer",
+                                 "metadata": {"name": "headroom", "namespace": "ml"},
+                                 "spec": {"scalableRef": {"apiGroup": "apps", "kind": "Deployment", "name": "serve"},
+                                          "percentage": 50}})
+    out = tmp_path / "cluster.json"
+    assert main(["snapshot", "--kubeconfig", str(kube.kubeconfig(tmp_path / "kubeconfig")), "--output", str(out)]) == 0
+    items = json.loads(out.read_text())["items"]
+    assert [(i["kind"], i["metadata"]["name"]) for i in items if i["kind"] in ("CapacityBuffer", "Deployment")] == \
+        [("CapacityBuffer", "headroom"), ("Deployment", "serve")]  # the workload the buffer names, no other
+    assert main(["explain", "--snapshot", str(out), "--pools", str(POOLS)]) == 0
+    assert "ml/headroom: 2 placeholder pod(s)" in capsys.readouterr().out
+
+
 def test_snapshot_then_explain_plans_the_clusters_pending_pods(kube: FakeKube, tmp_path: Path,
                                                                monkeypatch: pytest.MonkeyPatch,
                                                                capsys: pytest.CaptureFixture[str]) -> None:
