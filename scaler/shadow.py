@@ -2,8 +2,9 @@
 
 `ShadowRecorder` is `scaler run --shadow FILE`'s actuator: a `Recorder` (it changes nothing) that appends
 each pass to FILE as one JSON line: the time, the nodes of the managed pools as the cluster has them (from
-the Node objects), the pending pods, and what gpuburst would have done (its scale-ups with the pods they are
-for, its removals). The first line holds each pool's price and boot time.
+the Node objects) and the pending pods (each left out when it is what the line before said, so a quiet week
+stays small), and what gpuburst would have done (its scale-ups with the pods they are for, its removals). The
+first line holds each pool's price and boot time.
 
 `Ledger` reads those lines in order and keeps both accounts; `python -m scaler shadow-report` prints them
 and `run --shadow` exports them as metrics while it runs:
@@ -78,6 +79,8 @@ class Ledger:
         if line.get("kind") == "start":
             self.pools.update(line["pools"])
             return
+        before = self.last or {"nodes": {}, "pending": []}
+        line = {"nodes": before["nodes"], "pending": before["pending"], **line}  # left out: unchanged
         t = float(line["t"])
         if self.last is not None:
             self._interval(self.last, t - float(self.last["t"]))
@@ -169,7 +172,12 @@ class ShadowRecorder(Recorder):
 
     def act(self, plan: Plan, snapshot: Snapshot) -> None:
         super().act(plan, snapshot)
-        self._write(record(plan, snapshot, self.pools))
+        line = record(plan, snapshot, self.pools)
+        last = self.ledger.last
+        for key in ("nodes", "pending"):
+            if last is not None and line[key] == last[key]:
+                del line[key]
+        self._write(line)
         self._export()
 
     def _export(self) -> None:
