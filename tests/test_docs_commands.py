@@ -426,16 +426,16 @@ SHELL_VALUES = {"CLUSTER": "ml-eks", "REGION": "us-east-1", "ACCOUNT": "12345678
 
 
 def _scaler_commands() -> list[Command]:
-    """Fenced commands of the scaler's CLI, synopses left out."""
-    return [c for c in ALL if c.fenced and re.search(r"(^|\s|&& )\.venv/bin/python -m scaler \w", c.text)
-            and "[-" not in c.text]
+    """Fenced commands of the scaler's CLI and of the Pulumi program's offline run, synopses left out."""
+    return [c for c in ALL if c.fenced and re.search(r"(^|\s|&& )\.venv/bin/python -m (scaler \w|gpuburst_infra)",
+                                                     c.text) and "[-" not in c.text]
 
 
 def _verdict(command: Command) -> str | None:
     """None: run it; else why not."""
-    sub = re.search(r"-m scaler ([\w-]+)", command.text).group(1)  # type: ignore[union-attr]
-    if sub in NOT_RUN:
-        return NOT_RUN[sub]
+    sub = re.search(r"-m scaler ([\w-]+)", command.text)
+    if sub is not None and sub.group(1) in NOT_RUN:
+        return NOT_RUN[sub.group(1)]
     files = [t for argv in _simple(command.text) for t in argv[1:] if _pathlike(t) and t not in _outputs(argv)]
     missing = [f for f in files if not (ROOT / f).exists()]
     return f"reads {', '.join(missing)}, which a command above writes from a cluster" if missing else None
