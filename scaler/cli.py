@@ -1,5 +1,6 @@
-"""`python -m scaler run | plan | explain | simulate | tune | import-pools | permissions | snapshot | shadow-report |
-trace export`.
+"""gpuburst's command line: `python -m scaler <command>`; `python -m scaler <command> --help` says more.
+
+run | plan | explain | simulate | tune | import-pools | permissions | snapshot | shadow-report | trace export.
 
 Each command lives in its own module with `add_arguments(parser)` and `main(args) -> int`;
 only the chosen one is imported, so `simulate` never loads the cloud SDKs.
@@ -18,7 +19,7 @@ from scaler import __version__
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("scaler.loop", "run the scaler against a cluster and its clouds"),
-    "plan": ("scaler.sim.plan_command", "print the plan for a kubectl JSON snapshot and a pools file"),
+    "plan": ("scaler.sim.plan_command", "print the plan for a cluster's snapshot (see snapshot) and a pools file"),
     "explain": ("scaler.sim.plan_command", "alias of plan"),
     "shadow-report": ("scaler.shadow_report", "compare a `run --shadow` record with what the cluster did"),
     "snapshot": ("scaler.snapshot_command", "write the List plan / explain read, from the current kubeconfig"),
