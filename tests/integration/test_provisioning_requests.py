@@ -174,3 +174,27 @@ def test_an_unsupported_parameter_is_refused_with_a_reason(world: SimWorld) -> N
     assert conds["Accepted"][:2] == ("False", "Rejected") and conds["Failed"][:2] == ("True", "Rejected")
     assert "MaxRunDurationSeconds" in conds["Failed"][2]
     assert world.desired() == 0
+
+
+def test_a_check_capacity_request_never_takes_the_nodes_coming_for_an_atomic_one(kube: FakeKube,
+                                                                                 tmp_path: Path) -> None:
+    """Issue 37: a check-capacity request waiting since before an atomic one for the same 4 x 8 GPUs was answered
+    CapacityIsFound from the atomic request's nodes as they registered, and the atomic request then bought 4
+    more: 8 nodes for 4 pods' worth. The nodes coming for a request are that request's until it is Provisioned."""
+    config = parse_config({**CONFIG, "pools": [{**CONFIG["pools"][0], "max": 12}]}, "test")
+    world = SimWorld(kube, config, tmp_path)
+    try:
+        world.step()
+        world.request("check", provreq.CHECK_CAPACITY, [4])
+        world.step()
+        assert world.conditions("check")["Provisioned"][:2] == ("False", "CapacityIsNotFound")
+        world.request("train", provreq.ATOMIC_SCALE_UP, [4])
+        world.step()
+        assert world.desired() == 4
+        world.run(300)  # the four nodes boot and register, and stay the atomic request's
+        assert world.desired() == 4 and len(world.kube.objects("nodes")) == 4  # (before: 8 nodes bought)
+        assert world.conditions("train")["Provisioned"][:2] == ("True", "CapacityIsProvisioned")
+        assert world.conditions("check")["Provisioned"][:2] == ("False", "CapacityIsNotFound")
+    finally:
+        world.cache.stop()
+
