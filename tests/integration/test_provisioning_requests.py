@@ -198,3 +198,20 @@ def test_a_check_capacity_request_never_takes_the_nodes_coming_for_an_atomic_one
     finally:
         world.cache.stop()
 
+
+def test_a_request_that_expires_while_its_node_boots_says_so_once_and_lets_the_node_go(world: SimWorld) -> None:
+    """Issue 37: an atomic request that expired while its node booted said Failed=True (Expired) and
+    Provisioned=False (Provisioning) at once. Expired, it is no longer provisioning, and the node bought for it is
+    removed like any idle node."""
+    world.request("late", provreq.ATOMIC_SCALE_UP, [1], ValidUntilSeconds="60")
+    world.step()
+    assert world.desired() == 1
+    assert world.conditions("late")["Provisioned"][:2] == ("False", "Provisioning")
+    world.run(70)  # expired; the node (120 s to boot) is not up yet
+    conds = world.conditions("late")
+    assert conds["Failed"][:2] == ("True", "Expired")
+    assert conds["Provisioned"][:2] == ("False", "Expired")
+    world.run(120)  # the node registers: nobody's
+    assert len(world.kube.objects("nodes")) == 1
+    world.run(200)  # the 60 s unneeded time, the drain
+    assert world.desired() == 0 and world.kube.objects("nodes") == []

@@ -23,7 +23,8 @@ find room, the real consumers pending meanwhile are the booking's, not a reason 
 do not (another pod took the room, a node went) those consumers ask for nodes like any pending pod. The
 nodes a booking holds are remembered (State.booked); when one of them is gone (a spot reclaim) before the
 booking ends, the request gets CapacityRevoked, else BookingExpired when it ends. Parameters other than
-`ValidUntilSeconds` are refused with a reason, as is any other class.
+`ValidUntilSeconds` are refused with a reason, as is any other class. A request not provisioned within its
+`ValidUntilSeconds` is Failed (Expired) and no longer Provisioned=False (Provisioning): it asks for nothing more.
 """
 
 from __future__ import annotations
@@ -121,6 +122,12 @@ def stand_ins(req: ProvisioningRequest, config: ScalerConfig, count: int | None 
     return out[:count] if count is not None else out
 
 
+def expired(req: ProvisioningRequest, now: float) -> bool:
+    """Not provisioned within its ValidUntilSeconds: Failed (Expired), it asks for nothing more."""
+    valid_until = req.parameters.get(PARAM_VALID_UNTIL)
+    return not req.true(PROVISIONED) and bool(valid_until) and now > req.created_at + int(valid_until or 0)
+
+
 def consumers(req: ProvisioningRequest, pods: Iterable[Pod]) -> list[Pod]:
     names = (keys.ANNOTATION_CONSUME_PROVREQ, keys.ANNOTATION_CONSUME_PROVREQ_CA)
     return [p for p in pods if p.namespace == req.namespace and any(p.annotations.get(n) == req.name for n in names)]
@@ -167,7 +174,7 @@ def inject(snapshot: Snapshot, requests: Iterable[ProvisioningRequest], config: 
                 held = frozenset({p.node_name for p in mine if p.node_name} | (hosts or set()))
             out.booked[req.key] = held
             out.lost[req.key] = sorted(held - present)
-        elif not req.true(PROVISIONED) and req.class_name == ATOMIC_SCALE_UP:
+        elif not req.true(PROVISIONED) and req.class_name == ATOMIC_SCALE_UP and not expired(req, snapshot.now):
             pods = stand_ins(req, config)
             snapshot.pending.extend(pods)
             out.asking[req.key] = [p.key for p in pods]
@@ -181,7 +188,7 @@ def book_checks(snapshot: Snapshot, requests: Iterable[ProvisioningRequest], con
     its nodes recorded in `injected.booked`), so the next request sees it taken."""
     out: dict[str, tuple[bool, str]] = {}
     live = [r for r in requests if r.class_name == CHECK_CAPACITY and not r.done and refusal(r) is None
-            and not r.true(PROVISIONED)]
+            and not r.true(PROVISIONED) and not expired(r, snapshot.now)]
     if not live:
         return out
     running = [p for n in snapshot.nodes for p in n.pods]
@@ -276,9 +283,11 @@ def conditions(req: ProvisioningRequest, *, now: float, plan: Plan | None, injec
         _set(conds, FAILED, "True", "Rejected", why, now)
         return conds
     _set(conds, ACCEPTED, "True", "Accepted", "ProvisioningRequest is accepted by gpuburst", now)
-    valid_until = req.parameters.get(PARAM_VALID_UNTIL)
-    if not req.true(PROVISIONED) and valid_until and now > req.created_at + int(valid_until):
-        _set(conds, FAILED, "True", "Expired", f"not provisioned within {PARAM_VALID_UNTIL}={valid_until}", now)
+    if expired(req, now):
+        why = f"not provisioned within {PARAM_VALID_UNTIL}={req.parameters[PARAM_VALID_UNTIL]}"
+        _set(conds, FAILED, "True", "Expired", why, now)
+        if PROVISIONED in conds:  # no longer Provisioning: nothing is asked or held for it from now on
+            _set(conds, PROVISIONED, "False", "Expired", f"{why}; the nodes asked for it are not held", now)
         return conds
     if req.class_name == CHECK_CAPACITY and not req.true(PROVISIONED):
         if checked is not None:
