@@ -12,6 +12,7 @@ from scaler.core.config.pool import Pool
 from scaler.core.model.objects import Node, Pod
 
 BinKind = Literal["existing", "coming", "in-flight", "new"]
+FRESH = "fresh"  # in the kinds a placement may use: the fresh bins too, whatever their kind (Bin.fresh)
 
 
 @dataclass(slots=True, eq=False)
@@ -29,6 +30,9 @@ class Bin:
     version: int = 0  # bumped whenever `free` changes: a score computed earlier is stale
     removed: bool = False  # chosen for removal by the scale-down planner
     touched: bool = False  # received pods in this pass
+    # a node that came up and is still empty: matched against with the nodes still coming, not bet on in the
+    # scheduler's queue order (`capacity.is_fresh`)
+    fresh: bool = False
 
 
 class Group:

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from scaler.core.model import keys
 from scaler.core.model.objects import Node, Pod, Taint, Toleration
 from scaler.core.planning.bins import (
+    FRESH,
     Bin,
     BinKind,
     Group,
@@ -303,7 +304,7 @@ class Packer:
                 if j < first:
                     first = j
                     self._hints[hint_key] = j
-                if b.removed or b.kind not in kinds:
+                if b.removed or (b.kind not in kinds and not (b.fresh and FRESH in kinds)):
                     continue
                 if journal is not None:
                     journal.append((b, list(free)))
