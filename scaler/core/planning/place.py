@@ -33,7 +33,7 @@ class Placer:
         self.refused_everywhere: set[str] = set()  # pods kube-scheduler's filters keep off every pool
         self.pod_reasons: dict[str, dict[str, str]] = {}  # pod -> pool -> the filters' refusal
         self.in_flight_groups = self.packer.in_flight_groups
-        self.fresh = any(b.fresh for b in self.packer.bins)
+        self.fresh_groups = list({id(b.group): b.group for b in self.packer.bins if b.fresh}.values())
         self.opened: dict[tuple[str, str], int] = {}
         self._opened_saved: dict[tuple[str, str], int] = {}
         self.template_kinds = frozenset({"in-flight", "new", FRESH})
@@ -155,10 +155,8 @@ class Placer:
     def _coming(self, cls: PodClass) -> list[Group]:
         """The groups of booting nodes (a multi-zone pool's, in their zones) and of fresh ones (`capacity.is_fresh`)
         the class may go to, after its slots' groups (which hold their pools' booting nodes)."""
-        out = [g for g in self.in_flight_groups if self.packer.static_reason(cls.static_id, g) is None]
-        if self.fresh:
-            out.extend(g for g in self.packer.eligible_real(cls.static_id) if any(b.fresh for b in g.bins))
-        return out
+        return [g for g in (*self.in_flight_groups, *self.fresh_groups)
+                if self.packer.static_reason(cls.static_id, g) is None]
 
     def _capped(self, slot: Slot, reasons: dict[str, str], excluded: set[int]) -> bool:
         """A cap (the pool's max, the cluster's limits) forbids one more node of the slot: say why, skip it."""
