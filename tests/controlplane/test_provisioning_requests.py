@@ -132,3 +132,46 @@ def test_an_unsupported_parameter_is_refused_with_a_reason(reqs: Requests) -> No
     assert conds["Accepted"][:2] == ("False", "Rejected") and conds["Failed"][:2] == ("True", "Rejected")
     assert "MaxRunDurationSeconds" in conds["Failed"][2]
     assert world.desired("gpu8-od") == 0
+
+
+def test_a_check_capacity_request_never_takes_the_nodes_coming_for_an_atomic_one(cluster: Cluster) -> None:
+    """Issue 37: a check-capacity request waiting since before an atomic one for the same 4 x 8 GPUs was answered
+    CapacityIsFound from the atomic request's nodes as they registered, and the atomic request then bought 4
+    more: 8 nodes for 4 pods' worth. The nodes coming for a request are that request's until it is Provisioned."""
+    cluster.core.create_namespace({"metadata": {"name": "ml"}})
+    config = parse_config({**CONFIG, "pools": [{**CONFIG["pools"][0], "max": 12}]}, "test")
+    world = RealWorld(SimCloud(config), cluster, config, kubelet=True)
+    reqs = Requests(world)
+    try:
+        world.step()
+        reqs.request("check", provreq.CHECK_CAPACITY, [4])
+        world.step()
+        assert reqs.conditions("check")["Provisioned"][:2] == ("False", "CapacityIsNotFound")
+        reqs.request("train", provreq.ATOMIC_SCALE_UP, [4])
+        world.step()
+        assert world.desired("gpu8-od") == 4
+        world.run(300)  # the four nodes boot and register, and stay the atomic request's
+        assert world.desired("gpu8-od") == 4 and reqs.nodes() == 4  # (before: 8 nodes bought)
+        assert reqs.conditions("train")["Provisioned"][:2] == ("True", "CapacityIsProvisioned")
+        assert reqs.conditions("check")["Provisioned"][:2] == ("False", "CapacityIsNotFound")
+    finally:
+        world.close()
+
+
+def test_a_request_that_expires_while_its_node_boots_says_so_once_and_lets_the_node_go(reqs: Requests) -> None:
+    """Issue 37: an atomic request that expired while its node booted said Failed=True (Expired) and
+    Provisioned=False (Provisioning) at once. Expired, it is no longer provisioning, and the node bought for it is
+    removed like any idle node."""
+    world = reqs.world
+    reqs.request("late", provreq.ATOMIC_SCALE_UP, [1], ValidUntilSeconds="60")
+    world.step()
+    assert world.desired("gpu8-od") == 1
+    assert reqs.conditions("late")["Provisioned"][:2] == ("False", "Provisioning")
+    world.run(70)  # expired; the node (120 s to boot) is not up yet
+    conds = reqs.conditions("late")
+    assert conds["Failed"][:2] == ("True", "Expired")
+    assert conds["Provisioned"][:2] == ("False", "Expired")
+    world.run(120)  # the node registers: nobody's
+    assert reqs.nodes() == 1
+    world.run(200)  # the 60 s unneeded time, the drain
+    assert world.desired("gpu8-od") == 0 and reqs.nodes() == 0

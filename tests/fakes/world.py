@@ -8,6 +8,7 @@ the watch-fed cache has caught up with the fake, and runs one pass of the real l
 from __future__ import annotations
 
 import time
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -62,8 +63,9 @@ class World:
         self.cache.stop()
 
     # --- the cluster side -----------------------------------------------------------------------
-    def register(self, pool_name: str | None = None) -> list[str]:
-        """Nodes for every instance of the pool(s) that has none yet; returns the new node names."""
+    def register(self, pool_name: str | None = None, only: Collection[str] | None = None) -> list[str]:
+        """Nodes for every instance of the pool(s) that has none yet (of the instance ids `only`, when given: a
+        test that has nodes register one by one); returns the new node names."""
         known = {(n.get("spec") or {}).get("providerID") for n in self.kube.objects("nodes")}
         made = []
         for pool in self.config.pools:
@@ -71,7 +73,7 @@ class World:
                 continue
             for inst in self.aws.instances(self.groups[pool.name]):
                 pid = provider_id(inst["AvailabilityZone"], inst["InstanceId"])
-                if pid in known:
+                if pid in known or (only is not None and inst["InstanceId"] not in only):
                     continue
                 name = f"ip-{inst['InstanceId'][2:10]}.ec2.internal"
                 self.kube.put("nodes", pool_node(pool, inst["AvailabilityZone"], name, pid))

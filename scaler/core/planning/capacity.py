@@ -11,7 +11,7 @@ from scaler.core.config.pool import Pool
 from scaler.core.config.settings import ScalerConfig
 from scaler.core.model import keys
 from scaler.core.model.objects import Node, Pod
-from scaler.core.model.workload import TERMINATED_PHASES, gpu_devices, is_daemonset, node_pool
+from scaler.core.model.workload import TERMINATED_PHASES, gpu_devices, is_daemonset, is_mirror, node_pool
 from scaler.core.planning.advance import Advanced, may_still_boot
 from scaler.core.planning.memo import Memo
 from scaler.core.planning.packing import Bin, Group, Packer, Slot
@@ -204,6 +204,17 @@ def is_coming(node: Node, pool: Pool | None, now: float, config: ScalerConfig,
     return may_still_boot(node, now, config)
 
 
+def is_fresh(node: Node, now: float, config: ScalerConfig) -> bool:
+    """A node that registered within the provision timeout and holds no pod but DaemonSet and mirror pods: capacity
+    coming like a booting node. Which pending pod kube-scheduler binds to it first depends on the order of its
+    queue after retries and on which node registered first, so the pending pods are matched against it and the
+    nodes still booting together, however the scheduler will shuffle them, and no node is bought on a guess that
+    another pod takes it."""
+    if node.created_at <= 0 or now - node.created_at >= config.timings.provision_timeout:
+        return False
+    return all(p.phase in TERMINATED_PHASES or is_daemonset(p) or is_mirror(p) for p in node.pods)
+
+
 def dra_state(snapshot: Snapshot, packer: Packer) -> DraState:
     """The pass's DRA devices; a coming node of a DRA pool allocates from the slices its driver will publish."""
     published = snapshot.dra.published()
@@ -332,7 +343,8 @@ def _node_bins(packer: Packer, snapshot: Snapshot, config: ScalerConfig, adv: Ad
             for res, v in used.items():
                 free[index[res]] -= v
             group = packer.group_for(node, tuple(t for t in node.taints if t.key not in keys.STARTUP_TAINTS))
-            packer.add_bin(node, free, "coming", group, pname, node.labels.get(keys.LABEL_ZONE), vec_alloc)
+            b = packer.add_bin(node, free, "coming", group, pname, node.labels.get(keys.LABEL_ZONE), vec_alloc)
+            b.fresh = is_fresh(node, now, config)
             continue
         if not node.ready:
             continue  # NotReady for long: no capacity, not ours to guess about
@@ -348,6 +360,8 @@ def _node_bins(packer: Packer, snapshot: Snapshot, config: ScalerConfig, adv: Ad
             kept[node.name] = r
         group = packer.real_group(r[3], node)  # (add_bin's, inlined: no placement yet, so no bound nor skyline)
         b = Bin(list(r[1]), "existing", node.name, pname, node.labels.get(keys.LABEL_ZONE), group, node, list(r[2]))
+        if pool is not None:
+            b.fresh = is_fresh(node, now, config)
         group.bins.append(b)
         group.epoch += 1
         bins.append(b)

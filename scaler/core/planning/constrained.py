@@ -21,7 +21,7 @@ from typing import Any
 
 from scaler.core.model import keys
 from scaler.core.model.objects import Node, Pod
-from scaler.core.planning.packing import Bin, Group, Packer, Placement, PodClass
+from scaler.core.planning.packing import FRESH, Bin, Group, Packer, Placement, PodClass
 from scaler.core.scheduling.filters import Cluster, DraState, PodCheck, Storage, new_node, own_constraints
 
 _REAL = frozenset({"existing", "coming"})
@@ -239,7 +239,7 @@ class Filtered:
                     if free[i] < a:
                         break
                 else:
-                    if b.removed or b.kind not in kinds:
+                    if b.removed or (b.kind not in kinds and not (b.fresh and FRESH in kinds)):
                         first_open = min(first_open, j)
                         continue
                     if j < first_roomy:

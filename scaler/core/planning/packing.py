@@ -31,6 +31,7 @@ from scaler.core.planning.memo import Memo
 from scaler.core.scheduling import predicates
 
 BinKind = Literal["existing", "coming", "in-flight", "new"]
+FRESH = "fresh"  # in the kinds a placement may use: the fresh bins too, whatever their kind (Bin.fresh)
 _UNSCHED_TAINT = Taint(keys.TAINT_UNSCHEDULABLE, "", "NoSchedule")
 
 
@@ -49,6 +50,9 @@ class Bin:
     version: int = 0  # bumped whenever `free` changes: a score computed earlier is stale
     removed: bool = False  # chosen for removal by the scale-down planner
     touched: bool = False  # received pods in this pass
+    # a node that came up and is still empty: matched against with the nodes still coming, not bet on in the
+    # scheduler's queue order (`capacity.is_fresh`)
+    fresh: bool = False
 
 
 class Group:
@@ -419,7 +423,7 @@ class Packer:
                 if j < first:
                     first = j
                     self._hints[hint_key] = j
-                if b.removed or b.kind not in kinds:
+                if b.removed or (b.kind not in kinds and not (b.fresh and FRESH in kinds)):
                     continue
                 if journal is not None:
                     journal.append((b, list(free)))

@@ -14,7 +14,7 @@ from scaler.core.planning.capacity import build_packer, dra_state, usage
 from scaler.core.planning.caps import Caps
 from scaler.core.planning.constrained import Filtered, append_one
 from scaler.core.planning.expander import Expander, SlotOption
-from scaler.core.planning.packing import Bin, Placement, PodClass, Slot
+from scaler.core.planning.packing import FRESH, Bin, Group, Placement, PodClass, Slot
 from scaler.core.planning.queue_order import Chooser
 from scaler.core.planning.snapshot import Snapshot
 from scaler.core.scheduling.filters import PodCheck
@@ -32,9 +32,10 @@ class Placer:
         self.refused_everywhere: set[str] = set()  # pods kube-scheduler's filters keep off every pool
         self.pod_reasons: dict[str, dict[str, str]] = {}  # pod -> pool -> the filters' refusal
         self.in_flight_groups = self.packer.in_flight_groups
+        self.fresh_groups = list({id(b.group): b.group for b in self.packer.bins if b.fresh}.values())
         self.opened: dict[tuple[str, str], int] = {}
         self._opened_saved: dict[tuple[str, str], int] = {}
-        self.template_kinds = frozenset({"in-flight", "new"})
+        self.template_kinds = frozenset({"in-flight", "new", FRESH})
 
     # --- Tentative (scaler.core.planning.trial): the packer, the filters, the caps, the opened nodes -----
     def begin(self) -> None:
@@ -94,8 +95,7 @@ class Placer:
         else:
             out.extend(existing)
             left = cls.pods[sum(k for _, k in existing):]
-        groups = [c.slot.group for c in cands] + [
-            g for g in self.in_flight_groups if self.packer.static_reason(cls.static_id, g) is None]
+        groups = [c.slot.group for c in cands] + self._coming(cls)
         excluded: set[int] = set()
         unplaced: list[Pod] = []
         ranked = sorted(cands, key=lambda c: self.expander.score(c, cls, 1))  # one pod a node at a time
@@ -151,6 +151,12 @@ class Placer:
             cls.pods[:] = [p for p in cls.pods if id(p) not in keep] + unplaced
         return out
 
+    def _coming(self, cls: PodClass) -> list[Group]:
+        """The groups of booting nodes (a multi-zone pool's, in their zones) and of fresh ones (`capacity.is_fresh`)
+        the class may go to, after its slots' groups (which hold their pools' booting nodes)."""
+        return [g for g in (*self.in_flight_groups, *self.fresh_groups)
+                if self.packer.static_reason(cls.static_id, g) is None]
+
     def _capped(self, slot: Slot, reasons: dict[str, str], excluded: set[int]) -> bool:
         """A cap (the pool's max, the cluster's limits) forbids one more node of the slot: say why, skip it."""
         why = self.caps.limit(slot)
@@ -178,8 +184,7 @@ class Placer:
             out.extend(existing)
             placed = sum(k for _, k in existing)
         if placed < n:
-            groups = [c.slot.group for c in cands] + [
-                g for g in self.in_flight_groups if self.packer.static_reason(cls.static_id, g) is None]
+            groups = [c.slot.group for c in cands] + self._coming(cls)
             placed += self.packer.fill(cls, groups, n - placed, self.template_kinds, out)
         excluded: set[int] = set()
         while placed < n:

@@ -8,7 +8,8 @@ Two classes, as cluster-autoscaler serves them:
   and the room found is booked, so a second request for the same room is refused; or Provisioned=False
   (CapacityIsNotFound, asked again next pass). Nothing is added for it. As cluster-autoscaler's
   checkcapacity provisioning class (provisioningrequest/checkcapacity/provisioningclass.go): requests in
-  creation order, each placed on the cluster as the ones before it left it.
+  creation order, each placed on the cluster as the ones before it left it. The nodes coming for an atomic
+  request still Provisioning are that request's: the room its pods take there is no check's.
 - `best-effort-atomic-scale-up.autoscaling.x-k8s.io`: add every node the pod sets need, or none. The
   request's pods stand in as one pending gang (all or none, the gang rules of the planner); when every one
   of them fits on a node that is up, Provisioned=True (CapacityIsProvisioned, upstream's reason). A gang
@@ -22,7 +23,8 @@ find room, the real consumers pending meanwhile are the booking's, not a reason 
 do not (another pod took the room, a node went) those consumers ask for nodes like any pending pod. The
 nodes a booking holds are remembered (State.booked); when one of them is gone (a spot reclaim) before the
 booking ends, the request gets CapacityRevoked, else BookingExpired when it ends. Parameters other than
-`ValidUntilSeconds` are refused with a reason, as is any other class.
+`ValidUntilSeconds` are refused with a reason, as is any other class. A request not provisioned within its
+`ValidUntilSeconds` is Failed (Expired) and no longer Provisioned=False (Provisioning): it asks for nothing more.
 """
 
 from __future__ import annotations
@@ -90,6 +92,12 @@ def stand_ins(req: ProvisioningRequest, config: ScalerConfig, count: int | None 
     return out[:count] if count is not None else out
 
 
+def expired(req: ProvisioningRequest, now: float) -> bool:
+    """Not provisioned within its ValidUntilSeconds: Failed (Expired), it asks for nothing more."""
+    valid_until = req.parameters.get(PARAM_VALID_UNTIL)
+    return not req.true(PROVISIONED) and bool(valid_until) and now > req.created_at + int(valid_until or 0)
+
+
 def consumers(req: ProvisioningRequest, pods: Iterable[Pod]) -> list[Pod]:
     names = (keys.ANNOTATION_CONSUME_PROVREQ, keys.ANNOTATION_CONSUME_PROVREQ_CA)
     return [p for p in pods if p.namespace == req.namespace and any(p.annotations.get(n) == req.name for n in names)]
@@ -136,7 +144,7 @@ def inject(snapshot: Snapshot, requests: Iterable[ProvisioningRequest], config: 
                 held = frozenset({p.node_name for p in mine if p.node_name} | (hosts or set()))
             out.booked[req.key] = held
             out.lost[req.key] = sorted(held - present)
-        elif not req.true(PROVISIONED) and req.class_name == ATOMIC_SCALE_UP:
+        elif not req.true(PROVISIONED) and req.class_name == ATOMIC_SCALE_UP and not expired(req, snapshot.now):
             pods = stand_ins(req, config)
             snapshot.pending.extend(pods)
             out.asking[req.key] = [p.key for p in pods]
@@ -150,8 +158,13 @@ def book_checks(snapshot: Snapshot, requests: Iterable[ProvisioningRequest], con
     its nodes recorded in `injected.booked`), so the next request sees it taken."""
     out: dict[str, tuple[bool, str]] = {}
     live = [r for r in requests if r.class_name == CHECK_CAPACITY and not r.done and refusal(r) is None
-            and not r.true(PROVISIONED)]
+            and not r.true(PROVISIONED) and not expired(r, snapshot.now)]
+    if not live:
+        return out
     running = [p for n in snapshot.nodes for p in n.pods]
+    # The nodes coming for an atomic request are its own before it is Provisioned: while they register, the
+    # room its stand-ins take on the nodes up is no check-capacity request's (held for the answers, then let go).
+    held = _hold([p for r in requests if _coming_for(r) for p in stand_ins(r, config)], snapshot.nodes)
     for req in sorted(live, key=lambda r: (r.created_at, r.key)):
         mine = consumers(req, running)
         hosts = _place(stand_ins(req, config, max(0, req.total - len(mine))), snapshot.nodes)
@@ -163,24 +176,37 @@ def book_checks(snapshot: Snapshot, requests: Iterable[ProvisioningRequest], con
         injected.lost[req.key] = []
         out[req.key] = (True, f"Capacity is found in the cluster: all {req.total} pods fit on the nodes that are "
                               f"up, booked for {config.timings.booking_ttl:g} s")
+    for node, pod in held:
+        node.pods.remove(pod)
     return out
+
+
+def _coming_for(req: ProvisioningRequest) -> bool:
+    """An atomic request whose nodes were asked for and are still coming (Provisioned=False, Provisioning)."""
+    cond = req.conditions.get(PROVISIONED)
+    return req.class_name == ATOMIC_SCALE_UP and not req.done and refusal(req) is None and cond is not None \
+        and cond.status == "False" and cond.reason == "Provisioning"
+
+
+def _hold(pods: list[Pod], nodes: list[Node]) -> list[tuple[Node, Pod]]:
+    """First fit of each stand-in onto ready, schedulable nodes, as many as fit (not all or none): they become
+    pods there; returns them, for the caller to take back."""
+    ordered = sorted((n for n in nodes if n.ready and not n.unschedulable and not n.is_template),
+                     key=lambda n: n.name)
+    placed: list[tuple[Node, Pod]] = []
+    for pod in pods:
+        node = next((n for n in ordered if fits(pod, n)), None)
+        if node is not None:
+            placed.append((node, dataclasses.replace(pod, node_name=node.name, phase="Running")))
+            node.pods.append(placed[-1][1])
+    return placed
 
 
 def _place(pods: list[Pod], nodes: list[Node]) -> set[str] | None:
     """First fit of the stand-ins onto ready, schedulable nodes, all or none: when every one finds a node they
     become pods there and the names of those nodes are returned, else nothing is placed and None is."""
-    ordered = sorted((n for n in nodes if n.ready and not n.unschedulable and not n.is_template),
-                     key=lambda n: n.name)
-    placed: list[tuple[Node, Pod]] = []
-    left = 0
-    for pod in pods:
-        node = next((n for n in ordered if fits(pod, n)), None)
-        if node is None:
-            left += 1
-            continue
-        placed.append((node, dataclasses.replace(pod, node_name=node.name, phase="Running")))
-        node.pods.append(placed[-1][1])
-    if left:
+    placed = _hold(pods, nodes)
+    if len(placed) < len(pods):
         for node, pod in placed:
             node.pods.remove(pod)
         return None
@@ -227,9 +253,11 @@ def conditions(req: ProvisioningRequest, *, now: float, plan: Plan | None, injec
         _set(conds, FAILED, "True", "Rejected", why, now)
         return conds
     _set(conds, ACCEPTED, "True", "Accepted", "ProvisioningRequest is accepted by gpuburst", now)
-    valid_until = req.parameters.get(PARAM_VALID_UNTIL)
-    if not req.true(PROVISIONED) and valid_until and now > req.created_at + int(valid_until):
-        _set(conds, FAILED, "True", "Expired", f"not provisioned within {PARAM_VALID_UNTIL}={valid_until}", now)
+    if expired(req, now):
+        why = f"not provisioned within {PARAM_VALID_UNTIL}={req.parameters[PARAM_VALID_UNTIL]}"
+        _set(conds, FAILED, "True", "Expired", why, now)
+        if PROVISIONED in conds:  # no longer Provisioning: nothing is asked or held for it from now on
+            _set(conds, PROVISIONED, "False", "Expired", f"{why}; the nodes asked for it are not held", now)
         return conds
     if req.class_name == CHECK_CAPACITY and not req.true(PROVISIONED):
         if checked is not None:

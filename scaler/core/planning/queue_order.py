@@ -57,7 +57,9 @@ class Chooser:
                 continue  # no node of the group takes the class
             bins = [b for b in packer.roomy(g, nz) if not b.removed]  # (a real group's bins have alloc)
             if bins:
-                roomy.append((g, bins))
+                bins = [b for b in bins if not b.fresh]  # matched with the nodes coming (`capacity.is_fresh`)
+                if bins:
+                    roomy.append((g, bins))
             else:  # no node of the group takes the class
                 packer.tighten(g)
                 g.sky = None
@@ -111,8 +113,8 @@ class Chooser:
         return found
 
     def _open(self, b: Bin) -> bool:
-        """A real (existing or coming) node, not being removed, with room for one more pod."""
-        if b.removed or b.alloc is None:
+        """A real (existing or coming) node, not being removed nor fresh, with room for one more pod."""
+        if b.removed or b.alloc is None or b.fresh:
             return False
         free = b.free
         return all(free[i] >= a for i, a in self.cls.nz)

@@ -165,7 +165,9 @@ def plan_scale_up(snapshot: Snapshot, config: ScalerConfig, adv: Advanced) -> Sc
     out = _Verdicts(verdicts, new_pods, placed_on)
     for i, run in enumerate(segments):
         on_existing = place_in_queue_order(packer, run, choosers, filtered)
-        run.sort(key=planner.expander.sort_key)
+        # Largest first; among pods alike, those fewer pools take first (a pod that fits any zone after the
+        # ones pinned to one), so the pods left over are matched to the nodes coming, not just poured into them.
+        run.sort(key=lambda c: (*planner.expander.sort_key(c), len(info[id(c)][0])))
         for c in run:
             cands, reasons = info[id(c)]
             placement = planner.place(c, cands, reasons, on_existing[id(c)])
