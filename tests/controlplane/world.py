@@ -215,10 +215,13 @@ class RealWorld:
 def gpu_pod(name: str, gpus: int, *, namespace: str = "default", zone: str | None = None,
             tolerations: list[dict[str, Any]] | None = None, labels: dict[str, str] | None = None,
             cpu: str = "1", memory: str = "1Gi") -> dict[str, Any]:
-    """A pod as a Job makes one: GPUs as the extended resource, the GPU taints tolerated."""
+    """A pod as a Job makes one: GPUs as the extended resource, the GPU taint tolerated, and the
+    `gpuburst.io/min-gpus` taint of the pools whose `min_pod_gpus` (2, 4 or 8) it reaches, as docs/platform.md
+    tells users to write it: a 1-GPU pod never lands on a multi-GPU node."""
     tol = tolerations if tolerations is not None else [
         {"key": keys.TAINT_GPU, "operator": "Exists", "effect": "NoSchedule"},
-        {"key": keys.TAINT_MIN_GPUS, "operator": "Exists", "effect": "NoSchedule"}]
+        *({"key": keys.TAINT_MIN_GPUS, "operator": "Equal", "value": str(v), "effect": "NoSchedule"}
+          for v in (2, 4, 8) if gpus >= v)]
     spec: dict[str, Any] = {
         "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10",
                         "resources": {"requests": {"cpu": cpu, "memory": memory, **(
