@@ -26,6 +26,7 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from scaler.core.model import keys
 from scaler.core.model.dra import ResourceSlice, Version
 from scaler.core.model.resources import format_resources
 
@@ -131,6 +132,14 @@ class NodeAgent:
                                                      slice_json(s, self._owner(node)))
         with self._lock:
             self.nodes.add(spec.name)
+        # The API server admits a new Node with the node.kubernetes.io/not-ready taint (TaintNodesByCondition)
+        # and the node lifecycle controller lifts it once it sees Ready: registration is done then, as a
+        # kubelet's node is usable then.
+        deadline = time.monotonic() + 30
+        while any(t.key == keys.TAINT_NOT_READY for t in (self.core.read_node(spec.name).spec.taints or [])):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"node {spec.name}: the not-ready taint was never lifted")
+            time.sleep(0.05)
 
     @staticmethod
     def _owner(node: Any) -> JSON:
