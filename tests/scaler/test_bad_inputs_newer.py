@@ -1,0 +1,126 @@
+"""Issue 42: the newer inputs (DRA objects, Capacity Blocks, buffers, sweeps, tune, trace export, Ray and
+Prometheus endpoints) refused as the API server or the cloud would, or said plainly: exit 2 and one line
+naming the file (or flag), the object and the field, no traceback, nothing written (docs/operations.md)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from scaler.cli import main
+from scaler.kube.convert_dra import dra_view
+
+ROOT = Path(__file__).resolve().parents[2]
+DRA_SNAPSHOT = ROOT / "examples" / "snapshot-aws-dra.json"
+DRA_POOLS = ROOT / "examples" / "pools-aws-dra.yaml"
+
+Edit = Callable[[dict[str, Any]], None]
+
+
+def one_line(capsys: pytest.CaptureFixture[str]) -> str:
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "Traceback" not in err[0], err
+    return err[0]
+
+
+# --- DRA objects in a snapshot: as pkg/apis/resource/validation/validation.go refuses them -------------------
+def template(name: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """The devices of the snapshot's ResourceClaimTemplate `name`."""
+    def find(snapshot: dict[str, Any]) -> dict[str, Any]:
+        [t] = [o for o in snapshot["items"] if o["kind"] == "ResourceClaimTemplate" and o["metadata"]["name"] == name]
+        return t["spec"]["spec"]["devices"]  # type: ignore[no-any-return]
+    return find
+
+
+ONE, TWO, FIRST = template("one-gpu"), template("two-alike"), template("h100-else-20gi")
+
+
+def exactly(**fields: Any) -> Edit:
+    return lambda s: ONE(s)["requests"][0]["exactly"].update(fields)
+
+
+def cel(expression: str) -> Edit:
+    return exactly(selectors=[{"cel": {"expression": expression}}])
+
+
+def constraint(**fields: Any) -> Edit:
+    def edit(s: dict[str, Any]) -> None:
+        c = TWO(s)["constraints"][0]
+        c.clear()
+        c.update(fields)
+    return edit
+
+
+def second_request(s: dict[str, Any]) -> None:
+    ONE(s)["requests"].append(copy.deepcopy(ONE(s)["requests"][0]))
+
+
+DRA_CASES: list[tuple[str, Edit, str]] = [
+    ("CEL selector of a string", cel("device.driver"),
+     "ResourceClaimTemplate ml/one-gpu: spec.spec.devices.requests[0].exactly.selectors[0].cel.expression: "
+     "CEL compile error: must evaluate to bool or the unknown type, not string"),
+    ("CEL selector of a quantity", cel("device.capacity['gpu.nvidia.com'].memory"), "not quantity"),
+    ("allocationMode unknown", exactly(allocationMode="Some"),
+     "requests[0].exactly.allocationMode: Unsupported value 'Some': supported values: ExactCount, All"),
+    ("allocationMode All with a count", exactly(allocationMode="All", count=2),
+     "requests[0].exactly.count: must not be specified when allocationMode is All"),
+    ("no device class", lambda s: ONE(s)["requests"][0]["exactly"].pop("deviceClassName"),
+     "requests[0].exactly.deviceClassName: required"),
+    ("device class not a DNS subdomain", exactly(deviceClassName="GPU_class"), "is not a DNS subdomain"),
+    ("request name not a DNS label", lambda s: ONE(s)["requests"][0].update(name="GPU 0"),
+     "requests[0].name: 'GPU 0' is not a request name"),
+    ("request named twice", second_request, "requests[1].name: Duplicate value 'gpu'"),
+    ("subrequest named twice", lambda s: FIRST(s)["requests"][0]["firstAvailable"][1].update(name="h100"),
+     "ResourceClaimTemplate ml/h100-else-20gi: spec.spec.devices.requests[0].firstAvailable[1].name: "
+     "Duplicate value 'h100'"),
+    ("matchAttribute empty", constraint(matchAttribute=""),
+     "ResourceClaimTemplate ml/two-alike: spec.spec.devices.constraints[0].matchAttribute: '' must include a domain"),
+    ("matchAttribute without a domain", constraint(matchAttribute="productName"),
+     "constraints[0].matchAttribute: 'productName' must include a domain"),
+    ("matchAttribute with a bad name", constraint(matchAttribute="gpu.nvidia.com/product-name"),
+     "'product-name' is not a C identifier"),
+    ("constraint of no kind", constraint(requests=["gpus"]), "constraints[0].matchAttribute: required"),
+    ("constraint naming no request", constraint(matchAttribute="gpu.nvidia.com/productName", requests=["gpu"]),
+     "constraints[0].requests[0]: 'gpu' must be the name of a request in the claim"),
+]
+
+
+@pytest.mark.parametrize(("edit", "line"), [c[1:] for c in DRA_CASES], ids=[c[0] for c in DRA_CASES])
+def test_plan_refuses_dra_objects_the_api_server_refuses(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                         edit: Edit, line: str) -> None:
+    snapshot = json.loads(DRA_SNAPSHOT.read_text(encoding="utf-8"))
+    edit(snapshot)
+    path = tmp_path / "snapshot.json"
+    path.write_text(json.dumps(snapshot), encoding="utf-8")
+    assert main(["plan", "--snapshot", str(path), "--pools", str(DRA_POOLS)]) == 2
+    err = one_line(capsys)
+    assert line in err and str(path) in err
+
+
+def test_a_constraint_may_name_a_subrequest_and_the_dra_snapshot_plans(capsys: pytest.CaptureFixture[str],
+                                                                       tmp_path: Path) -> None:
+    snapshot = json.loads(DRA_SNAPSHOT.read_text(encoding="utf-8"))
+    FIRST(snapshot)["constraints"] = [{"matchAttribute": "gpu.nvidia.com/productName", "requests": ["gpu/h100"]}]
+    path = tmp_path / "snapshot.json"
+    path.write_text(json.dumps(snapshot), encoding="utf-8")
+    assert main(["plan", "--snapshot", str(path), "--pools", str(DRA_POOLS)]) == 0
+    capsys.readouterr()
+
+
+def test_the_loop_skips_such_a_dra_object_and_reads_the_rest() -> None:
+    """Live: the same refusal goes to the cache's `skip` (a FailedToRead Warning Event on the object, the pass
+    goes on without it)."""
+    snapshot = json.loads(DRA_SNAPSHOT.read_text(encoding="utf-8"))
+    exactly(allocationMode="Some")(snapshot)
+    kinds = {k: [o for o in snapshot["items"] if o["kind"] == k]
+             for k in ("DeviceClass", "ResourceClaim", "ResourceClaimTemplate", "ResourceSlice")}
+    skipped: list[str] = []
+    dra = dra_view(kinds["DeviceClass"], kinds["ResourceClaim"], kinds["ResourceClaimTemplate"],
+                   kinds["ResourceSlice"], lambda err, obj: skipped.append(str(err)))
+    assert len(skipped) == 1 and skipped[0].startswith("ResourceClaimTemplate ml/one-gpu: ")
+    assert "ml/one-gpu" not in dra.templates and "ml/two-alike" in dra.templates
