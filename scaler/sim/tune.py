@@ -114,7 +114,9 @@ def main(args: argparse.Namespace) -> int:
         space = space_of(config, data, args.pools)
         jobs = load_trace(args.trace)
         trace = read_text(Path(args.trace))
-    except (ConfigError, TraceError, InputError) as err:
+        if args.ray:  # the endpoint last among the checks, first before any simulation
+            batch.check_ray(args.ray)
+    except (ConfigError, TraceError, InputError, batch.RayError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     cands = candidates(space, jobs, reclaims=args.interruption_rate > 0, buffers=args.buffer_sizes)
@@ -123,7 +125,11 @@ def main(args: argparse.Namespace) -> int:
     span_h = max(max(j.submit_s for j in jobs) / 3600, 1e-3)
     if not args.quiet:
         print(f"tune: {len(cands)} candidates, {RUNGS} rungs keeping 1/{ETA} each", file=sys.stderr)
-    results, interrupted, runs, cpu = race(args, space, cands, trace, span_h)
+    try:
+        results, interrupted, runs, cpu = race(args, space, cands, trace, span_h)
+    except batch.RayError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     return report(args, space, results, interrupted, plot, runs, cpu)
 
 

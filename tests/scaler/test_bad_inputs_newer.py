@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import copy
 import json
+import socket
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -14,6 +16,7 @@ import pytest
 
 from scaler.cli import main
 from scaler.kube.convert_dra import dra_view
+from scaler.sim import batch
 
 ROOT = Path(__file__).resolve().parents[2]
 DRA_SNAPSHOT = ROOT / "examples" / "snapshot-aws-dra.json"
@@ -124,3 +127,60 @@ def test_the_loop_skips_such_a_dra_object_and_reads_the_rest() -> None:
                    kinds["ResourceSlice"], lambda err, obj: skipped.append(str(err)))
     assert len(skipped) == 1 and skipped[0].startswith("ResourceClaimTemplate ml/one-gpu: ")
     assert "ml/one-gpu" not in dra.templates and "ml/two-alike" in dra.templates
+
+
+# --- network endpoints: checked before any work, one line, a bounded wait ------------------------------------
+TRACE = "job_id,submit_s,gpus,duration_s,num_workers\nj1,0,1,600,1\n"
+POOLS = ROOT / "examples" / "pools-aws.yaml"
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.parametrize(("argv", "line"), [
+    (["simulate", "--sweep", "unneeded_time=60", "--sweep-out", "{tmp}", "--ray", "head:port"],
+     "--ray head:port: expected 'local', 'auto', HOST:PORT"),
+    (["simulate", "--sweep", "unneeded_time=60", "--sweep-out", "{tmp}", "--ray", "10.0.0.5:70000"],
+     "--ray 10.0.0.5:70000: expected"),
+    (["simulate", "--sweep", "unneeded_time=60", "--sweep-out", "{tmp}", "--ray", "127.0.0.1:{closed}"],
+     "--ray 127.0.0.1:{closed}: no Ray head answers at 127.0.0.1:{closed} within 5 s"),
+    (["tune", "--p95-max", "600", "--out", "{tmp}/tuned.yaml", "--ray", "ray://127.0.0.1:{closed}"],
+     "--ray ray://127.0.0.1:{closed}: no Ray head answers"),
+    (["simulate", "--ray", "local"], "--ray local: only --sweep runs simulations in parallel"),
+    (["simulate", "--workers", "4"], "--workers 4: only --sweep runs simulations in parallel"),
+    (["trace", "export", "--prometheus", "http://127.0.0.1:99999", "--start", "now-1h", "--end", "now",
+      "--out", "{tmp}/t.csv"], "--prometheus 'http://127.0.0.1:99999': the port must be a number from 1 to 65535"),
+])
+def test_endpoints_are_checked_before_any_work(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                               argv: list[str], line: str) -> None:
+    trace = tmp_path / "t.csv"
+    trace.write_text(TRACE, encoding="utf-8")
+    subst = {"{tmp}": str(tmp_path), "{closed}": str(closed_port())}
+
+    def fill(text: str) -> str:
+        for k, v in subst.items():
+            text = text.replace(k, v)
+        return text
+
+    files = [] if argv[0] == "trace" else ["--trace", str(trace), "--pools", str(POOLS)]
+    started = time.monotonic()
+    assert main([*map(fill, argv), *files]) == 2
+    assert time.monotonic() - started < 30
+    assert fill(line) in one_line(capsys)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.csv"]  # nothing written
+
+
+def test_an_unanswering_ray_head_is_one_line_after_the_stated_wait(monkeypatch: pytest.MonkeyPatch,
+                                                                  tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(batch, "RAY_CONNECT_S", 0.5)
+    trace = tmp_path / "t.csv"
+    trace.write_text(TRACE, encoding="utf-8")
+    started = time.monotonic()
+    code = main(["simulate", "--trace", str(trace), "--pools", str(POOLS), "--sweep", "unneeded_time=60",
+                 "--sweep-out", str(tmp_path), "--ray", "10.255.255.1:6379"])  # a non-routed address
+    assert code == 2 and time.monotonic() - started < 5
+    assert "--ray 10.255.255.1:6379: no Ray head answers at 10.255.255.1:6379 within 0.5 s" in one_line(capsys)
