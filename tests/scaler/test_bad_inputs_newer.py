@@ -13,8 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from scaler.cli import main
+from scaler.core.config.settings import parse_config
 from scaler.kube.convert_dra import dra_view
 from scaler.sim import batch
 
@@ -184,3 +186,84 @@ def test_an_unanswering_ray_head_is_one_line_after_the_stated_wait(monkeypatch: 
                  "--sweep-out", str(tmp_path), "--ray", "10.255.255.1:6379"])  # a non-routed address
     assert code == 2 and time.monotonic() - started < 5
     assert "--ray 10.255.255.1:6379: no Ray head answers at 10.255.255.1:6379 within 0.5 s" in one_line(capsys)
+
+
+# --- pools and configs: what the cloud refuses, and settings that cancel each other --------------------------
+SNAPSHOT = ROOT / "examples" / "snapshot-aws.json"
+BASE: dict[str, Any] = {
+    "cluster": "c", "cloud": "aws", "region": "us-east-1",
+    "pools": [
+        {"name": "gpu1-spot", "capacity_type": "spot", "instance_types": ["g6.xlarge"], "zones": ["us-east-1a"],
+         "max": 4, "fallback": "gpu1-od"},
+        {"name": "gpu1-od", "instance_types": ["g6.xlarge"], "zones": ["us-east-1a"], "max": 4},
+    ],
+}
+
+
+def pool(which: str, /, **fields: Any) -> Edit:
+    def edit(cfg: dict[str, Any]) -> None:
+        [p] = [p for p in cfg["pools"] if p["name"] == which]
+        p.update(fields)
+    return edit
+
+
+CONFIG_CASES: list[tuple[str, Edit, str]] = [
+    ("a boolean where a count is wanted", pool("gpu1-od", max=True), "pools[gpu1-od].max: expected an integer"),
+    ("a boolean minimum", pool("gpu1-od", min=True), "pools[gpu1-od].min: expected an integer"),
+    ("a root volume no cloud creates", pool("gpu1-od", root_volume_gib=10**9),
+     "pools[gpu1-od].root_volume_gib: 1000000000 GiB is above the largest root volume aws creates (16384 GiB)"),
+    ("a zone listed twice", pool("gpu1-od", zones=["us-east-1a", "us-east-1a"]),
+     "pools[gpu1-od].zones: us-east-1a listed twice"),
+    ("a DRA spot pool falling back to a device-plugin pool", pool("gpu1-spot", gpu_allocation="dra"),
+     "pools[gpu1-spot].fallback: 'gpu1-od' allocates GPUs by device-plugin, this pool by dra"),
+    ("a fixed unneeded time and adaptive bounds",
+     lambda c: c.update(timings={"unneeded_time": 300}, scale_down={"unneeded_time_max": 900}),
+     "scale_down.unneeded_time_max: sets the adaptive unneeded time, which the fixed timings.unneeded_time (300 s) "
+     "replaces"),
+]
+
+
+@pytest.mark.parametrize(("edit", "line"), [c[1:] for c in CONFIG_CASES], ids=[c[0] for c in CONFIG_CASES])
+def test_pools_the_cloud_refuses_or_that_contradict_themselves(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                               edit: Edit, line: str) -> None:
+    cfg = copy.deepcopy(BASE)
+    edit(cfg)
+    path = tmp_path / "pools.yaml"
+    path.write_text(yaml.safe_dump(cfg), encoding="utf-8")
+    assert main(["plan", "--snapshot", str(SNAPSHOT), "--pools", str(path)]) == 2
+    err = one_line(capsys)
+    assert line in err and str(path) in err
+
+
+def test_the_config_base_is_good_and_a_rendered_config_round_trips(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """A fixed unneeded time with the adaptive bounds at their defaults (what the Pulumi program's ConfigMap
+    carries: every field) is accepted."""
+    cfg = {**copy.deepcopy(BASE), "timings": {"unneeded_time": 300}}
+    rendered = parse_config(cfg, "scaler.yaml").model_dump(mode="json", by_alias=True, exclude_none=True)
+    path = tmp_path / "pools.yaml"
+    path.write_text(yaml.safe_dump(rendered), encoding="utf-8")
+    assert main(["plan", "--snapshot", str(SNAPSHOT), "--pools", str(path)]) == 0
+    capsys.readouterr()
+
+
+def test_run_refuses_such_a_config_before_the_cluster(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = {**copy.deepcopy(BASE), "timings": {"unneeded_time": 300}, "scale_down": {"unneeded_time_min": 60}}
+    path = tmp_path / "scaler.yaml"
+    path.write_text(yaml.safe_dump(cfg), encoding="utf-8")
+    kubeconfig = tmp_path / "kubeconfig"  # never read: the config is refused first
+    assert main(["run", "--config", str(path), "--kubeconfig", str(kubeconfig), "--once"]) == 2
+    err = one_line(capsys)
+    assert str(path) in err and "scale_down.unneeded_time_min" in err
+
+
+def test_tune_refuses_a_fixed_unneeded_time_that_would_override_what_it_races(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    trace = tmp_path / "t.csv"
+    trace.write_text(TRACE, encoding="utf-8")
+    path = tmp_path / "candidates.yaml"
+    path.write_text(yaml.safe_dump({**BASE, "timings": {"unneeded_time": 300}}), encoding="utf-8")
+    assert main(["tune", "--trace", str(trace), "--pools", str(path), "--p95-max", "600",
+                 "--out", str(tmp_path / "tuned.yaml")]) == 2
+    assert f"{path}: timings.unneeded_time: a fixed unneeded time (300 s) would replace" in one_line(capsys)
+    assert not (tmp_path / "tuned.yaml").exists()

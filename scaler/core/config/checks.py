@@ -91,6 +91,10 @@ def contradictions(pool: Pool, config: ScalerConfig) -> list[tuple[KeyPath, str]
     """Fields of one pool that contradict what the pool model derives, or its fallback (pools resolved)."""
     out: list[tuple[KeyPath, str]] = []
     target = next((p for p in config.pools if p.name == pool.fallback), None)
+    if target is not None and pool.gpus and target.gpus and pool.gpu_allocation != target.gpu_allocation:
+        out.append((("fallback",), f"{target.name!r} allocates GPUs by {target.gpu_allocation}, this pool by "
+                    f"{pool.gpu_allocation}: the pods it serves ask for GPUs the fallback's nodes do not offer "
+                    "(declare the same gpu_allocation)"))
     if target is not None and pool.gpus and target.gpus and _sharing_kind(pool) != _sharing_kind(target):
         out.append((("fallback",), f"{target.name!r} gives {_sharing_kind(target)}, this pool {_sharing_kind(pool)}: "
                     "the pods it serves could not run on the fallback (declare the same gpu_sharing)"))

@@ -128,6 +128,12 @@ class ScalerConfig(BaseModel):
 
     @model_validator(mode="after")
     def _pools(self) -> ScalerConfig:
+        # Against the defaults, not the keys given: a rendered config (the Pulumi program's ConfigMap) carries them all.
+        adaptive = [k for k in ("unneeded_time_min", "unneeded_time_max", "rebuy_weight")
+                    if getattr(self.scale_down, k) != ScaleDownSettings.model_fields[k].default]
+        if self.timings.unneeded_time is not None and adaptive:
+            raise FieldError(("scale_down", adaptive[0]), f"sets the adaptive unneeded time, which the fixed "
+                             f"timings.unneeded_time ({self.timings.unneeded_time:g} s) replaces: drop one of them")
         seen: set[str] = set()
         for pool in self.pools:
             if pool.name in seen:
