@@ -103,6 +103,8 @@ class Run:
     trace: str  # the trace file's text
     pools: dict[str, Any]
     kwargs: dict[str, Any] = field(default_factory=dict)
+    # What an error names instead of the worker's temporary copies: the user's trace and pools files.
+    sources: tuple[str, str] = ("the trace", "the pools file")
 
 
 @dataclass
@@ -126,7 +128,8 @@ def simulate_run(run: Run) -> dict[str, Any]:
         try:
             _, report = simulate(str(trace), str(pools), **run.kwargs)
         except (ConfigError, TraceError, InputError) as err:
-            return {"error": str(err), "cpu_s": time.process_time() - started}
+            said = str(err).replace(str(trace), run.sources[0]).replace(str(pools), run.sources[1])
+            return {"error": said, "cpu_s": time.process_time() - started}
     return {**{k: report[k] for k in FIGURES}, "cpu_s": round(time.process_time() - started, 2)}
 
 

@@ -26,6 +26,7 @@ import yaml
 
 from scaler.configfile import load_config, read_text
 from scaler.core.config.settings import ConfigError
+from scaler.core.planning.buffers import MAX_PLACEHOLDERS
 from scaler.core.scheduling.scoring import PROFILES
 from scaler.sim import batch, tradeoff
 from scaler.sim.simulate_command import InputError, check_output
@@ -79,7 +80,8 @@ def race(args: argparse.Namespace, space: Space, cands: list[Candidate], trace: 
         jobs = [batch.Run(cands[i].label, trace, pools_data(space, cands[i]),
                           {"hours": hours, "seed": args.seed, "scheduler": args.scheduler,
                            "interruption_rate": args.interruption_rate,
-                           **({"buffer_gpus": cands[i].buffer_gpus} if cands[i].buffer_gpus else {})})
+                           **({"buffer_gpus": cands[i].buffer_gpus} if cands[i].buffer_gpus else {})},
+                          (args.trace, f"{args.pools} as candidate {cands[i].label}"))
                 for i in alive]
         where = "the whole trace" if hours is None else f"the first {hours:.1f} h"
 
@@ -144,6 +146,9 @@ def check_inputs(args: argparse.Namespace, plot: str) -> None:
         raise InputError(f"--buffers {args.buffers}: GPU counts separated by commas, e.g. 0,8,16") from None
     if any(b < 0 for b in args.buffer_sizes):
         raise InputError(f"--buffers {args.buffers}: GPU counts must be 0 or more")
+    if max(args.buffer_sizes) > MAX_PLACEHOLDERS:
+        raise InputError(f"--buffers {args.buffers}: at most {MAX_PLACEHOLDERS} placeholders a CapacityBuffer (the "
+                         "planner keeps no more)")
     if args.candidates is not None and args.candidates < 1:
         raise InputError(f"--candidates {args.candidates}: at least 1")
     if not math.isfinite(args.interruption_rate) or not 0 <= args.interruption_rate <= 10:
@@ -162,6 +167,9 @@ def check_inputs(args: argparse.Namespace, plot: str) -> None:
 def report(args: argparse.Namespace, space: Space, results: list[tuple[Candidate, dict[str, Any]]],
            interrupted: bool, plot: str, runs: int, cpu: float) -> int:
     rows = [{"candidate": c.label, **f} for c, f in results if "error" not in f]
+    failed = [f["error"] for _, f in results if "error" in f]
+    if failed:  # never dropped without a word: the first one's reason, and how many
+        print(f"warning: {len(failed)} candidates could not be simulated, e.g. {failed[0]}", file=sys.stderr)
     ok = [i for i, r in enumerate(rows) if rank(r, args.p95_max)[0] == 0]
     front = tradeoff.pareto(rows)
     marks = {i: "Pareto" for i in front}

@@ -7,6 +7,8 @@ from __future__ import annotations
 import copy
 import json
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -19,6 +21,7 @@ from scaler.cli import main
 from scaler.core.config.settings import parse_config
 from scaler.kube.convert_dra import dra_view
 from scaler.sim import batch
+from tests.scaler import test_bad_inputs_scaler as scaler_base
 
 ROOT = Path(__file__).resolve().parents[2]
 DRA_SNAPSHOT = ROOT / "examples" / "snapshot-aws-dra.json"
@@ -31,6 +34,14 @@ def one_line(capsys: pytest.CaptureFixture[str]) -> str:
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "Traceback" not in err[0], err
     return err[0]
+
+
+def plan_refuses(capsys: pytest.CaptureFixture[str], snapshot: Path, pools: Path, line: str, named: Path) -> str:
+    """`plan` exits 2 with one line that holds `line` and names the file at fault."""
+    assert main(["plan", "--snapshot", str(snapshot), "--pools", str(pools)]) == 2
+    err = one_line(capsys)
+    assert line in err and str(named) in err
+    return err
 
 
 # --- DRA objects in a snapshot: as pkg/apis/resource/validation/validation.go refuses them -------------------
@@ -102,19 +113,17 @@ def test_plan_refuses_dra_objects_the_api_server_refuses(tmp_path: Path, capsys:
     edit(snapshot)
     path = tmp_path / "snapshot.json"
     path.write_text(json.dumps(snapshot), encoding="utf-8")
-    assert main(["plan", "--snapshot", str(path), "--pools", str(DRA_POOLS)]) == 2
-    err = one_line(capsys)
-    assert line in err and str(path) in err
+    plan_refuses(capsys, path, DRA_POOLS, line, path)
 
 
-def test_a_constraint_may_name_a_subrequest_and_the_dra_snapshot_plans(capsys: pytest.CaptureFixture[str],
-                                                                       tmp_path: Path) -> None:
+def test_a_constraint_names_a_request_or_a_subrequest(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     snapshot = json.loads(DRA_SNAPSHOT.read_text(encoding="utf-8"))
-    FIRST(snapshot)["constraints"] = [{"matchAttribute": "gpu.nvidia.com/productName", "requests": ["gpu/h100"]}]
     path = tmp_path / "snapshot.json"
-    path.write_text(json.dumps(snapshot), encoding="utf-8")
-    assert main(["plan", "--snapshot", str(path), "--pools", str(DRA_POOLS)]) == 0
-    capsys.readouterr()
+    for ref, code in (("gpu/h100", 0), ("gpu/a100", 2)):
+        FIRST(snapshot)["constraints"] = [{"matchAttribute": "gpu.nvidia.com/productName", "requests": [ref]}]
+        path.write_text(json.dumps(snapshot), encoding="utf-8")
+        assert main(["plan", "--snapshot", str(path), "--pools", str(DRA_POOLS)]) == code
+    assert "constraints[0].requests[0]: 'gpu/a100' must be the name of a request" in one_line(capsys)
 
 
 def test_the_loop_skips_such_a_dra_object_and_reads_the_rest() -> None:
@@ -190,14 +199,8 @@ def test_an_unanswering_ray_head_is_one_line_after_the_stated_wait(monkeypatch: 
 
 # --- pools and configs: what the cloud refuses, and settings that cancel each other --------------------------
 SNAPSHOT = ROOT / "examples" / "snapshot-aws.json"
-BASE: dict[str, Any] = {
-    "cluster": "c", "cloud": "aws", "region": "us-east-1",
-    "pools": [
-        {"name": "gpu1-spot", "capacity_type": "spot", "instance_types": ["g6.xlarge"], "zones": ["us-east-1a"],
-         "max": 4, "fallback": "gpu1-od"},
-        {"name": "gpu1-od", "instance_types": ["g6.xlarge"], "zones": ["us-east-1a"], "max": 4},
-    ],
-}
+# test_bad_inputs_scaler's base pools: a 1-GPU spot pool, its on-demand fallback, an 8-GPU pool
+BASE: dict[str, Any] = scaler_base.BASE
 
 
 def pool(which: str, /, **fields: Any) -> Edit:
@@ -230,31 +233,25 @@ def test_pools_the_cloud_refuses_or_that_contradict_themselves(tmp_path: Path, c
     edit(cfg)
     path = tmp_path / "pools.yaml"
     path.write_text(yaml.safe_dump(cfg), encoding="utf-8")
-    assert main(["plan", "--snapshot", str(SNAPSHOT), "--pools", str(path)]) == 2
-    err = one_line(capsys)
-    assert line in err and str(path) in err
+    plan_refuses(capsys, SNAPSHOT, path, line, path)
 
 
-def test_the_config_base_is_good_and_a_rendered_config_round_trips(tmp_path: Path,
-                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+def test_run_refuses_such_a_config_before_the_cluster(tmp_path: Path) -> None:
     """A fixed unneeded time with the adaptive bounds at their defaults (what the Pulumi program's ConfigMap
-    carries: every field) is accepted."""
+    carries: every field) loads; bounds of their own beside it are refused."""
     cfg = {**copy.deepcopy(BASE), "timings": {"unneeded_time": 300}}
     rendered = parse_config(cfg, "scaler.yaml").model_dump(mode="json", by_alias=True, exclude_none=True)
-    path = tmp_path / "pools.yaml"
-    path.write_text(yaml.safe_dump(rendered), encoding="utf-8")
-    assert main(["plan", "--snapshot", str(SNAPSHOT), "--pools", str(path)]) == 0
-    capsys.readouterr()
-
-
-def test_run_refuses_such_a_config_before_the_cluster(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    cfg = {**copy.deepcopy(BASE), "timings": {"unneeded_time": 300}, "scale_down": {"unneeded_time_min": 60}}
+    assert rendered["scale_down"]["unneeded_time_min"] == 20 and parse_config(rendered, "scaler.yaml")
+    cfg["scale_down"] = {"unneeded_time_min": 60}
     path = tmp_path / "scaler.yaml"
     path.write_text(yaml.safe_dump(cfg), encoding="utf-8")
     kubeconfig = tmp_path / "kubeconfig"  # never read: the config is refused first
-    assert main(["run", "--config", str(path), "--kubeconfig", str(kubeconfig), "--once"]) == 2
-    err = one_line(capsys)
-    assert str(path) in err and "scale_down.unneeded_time_min" in err
+    # its own process: `run` sets up the process's logging
+    done = subprocess.run([sys.executable, "-m", "scaler", "run", "--config", str(path), "--kubeconfig",
+                           str(kubeconfig), "--once"], capture_output=True, text=True, cwd=ROOT, timeout=60,
+                          check=False)
+    [err] = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and str(path) in err and "scale_down.unneeded_time_min" in err
 
 
 def test_tune_refuses_a_fixed_unneeded_time_that_would_override_what_it_races(
@@ -267,3 +264,92 @@ def test_tune_refuses_a_fixed_unneeded_time_that_would_override_what_it_races(
                  "--out", str(tmp_path / "tuned.yaml")]) == 2
     assert f"{path}: timings.unneeded_time: a fixed unneeded time (300 s) would replace" in one_line(capsys)
     assert not (tmp_path / "tuned.yaml").exists()
+
+
+# --- simulate, its sweeps and tune: settings that change nothing, or would mislead -------------------------
+EIGHT: dict[str, Any] = {"cluster": "c", "cloud": "aws", "region": "us-east-1", "pools": [
+    {"name": "gpu8-od", "instance_types": ["p5.48xlarge"], "zones": ["us-east-1a"], "max": 2, "min_pod_gpus": 8}]}
+BLOCK: dict[str, Any] = {"cluster": "c", "cloud": "aws", "region": "us-east-1", "pools": [
+    {"name": "gpu8-block", "capacity_type": "capacity-block", "instance_types": ["p5.48xlarge"],
+     "zones": ["us-east-1a"], "max": 1, "fallback": "gpu8-od",
+     "reservation": {"id": "cr-0123", "start": "2025-07-01T11:30:00Z", "end": "2025-07-06T11:30:00Z"}},
+    {"name": "gpu8-od", "instance_types": ["p5.48xlarge"], "zones": ["us-east-1a"], "max": 2}]}
+
+
+def block_at(start: float, end: float) -> dict[str, Any]:
+    data = copy.deepcopy(BLOCK)
+    data["pools"][0]["reservation"].update(start=start, end=end)
+    return data
+
+
+SIM_CASES: list[tuple[str, list[str], dict[str, Any] | None, str, str]] = [
+    # (id, flags, pools data (None: examples/pools-aws.yaml), trace rows, the line)
+    ("warm start without a warm pool", ["--warm-start", "30"], None, "j1,0,1,600,1",
+     "--warm-start 30: {pools} has no warm pool (a pool's warm, or --warm), so it would change nothing"),
+    ("a buffer the planner would cap", ["--buffer", "20000"], None, "j1,0,1,600,1",
+     "--buffer 20000: {pools}: at most 10000 placeholders a CapacityBuffer"),
+    ("a buffer no pool can hold", ["--buffer", "4"], EIGHT, "j1,0,8,600,1",
+     "--buffer 4: {pools}: no pool's node can hold a 1-GPU placeholder"),
+    ("a swept knob also given as its flag", ["--buffer", "8", "--sweep", "buffer_gpus=0,16", "--sweep-out", "{tmp}"],
+     None, "j1,0,1,600,1", "--sweep buffer_gpus=0,16: --buffer 8 sets the same buffer_gpus"),
+    ("a report that cannot be created", ["--report", "{tmp}/" + "r" * 300 + ".json"], None, "j1,0,1,600,1",
+     "cannot be created: File name too long"),
+    ("a Capacity Block at real dates", [], BLOCK, "j1,0,8,600,1",
+     "{pools}: pools[gpu8-block].reservation: the block takes nodes from 2025-07-01T11:30:00Z to "
+     "2025-07-06T10:30:00Z and the trace's jobs run from 0 s to 600 s"),
+    ("a worker's error names the user's file", ["--sweep", "buffer_gpus=20000", "--sweep-out", "{tmp}",
+                                                "--workers", "1"], None, "j1,0,1,600,1",
+     "--sweep buffer_gpus=20000: --buffer 20000: {pools} with buffer_gpus=20000: at most 10000 placeholders"),
+]
+
+
+@pytest.mark.parametrize(("flags", "pools", "row", "line"), [c[1:] for c in SIM_CASES],
+                         ids=[c[0] for c in SIM_CASES])
+def test_simulate_refuses_settings_that_would_mislead(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                      flags: list[str], pools: dict[str, Any] | None, row: str,
+                                                      line: str) -> None:
+    trace = tmp_path / "t.csv"
+    trace.write_text(f"job_id,submit_s,gpus,duration_s,num_workers\n{row}\n", encoding="utf-8")
+    path = tmp_path / "pools.yaml"
+    path.write_text(yaml.safe_dump(pools) if pools else POOLS.read_text(encoding="utf-8"), encoding="utf-8")
+    given = [f.replace("{tmp}", str(tmp_path)) for f in flags]
+    assert main(["simulate", "--trace", str(trace), "--pools", str(path), "--quiet", *given]) == 2
+    err = one_line(capsys)
+    assert line.replace("{pools}", str(path)) in err and "gpuburst-batch-" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pools.yaml", "t.csv"]  # nothing written
+
+
+def test_a_block_is_refused_only_when_it_misses_the_trace(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    trace = tmp_path / "t.csv"
+    trace.write_text("job_id,submit_s,gpus,duration_s,num_workers\nj1,1000,8,600,1\n", encoding="utf-8")
+    path = tmp_path / "pools.yaml"
+    for end, code in ((7200, 0), (1000, 2)):  # taking nodes until 5400 s, then until 0 s (closed at the start)
+        path.write_text(yaml.safe_dump(block_at(0, end)), encoding="utf-8")
+        assert main(["simulate", "--trace", str(trace), "--pools", str(path), "--quiet"]) == code
+    assert "it would be paid for and never used" in capsys.readouterr().err
+
+
+def test_a_share_on_a_multi_gpu_job_is_said(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Warned, not refused: the other jobs are shared as asked; this one keeps whole GPUs."""
+    trace = tmp_path / "shares.csv"
+    trace.write_text("job_id,submit_s,gpus,duration_s,gpu_milli,cpu,mem_mib,qos,status\n"
+                     "f0,0,1,600,250,2,1024,LS,Running\nf1,0,2,600,500,2,1024,LS,Running\n", encoding="utf-8")
+    shared = ROOT / "examples" / "pools-aws-shared.yaml"
+    assert main(["simulate", "--trace", str(trace), "--pools", str(shared), "--gpu-sharing"]) == 0
+    warnings = [x for x in capsys.readouterr().err.splitlines() if x.startswith("warning: --gpu-sharing")]
+    assert warnings == [f"warning: --gpu-sharing: 1 jobs of several GPUs have gpu_milli below 1000 (the first at "
+                        f"{trace}:3); they keep whole GPUs, as a share is of one GPU"]
+
+
+@pytest.mark.parametrize(("taint", "line"), [
+    ({"value": "x", "effect": "NoSchedule"}, "spec.taints[0].key: required"),
+    ({"key": "bad key", "effect": "NoSchedule"}, "spec.taints[0].key: 'bad key' is not a qualified name"),
+])
+def test_plan_refuses_a_node_taint_the_api_server_refuses(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                          taint: dict[str, str], line: str) -> None:
+    snapshot = json.loads(SNAPSHOT.read_text(encoding="utf-8"))
+    [node] = [o for o in snapshot["items"] if o["kind"] == "Node" and o["spec"].get("taints")]
+    node["spec"]["taints"] = [taint]
+    path = tmp_path / "snapshot.json"
+    path.write_text(json.dumps(snapshot), encoding="utf-8")
+    assert node["metadata"]["name"] in plan_refuses(capsys, path, POOLS, line, path)
