@@ -353,3 +353,19 @@ def test_plan_refuses_a_node_taint_the_api_server_refuses(tmp_path: Path, capsys
     path = tmp_path / "snapshot.json"
     path.write_text(json.dumps(snapshot), encoding="utf-8")
     assert node["metadata"]["name"] in plan_refuses(capsys, path, POOLS, line, path)
+
+
+def test_an_internal_error_is_one_line_and_its_traceback_when_asked(monkeypatch: pytest.MonkeyPatch,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """What no check foresaw never reaches a user as a traceback from any entry point (exit 1, one line)."""
+    def broken(path: str, config: Any) -> Any:
+        raise KeyError("pool-x")
+
+    monkeypatch.setattr("scaler.sim.plan_command.load_snapshot", broken)
+    monkeypatch.delenv("GPUBURST_TRACEBACK", raising=False)
+    assert main(["plan", "--snapshot", str(SNAPSHOT), "--pools", str(POOLS)]) == 1
+    assert one_line(capsys) == ("error: plan: internal error KeyError: 'pool-x' (a bug: GPUBURST_TRACEBACK=1 shows "
+                                "where; please report it)")
+    monkeypatch.setenv("GPUBURST_TRACEBACK", "1")
+    with pytest.raises(KeyError):
+        main(["plan", "--snapshot", str(SNAPSHOT), "--pools", str(POOLS)])
