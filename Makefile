@@ -7,7 +7,8 @@ STAMP := $(VENV)/.installed-stamp
 PYTHON ?= python3
 EXTRAS ?= dev,plot,infra,ansible,tune
 
-.PHONY: setup demo test lint pytest ansible-test image-test lock chart bench clean
+.PHONY: setup demo test lint pytest ansible-test image-test lock chart bench clean kube-build kube-up kube-down \
+	scheduler-diff
 
 setup: $(STAMP)
 
@@ -27,8 +28,26 @@ lint: setup
 	$(VENV)/bin/lint-imports
 	@if [ -x tests/lint-extra.sh ]; then tests/lint-extra.sh; fi
 
-pytest: setup
+pytest: setup kube-build
 	$(PY) -m pytest
+
+# The real Kubernetes control plane the tests run (etcd, kube-apiserver, kube-scheduler,
+# kube-controller-manager of 1.37, built from upstream's Go modules into .cache/kube/bin; reused while
+# tests/controlplane/go.mod is unchanged). `make kube-up` starts one on loopback and prints
+# `export KUBECONFIG=...` last; `make kube-down` stops every process it started.
+kube-build:
+	tests/controlplane/build.sh
+
+kube-up: setup kube-build
+	$(PY) -m tests.controlplane.plane up
+
+kube-down:
+	@if [ -x $(PY) ]; then $(PY) -m tests.controlplane.plane down; else echo "stopped: nothing was running"; fi
+
+# The planner against the real kube-scheduler on random clusters, DRA included; prints a table by
+# feature and last `agree=N disagree=M pods=K dra=D`.
+scheduler-diff: setup kube-build
+	$(PY) -m tests.controlplane.scheduler_diff
 
 # The Ansible collection's checks (ansible-lint, galaxy build, molecule scenarios).
 ansible-test: setup
@@ -58,4 +77,4 @@ bench: setup
 	$(PY) bench/simulate_traces.py --readme README.md
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis demo-report.json demo-timeline.png
+	rm -rf $(VENV) .cache/kube/run .mypy_cache .ruff_cache .pytest_cache .hypothesis demo-report.json demo-timeline.png

@@ -17,6 +17,11 @@ pods already run, so the counts start from the cluster.
 `--mix dra`: the 10,000-pod pass with every GPU pool `gpu_allocation: dra` and every GPU pod asking
 through a ResourceClaim (running ones hold allocated claims; bench/plan_scale_dra.py), `mix=dra`.
 
+`--digest`: instead of timing, a sha256 of each pass's Plan and State in a canonical form (dataclasses as
+their fields, dicts and sets sorted, floats exact), for each mix at 2,000 pods and three passes of the xl
+bench cut to a tenth: equal digests before and after a refactor mean the same decisions on these
+snapshots (under PYTHONHASHSEED=0, which --digest sets). Prints `digest <what> <sha256>` lines.
+
 `--scale xl`: the whole pass at 100,000 pods (15,000 pending), 15,000 nodes, 100 pools: the watch-fed
 cache fed by synthetic watch events, then `Reconciler.run` (bench/plan_scale_xl.py); prints
 `pass_p50_s=<x> plan_p50_s=<y> cpu_p50_s=<z> rss_mb=<m> pods=100000 nodes=15000 pools=100`
@@ -32,6 +37,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import gc
+import hashlib
+import json
 import os
 import random
 import resource
@@ -257,6 +264,52 @@ def run_one(n_pods: int, repeat: int, seed: int, workloads: int, mix: str = "pla
             f"pods={len(snap.pending)} nodes={len(snap.nodes)} pools={len(snap.pools)}{tail}")
 
 
+def canonical(obj: Any) -> Any:
+    """Plain JSON-able data that does not depend on dict, set or hash order."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):  # an empty collection field is left out, so
+        fields = ((f.name, getattr(obj, f.name)) for f in dataclasses.fields(obj))  # adding one keeps digests
+        return [type(obj).__name__, {k: canonical(v) for k, v in fields if not (isinstance(v, dict | list) and not v)}]
+    if isinstance(obj, dict):
+        return sorted(([canonical(k), canonical(v)] for k, v in obj.items()), key=repr)
+    if isinstance(obj, set | frozenset):
+        return sorted((canonical(v) for v in obj), key=repr)
+    if isinstance(obj, list | tuple):
+        return [canonical(v) for v in obj]
+    if isinstance(obj, float):
+        return repr(obj)
+    if obj is None or isinstance(obj, str | int | bool):
+        return obj
+    return repr(obj)
+
+
+def digest(*objs: Any) -> str:
+    return hashlib.sha256(json.dumps([canonical(o) for o in objs]).encode()).hexdigest()
+
+
+DIGEST_PODS = 2000
+
+
+def run_digests(seed: int, workloads: int) -> None:
+    for mix in ("plain", "constrained", "dra"):
+        cfg = make_config()
+        snap = make_snapshot(DIGEST_PODS, cfg, seed, workloads, "constrained" if mix == "constrained" else "plain")
+        if mix == "dra":
+            from plan_scale_dra import dra_config, to_dra  # noqa: PLC0415 - bench/ is on the path when run
+
+            cfg = dra_config(pools())
+            snap = to_dra(snap, cfg)
+        state = State(unneeded_since={n.name: 0.0 for n in snap.nodes})
+        result, after = plan(snap, state, cfg)
+        print(f"digest {mix}-{DIGEST_PODS} {digest(result, after)}", flush=True)
+    import plan_scale_xl as xl  # noqa: PLC0415 - bench/ is on the path when run
+
+    xl.PODS, xl.PENDING, xl.NODES, xl.EVENTS = xl.PODS // 10, xl.PENDING // 10, xl.NODES // 10, xl.EVENTS // 10
+    passes: list[str] = []
+    xl.run_xl(3, seed, lambda result, after: passes.append(digest(result, after)))
+    for i, sha in enumerate(passes):
+        print(f"digest xl/10-pass{i} {sha}", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeat", type=int, default=5)
@@ -267,8 +320,14 @@ def main() -> None:
                          "dra: the 10k pass with every GPU pod on claims")
     ap.add_argument("--scale", choices=("default", "xl"), default="default",
                     help="xl: the whole pass (watch-fed cache + Reconciler.run) at 100k pods / 15k nodes / 100 pools")
+    ap.add_argument("--digest", action="store_true", help="print digests of the plans instead of timings")
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)  # internal: run one size in this process
     args = ap.parse_args()
+    if args.digest:
+        if os.environ.get("PYTHONHASHSEED") != "0":  # set iteration order is part of what is compared
+            os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, "PYTHONHASHSEED": "0"})
+        run_digests(args.seed, args.workloads)
+        return
     if args.scale == "xl":
         from plan_scale_xl import run_xl  # noqa: PLC0415 - bench/ is on the path when run
 

@@ -13,20 +13,20 @@ import dataclasses
 from typing import Any
 
 from scaler.core.config.settings import ScalerConfig, parse_config
-from scaler.core.dra.model import (
+from scaler.core.dra.nvidia import DEVICE_CLASSES, DRIVER, GPU_CLASS
+from scaler.core.model import keys
+from scaler.core.model.dra import (
     Allocation,
     ClaimSpec,
     DeviceRequest,
     DeviceResult,
+    DraObjects,
     ExactRequest,
     ResourceClaim,
     ResourceClaimTemplate,
 )
-from scaler.core.dra.nvidia import DEVICE_CLASSES, DRIVER, GPU_CLASS
-from scaler.core.model import keys
 from scaler.core.model.objects import Node, Pod, PodResourceClaim, SelectorRequirement
 from scaler.core.planning.snapshot import PoolObservation, Snapshot
-from scaler.core.scheduling.filters import DraObjects
 
 COUNTS = (1, 2, 4, 8)
 

@@ -21,7 +21,7 @@ import resource
 import statistics
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from plan_scale import GPU_TOL, MIN_TOL, TEAMS, _pod, make_config
@@ -30,10 +30,11 @@ from plan_scale import pools as pool_dicts
 from scaler.actuator import Recorder
 from scaler.core.config.settings import ScalerConfig
 from scaler.core.model import keys
+from scaler.core.model.interruption import Interruption
 from scaler.core.model.objects import Node, Pod
 from scaler.core.model.resources import format_resources, parse_resources
-from scaler.core.planning.planner import plan
-from scaler.core.planning.snapshot import Interruption, PoolObservation
+from scaler.core.planning.decide import decide
+from scaler.core.planning.snapshot import PoolObservation
 from scaler.core.planning.state import State
 from scaler.core.scheduling.predicates import effective_request
 from scaler.kube.cache import ClusterCache
@@ -200,7 +201,8 @@ class Feed:
         return str(1_000_000 + self.rv)
 
 
-def run_xl(repeat: int, seed: int) -> str:
+def run_xl(repeat: int, seed: int, on_pass: Callable[[Any, State], None] | None = None) -> str:
+    """`on_pass`: when given, called with each timed pass's Plan and State (bench/plan_scale.py --digest)."""
     from kubernetes import client  # noqa: PLC0415
 
     cfg = make_config()
@@ -220,7 +222,7 @@ def run_xl(repeat: int, seed: int) -> str:
 
     def timed_plan(snapshot: Any, state: State, config: ScalerConfig) -> Any:
         t0 = time.perf_counter()
-        out = plan(snapshot, state, config)
+        out = decide(snapshot, state, config)
         plan_times.append(time.perf_counter() - t0)
         return out
 
@@ -240,6 +242,8 @@ def run_xl(repeat: int, seed: int) -> str:
         walls.append(time.perf_counter() - t0)
         cpus.append(time.process_time() - c0)
         assert len(done.plan.verdicts) >= len(feed.pending) - 1
+        if on_pass is not None:
+            on_pass(done.plan, rec.state)
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     n_pods = len(feed.pending) + len(feed.running)
     print(f"xl: cpu_p50_s={statistics.median(cpus):.3f} loadavg_1m={os.getloadavg()[0]:.1f} cores={os.cpu_count()}",

@@ -2,7 +2,7 @@
 
 `scaler run` (`scaler.loop.Runtime`) and the simulator (`scaler.sim.engine.Engine`) both act through
 it, so the simulator's figures come from the code production runs. It decides nothing: every size,
-replacement, give-back and drain is the core's (`scaler.core.planning.planner.plan`).
+replacement, give-back and drain is the core's (`scaler.core.planning.decide.decide`).
 
 Order within a pass:
 1. size resets, terminating first exactly the instances that never registered;
@@ -29,39 +29,22 @@ import functools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from scaler.core.model import keys
+from scaler.core.model.buffers import BufferStatus, CapacityBuffer
+from scaler.core.model.conditions import Condition
+from scaler.core.model.drain import DrainState
 from scaler.core.model.objects import Node, Pod
+from scaler.core.model.provreq import ProvisioningRequest
 from scaler.core.model.workload import blocker, to_evict
-from scaler.core.planning.buffers import BufferOutcome, BufferStatus, CapacityBuffer
-from scaler.core.planning.decisions import Plan, ScaleDown
-from scaler.core.planning.provreq import Condition, ProvisioningRequest
-from scaler.core.planning.snapshot import DrainState, Snapshot
+from scaler.core.planning.decisions import BufferOutcome, Plan, ScaleDown
+from scaler.core.planning.snapshot import Snapshot
 from scaler.metrics import Metrics
-from scaler.ports import EvictResult, Kube, KubeError, ObjectRef
-from scaler.providers.base import PoolProvider, ProviderError
+from scaler.ports import EvictResult, Kube, KubeError, ObjectRef, PoolProvider
+from scaler.providers.base import ProviderError
 
 log = logging.getLogger("scaler.actuator")
-
-
-class Acting(Protocol):
-    """What a pass acts through: the `Actuator`, or the dry run's `Recorder`."""
-
-    live: bool  # changes the cloud and the cluster (a dry run reads no interruption notices either)
-    drains: dict[str, Drain]
-
-    def draining(self) -> dict[str, DrainState]: ...
-
-    def report(self) -> tuple[dict[str, tuple[str, ...]], dict[str, str]]: ...
-
-    def forget(self) -> None: ...
-
-    def act(self, plan: Plan, snapshot: Snapshot) -> None: ...
-
-    def answer(self, requests: list[ProvisioningRequest], answers: dict[str, dict[str, Condition]]) -> None: ...
-
-    def write_buffers(self, buffers: list[CapacityBuffer], outcomes: dict[str, BufferOutcome]) -> None: ...
 
 
 @dataclass(slots=True)
@@ -94,7 +77,7 @@ class Actuator:
         self.drain_timeout = drain_timeout
         self.drains: dict[str, Drain] = {}
         self.removed: set[str] = set()  # nodes whose instance was removed, until they leave the cluster
-        self.errors: list[str] = []  # failed cloud calls, newest last
+        self.errors: list[str] = []  # the last pass's failed cloud calls, newest last
         # What the next Snapshot tells the planner: drains given up because evictions were refused
         # (node -> the refused pods), and pools whose cloud refused what retrying cannot fix.
         self.abandoned: dict[str, tuple[str, ...]] = {}
@@ -120,6 +103,7 @@ class Actuator:
 
     # --- one pass ------------------------------------------------------------------------------------
     def act(self, plan: Plan, snapshot: Snapshot) -> None:
+        self.errors = []
         for reset in plan.resets:
             for stray in reset.strays:
                 if self._cloud(f"terminate {stray}", functools.partial(self.provider.delete_node, reset.pool, stray),
@@ -187,8 +171,7 @@ class Actuator:
         try:
             fn()
             return True
-        except ProviderError as err:
-            self.metrics.cloud_errors.labels(err.kind).inc()
+        except ProviderError as err:  # counted by the provider (scaler.providers.counted)
             self.errors.append(f"{what}: {err}")
             log.warning("%s failed: %s", what, err, extra={"error_kind": err.kind, "retryable": err.retryable})
             if pool is not None and not err.retryable and err.kind in ("auth", "quota", *(("not-found",) if sizing

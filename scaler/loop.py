@@ -19,42 +19,30 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import Protocol
 
-from scaler.actuator import Acting, Actuator, Recorder
+from scaler.actuator import Actuator, Recorder
 from scaler.configfile import load_config
 from scaler.core.config.settings import ConfigError, ScalerConfig
 from scaler.core.planning.buffers import READY
 from scaler.core.planning.capacity import zone_hints
+from scaler.core.planning.decide import decide
 from scaler.core.planning.decisions import Plan
-from scaler.core.planning.planner import plan as core_plan
 from scaler.core.planning.snapshot import Snapshot
 from scaler.core.planning.state import State, fmt_time
-from scaler.kube.actions import KubeActions, Leader
+from scaler.kube.actions import KubeActions
 from scaler.kube.cache import ClusterCache
 from scaler.kube.client import api_client
+from scaler.kube.leader import Leader
 from scaler.metrics import Health, Metrics, serve, setup_logging
 from scaler.permissions import LEASE_NAME
-from scaler.ports import Kube, LostLease, ObjectRef, Observer, Skipped
-from scaler.providers.base import PoolProvider, ProviderError
-from scaler.reconcile import Pass, Planner, Reconciler
+from scaler.ports import Acting, Kube, LiveCluster, LostLease, ObjectRef, Planner, PoolProvider, Skipped
+from scaler.providers.base import ProviderError
+from scaler.providers.counted import CountedProvider
+from scaler.reconcile import Pass, Reconciler
 
 log = logging.getLogger("scaler.loop")
 BUFFER_WATCHES = ("capacitybuffers", "podtemplates")  # stale: the buffers wait (scaler.kube.cache._buffers)
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
-
-
-class LiveCluster(Observer, Protocol):
-    """The pass's Observer, with the watches' health (`scaler.kube.cache.ClusterCache`)."""
-
-    @property
-    def fresh(self) -> bool:
-        """Pods and nodes are synced."""
-        ...
-
-    def skipped_requests(self) -> list[Skipped]:
-        """The ProvisioningRequests the last read left out because they do not convert."""
-        ...
 
 
 class Runtime:
@@ -63,7 +51,7 @@ class Runtime:
 
     def __init__(self, config: ScalerConfig, provider: PoolProvider, cluster: LiveCluster, kube: Kube, *,
                  leader: Leader | None = None, metrics: Metrics | None = None, health: Health | None = None,
-                 dry_run: bool = False, planner: Planner = core_plan, clock: Callable[[], float] = time.time,
+                 dry_run: bool = False, planner: Planner = decide, clock: Callable[[], float] = time.time,
                  interval: float | None = None, namespace: str = "gpuburst-system") -> None:
         """`kube` is built with the lease check as its `before_change` (`Leader.check`); a dry run acts
         through a `Recorder` and changes nothing anywhere."""
@@ -73,15 +61,16 @@ class Runtime:
         self.metrics = metrics or Metrics()
         self.leader = None if dry_run else leader
         self.actuator: Acting
+        counted = CountedProvider(provider, self.metrics)  # every failed cloud call counted here, once
         if dry_run:
             recorder = Recorder()
             self.actuator = recorder
             self.kube: Kube = recorder.kube
         else:
             guard = self.leader.check if self.leader is not None else (lambda: None)
-            self.actuator = Actuator(provider, kube, config.timings.drain_timeout, self.metrics, guard=guard)
+            self.actuator = Actuator(counted, kube, config.timings.drain_timeout, self.metrics, guard=guard)
             self.kube = kube
-        self.reconciler = Reconciler(config, cluster, provider, self.actuator, planner=planner, metrics=self.metrics)
+        self.reconciler = Reconciler(config, cluster, counted, self.actuator, planner=planner, metrics=self.metrics)
         self.interval = interval or config.timings.scan_interval
         self.health = health or Health(self.interval)
         self.dry_run = dry_run
@@ -249,7 +238,6 @@ class Runtime:
                 failures = 0
                 delay = self.interval
             except ProviderError as err:
-                self.metrics.cloud_errors.labels(err.kind).inc()
                 self.metrics.passes.labels("error").inc()
                 failures += 1
                 # An error asking again cannot fix (expired credentials, a refused permission) waits the

@@ -4,21 +4,33 @@
   (the watch-fed cache), `scaler.sim.engine.Engine` in the simulator.
 - `Kube`: what the actuator (`scaler.actuator`) and the loop's Events and status change in the cluster.
   `scaler.kube.actions.KubeActions` on a live cluster, `scaler.sim.kubeapi.SimKube` in the simulator.
-- The cloud side is `scaler.providers.base.PoolProvider`.
+- `PoolProvider`: the cloud side, one per cloud (`scaler.providers`: aws, azure, sim); its typed errors are
+  `scaler.providers.base`'s.
+- `Acting`: what a pass acts through (`scaler.actuator.Actuator`, or the dry run's `Recorder`).
+- `LiveCluster`: the Observer of a live cluster, with its watches' health (`scaler.loop.Runtime` reads it).
+- `Planner`: the core's entry's signature (`scaler.core.planning.decide.decide`).
 
 Nothing here imports an SDK: the simulator and `plan` run on these types without `kubernetes`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from scaler.core.config.settings import ScalerConfig
+from scaler.core.model.buffers import BufferStatus, CapacityBuffer
+from scaler.core.model.conditions import Condition
+from scaler.core.model.dra import DraObjects
+from scaler.core.model.drain import DrainState
+from scaler.core.model.interruption import Interruption
 from scaler.core.model.objects import Node, Pod, PodDisruptionBudget
-from scaler.core.planning.buffers import BufferStatus, CapacityBuffer
-from scaler.core.planning.provreq import Condition, ProvisioningRequest
-from scaler.core.scheduling.filters import DraObjects, Storage
+from scaler.core.model.provreq import ProvisioningRequest
+from scaler.core.planning.decisions import BufferOutcome, Plan
+from scaler.core.planning.snapshot import PoolObservation, Snapshot
+from scaler.core.planning.state import State
+from scaler.core.scheduling.filters import Storage
 
 EvictResult = Literal["evicted", "blocked", "gone"]
 
@@ -116,3 +128,75 @@ class Kube(Protocol):
     def write_status(self, status: dict[str, Any]) -> None:
         """The scaler's status (a ConfigMap on a live cluster)."""
         ...
+
+
+class LiveCluster(Observer, Protocol):
+    """The pass's Observer, with the watches' health (`scaler.kube.cache.ClusterCache`)."""
+
+    @property
+    def fresh(self) -> bool:
+        """Pods and nodes are synced."""
+        ...
+
+    def skipped_requests(self) -> list[Skipped]:
+        """The ProvisioningRequests the last read left out because they do not convert."""
+        ...
+
+
+class Acting(Protocol):
+    """What a pass acts through: the `Actuator`, or the dry run's `Recorder`."""
+
+    live: bool  # changes the cloud and the cluster (a dry run reads no interruption notices either)
+
+    @property
+    def drains(self) -> Mapping[str, object]:
+        """The drains in progress, by node."""
+        ...
+
+    def draining(self) -> dict[str, DrainState]: ...
+
+    def report(self) -> tuple[dict[str, tuple[str, ...]], dict[str, str]]: ...
+
+    def forget(self) -> None: ...
+
+    def act(self, plan: Plan, snapshot: Snapshot) -> None: ...
+
+    def answer(self, requests: list[ProvisioningRequest], answers: dict[str, dict[str, Condition]]) -> None: ...
+
+    def write_buffers(self, buffers: list[CapacityBuffer], outcomes: dict[str, BufferOutcome]) -> None: ...
+
+
+class PoolProvider(Protocol):
+    """A cloud's node groups. Implementations: `aws`, `azure`, `sim`; `tests/integration/
+    test_provider_conformance.py` runs the same cases against all three."""
+
+    name: str
+
+    def observe(self, now: float) -> dict[str, PoolObservation]:
+        """The pools this provider manages (the configured ones plus, if enabled, discovered ones): desired
+        size, instances (with zone and launch time) and launch failures since the last call."""
+        ...
+
+    def set_desired(self, pool: str, desired: int) -> None:
+        """Set the target size. Raises InvalidRequest beyond the pool's max or below its min."""
+        ...
+
+    def delete_node(self, pool: str, provider_id: str) -> None:
+        """Terminate exactly this instance and decrement the target size by one; NotFound if it is not
+        an instance of the pool."""
+        ...
+
+    def pool_of(self, provider_id: str) -> str | None:
+        """Which managed pool an instance (Kubernetes providerID) belongs to, if any."""
+        ...
+
+    def interruptions(self) -> list[Interruption]:
+        """Notices that instances will go, not acknowledged yet (possibly seen before)."""
+        ...
+
+    def acknowledge(self, notices: Iterable[Interruption]) -> None:
+        """The notices were handled: do not hand them out again."""
+        ...
+
+
+Planner = Callable[[Snapshot, State, ScalerConfig], tuple[Plan, State]]  # scaler.core.planning.decide.decide

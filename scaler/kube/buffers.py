@@ -15,7 +15,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError as TransportError
 
-from scaler.core.planning.buffers import BufferStatus, CapacityBuffer
+from scaler.core.model.buffers import BufferStatus, CapacityBuffer
 from scaler.kube.client import TIMEOUT, read_or_none
 from scaler.kube.convert_buffers import GROUP, JSON, PLURAL, VERSION, status_json
 from scaler.ports import KubeError

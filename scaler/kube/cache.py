@@ -21,9 +21,9 @@ from typing import Any
 from kubernetes import client
 
 from scaler.core.model import keys
+from scaler.core.model.buffers import CapacityBuffer
 from scaler.core.model.objects import Node
-from scaler.core.planning.buffers import CapacityBuffer
-from scaler.core.planning.provreq import ProvisioningRequest
+from scaler.core.model.provreq import ProvisioningRequest
 from scaler.kube import buffers as kube_buffers
 from scaler.kube import convert_buffers
 from scaler.kube.convert import SnapshotError, node_from_json, pdb_from_json
@@ -36,14 +36,7 @@ from scaler.ports import ClusterView, KubeError, Skipped
 
 log = logging.getLogger(__name__)
 JSON = dict[str, Any]
-# The first word of a SnapshotError (scaler.kube.convert) -> the kind of the object it is about.
-KINDS = {"pod": "Pod", "node": "Node", "poddisruptionbudget": "PodDisruptionBudget",
-         "persistentvolumeclaim": "PersistentVolumeClaim", "persistentvolume": "PersistentVolume",
-         "storageclass": "StorageClass", "csinode": "CSINode", "capacitybuffer": "CapacityBuffer",
-         # scaler.core.dra.convert names the object by its kind
-         **{k: k for k in ("DeviceClass", "ResourceClaim", "ResourceClaimTemplate", "ResourceSlice")}}
-
-
+Skip = Callable[[str, SnapshotError, Mapping[str, Any]], None]  # (the object's kind, why, the object)
 
 
 class ClusterCache:
@@ -138,10 +131,10 @@ class ClusterCache:
         skipped: list[Skipped] = []
         skip = self._skipper(skipped)
         fresh, pdbs_fresh, stale = self.fresh, self.pdbs_fresh, self.stale()
-        nodes = self._converted(self.nodes, skip)
+        nodes = self._converted(self.nodes, "Node", skip)
         pods = self.pods.view()
         for err, obj in pods.errors:
-            skip(err, obj)
+            skip("Pod", err, obj)
         view: list[Node] = []
         versions: dict[str, tuple[Node, object, str | None, Node]] = {}
         for model in nodes:
@@ -164,7 +157,7 @@ class ClusterCache:
             try:
                 pdbs.append(pdb_from_json(obj))
             except SnapshotError as err:
-                skip(err, obj)
+                skip("PodDisruptionBudget", err, obj)
         storage, namespaces = storage_view(self.pvcs.items(), self.pvs.items(), self.storage_classes.items(),
                                            self.csinodes.items(), self.namespaces.items(), skip=skip)
         dra = dra_view(self.device_classes.items(), self.resource_claims.items(), self.claim_templates.items(),
@@ -172,7 +165,7 @@ class ClusterCache:
         return ClusterView(pods.pending, view, pdbs, fresh, pdbs_fresh, storage,
                            namespaces or {}, stale, skipped, dra, self._buffers(skip))
 
-    def _buffers(self, skip: Callable[[SnapshotError, Mapping[str, Any]], None]) -> list[CapacityBuffer]:
+    def _buffers(self, skip: Skip) -> list[CapacityBuffer]:
         """The CapacityBuffers with their PodTemplates (and scalable objects, read now); one that does not
         convert is skipped. While either watch is not synced, the last ones read (a template not seen yet
         would read as missing, and a buffer lost from view would give its nodes back)."""
@@ -184,20 +177,20 @@ class ClusterCache:
             try:
                 out.append(convert_buffers.buffer_from_json(obj, templates, self.scalable))
             except SnapshotError as err:
-                skip(err, obj)
+                skip("CapacityBuffer", err, obj)
             except KubeError as err:
                 log.warning("capacity buffer %s left out of this pass: %s", key_of(obj), err)
         self._last_buffers = out
         return out
 
     @staticmethod
-    def _converted(informer: Informer, skip: Callable[[SnapshotError, Mapping[str, Any]], None]) -> list[Any]:
+    def _converted(informer: Informer, kind: str, skip: Skip) -> list[Any]:
         """The informer's converted objects; those that did not convert go to `skip` (every pass, as the
         conversion of the whole list used to)."""
         out = []
         for model, obj in informer.models():
             if isinstance(model, SnapshotError):
-                skip(model, obj)
+                skip(kind, model, obj)
             elif model is not None:
                 out.append(model)
         return out
@@ -211,11 +204,10 @@ class ClusterCache:
         return list(self.requests.skipped)
 
     @staticmethod
-    def _skipper(into: list[Skipped]) -> Callable[[SnapshotError, Mapping[str, Any]], None]:
-        def skip(err: SnapshotError, obj: Mapping[str, Any]) -> None:
+    def _skipper(into: list[Skipped]) -> Skip:
+        def skip(kind: str, err: SnapshotError, obj: Mapping[str, Any]) -> None:
             log.warning("skipping %s", err)
             meta = obj.get("metadata") or {}
-            kind = KINDS.get(str(err).split(" ", 1)[0], str(obj.get("kind") or "?"))
             into.append(Skipped(kind, str(meta.get("namespace") or ""), str(meta.get("name") or "?"),
                                 str(meta.get("uid") or ""), str(err)))
         return skip

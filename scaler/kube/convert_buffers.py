@@ -9,20 +9,16 @@ from datetime import UTC, datetime
 from typing import Any
 
 from scaler.core.model import keys
+from scaler.core.model.buffers import SCALABLE_KINDS, BufferStatus, CapacityBuffer, ScalableRef
+from scaler.core.model.conditions import Condition
 from scaler.core.model.errors import FieldError
 from scaler.core.model.objects import Pod
 from scaler.core.model.resources import parse_resources
-from scaler.core.planning.buffers import SCALABLE_KINDS, BufferStatus, CapacityBuffer, ScalableRef
-from scaler.core.planning.decisions import Condition
 from scaler.kube.convert import SnapshotError, pod_from_json, timestamp
 
 GROUP, VERSION, PLURAL = keys.API_GROUP_AUTOSCALING, "v1beta1", "capacitybuffers"
 JSON = dict[str, Any]
 Scalables = Callable[[str, str, str], JSON | None]  # (kind, namespace, name) -> the object, or None
-
-
-def no_scalables(kind: str, namespace: str, name: str) -> JSON | None:
-    return None
 
 
 def _int(spec: JSON, name: str, where: str) -> int | None:

@@ -8,27 +8,28 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 from scaler.core.dra import convert as dra_convert
-from scaler.core.scheduling.filters import DraObjects
+from scaler.core.model.dra import DraObjects
 from scaler.kube.convert import SnapshotError
 
 T = TypeVar("T")
-Skip = Callable[[SnapshotError, Mapping[str, Any]], None]
+Skip = Callable[[str, SnapshotError, Mapping[str, Any]], None]  # (the object's kind, why, the object)
 
 
-def _each(objs: Iterable[dict[str, Any]], convert: Callable[[dict[str, Any]], T], skip: Skip) -> list[T]:
+def _each(kind: str, objs: Iterable[dict[str, Any]], convert: Callable[[dict[str, Any]], T], skip: Skip) -> list[T]:
     out: list[T] = []
     for obj in objs:
         try:
             out.append(convert(obj))
         except dra_convert.DraInputError as err:
-            skip(SnapshotError(str(err)), obj)
+            skip(kind, SnapshotError(str(err)), obj)
     return out
 
 
 def dra_view(classes: Iterable[dict[str, Any]], claims: Iterable[dict[str, Any]],
              templates: Iterable[dict[str, Any]], slices: Iterable[dict[str, Any]], skip: Skip) -> DraObjects:
     return DraObjects(
-        classes={c.name: c for c in _each(classes, dra_convert.device_class, skip)},
-        claims={c.key: c for c in _each(claims, dra_convert.resource_claim, skip)},
-        templates={f"{t.namespace}/{t.name}": t for t in _each(templates, dra_convert.resource_claim_template, skip)},
-        slices=_each(slices, dra_convert.resource_slice, skip))
+        classes={c.name: c for c in _each("DeviceClass", classes, dra_convert.device_class, skip)},
+        claims={c.key: c for c in _each("ResourceClaim", claims, dra_convert.resource_claim, skip)},
+        templates={f"{t.namespace}/{t.name}": t
+                   for t in _each("ResourceClaimTemplate", templates, dra_convert.resource_claim_template, skip)},
+        slices=_each("ResourceSlice", slices, dra_convert.resource_slice, skip))

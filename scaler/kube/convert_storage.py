@@ -121,25 +121,26 @@ def namespace_labels_from_json(obj: JSON) -> tuple[str, dict[str, str]]:
 
 
 def storage_view(claims: Iterable[JSON], volumes: Iterable[JSON], classes: Iterable[JSON], csinodes: Iterable[JSON],
-                 namespaces: Iterable[JSON] | None = None, *, skip: Callable[[SnapshotError, JSON], None] | None = None
+                 namespaces: Iterable[JSON] | None = None, *,
+                 skip: Callable[[str, SnapshotError, JSON], None] | None = None
                  ) -> tuple[Storage, dict[str, dict[str, str]] | None]:
     """The storage objects and the namespaces' labels as the filters read them (`scaler.core.scheduling.filters`).
     An object that does not convert raises SnapshotError, or goes to `skip` and is left out. The
     namespaces are None when none were given (namespaceSelector then sees the name label only)."""
     storage = Storage()
-    kinds: list[tuple[Iterable[JSON], Callable[[JSON], Any], Callable[[Any], None]]] = [
-        (claims, pvc_from_json, lambda c: storage.claims.__setitem__(c.key, c)),
-        (volumes, pv_from_json, lambda v: storage.volumes.__setitem__(v.name, v)),
-        (classes, storage_class_from_json, lambda c: storage.classes.__setitem__(c.name, c)),
-        (csinodes, csinode_from_json, lambda n: storage.csinodes.__setitem__(n.name, n)),
+    kinds: list[tuple[str, Iterable[JSON], Callable[[JSON], Any], Callable[[Any], None]]] = [
+        ("PersistentVolumeClaim", claims, pvc_from_json, lambda c: storage.claims.__setitem__(c.key, c)),
+        ("PersistentVolume", volumes, pv_from_json, lambda v: storage.volumes.__setitem__(v.name, v)),
+        ("StorageClass", classes, storage_class_from_json, lambda c: storage.classes.__setitem__(c.name, c)),
+        ("CSINode", csinodes, csinode_from_json, lambda n: storage.csinodes.__setitem__(n.name, n)),
     ]
-    for objs, fn, put in kinds:
+    for kind, objs, fn, put in kinds:
         for obj in objs:
             try:
                 put(fn(obj))
             except SnapshotError as err:
                 if skip is None:
                     raise
-                skip(err, obj)
+                skip(kind, err, obj)
     labels = None if namespaces is None else dict(namespace_labels_from_json(o) for o in namespaces)
     return storage, labels

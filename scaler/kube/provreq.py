@@ -15,7 +15,8 @@ from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError as TransportError
 
 from scaler.core.model import keys
-from scaler.core.planning.provreq import Condition, PodSet, ProvisioningRequest
+from scaler.core.model.conditions import Condition
+from scaler.core.model.provreq import PodSet, ProvisioningRequest
 from scaler.kube.client import MERGE_PATCH, TIMEOUT, read_or_none
 from scaler.kube.convert import SnapshotError, pod_from_json, timestamp
 from scaler.ports import KubeError, Skipped

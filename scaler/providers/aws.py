@@ -32,12 +32,8 @@ from botocore.exceptions import BotoCoreError, ClientError, ConnectTimeoutError,
 from scaler.core.config.pool import Pool
 from scaler.core.config.settings import ScalerConfig
 from scaler.core.model import keys
-from scaler.core.planning.snapshot import (
-    CloudInstance,
-    Interruption,
-    LaunchFailure,
-    PoolObservation,
-)
+from scaler.core.model.interruption import Interruption
+from scaler.core.planning.snapshot import CloudInstance, LaunchFailure, PoolObservation
 from scaler.providers import base
 from scaler.providers.aws_messages import instance_id, parse_activity, parse_event, provider_id
 from scaler.providers.aws_quotas import QuotaReader

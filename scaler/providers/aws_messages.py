@@ -10,7 +10,8 @@ import time
 from datetime import datetime
 from typing import Any
 
-from scaler.core.planning.snapshot import FailureKind, Interruption, LaunchFailure
+from scaler.core.model.interruption import NOTICE_LEAD, REBALANCE_LEAD, Interruption
+from scaler.core.planning.snapshot import FailureKind, LaunchFailure
 
 _PROVIDER_ID = re.compile(r"^aws:///(?P<zone>[a-z0-9-]+)/(?P<id>i-[0-9a-f]+)$")
 _ZONE_IN_TEXT = re.compile(r"\(([a-z]{2}(?:-gov)?-[a-z]+-\d[a-z])\)")
@@ -94,9 +95,9 @@ def parse_event(body: str, received: float) -> Interruption | None:
         at = received
     kind = event.get("detail-type")
     if kind == "EC2 Spot Instance Interruption Warning":
-        return Interruption("spot-interruption", iid, at, at + 120)
+        return Interruption("spot-interruption", iid, at, at + NOTICE_LEAD["aws"])
     if kind == "EC2 Instance Rebalance Recommendation":
-        return Interruption("rebalance", iid, at, at + 600)
+        return Interruption("rebalance", iid, at, at + REBALANCE_LEAD)
     if kind == "EC2 Instance State-change Notification":
         state = str(detail.get("state", ""))
         if state in ("stopping", "stopped", "shutting-down", "terminated"):

@@ -40,13 +40,8 @@ from azure.mgmt.containerservice import models as csm
 
 from scaler.core.config.pool import Pool
 from scaler.core.config.settings import ScalerConfig
-from scaler.core.planning.snapshot import (
-    CloudInstance,
-    FailureKind,
-    Interruption,
-    LaunchFailure,
-    PoolObservation,
-)
+from scaler.core.model.interruption import Interruption
+from scaler.core.planning.snapshot import CloudInstance, FailureKind, LaunchFailure, PoolObservation
 from scaler.providers import base
 from scaler.providers.azure_quotas import AzureQuotaReader
 from scaler.providers.base import ProviderError, check_size

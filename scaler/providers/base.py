@@ -1,4 +1,5 @@
-"""The one interface every cloud sits behind. The loop, the actuator and the simulator only ever call this.
+"""The errors of the one interface every cloud sits behind (`scaler.ports.PoolProvider`, importable from here
+too). The loop, the actuator and the simulator only ever call that interface.
 
 Errors are typed: every failed call raises a ProviderError subclass whose `kind` feeds the cloud-errors
 metric and whose `retryable` says whether asking again can succeed (a throttled or failed server call
@@ -8,10 +9,9 @@ not retried on the ordinary backoff).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Literal, Protocol
+from typing import Literal
 
-from scaler.core.planning.snapshot import Interruption, PoolObservation
+from scaler.ports import PoolProvider as PoolProvider  # noqa: PLC0414 - re-exported: the providers and tests
 
 ErrorKind = Literal["throttled", "capacity", "quota", "auth", "not-found", "invalid", "server", "network", "other"]
 
@@ -73,36 +73,3 @@ def check_size(provider: str, pool: str, desired: int, min_size: int, max_size: 
         raise InvalidRequest(f"{provider}: pool {pool!r}: desired {desired} is beyond its max {max_size}")
     if desired < min_size:
         raise InvalidRequest(f"{provider}: pool {pool!r}: desired {desired} is below its min {min_size}")
-
-
-class PoolProvider(Protocol):
-    """A cloud's node groups. Implementations: `aws`, `azure`, `sim`; `tests/integration/
-    test_provider_conformance.py` runs the same cases against all three."""
-
-    name: str
-
-    def observe(self, now: float) -> dict[str, PoolObservation]:
-        """The pools this provider manages (the configured ones plus, if enabled, discovered ones): desired
-        size, instances (with zone and launch time) and launch failures since the last call."""
-        ...
-
-    def set_desired(self, pool: str, desired: int) -> None:
-        """Set the target size. Raises InvalidRequest beyond the pool's max or below its min."""
-        ...
-
-    def delete_node(self, pool: str, provider_id: str) -> None:
-        """Terminate exactly this instance and decrement the target size by one; NotFound if it is not
-        an instance of the pool."""
-        ...
-
-    def pool_of(self, provider_id: str) -> str | None:
-        """Which managed pool an instance (Kubernetes providerID) belongs to, if any."""
-        ...
-
-    def interruptions(self) -> list[Interruption]:
-        """Notices that instances will go, not acknowledged yet (possibly seen before)."""
-        ...
-
-    def acknowledge(self, notices: Iterable[Interruption]) -> None:
-        """The notices were handled: do not hand them out again."""
-        ...

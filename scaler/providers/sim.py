@@ -37,12 +37,12 @@ from scaler.core.config.ec2_quota_classes import QUOTAS, quota_key
 from scaler.core.config.pool import Pool
 from scaler.core.config.reservation import EC2_BLOCK_TERMINATION
 from scaler.core.config.settings import ScalerConfig
-from scaler.core.planning.snapshot import CloudInstance, Interruption, LaunchFailure, PoolObservation, Quota
+from scaler.core.model.interruption import NOTICE_LEAD, Interruption
+from scaler.core.planning.snapshot import CloudInstance, LaunchFailure, PoolObservation, Quota
 from scaler.providers.base import NotFound, ProviderError, check_size
 from scaler.providers.sim_warm import WarmInstance, refill_zones, take_ready, warm_start_of
 
 CAPACITY_REASON = {"aws": "InsufficientInstanceCapacity", "azure": "ZonalAllocationFailed"}
-NOTICE_LEAD = {"aws": 120.0, "azure": 30.0}  # seconds between the cloud's notice and the reclaim
 Operation = Literal["observe", "set_desired", "delete_node", "interruptions"]
 
 
@@ -207,14 +207,6 @@ class SimProvider:
             self._noticed.pop(notice.instance, None)
 
     # --- simulation ---------------------------------------------------------------------------
-    def reclaim(self, provider_id: str, at: float) -> None:
-        """The cloud will take this spot instance back at `at`, with its notice ahead (a scripted reclaim)."""
-        inst = self._by_id[provider_id]
-        inst.interrupt_at = at
-        heapq.heappush(self._reclaims, (at, provider_id))
-        pool = self._groups[inst.pool].pool
-        heapq.heappush(self._notices, (max(self.now, at - NOTICE_LEAD[pool.cloud]), provider_id))
-
     def advance(self, now: float) -> Happenings:
         """Move the clock to `now`: instances that finished booting, reclaims, launch retries."""
         self.now = max(self.now, now)

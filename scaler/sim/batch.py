@@ -23,6 +23,10 @@ from typing import Any
 
 import yaml
 
+from scaler.core.config.settings import ConfigError
+from scaler.sim.simulation import InputError, simulate
+from scaler.sim.trace import TraceError
+
 # How long `check_ray` waits for a Ray head to accept a connection before saying it does not answer.
 RAY_CONNECT_S = 5.0
 RAY_CLIENT_PORT = 10001  # `ray://host` without a port: the Ray client server's default port
@@ -116,10 +120,6 @@ class Batch:
 
 def simulate_run(run: Run) -> dict[str, Any]:
     """Run one simulation in this process (a worker): its figures plus `cpu_s` and, on bad input, `error`."""
-    from scaler.core.config.settings import ConfigError  # noqa: PLC0415 - workers import on their own
-    from scaler.sim.simulate_command import InputError, simulate  # noqa: PLC0415
-    from scaler.sim.trace import TraceError  # noqa: PLC0415
-
     started = time.process_time()
     with tempfile.TemporaryDirectory(prefix="gpuburst-batch-") as folder:
         trace, pools = Path(folder, "trace.csv"), Path(folder, "pools.yaml")
@@ -176,14 +176,6 @@ def _ray(runs: Sequence[Run], address: str) -> Iterator[tuple[int, dict[str, Any
     finally:
         for ref in left:
             ray.cancel(ref, force=True)
-
-
-def ray_available() -> bool:
-    try:
-        import ray  # noqa: F401, PLC0415
-    except ImportError:
-        return False
-    return True
 
 
 def run_batch(runs: Sequence[Run], *, workers: int | None = None, ray_address: str | None = None,

@@ -13,8 +13,9 @@ from __future__ import annotations
 from typing import Any
 
 from scaler.core.config.settings import ScalerConfig
+from scaler.core.model.buffers import CapacityBuffer
 from scaler.core.model.resources import fits
-from scaler.core.planning.buffers import MAX_PLACEHOLDERS, CapacityBuffer
+from scaler.core.planning.buffers import MAX_PLACEHOLDERS
 from scaler.sim.records import JobRun
 from scaler.sim.report import percentile
 from scaler.sim.trace import SIM_NAMESPACE, Job, job_pods

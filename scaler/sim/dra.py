@@ -21,19 +21,20 @@ import yaml
 
 from scaler.configfile import load_config, read_text
 from scaler.core.config.settings import ScalerConfig, parse_config
-from scaler.core.dra.model import (
+from scaler.core.dra.nvidia import DEVICE_CLASSES, DRIVER, GPU_CLASS, MIG_CLASS
+from scaler.core.model import keys
+from scaler.core.model.dra import (
     Allocation,
     ClaimSpec,
     DeviceRequest,
     DeviceResult,
+    DraObjects,
     ExactRequest,
     ResourceClaim,
     ResourceClaimTemplate,
 )
-from scaler.core.dra.nvidia import DEVICE_CLASSES, DRIVER, GPU_CLASS, MIG_CLASS
-from scaler.core.model import keys
 from scaler.core.model.objects import Node, Pod, PodResourceClaim, SelectorRequirement
-from scaler.core.scheduling.filters import DraObjects, DraState
+from scaler.core.scheduling.filters import DraState
 
 CLAIM = "gpu"  # the pod's claim name
 

@@ -30,16 +30,16 @@ from collections.abc import Callable
 
 from scaler.actuator import Actuator
 from scaler.core.config.settings import ScalerConfig
+from scaler.core.model.buffers import CapacityBuffer
 from scaler.core.model.objects import Pod, PodDisruptionBudget
-from scaler.core.planning import provreq
-from scaler.core.planning.buffers import CapacityBuffer
+from scaler.core.model.provreq import ProvisioningRequest
 from scaler.core.planning.decisions import Plan
 from scaler.core.planning.snapshot import Snapshot
 from scaler.core.planning.state import State
 from scaler.core.scheduling.scoring import DEFAULT, ScoringProfile
-from scaler.ports import ClusterView
+from scaler.ports import ClusterView, Planner
 from scaler.providers.sim import Instance, SimProvider
-from scaler.reconcile import Planner, Reconciler
+from scaler.reconcile import Reconciler
 from scaler.sim.binder import Binder
 from scaler.sim.dra import SimDra, on_claims
 from scaler.sim.failures import GpuFailures
@@ -101,6 +101,7 @@ class Engine:
         self.completed = 0
         self.samples: list[Sample] = []
         self.plan_seconds: list[float] = []
+        self.provider_errors: list[str] = []  # every pass's failed cloud calls (the actuator keeps the last pass's)
         self.passes = self.passes_planned = 0
         self.fallbacks = Fallbacks()
         self.prepaid = PrepaidUse.of(config.pools)  # reserved pools' and Capacity Blocks' use (scaler/sim/prepaid.py)
@@ -317,7 +318,7 @@ class Engine:
         return ClusterView(list(self.pending.values()), list(self.binder.nodes.values()), self._pdbs(),
                            buffers=self.buffers)
 
-    def provisioning_requests(self) -> list[provreq.ProvisioningRequest]:
+    def provisioning_requests(self) -> list[ProvisioningRequest]:
         return self.kueue.live()
 
     @property
@@ -338,6 +339,7 @@ class Engine:
         self.now = now
         self._planned_s = 0.0
         done = self.reconciler.run(now)
+        self.provider_errors.extend(self.actuator.errors)
         self.plan_seconds.append(self._planned_s)
         pending = {p.key for p in done.snapshot.pending}
         for name, obs in done.snapshot.pools.items():
@@ -403,7 +405,7 @@ class Engine:
             passes_planned=self.passes_planned, episodes=self.fallbacks.episodes, interruptions=self.interruptions,
             rescheduled_pods=self.rescheduled, scale_ups=self.scale_ups,
             scale_downs=sum(1 for i in self.provider.history if i.end_reason == "deleted"),
-            provider_errors=self.actuator.errors, evictions_refused=self.kube.refused,
+            provider_errors=self.provider_errors, evictions_refused=self.kube.refused,
             nodes=list(self.binder.nodes.values()), state=self.state, gpu_sharing=self.gpu_sharing,
             requests=dict(self.kueue.counts) if self.queue_gangs else None, prepaid=self.prepaid,
             failures=self.failures,

@@ -17,10 +17,11 @@ from typing import Any
 
 from scaler.core.config.settings import ScalerConfig
 from scaler.core.model import keys
+from scaler.core.model.buffers import BufferStatus, CapacityBuffer
+from scaler.core.model.conditions import Condition
 from scaler.core.model.objects import Node, Pod, PodDisruptionBudget, Taint
+from scaler.core.model.provreq import ProvisioningRequest
 from scaler.core.model.workload import is_gpu_device
-from scaler.core.planning.buffers import BufferStatus, CapacityBuffer
-from scaler.core.planning.provreq import Condition, ProvisioningRequest
 from scaler.ports import EvictResult, ObjectRef
 from scaler.providers.sim import Instance
 from scaler.sim.binder import Binder

@@ -28,15 +28,15 @@ from scaler.configfile import load_config, read_text
 from scaler.core.config.settings import ConfigError, ScalerConfig
 from scaler.core.dra import convert as dra_convert
 from scaler.core.model import keys
+from scaler.core.model.buffers import SCALABLE_KINDS, CapacityBuffer
+from scaler.core.model.dra import DraObjects
 from scaler.core.planning import idle_time
-from scaler.core.planning.buffers import SCALABLE_KINDS, CapacityBuffer
 from scaler.core.planning.capacity import zone_hints
+from scaler.core.planning.decide import decide
 from scaler.core.planning.decisions import Plan
-from scaler.core.planning.planner import plan
 from scaler.core.planning.repair import signals
 from scaler.core.planning.snapshot import PoolObservation, Snapshot
 from scaler.core.planning.state import State
-from scaler.core.scheduling.filters import DraObjects
 from scaler.kube.convert import SnapshotError
 from scaler.kube.convert_buffers import buffer_from_json
 from scaler.kube.convert_storage import storage_view
@@ -237,7 +237,7 @@ def main(args: argparse.Namespace) -> int:
     except (ConfigError, SnapshotError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    result, state = plan(snapshot, State(), config)
+    result, state = decide(snapshot, State(), config)
     with_nodes = {n.pool for n in snapshot.nodes}
     notes = [*notes, *zone_hints(config.pools),
              *(f"unneeded time: {idle_time.explain(state, config, p)}" for p in config.pools if p.name in with_nodes),

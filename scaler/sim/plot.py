@@ -19,6 +19,7 @@ from typing import Any
 from scaler.core.config.settings import ScalerConfig
 from scaler.sim.prepaid import window as prepaid_window
 from scaler.sim.records import SimResult
+from scaler.sim.report import baselines, on_demand_price
 
 MAX_POINTS = 4000
 PENDING_COLOUR = "#d62728"  # matplotlib's tab:red
@@ -110,8 +111,6 @@ def plot_timeline(result: SimResult, path: str | Path, title: str = "", report: 
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt  # noqa: PLC0415
-
-    from scaler.sim.report import baselines, on_demand_price  # noqa: PLC0415 - the report imports the planner
 
     samples = result.samples
     if not samples:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from scaler.core.config.settings import ScalerConfig
 from scaler.core.model.objects import Node, Pod
-from scaler.core.planning import provreq
+from scaler.core.model.provreq import ProvisioningRequest
 from scaler.core.planning.decisions import ScaleUp
 from scaler.core.planning.state import State
 from scaler.core.scheduling.scoring import ScoringProfile
@@ -27,7 +27,7 @@ class JobRun:
     done_s: float = 0.0  # run time accumulated by earlier runs
     completed_at: float | None = None
     version: int = 0  # bumped when a run stops, so its completion event is ignored
-    request: provreq.ProvisioningRequest | None = None  # a queued gang's current ProvisioningRequest
+    request: ProvisioningRequest | None = None  # a queued gang's current ProvisioningRequest
     attempts: int = 0  # ProvisioningRequests made for it
     admitted_at: float | None = None  # when its request was Provisioned and its pods created
     rejected: str = ""  # why the queue gave up on it (its last request Failed)

@@ -18,7 +18,7 @@
 - fallback_events / fallback_delay_*: a spot launch that failed while pods waited for it opens an
   episode; it closes when a scale-up in another pool is planned for those pods (the fallback). The
   delay is from the failed launch to that scale-up.
-- plan_*: wall time of `scaler.core.planning.planner.plan` per pass that ran (with the ProvisioningRequests, if any).
+- plan_*: wall time of `scaler.core.planning.decide.decide` per pass that ran (with the ProvisioningRequests, if any).
 - provisioning_requests (with --provisioning-requests, else null): the gangs' ProvisioningRequests made and
   how many became Provisioned, Failed, CapacityRevoked (a booked node was lost), BookingExpired (the
   10-minute booking ran out before the job finished: the normal end of a longer job's request);
@@ -34,9 +34,9 @@ from typing import Any
 from scaler.core.config.pool import Pool
 from scaler.core.model import keys
 from scaler.core.model.objects import Pod
+from scaler.core.model.provreq import FAILED, PROVISIONED
 from scaler.core.model.workload import gpu_devices
 from scaler.core.planning.planner import plan
-from scaler.core.planning.provreq import FAILED, PROVISIONED
 from scaler.core.planning.snapshot import PoolObservation, Snapshot
 from scaler.core.scheduling.predicates import fits
 from scaler.sim.plan_command import reasons_by_text

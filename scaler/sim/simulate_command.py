@@ -10,33 +10,24 @@ them exit code 1.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import importlib.util
 import json
 import math
-import os
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
-from scaler.configfile import load_config
-from scaler.core.config.ec2_quota_classes import FAMILIES, QUOTAS, family_name, quota_key
-from scaler.core.config.settings import ConfigError, ScalerConfig
-from scaler.core.planning.planner import plan
+from scaler.core.config.settings import ConfigError
 from scaler.core.scheduling.scoring import PROFILES
-from scaler.providers.sim import Outage, SimProvider
-from scaler.reconcile import Planner
 from scaler.sim.batch import RayError, check_ray
-from scaler.sim.buffer import buffer_line, buffer_report, gpu_buffer
-from scaler.sim.dra import dra_config
-from scaler.sim.engine import Engine
-from scaler.sim.failures import GpuFailures
-from scaler.sim.prepaid import check_blocks
-from scaler.sim.records import SimResult
-from scaler.sim.report import build_report, summary
-from scaler.sim.trace import Job, TraceError, job_pods, load_trace
-from scaler.sim.warm import with_warm
+from scaler.sim.buffer import buffer_line
+from scaler.sim.plot import plot_timeline
+from scaler.sim.report import summary
+from scaler.sim.simulation import InputError as InputError  # noqa: PLC0414 - re-exported: the command's
+from scaler.sim.simulation import check_output
+from scaler.sim.simulation import simulate as simulate  # noqa: PLC0414 - inputs and run, named from here too
+from scaler.sim.sweep import run_sweep
+from scaler.sim.trace import TraceError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -107,160 +98,6 @@ MAX_GPU_FAILURE_RATE = 1.0
 PLOT_FORMATS = (".png", ".svg", ".pdf")  # what plot_timeline's matplotlib (Agg) writes by the suffix
 
 
-class InputError(ValueError):
-    """Bad command-line input that is not a file's fault."""
-
-
-def parse_outages(specs: list[str], config: ScalerConfig) -> list[Outage]:
-    zones = {z for p in config.pools for z in p.zones}
-    out = []
-    for spec in specs:
-        try:
-            outage = Outage.parse(spec)
-        except ValueError:
-            raise InputError(f"--spot-outage {spec}: expected ZONE:START_S:END_S, seconds with 0 <= START < END") \
-                from None
-        if outage.zone not in zones:
-            raise InputError(f"--spot-outage {spec}: zone {outage.zone!r} is in no pool (zones: {sorted(zones)})")
-        out.append(outage)
-    return out
-
-
-def parse_quotas(specs: list[str], config: ScalerConfig) -> dict[tuple[str, bool], int]:
-    """`--quota FAMILY=VCPUS` -> {(class, spot): vCPUs}; a family no pool counts against would change nothing."""
-    used = {k for k in map(quota_key, config.pools) if k is not None}
-    out = {}
-    for spec in specs:
-        family, eq, vcpus = spec.partition("=")
-        key = FAMILIES.get(family.strip().lower())
-        if not eq or key is None:
-            raise InputError(f"--quota {spec}: expected FAMILY=VCPUS with FAMILY one of "
-                             f"{', '.join(family_name(k) for k in QUOTAS)}")
-        if not vcpus.strip().isdigit():
-            raise InputError(f"--quota {spec}: VCPUS must be a whole number of vCPUs >= 0")
-        if key not in used:
-            raise InputError(f"--quota {spec}: no pool of the pools file counts against {family_name(key)} "
-                             "(prepaid pools count against none), so it would change nothing")
-        out[key] = int(vcpus)
-    return out
-
-
-def check_output(option: str, path: str | None, inputs: dict[str, str] | None = None) -> None:
-    """Refuse an output path that could not be written, or that is one of the `inputs` (option -> path) and
-    would overwrite it, before the run rather than after it."""
-    if path is None:
-        return
-    try:
-        _check_output(option, path, inputs or {})
-    except OSError as err:  # a name too long, a loop of links: what the file system says, in one line
-        raise InputError(f"{option} {path}: cannot be created: {err.strerror or err}") from None
-
-
-def _check_output(option: str, path: str, inputs: dict[str, str]) -> None:
-    target = Path(path)
-    for other, given in inputs.items():
-        if given and target.resolve() == Path(given).resolve():
-            raise InputError(f"{option} {path}: is the {other} file; writing it would overwrite that input")
-    folder = target.parent if str(target.parent) else Path(".")
-    if target.is_dir():
-        raise InputError(f"{option} {path}: is a folder, give a file name")
-    if not folder.is_dir():
-        raise InputError(f"{option} {path}: folder {folder} does not exist")
-    if not os.access(folder, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
-        raise InputError(f"{option} {path}: not writable")
-    existed = target.exists()
-    target.open("a").close()  # what os.access cannot tell (a read-only mount, root's access): create it now
-    if not existed:
-        target.unlink()
-
-
-def check_sharing(config: ScalerConfig, jobs: list[Job], pools: str, trace: str) -> str | None:
-    """`--gpu-sharing` maps jobs of a GPU share to time-sliced or MIG mixed pools: without either it would
-    change nothing, and a run the user believes shared would not be (refused rather than warned: exit 2).
-    A job of several GPUs with gpu_milli below 1000 keeps whole GPUs (a share is of one GPU): the warning
-    returned says how many, the others are still shared."""
-    if not any(p.sharing is not None and p.sharing.mig_strategy != "single" for p in config.pools):
-        raise InputError(f"--gpu-sharing: {pools} has no time-sliced or MIG mixed pool (gpu_sharing), so it "
-                         "would change nothing")
-    if not any(0 < j.gpu_milli < 1000 and j.gpus for j in jobs):
-        raise InputError(f"--gpu-sharing: {trace} has no job of a GPU share (gpu_milli below 1000), so it "
-                         "would change nothing")
-    whole = [j for j in jobs if j.gpus > 1 and 0 < j.gpu_milli < 1000]
-    if not whole:
-        return None
-    return (f"warning: --gpu-sharing: {len(whole)} jobs of several GPUs have gpu_milli below 1000 (the first at "
-            f"{trace}:{whole[0].line}); they keep whole GPUs, as a share is of one GPU")
-
-
-def simulate(
-    trace: str, pools: str, *, hours: float | None = None, outages: list[str] | None = None,
-    scheduler: str = "default", interruption_rate: float = 0.0, seed: int = 0, quiet: bool = True,
-    planner: Planner = plan, device_plugin_delay: float = 0.0, gpu_sharing: bool = False,
-    provisioning_requests: bool = False, quotas: list[str] | None = None, dra: bool = False,
-    gpu_failure_rate: float = 0.0, checkpoint_interval: float = 1800.0, repair: bool = True,
-    buffer_gpus: int = 0,
-    warm_size: int = 0, warm_start: float | None = None,
-) -> tuple[SimResult, dict[str, Any]]:
-    """Run one simulation; returns the raw result and the report (raises on bad input). `warm_size`: a warm pool
-    of that size on each pool that may have one (scaler.sim.warm); `warm_start`: its instances' time to Ready."""
-    config = dra_config(pools) if dra else load_config(pools)
-    if warm_size:
-        try:
-            config = with_warm(config, warm_size)
-        except ValueError as err:
-            raise InputError(f"--warm {warm_size}: {pools}: {err}") from None
-    if warm_start is not None:
-        if not any(p.warm for p in config.pools):
-            raise InputError(f"--warm-start {warm_start:g}: {pools} has no warm pool (a pool's warm, or --warm), so "
-                             "it would change nothing")
-        config = config.model_copy(update={"timings": config.timings.model_copy(update={"warm_start": warm_start})})
-    if not repair:
-        if not gpu_failure_rate:
-            raise InputError("--no-repair: without --gpu-failure-rate no GPU breaks, so it would change nothing")
-        config = config.model_copy(update={"pools": [
-            p.model_copy(update={"repair": p.repair.model_copy(update={"enabled": False})}) for p in config.pools]})
-    specs = list(outages or [])
-    parsed = parse_outages(specs, config)
-    caps = parse_quotas(list(quotas or []), config)
-    jobs = load_trace(trace, hours)
-    try:
-        check_blocks(config.pools, min((j.submit_s for j in jobs), default=0.0),
-                     max((j.submit_s + j.duration_s for j in jobs), default=0.0))
-    except ValueError as err:
-        raise InputError(f"{pools}: {err}") from None
-    if gpu_sharing:
-        warning = check_sharing(config, jobs, pools, trace)
-        if warning and not quiet:
-            print(warning, file=sys.stderr, flush=True)
-    if buffer_gpus < 0:
-        raise InputError(f"--buffer {buffer_gpus}: a number of GPUs, at least 0")
-    try:
-        buffers = gpu_buffer(buffer_gpus, config, PROFILES[scheduler].scheduler_name)
-    except ValueError as err:
-        raise InputError(f"--buffer {buffer_gpus}: {pools}: {err}") from None
-    provider = SimProvider(config, outages=parsed, interruption_rate=interruption_rate, seed=seed, quotas=caps)
-
-    def progress(line: str) -> None:
-        print(line, file=sys.stderr, flush=True)
-
-    started = time.monotonic()
-    engine = Engine(config, jobs, provider, planner, profile=PROFILES[scheduler],
-                    progress=None if quiet else progress, device_plugin_delay=device_plugin_delay,
-                    gpu_sharing=gpu_sharing, provisioning_requests=provisioning_requests, dra=dra,
-                    failures=GpuFailures(gpu_failure_rate, seed, checkpoint_interval), buffers=buffers)
-    result = engine.run()
-    if dra:  # the baselines price each job's GPUs on the same pools with the device plugin
-        plain = load_config(pools)
-        result = dataclasses.replace(result, config=plain, jobs=[
-            dataclasses.replace(r, pods=job_pods(r.job, plain, PROFILES[scheduler].scheduler_name, gpu_sharing))
-            for r in result.jobs])
-    report = build_report(result, trace=trace, pools_file=pools, seed=seed, outages=specs,
-                          wall_s=time.monotonic() - started)
-    report["quotas"] = {family_name(k): v for k, v in caps.items()}
-    report["buffer"] = buffer_report(result.jobs, buffers)
-    return result, report
-
-
 def check_sweep(args: argparse.Namespace) -> None:
     if not (args.sweep and args.sweep_out):
         raise InputError("--sweep and --sweep-out go together (the sweep writes its table and plot into the folder)")
@@ -318,8 +155,6 @@ def main(args: argparse.Namespace) -> int:
                                  "would ignore it")
         if args.sweep or args.sweep_out:
             check_sweep(args)
-            from scaler.sim.sweep import run_sweep  # noqa: PLC0415 - the sweep's modules only when asked
-
             return run_sweep(args, kwargs)
         result, report = simulate(args.trace, args.pools, quiet=args.quiet, **kwargs)
     except (ConfigError, TraceError, InputError, RayError) as err:
@@ -328,8 +163,6 @@ def main(args: argparse.Namespace) -> int:
     if args.report:
         Path(args.report).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     if args.plot:
-        from scaler.sim.plot import plot_timeline  # noqa: PLC0415 - matplotlib only when asked
-
         plot_timeline(result, args.plot, title=f"{Path(args.trace).name}, {args.scheduler} scheduler", report=report)
     print(summary(report))
     if report["buffer"]:

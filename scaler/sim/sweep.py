@@ -22,7 +22,7 @@ import yaml
 from scaler.configfile import read_text
 from scaler.core.config.settings import parse_config
 from scaler.sim import batch, tradeoff
-from scaler.sim.simulate_command import InputError, simulate
+from scaler.sim.simulation import InputError, simulate
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from scaler.core.config.settings import ConfigError
 from scaler.core.planning.buffers import MAX_PLACEHOLDERS
 from scaler.core.scheduling.scoring import PROFILES
 from scaler.sim import batch, tradeoff
-from scaler.sim.simulate_command import InputError, check_output
+from scaler.sim.simulation import InputError, check_output
 from scaler.sim.trace import TraceError, load_trace
 from scaler.sim.tune_space import Candidate, Space, candidates, pools_data, space_of
 

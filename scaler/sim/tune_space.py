@@ -27,7 +27,7 @@ from typing import Any
 
 from scaler.core.config.catalogue import CATALOGUE, InstanceType
 from scaler.core.config.settings import ScalerConfig
-from scaler.sim.simulate_command import InputError
+from scaler.sim.simulation import InputError
 from scaler.sim.trace import Job, gang_split
 
 IDLE_BOUNDS: tuple[tuple[float, float], ...] = ((30, 600), (30, 300), (30, 1200))  # the first is today's default

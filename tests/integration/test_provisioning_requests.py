@@ -1,9 +1,7 @@
-"""ProvisioningRequests through the scaler end to end: the real loop, the sim provider, the fake API server
-(PodTemplates, ProvisioningRequests and their status subresource) through the official client.
-
-A request of each class: check-capacity says Provisioned only when every pod set fits; an atomic one gets
-all its nodes or none, is Provisioned once they are all up, keeps them from scale-down until its booking
-expires, and is Failed with the reason when a pool's max forbids it."""
+"""`SimWorld`: the scaler's loop on the sim provider against the fake API server, for the tests that feed
+it what a real API server would refuse (a malformed ProvisioningRequest, a CapacityBuffer the CRD's schema
+would not admit) or a fault it cannot be made to show. The ProvisioningRequest scenarios themselves run
+on the real control plane: tests/controlplane/test_provisioning_requests.py."""
 
 from __future__ import annotations
 
@@ -17,7 +15,6 @@ import pytest
 from scaler.core.config.settings import ScalerConfig, parse_config
 from scaler.core.model import keys
 from scaler.core.model.resources import format_resources
-from scaler.core.planning import provreq
 from scaler.core.planning.decisions import Plan
 from scaler.kube.actions import KubeActions
 from scaler.kube.cache import ClusterCache
@@ -122,55 +119,3 @@ def world(kube: FakeKube, tmp_path: Path) -> Iterator[SimWorld]:
     w = SimWorld(kube, parse_config(CONFIG, "test"), tmp_path)
     yield w
     w.cache.stop()
-
-
-def test_check_capacity_is_provisioned_only_when_every_pod_set_fits(world: SimWorld) -> None:
-    world.step()
-    world.provider.set_desired("gpu8-od", 5)
-    world.run(130)  # five nodes are up
-    world.request("fits", provreq.CHECK_CAPACITY, [3, 2])  # 5 nodes' worth
-    world.request("too-much", provreq.CHECK_CAPACITY, [1])  # the room is booked by the first
-    world.step()
-    assert world.conditions("fits")["Provisioned"][:2] == ("True", "CapacityIsFound")
-    status, reason, message = world.conditions("too-much")["Provisioned"]
-    assert (status, reason) == ("False", "CapacityIsNotFound") and "nodes that are up" in message
-    assert world.desired() == 5  # a question: nothing was added
-
-
-def test_atomic_request_books_its_nodes_until_the_booking_expires(world: SimWorld) -> None:
-    world.request("train", provreq.ATOMIC_SCALE_UP, [4])
-    world.step()
-    assert world.desired() == 4  # all four nodes at once
-    assert world.conditions("train")["Provisioned"][:2] == ("False", "Provisioning")
-    assert world.conditions("train")["Accepted"][:2] == ("True", "Accepted")
-    world.run(130)  # the nodes boot and register
-    assert len(world.kube.objects("nodes")) == 4
-    assert world.conditions("train")["Provisioned"][:2] == ("True", "CapacityIsProvisioned")
-    # Booked: four empty nodes, long past the 60 s unneeded time, are kept for the request's pods.
-    world.run(world.config.timings.booking_ttl - 60)
-    assert world.desired() == 4 and len(world.kube.objects("nodes")) == 4
-    assert "BookingExpired" not in world.conditions("train")
-    # The booking expires without the pods coming: the request says so and the nodes go.
-    world.run(120)
-    assert world.conditions("train")["BookingExpired"][:2] == ("True", "CapacityReservationTimeExpired")
-    world.run(300)
-    assert world.desired() < 4
-
-
-def test_atomic_request_a_pool_max_forbids_fails_with_the_reason(world: SimWorld) -> None:
-    world.request("huge", provreq.ATOMIC_SCALE_UP, [4, 3])  # 7 nodes of a pool whose max is 6
-    world.step()
-    status, reason, message = world.conditions("huge")["Failed"]
-    assert (status, reason) == ("True", "CapacityIsNotFound")
-    assert "gpu8-od" in message and "max" in message
-    world.run(30)
-    assert world.desired() == 0  # none rather than six of seven
-
-
-def test_an_unsupported_parameter_is_refused_with_a_reason(world: SimWorld) -> None:
-    world.request("odd", provreq.ATOMIC_SCALE_UP, [1], MaxRunDurationSeconds="3600")
-    world.step()
-    conds = world.conditions("odd")
-    assert conds["Accepted"][:2] == ("False", "Rejected") and conds["Failed"][:2] == ("True", "Rejected")
-    assert "MaxRunDurationSeconds" in conds["Failed"][2]
-    assert world.desired() == 0

@@ -12,9 +12,10 @@ import yaml
 from charts_helpers import Obj, Validator, is_our_chart, releases, scaler_objects
 from platform_helpers import STACK_ENV, platform_program
 
+from scaler.core.model.buffers import CapacityBuffer
 from scaler.core.model.objects import Pod
 from scaler.core.model.resources import parse_resources
-from scaler.core.planning.buffers import CapacityBuffer, inject, outcomes
+from scaler.core.planning.buffers import inject, outcomes
 from scaler.core.planning.decisions import PodVerdict
 from scaler.kube.convert_buffers import status_json
 

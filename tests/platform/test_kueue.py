@@ -12,6 +12,7 @@ from platform_helpers import AWS_POOLS, ROOT
 from scaler.configfile import load_config
 from scaler.core.model import keys
 from scaler.core.planning import provreq
+from scaler.core.planning.decide import decide
 from scaler.core.planning.snapshot import PoolObservation, Snapshot
 from scaler.core.planning.state import State
 from scaler.kube.provreq import request_from_json
@@ -41,7 +42,7 @@ def test_quota_is_what_the_gpu_pools_hold_at_their_max() -> None:
 def _example_request() -> Any:
     """The ProvisioningRequest Kueue makes of the example Job: one pod set of its pod template, count 4."""
     job = yaml.safe_load(EXAMPLE.read_text(encoding="utf-8"))
-    assert job["metadata"]["labels"][keys.LABEL_KUEUE_QUEUE] == kueue.GPU_QUEUE
+    assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == kueue.GPU_QUEUE
     template = {"metadata": {"name": "train-4x8-ps0", "namespace": "gpu-examples"},
                 "template": job["spec"]["template"]}
     obj = {"metadata": {"name": "train-4x8-gpuburst-1", "namespace": "gpu-examples",
@@ -55,8 +56,9 @@ def test_the_worked_example_gets_its_four_nodes_all_at_once() -> None:
     req = _example_request()
     assert req.problem == "" and req.total == 4
     pools = {p.name: PoolObservation(p, 0, 0) for p in CONFIG.pools}
-    snap = Snapshot(now=1_763_942_400.0, pending=[], nodes=[], pools=pools)
-    result, _, conds = provreq.serve(snap, State(), CONFIG, [req])
+    snap = Snapshot(now=1_763_942_400.0, pending=[], nodes=[], pools=pools, requests=[req])
+    result, _ = decide(snap, State(), CONFIG)
+    conds = result.requests
     assert sum(u.count for u in result.scale_ups) == 4
     assert {CONFIG.pool(u.pool).gpus for u in result.scale_ups} == {8}
     assert conds[req.key]["Provisioned"].reason == "Provisioning"

@@ -135,7 +135,7 @@ def test_the_loop_skips_such_a_dra_object_and_reads_the_rest() -> None:
              for k in ("DeviceClass", "ResourceClaim", "ResourceClaimTemplate", "ResourceSlice")}
     skipped: list[str] = []
     dra = dra_view(kinds["DeviceClass"], kinds["ResourceClaim"], kinds["ResourceClaimTemplate"],
-                   kinds["ResourceSlice"], lambda err, obj: skipped.append(str(err)))
+                   kinds["ResourceSlice"], lambda kind, err, obj: skipped.append(str(err)))
     assert len(skipped) == 1 and skipped[0].startswith("ResourceClaimTemplate ml/one-gpu: ")
     assert "ml/one-gpu" not in dra.templates and "ml/two-alike" in dra.templates
 

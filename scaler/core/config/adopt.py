@@ -18,10 +18,9 @@ from pydantic import ValidationError
 
 from scaler.core.config import reservation
 from scaler.core.config.catalogue import CATALOGUE, Cloud, InstanceType
-from scaler.core.config.pool import Pool
+from scaler.core.config.pool import Pool, capacity_type_of, pool_name
 from scaler.core.config.settings import ConfigError, parse_config
 from scaler.core.config.specs import LABEL_KEY, TaintSpec
-from scaler.core.config.tags import capacity_type_of, pool_name
 from scaler.core.model import keys
 from scaler.core.model.errors import FieldError
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from scaler.core.config.catalogue import InstanceType, gpu_facts
 from scaler.core.config.sharing import SharingPlan
-from scaler.core.dra.model import ResourceSlice
-from scaler.core.dra.nvidia import MEMORY_SLICES, GpuModel, MigProfile, node_slices
+from scaler.core.dra.nvidia import MEMORY_SLICES, GpuModel, MigInstance, node_slices
+from scaler.core.model.dra import ResourceSlice
 
 MiB = 2**20
 # NVML's GPU instance profile ids by (compute slices, memory slices) on A100 / H100-class GPUs.
@@ -26,7 +26,7 @@ def gpu_model(itype: InstanceType, sharing: SharingPlan | None) -> GpuModel | No
     facts = gpu_facts(itype)
     if facts is None or itype.gpus == 0:
         return None
-    migs: list[MigProfile] = []
+    migs: list[MigInstance] = []
     geometry = sharing.geometry if sharing is not None else None
     if sharing is not None and geometry is not None:
         start = 0
@@ -34,7 +34,7 @@ def gpu_model(itype: InstanceType, sharing: SharingPlan | None) -> GpuModel | No
         for name, count in layout:
             p = geometry.profiles[name]
             for _ in range(count):
-                migs.append(MigProfile(
+                migs.append(MigInstance(
                     name, _PROFILE_IDS.get((p.compute, p.memory), 0), start, p.memory,
                     memory=facts.memory_mib * p.memory // geometry.memory * MiB,
                     multiprocessors=_SMS_PER_SLICE.get(facts.architecture, 14) * p.compute,

@@ -243,17 +243,6 @@ def _layout(mig: Mig, gpu: MigGpu, model: str, memory: int) -> dict[str, int]:
     return dict(mig.layout)
 
 
-def device_plugin_config_map(plans: Mapping[str, SharingPlan]) -> dict[str, dict[str, Any]]:
-    """The device plugin chart's config.map: a whole-GPU default plus one named config per sharing pool."""
-    out: dict[str, dict[str, Any]] = {DEVICE_PLUGIN_DEFAULT_CONFIG: {"version": "v1", "flags": {"migStrategy": "none"}}}
-    for pool, plan in sorted(plans.items()):
-        out[pool] = plan.device_plugin_config()
-    return out
-
-
-DEVICE_PLUGIN_DEFAULT_CONFIG: Final = "gpuburst-whole-gpus"
-
-
 def sharing_from_tags(labels: Mapping[str, str], tags: Mapping[str, str], gpus: int) -> dict[str, Any] | None:
     """The sharing declaration a group's template labels and resource tags spell (Pool.from_tags reads it)."""
     replicas = labels.get(keys.LABEL_GPU_REPLICAS, "")

@@ -25,9 +25,9 @@ from typing import Any
 
 from scaler.core.dra.cel import CelError, compile_selector, device_variable, evaluate
 from scaler.core.dra.celkey import content_key, reads
-from scaler.core.dra.model import Device, DeviceClass, DeviceID, ResourceClaim, ResourceSlice
-from scaler.core.dra.pools import NodeRef, Pool, PoolKey, gather_pools
+from scaler.core.dra.pools import DevicePool, NodeRef, PoolKey, gather_pools
 from scaler.core.dra.search import AllocationError, Outcome, Search
+from scaler.core.model.dra import Device, DeviceClass, DeviceID, ResourceClaim, ResourceSlice
 
 
 class Allocator:
@@ -54,7 +54,7 @@ class Allocator:
         self._by_content: dict[tuple[str, tuple[object, ...]], bool] = shared._by_content if shared else {}
         self._available: dict[PoolKey, dict[str, dict[str, Decimal]]] = {}
 
-    def pools(self, node: NodeRef) -> list[Pool]:
+    def pools(self, node: NodeRef) -> list[DevicePool]:
         by_name = self._by_node.get(node.name, [])
         candidates = by_name + self._anywhere if self._anywhere else by_name
         return gather_pools(candidates, self.by_pool, node)
@@ -96,7 +96,7 @@ class Allocator:
             self._by_content[same] = hit
         return hit
 
-    def available_counters(self, pool: Pool) -> dict[str, dict[str, Decimal]]:
+    def available_counters(self, pool: DevicePool) -> dict[str, dict[str, Decimal]]:
         """The pool's counters less what its devices already allocated consume (may go negative)."""
         have = self._available.get(pool.key)
         if have is not None:

@@ -28,7 +28,7 @@ from cel_expr_python import cel
 from cel_expr_python.ext import ext_bindings, ext_strings
 
 from scaler.core.dra import celext
-from scaler.core.dra.model import Device, Version, qualified
+from scaler.core.model.dra import Device, Version, qualified
 
 _STRING_LITERAL: Final = re.compile(r"""'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*\"""")
 # `device.driver` and `device.capacity` outside string literals, for the typed compile check (_typed).

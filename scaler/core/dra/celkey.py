@@ -19,7 +19,7 @@ import functools
 import re
 from typing import Final
 
-from scaler.core.dra.model import Device
+from scaler.core.model.dra import Device
 
 _LITERAL: Final = re.compile(r"""'([^'\\]*)'|"([^"\\]*)\"""")
 _INDEX: Final = re.compile(r"""\[\s*(?:'[^'\\]*'|"[^"\\]*")\s*\]""")

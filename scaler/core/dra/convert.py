@@ -19,7 +19,8 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any, TypeVar
 
-from scaler.core.dra.model import (
+from scaler.core.dra.cel import CelError, compile_selector
+from scaler.core.model.dra import (
     ALL,
     EXACT_COUNT,
     Allocation,
@@ -98,8 +99,6 @@ class _At:
             cel = self.get(sel, "cel", where, dict, {})
             expression = self.get(cel, "expression", f"{where}.cel", str, "")  # empty: an unknown selector type
             if expression:  # as the API server's validation: a selector that does not compile is refused
-                from scaler.core.dra.cel import CelError, compile_selector  # noqa: PLC0415 - CEL loads with DRA
-
                 try:
                     compile_selector(expression)
                 except CelError as err:  # one line: the compiler's, without its caret drawing

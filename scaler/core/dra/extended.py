@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from scaler.core.dra.model import ClaimSpec, DeviceClass, DeviceRequest, ExactRequest, ResourceClaim
+from scaler.core.model.dra import ClaimSpec, DeviceClass, DeviceRequest, ExactRequest, ResourceClaim
 
 IMPLICIT_PREFIX = "deviceclass.resource.kubernetes.io/"
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Final
 
-from scaler.core.dra.model import (
+from scaler.core.model.dra import (
     CounterConsumption,
     CounterSet,
     Device,
@@ -45,7 +45,7 @@ MEMORY_SLICES: Final = 8  # memory slices of an A100/H100/H200/B200-class GPU
 
 
 @dataclass(frozen=True, slots=True)
-class MigProfile:
+class MigInstance:
     """One MIG instance: its profile ("1g.10gb"), NVML profile id, and where it sits (start, size) in
     the GPU's memory slices; engines as nvidia-smi reports for the profile."""
 
@@ -72,7 +72,7 @@ class GpuModel:
     brand: str = "Nvidia"
     driver_version: str = "580.82.07"
     cuda_driver_version: str = "13.0.0"
-    mig: tuple[MigProfile, ...] = ()  # the layout of every GPU of the node; empty: whole GPUs
+    mig: tuple[MigInstance, ...] = ()  # the layout of every GPU of the node; empty: whole GPUs
 
 
 def _version(text: str) -> Version:
@@ -93,7 +93,7 @@ def _common(gpu: GpuModel, node: str, minor: int) -> dict[str, str | int | bool 
     }
 
 
-def _mig_device(gpu: GpuModel, node: str, minor: int, p: MigProfile) -> Device:
+def _mig_device(gpu: GpuModel, node: str, minor: int, p: MigInstance) -> Device:
     attrs = _common(gpu, node, minor)
     attrs.update(type="mig", profile=p.name, parentUUID=attrs["uuid"],
                  uuid=f"MIG-{node}-{minor}-{p.profile_id}-{p.start}")
@@ -103,31 +103,37 @@ def _mig_device(gpu: GpuModel, node: str, minor: int, p: MigProfile) -> Device:
                 "jpegEngines": Decimal(p.jpeg_engines), "ofaEngines": Decimal(p.ofa_engines),
                 "memory": Decimal(p.memory), **occupied}
     return Device(f"gpu-{minor}-mig-{p.profile_id}-{p.start}-{p.size}", attributes=attrs, capacity=capacity,
-                  consumes_counters=(CounterConsumption(f"gpu-{minor}-counter-set", dict(occupied)),))
+                  consumes_counters=(CounterConsumption(f"gpu-{minor}-counter-set", {
+                      counter_name(i): Decimal(1) for i in range(p.start, p.start + p.size)}),))
+
+
+def counter_name(memory_slice: int) -> str:
+    """A shared counter's name: a DNS label (RFC 1123), which resource.k8s.io/v1 requires of counter names
+    (unlike capacity names, so a MIG device's capacity keeps `memorySlice<i>`)."""
+    return f"memory-slice-{memory_slice}"
 
 
 @functools.lru_cache(maxsize=4096)  # the planner asks for every DRA pool's template slices each pass
 def node_slices(node: str, gpu: GpuModel, generation: int = 1) -> tuple[ResourceSlice, ...]:
-    """The slices the driver publishes on `node`: one pool named after the node (shared, never to be changed)."""
+    """The slices the driver publishes on `node`: one pool named after the node (shared, never to be changed),
+    its MIG GPUs' memory-slice counters in a slice of their own."""
     devices: list[Device] = []
     counters: list[CounterSet] = []
     for minor in range(gpu.count):
         if gpu.mig:
             counters.append(CounterSet(f"gpu-{minor}-counter-set",
-                                       {f"memorySlice{i}": Decimal(1) for i in range(MEMORY_SLICES)}))
+                                       {counter_name(i): Decimal(1) for i in range(MEMORY_SLICES)}))
             devices.extend(_mig_device(gpu, node, minor, p) for p in gpu.mig)
         else:
             attrs = _common(gpu, node, minor)
             attrs["type"] = "gpu"
             devices.append(Device(f"gpu-{minor}", attributes=attrs, capacity={"memory": Decimal(gpu.memory)}))
-    return (ResourceSlice(f"{node}-{DRIVER}", DRIVER, PoolRef(node, generation, 1), node_name=node,
-                          devices=tuple(devices), shared_counters=tuple(counters)),)
+    if not counters:
+        return (ResourceSlice(f"{node}-{DRIVER}", DRIVER, PoolRef(node, generation, 1), node_name=node,
+                              devices=tuple(devices)),)
+    # resource.k8s.io/v1 allows only one of `sharedCounters` and `devices` in a slice (1.35+; validation.go,
+    # ValidateResourceSliceSpec): the counter sets are a slice of their own in the same pool.
+    pool = PoolRef(node, generation, 2)
+    return (ResourceSlice(f"{node}-{DRIVER}-counters", DRIVER, pool, node_name=node, shared_counters=tuple(counters)),
+            ResourceSlice(f"{node}-{DRIVER}", DRIVER, pool, node_name=node, devices=tuple(devices)))
 
-
-def a100_40gb_profile(name: str, start: int) -> MigProfile:
-    """MIG profiles of an A100 40GB (profile ids and engines as nvidia-smi mig -lgip prints)."""
-    table = {"1g.5gb": (19, 1, 14, 0), "2g.10gb": (14, 2, 28, 1), "3g.20gb": (9, 4, 42, 2),
-             "4g.20gb": (5, 4, 56, 2), "7g.40gb": (0, 8, 98, 5)}
-    pid, size, sms, decoders = table[name]
-    return MigProfile(name, pid, start, size, memory=size * 5 * 2**30 if size < 8 else 40 * 2**30,
-                      multiprocessors=sms, decoders=decoders, jpeg_engines=int(size == 8), ofa_engines=int(size == 8))

@@ -18,9 +18,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from scaler.core.dra.model import Device, ResourceSlice, qualified
+from scaler.core.model.dra import Device, ResourceSlice, qualified
 from scaler.core.model.objects import SelectorTerm
-from scaler.core.scheduling.predicates import term_matches
+from scaler.core.model.selectors import term_matches
 
 PoolKey = tuple[str, str]  # (driver, pool name)
 
@@ -34,7 +34,7 @@ class NodeRef:
 
 
 @dataclass(slots=True)
-class Pool:
+class DevicePool:
     driver: str
     name: str
     incomplete: bool = False
@@ -76,7 +76,7 @@ def slice_targets(slice_: ResourceSlice, node: NodeRef) -> bool:
 
 
 def gather_pools(candidates: Iterable[ResourceSlice], by_pool: Mapping[PoolKey, Sequence[ResourceSlice]],
-                 node: NodeRef) -> list[Pool]:
+                 node: NodeRef) -> list[DevicePool]:
     """The pools the node can use. `candidates` holds at least every slice that may apply to the node
     (the caller's index), `by_pool` every slice of each pool."""
     chosen: dict[PoolKey, list[ResourceSlice]] = {}
@@ -103,7 +103,7 @@ def gather_pools(candidates: Iterable[ResourceSlice], by_pool: Mapping[PoolKey, 
             if any(s.pool.generation > generation for s in every):
                 continue  # the driver is replacing this generation: ignore the old one
             everything = [s for s in every if s.pool.generation == generation]
-        pool = Pool(driver=key[0], name=key[1], all_slices=list(everything),
+        pool = DevicePool(driver=key[0], name=key[1], all_slices=list(everything),
                     slices=[s for s in found if id(s) in targeting])
         if len(everything) != count:
             pool.incomplete = True
@@ -113,7 +113,7 @@ def gather_pools(candidates: Iterable[ResourceSlice], by_pool: Mapping[PoolKey, 
     return pools
 
 
-def _validate(pool: Pool) -> str:
+def _validate(pool: DevicePool) -> str:
     names: set[str] = set()
     for s in pool.slices:
         for d in s.devices:

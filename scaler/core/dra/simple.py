@@ -13,7 +13,9 @@ from __future__ import annotations
 from collections.abc import Container, Sequence
 
 from scaler.core.dra.allocator import Allocator
-from scaler.core.dra.model import (
+from scaler.core.dra.pools import NodeRef
+from scaler.core.dra.search import AllocationError, Search, node_selector_for
+from scaler.core.model.dra import (
     ALLOCATION_RESULTS_MAX_SIZE,
     EXACT_COUNT,
     Allocation,
@@ -24,8 +26,6 @@ from scaler.core.dra.model import (
     ResourceClaim,
     ResourceSlice,
 )
-from scaler.core.dra.pools import NodeRef
-from scaler.core.dra.search import AllocationError, Search, node_selector_for
 
 Candidates = list[tuple[DeviceID, Device, ResourceSlice]]  # in pool order
 

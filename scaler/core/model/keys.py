@@ -26,9 +26,6 @@ LABEL_ROLE: Final = f"{DOMAIN}/role"
 LABEL_GPU_ALLOCATION: Final = f"{DOMAIN}/gpu-allocation"
 GPU_ALLOCATION_DRA: Final = "dra"
 
-# Pod-template annotation: a hash of the scaler's ConfigMap, so a config change rolls the Deployment.
-ANNOTATION_CONFIG_HASH: Final = f"{DOMAIN}/config-sha256"
-
 # --- GPU labels --------------------------------------------------------------------------------
 LABEL_GPU_PRESENT: Final = "nvidia.com/gpu.present"
 LABEL_GPU_PRODUCT: Final = "nvidia.com/gpu.product"
@@ -74,6 +71,11 @@ TAINT_AZURE_SPOT_VALUE: Final = "spot"
 # Put on a node the scaler is draining, with spec.unschedulable.
 TAINT_DISRUPTING: Final = f"{DOMAIN}/disrupting"
 TAINT_UNSCHEDULABLE: Final = "node.kubernetes.io/unschedulable"
+# Taints a booting node carries until the kubelet / cloud controller is done (Kubernetes owns them): not a
+# reason to think the node will never take a pod.
+TAINT_NOT_READY: Final = "node.kubernetes.io/not-ready"
+TAINT_UNINITIALIZED: Final = "node.cloudprovider.kubernetes.io/uninitialized"
+STARTUP_TAINTS: Final = frozenset({TAINT_NOT_READY, TAINT_UNINITIALIZED})
 
 # --- pod annotations and labels the scaler honours ------------------------------------------
 ANNOTATION_SAFE_TO_EVICT: Final = "cluster-autoscaler.kubernetes.io/safe-to-evict"
@@ -89,8 +91,6 @@ API_GROUP_AUTOSCALING: Final = "autoscaling.x-k8s.io"
 # The pods of an admitted workload name the request whose capacity they use (Kueue writes both forms).
 ANNOTATION_CONSUME_PROVREQ: Final = "autoscaling.x-k8s.io/consume-provisioning-request"
 ANNOTATION_CONSUME_PROVREQ_CA: Final = "cluster-autoscaler.kubernetes.io/consume-provisioning-request"
-# Kueue's label naming the LocalQueue a workload is queued in (the worked example sets it).
-LABEL_KUEUE_QUEUE: Final = "kueue.x-k8s.io/queue-name"
 # The gang label the scaler gives a request's stand-in pods, so the planner places them all or none.
 PROVREQ_GANG_PREFIX: Final = "provreq-"
 

@@ -8,16 +8,15 @@ of them per pass.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
+from scaler.core.model.dra import ResourceSlice
 from scaler.core.model.resources import Resources
-
-if TYPE_CHECKING:
-    from scaler.core.dra.model import ResourceSlice
+from scaler.core.model.selectors import SelectorRequirement as SelectorRequirement  # noqa: PLC0414 - re-exported:
+from scaler.core.model.selectors import SelectorTerm as SelectorTerm  # noqa: PLC0414 - callers take them from here
 
 TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
 TolerationOperator = Literal["Equal", "Exists"]
-SelectorOperator = Literal["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,18 +35,6 @@ class Toleration:
     operator: TolerationOperator = "Equal"
     value: str = ""
     effect: str = ""  # empty matches every effect
-
-
-@dataclass(frozen=True, slots=True)
-class SelectorRequirement:
-    key: str
-    operator: SelectorOperator
-    values: tuple[str, ...] = ()
-    field: bool = False  # a node affinity matchFields requirement: `key` is a field (metadata.name)
-
-
-# A term is a conjunction of requirements; a node selector is a disjunction of terms.
-SelectorTerm = tuple[SelectorRequirement, ...]
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,19 +25,17 @@ NotReadyForProvisioning or BufferIsEmpty).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from scaler.core.model import keys
+from scaler.core.model.buffers import BufferStatus, CapacityBuffer
+from scaler.core.model.conditions import set_condition as _set
 from scaler.core.model.objects import Pod
-from scaler.core.model.resources import Resources
-from scaler.core.planning.decisions import Condition, PodVerdict
-from scaler.core.planning.decisions import set_condition as _set
+from scaler.core.planning.decisions import BufferOutcome, PodVerdict
 
 READY, PROVISIONING = "ReadyForProvisioning", "Provisioning"
 READY_REASON, ERROR_REASON = "AttributesSetSuccessfully", "error"
 INJECTED, NOT_READY, EMPTY = "FakePodsInjected", "NotReadyForProvisioning", "BufferIsEmpty"
-SCALABLE_KINDS = ("Deployment", "ReplicaSet", "StatefulSet")  # apps/v1, what the adapter reads
 # Below every PriorityClass value (int32): the scheduler's queue, and the planner's, place real pods first.
 PLACEHOLDER_PRIORITY = -(2**31) - 1
 MAX_PLACEHOLDERS = 10_000  # per buffer: each is a pod every pass plans; a typo of a few zeros must not stall it
@@ -45,74 +43,6 @@ MAX_PLACEHOLDERS = 10_000  # per buffer: each is a pod every pass plans; a typo 
 
 class BufferError(ValueError):
     """Why a buffer cannot be served, naming the field."""
-
-
-@dataclass(frozen=True, slots=True)
-class ScalableRef:
-    kind: str
-    name: str
-    api_group: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class BufferStatus:
-    replicas: int | None
-    template_ref: str | None
-    template_generation: int | None
-    strategy: str
-    conditions: Mapping[str, Condition]
-
-
-@dataclass(slots=True)
-class CapacityBuffer:
-    """A buffer as the adapter read it, with what its references resolved to."""
-
-    namespace: str
-    name: str
-    uid: str = ""
-    template_ref: str | None = None  # spec.podTemplateRef.name
-    scalable: ScalableRef | None = None  # spec.scalableRef
-    replicas: int | None = None
-    percentage: int | None = None
-    limits: Resources | None = None
-    strategy: str = keys.BUFFER_STRATEGY_ACTIVE
-    template: Pod | None = None  # the PodTemplate's (or the scalable object's) pod; None: not found
-    template_generation: int | None = None
-    scalable_replicas: int | None = None  # the scalable object's spec.replicas
-    problem: str = ""  # what the reader could not resolve (a missing PodTemplate, a kind it does not read)
-    status: BufferStatus | None = None  # as read, so only a change is written
-
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
-
-    @property
-    def served(self) -> bool:
-        return self.strategy == keys.BUFFER_STRATEGY_ACTIVE
-
-
-@dataclass(slots=True)
-class BufferOutcome:
-    """A buffer after a pass: its status to write, and where each placeholder sits."""
-
-    status: BufferStatus
-    error: str = ""
-    placed: dict[str, PodVerdict] = field(default_factory=dict)  # placeholder name -> its verdict
-
-    def where(self) -> dict[str, str]:
-        """Placeholder -> where it sits, in words (explain)."""
-        out = {}
-        for name, v in sorted(self.placed.items()):
-            if v.outcome == "fits-existing":
-                out[name] = f"node {v.node}"
-            elif v.outcome == "fits-in-flight":
-                out[name] = f"a {v.pool} node coming up"
-            elif v.outcome == "scale-up":
-                out[name] = f"a new {v.pool} node (scale-up)"
-            else:
-                why = "; ".join(f"{p}: {r}" for p, r in sorted(v.reasons.items())) or "no pool fits"
-                out[name] = f"no room ({v.outcome}): {why}"
-        return out
 
 
 def _check_spec(buf: CapacityBuffer) -> None:

@@ -20,9 +20,6 @@ from scaler.core.scheduling import predicates
 from scaler.core.scheduling.filters import DraState, own_constraints
 from scaler.core.scheduling.filters.dra import devices_at_least, node_devices
 
-# Taints a booting node carries until the kubelet / cloud controller is done: not a reason to
-# think the node will never take the pod. (Kept here: the scheduler, not gpuburst, owns them.)
-STARTUP_TAINTS = frozenset({"node.kubernetes.io/not-ready", "node.cloudprovider.kubernetes.io/uninitialized"})
 MAX_IN_FLIGHT_BINS = 1000  # per pool: beyond that many booting nodes the detail stops mattering
 # keys.RES_DRA_DEVICES of a template slot: the DRA filter explains a pool whose nodes have too few devices
 UNCOUNTED = 1 << 40
@@ -334,7 +331,7 @@ def _node_bins(packer: Packer, snapshot: Snapshot, config: ScalerConfig, adv: Ad
             vec_alloc = list(free)
             for res, v in used.items():
                 free[index[res]] -= v
-            group = packer.group_for(node, tuple(t for t in node.taints if t.key not in STARTUP_TAINTS))
+            group = packer.group_for(node, tuple(t for t in node.taints if t.key not in keys.STARTUP_TAINTS))
             packer.add_bin(node, free, "coming", group, pname, node.labels.get(keys.LABEL_ZONE), vec_alloc)
             continue
         if not node.ready:

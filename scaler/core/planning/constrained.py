@@ -69,7 +69,7 @@ class Filtered:
     def is_constrained(self, cls: PodClass) -> bool:
         """Whether the class is placed one pod at a time. A class of plain claims is placed by the count
         (its nz counts keys.RES_DRA_DEVICES) when every node it may reach has only devices its claims
-        may take (`filters.dra_counted`): there a node allocates them exactly when it has that many free."""
+        may take (`filters.dra.CountedClaims`): there a node allocates them exactly when it has that many free."""
         hit = self._constrained.get(id(cls))
         if hit is None:  # the class is kept with its answer: its id cannot be reused meanwhile
             hit = self._constrained[id(cls)] = (cls, self.constrained(cls.rep) and not self.counted(cls))

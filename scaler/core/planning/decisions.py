@@ -5,33 +5,13 @@ actuator (`scaler.actuator`) carries out. No I/O.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
-from scaler.core.planning.snapshot import Interruption
-
-if TYPE_CHECKING:
-    from scaler.core.planning.buffers import BufferOutcome
+from scaler.core.model.buffers import BufferStatus
+from scaler.core.model.conditions import Condition
+from scaler.core.model.interruption import Interruption
 
 Outcome = Literal["fits-existing", "fits-in-flight", "scale-up", "unschedulable", "waiting"]
-
-
-@dataclass(frozen=True, slots=True)
-class Condition:
-    """A status condition of an API object the scaler answers (a ProvisioningRequest, a CapacityBuffer)."""
-
-    type: str
-    status: str  # "True" | "False"
-    reason: str
-    message: str
-    at: float  # lastTransitionTime, seconds since the epoch
-
-
-def set_condition(conds: dict[str, Condition], kind: str, status: str, reason: str, message: str,
-                  now: float) -> None:
-    """Set a condition; its transition time moves only when its status does."""
-    old = conds.get(kind)
-    at = old.at if old is not None and old.status == status else now
-    conds[kind] = Condition(kind, status, reason, message, at)
 
 
 @dataclass(slots=True)
@@ -41,6 +21,30 @@ class PodVerdict:
     pool: str | None = None  # where it lands / will land
     node: str | None = None  # existing node it fits on
     reasons: dict[str, str] = field(default_factory=dict)  # pool -> why not there
+
+
+@dataclass(slots=True)
+class BufferOutcome:
+    """A buffer after a pass: its status to write, and where each placeholder sits."""
+
+    status: BufferStatus
+    error: str = ""
+    placed: dict[str, PodVerdict] = field(default_factory=dict)  # placeholder name -> its verdict
+
+    def where(self) -> dict[str, str]:
+        """Placeholder -> where it sits, in words (explain)."""
+        out = {}
+        for name, v in sorted(self.placed.items()):
+            if v.outcome == "fits-existing":
+                out[name] = f"node {v.node}"
+            elif v.outcome == "fits-in-flight":
+                out[name] = f"a {v.pool} node coming up"
+            elif v.outcome == "scale-up":
+                out[name] = f"a new {v.pool} node (scale-up)"
+            else:
+                why = "; ".join(f"{p}: {r}" for p, r in sorted(v.reasons.items())) or "no pool fits"
+                out[name] = f"no room ({v.outcome}): {why}"
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +138,7 @@ class Plan:
     repair_paused: dict[str, str] = field(default_factory=dict)  # pool -> why its repairs wait (the budget)
     recovered: list[str] = field(default_factory=list)  # repair drains to stop: the node is healthy again
     buffers: dict[str, BufferOutcome] = field(default_factory=dict)  # CapacityBuffer -> status, placeholders
+    requests: dict[str, dict[str, Condition]] = field(default_factory=dict)  # ProvisioningRequest -> its conditions
     warm: dict[str, WarmStanding] = field(default_factory=dict)  # pool -> its warm pool (scaler.core.config.warm)
 
     @property

@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from scaler.core.dra.nvidia import DRIVER
+from scaler.core.model.dra import DraObjects
 from scaler.core.model.objects import Pod
 from scaler.core.model.workload import active
-from scaler.core.scheduling.filters.dra import DraObjects, claim_keys
+from scaler.core.scheduling.filters.dra import claim_keys
 
 Unit = tuple[str, str, str]  # (driver, pool, GPU): the device itself, or the counter set it consumes
 

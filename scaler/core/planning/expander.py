@@ -13,7 +13,7 @@ from scaler.core.scheduling import predicates
 
 
 @dataclass(slots=True)
-class Candidate:
+class SlotOption:
     slot: Slot
     per_node: int  # pods of the class an empty template takes
     waste_terms: tuple[tuple[int, int], ...] = ()  # (free on an empty node, request) of gpu, cpu, memory
@@ -32,7 +32,7 @@ class Expander:
             self.by_pool.setdefault(s.pool.name, []).append(s)
         self.scale = [max((s.empty[i] for s in slots), default=0) for i in range(len(packer.resources))]
         self._static_cache: dict[int, tuple[dict[str, str], list[tuple[str, list[Slot]]]]] = {}
-        self._cand_cache: dict[tuple[int, tuple[tuple[int, int], ...]], tuple[list[Candidate], dict[str, str]]] = {}
+        self._cand_cache: dict[tuple[int, tuple[tuple[int, int], ...]], tuple[list[SlotOption], dict[str, str]]] = {}
         gpu_cpu_mem = [packer.index.get(r) for r in (keys.RES_GPU, keys.RES_CPU, keys.RES_MEMORY)]
         self._waste_idx = [i for i in gpu_cpu_mem if i is not None]
 
@@ -60,14 +60,14 @@ class Expander:
             cached = self._static_cache[static_id] = (reasons, allowed)
         return cached
 
-    def candidates(self, cls: PodClass) -> tuple[list[Candidate], dict[str, str]]:
+    def candidates(self, cls: PodClass) -> tuple[list[SlotOption], dict[str, str]]:
         """The template slots the class fits (with pods per node) and, per other pool, why not."""
         key = (cls.static_id, cls.nz)
         cached = self._cand_cache.get(key)
         if cached is None:
             static_reasons, allowed = self._static_pools(cls.static_id)
             reasons = dict(static_reasons)
-            cands: list[Candidate] = []
+            cands: list[SlotOption] = []
             used = dict(cls.nz)
             # Slots of the same instance type share the numbers: compute them once per shape.
             shapes: dict[int, tuple[int, tuple[tuple[int, int], ...]]] = {}
@@ -80,14 +80,14 @@ class Expander:
                         terms = tuple((slot.empty[i], used.get(i, 0)) for i in self._waste_idx if slot.empty[i] > 0)
                         shape = shapes[slot.shape] = (k, terms)
                     if shape[0] > 0:
-                        cands.append(Candidate(slot, shape[0], shape[1]))
+                        cands.append(SlotOption(slot, shape[0], shape[1]))
                 if len(cands) == before:
                     empty = dict(zip(self.packer.resources, ok[0].empty, strict=True))
                     reasons[name] = predicates.resource_reason(cls.rep.requests, empty) or "Insufficient resources"
             cached = self._cand_cache[key] = (cands, reasons)
         return cached[0], dict(cached[1])
 
-    def score(self, c: Candidate, cls: PodClass, n: int) -> tuple[int, float, int, float, str, str]:
+    def score(self, c: SlotOption, cls: PodClass, n: int) -> tuple[int, float, int, float, str, str]:
         """Rank: a pool with a warm instance left first (Ready in timings.warm_start instead of a boot: the pods
         wait less, the user declared the warm pool for that), then price per pod, spot, waste."""
         m = max(1, min(c.per_node, n))
@@ -96,9 +96,9 @@ class Expander:
         cold = 0 if self.caps.warm and self.caps.warm_left(c.slot.pool.name) > 0 else 1
         return cold, c.slot.price / m, 0 if c.slot.spot else 1, waste, c.slot.pool.name, c.slot.zone
 
-    def pick(self, cls: PodClass, cands: list[Candidate], n: int, excluded: set[int], reasons: dict[str, str],
+    def pick(self, cls: PodClass, cands: list[SlotOption], n: int, excluded: set[int], reasons: dict[str, str],
               only: str | None = None, seen: set[str] | None = None,
-              admits: Callable[[Candidate], bool] | None = None, presorted: bool = False) -> Candidate | None:
+              admits: Callable[[SlotOption], bool] | None = None, presorted: bool = False) -> SlotOption | None:
         """The best-ranked slot that may open a node now: the one fallback-and-limits rule.
 
         A slot at a cap (pool max, cluster limits, per-pass rate) is skipped for the next in rank. A slot

@@ -22,10 +22,11 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from scaler.core.config.reservation import EC2_BLOCK_TERMINATION
+from scaler.core.model.interruption import Interruption
 from scaler.core.model.objects import Node, Pod
 from scaler.core.model.workload import blocker, node_pool, to_evict
 from scaler.core.planning.decisions import NodeEvent, ScaleDown
-from scaler.core.planning.snapshot import Interruption, Snapshot
+from scaler.core.planning.snapshot import Snapshot
 from scaler.core.planning.state import fmt_time
 
 

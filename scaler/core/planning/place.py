@@ -13,7 +13,7 @@ from scaler.core.planning.advance import Advanced
 from scaler.core.planning.capacity import build_packer, dra_state, usage
 from scaler.core.planning.caps import Caps
 from scaler.core.planning.constrained import Filtered, append_one
-from scaler.core.planning.expander import Candidate, Expander
+from scaler.core.planning.expander import Expander, SlotOption
 from scaler.core.planning.packing import Bin, Placement, PodClass, Slot
 from scaler.core.planning.queue_order import Chooser
 from scaler.core.planning.snapshot import Snapshot
@@ -51,7 +51,7 @@ class Placer:
             part.rollback()
         self.opened = self._opened_saved
 
-    def place(self, cls: PodClass, cands: list[Candidate], reasons: dict[str, str],
+    def place(self, cls: PodClass, cands: list[SlotOption], reasons: dict[str, str],
               existing: Placement | None = None) -> Placement:
         """Existing and coming nodes (`existing` when already placed in queue order), then booting
         ones and nodes opened this pass, then new nodes."""
@@ -65,7 +65,7 @@ class Placer:
             filtered.record_placement(cls.pods[done:], out[len(existing) if existing else 0:])
         return out
 
-    def _with_devices(self, cls: PodClass, cands: list[Candidate], reasons: dict[str, str]) -> list[Candidate]:
+    def _with_devices(self, cls: PodClass, cands: list[SlotOption], reasons: dict[str, str]) -> list[SlotOption]:
         """The slots as a class of plain claims sees them: a new node holds as many as its template's DRA
         devices allow (the expander leaves them uncounted, for the filter to word why a pool is too small)."""
         need = dict(cls.nz)[self.packer.index[keys.RES_DRA_DEVICES]]
@@ -73,7 +73,7 @@ class Placer:
         for c in cands:
             k = min(c.per_node, c.slot.devices // need)
             if k > 0:
-                out.append(Candidate(c.slot, k, c.waste_terms))
+                out.append(SlotOption(c.slot, k, c.waste_terms))
             else:
                 reasons.setdefault(c.slot.pool.name, f"cannot allocate the pod's ResourceClaims: {need} device(s) "
                                                      f"needed, {c.slot.devices} on the pool's nodes")
@@ -81,7 +81,7 @@ class Placer:
             self.refused_everywhere.update(p.key for p in cls.pods)
         return out
 
-    def _place_checked(self, cls: PodClass, cands: list[Candidate], reasons: dict[str, str],
+    def _place_checked(self, cls: PodClass, cands: list[SlotOption], reasons: dict[str, str],
                        existing: Placement | None) -> Placement:
         """A constrained class (`scaler.core.planning.constrained`), one pod at a time: existing and coming
         nodes (in queue order, already done when `existing` is given), booting nodes and those opened
@@ -114,7 +114,7 @@ class Placer:
                 continue
             verdicts: dict[int, str | None] = {}
 
-            def admits(c: Candidate, check: PodCheck = check, verdicts: dict[int, str | None] = verdicts) -> bool:
+            def admits(c: SlotOption, check: PodCheck = check, verdicts: dict[int, str | None] = verdicts) -> bool:
                 key = id(c.slot)
                 if key not in verdicts:
                     verdicts[key] = check.reason(c.slot.group.node)
@@ -160,7 +160,7 @@ class Placer:
         excluded.add(id(slot))
         return True
 
-    def _open(self, c: Candidate) -> Bin:
+    def _open(self, c: SlotOption) -> Bin:
         key = (c.slot.pool.name, c.slot.zone)
         i = self.opened.get(key, 0)
         self.opened[key] = i + 1
@@ -168,7 +168,7 @@ class Placer:
         self.caps.take(c.slot)
         return b
 
-    def _place(self, cls: PodClass, cands: list[Candidate], reasons: dict[str, str],
+    def _place(self, cls: PodClass, cands: list[SlotOption], reasons: dict[str, str],
                existing: Placement | None = None) -> Placement:
         n = len(cls.pods)
         out: Placement = []

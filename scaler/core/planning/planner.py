@@ -2,10 +2,8 @@
 
 `plan` decides everything the actuator does: sizes, replacements ahead of interruptions, the
 instances that never registered to terminate, drains. It is built from `advance` (what outlives a
-pass), `interruptions` (notices and drains in progress), `scaleup` and `scaledown`. A pass calls it
-through `provreq.serve`, which adds the ProvisioningRequests in play (`scaler.reconcile` is that pass,
-for `scaler run` and the simulator alike); `plan` / `explain` call it on a snapshot file. Its signature
-is the contract. See docs/planner.md.
+pass), `interruptions` (notices and drains in progress), `scaleup` and `scaledown`. The core's entry
+`decide.decide` calls it, after adding the ProvisioningRequests in play. See docs/planner.md.
 """
 
 from __future__ import annotations

@@ -28,64 +28,34 @@ booking ends, the request gets CapacityRevoked, else BookingExpired when it ends
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from scaler.core.config.settings import ScalerConfig
 from scaler.core.model import keys
+from scaler.core.model.conditions import Condition, set_condition
 from scaler.core.model.objects import Node, Pod
-from scaler.core.planning import decisions
-from scaler.core.planning.decisions import Plan, PodVerdict, set_condition
+from scaler.core.model.provreq import (
+    ACCEPTED,
+    BOOKING_EXPIRED,
+    CAPACITY_REVOKED,
+    FAILED,
+    PROVISIONED,
+    ProvisioningRequest,
+)
+from scaler.core.planning.decisions import Plan, PodVerdict
 from scaler.core.planning.planner import plan
 from scaler.core.planning.snapshot import PoolObservation, Snapshot
 from scaler.core.planning.state import State
 from scaler.core.scheduling.predicates import fits
 
-Condition = decisions.Condition  # a request's conditions (the type CapacityBuffers share)
 CHECK_CAPACITY = "check-capacity.autoscaling.x-k8s.io"
 ATOMIC_SCALE_UP = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
 CLASSES = (CHECK_CAPACITY, ATOMIC_SCALE_UP)
 PARAM_VALID_UNTIL = "ValidUntilSeconds"
 SUPPORTED_PARAMETERS = frozenset({PARAM_VALID_UNTIL})
 
-ACCEPTED, PROVISIONED, FAILED = "Accepted", "Provisioned", "Failed"
-BOOKING_EXPIRED, CAPACITY_REVOKED = "BookingExpired", "CapacityRevoked"
 _FITS = frozenset({"fits-existing", "fits-in-flight", "scale-up"})
-
-
-@dataclass(frozen=True, slots=True)
-class PodSet:
-    template: Pod  # the PodTemplate's pod, as the planner reads pods
-    count: int
-
-
-@dataclass(slots=True)
-class ProvisioningRequest:
-    namespace: str
-    name: str
-    class_name: str
-    pod_sets: list[PodSet]
-    parameters: dict[str, str] = field(default_factory=dict)
-    created_at: float = 0.0
-    conditions: dict[str, Condition] = field(default_factory=dict)
-    problem: str = ""  # set by the reader when the request cannot be read (a missing PodTemplate)
-
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
-
-    @property
-    def total(self) -> int:
-        return sum(s.count for s in self.pod_sets)
-
-    def true(self, kind: str) -> bool:
-        cond = self.conditions.get(kind)
-        return cond is not None and cond.status == "True"
-
-    @property
-    def done(self) -> bool:
-        """Nothing more will happen to it: failed, or its booking is over."""
-        return self.true(FAILED) or self.true(BOOKING_EXPIRED) or self.true(CAPACITY_REVOKED)
 
 
 def refusal(req: ProvisioningRequest) -> str | None:
@@ -244,10 +214,10 @@ _set = set_condition
 
 def conditions(req: ProvisioningRequest, *, now: float, plan: Plan | None, injected: Injected,
                nodes: Mapping[str, Node], checked: tuple[bool, str] | None = None,
-               never: tuple[bool, str] | None = None, ttl: float = 600.0) -> dict[str, Condition]:
+               never: tuple[bool, str] | None = None, ttl: float) -> dict[str, Condition]:
     """The request's conditions after this pass (unchanged ones keep their transition time). `checked`: a
     check-capacity request's answer (`book_checks`); `never`: an atomic one's `check`; `ttl`: how long a
-    booking holds."""
+    booking holds (timings.booking_ttl)."""
     conds = dict(req.conditions)
     if req.done:
         return conds
@@ -296,31 +266,3 @@ def conditions(req: ProvisioningRequest, *, now: float, plan: Plan | None, injec
         stuck = [v for v in verdicts if v.outcome not in _FITS]
         _set(conds, PROVISIONED, "False", "CapacityIsNotFound", f"not now: {_why(stuck)}", now)
     return conds
-
-
-Planner = Callable[[Snapshot, State, ScalerConfig], tuple[Plan, State]]
-
-
-def serve(snapshot: Snapshot, state: State, config: ScalerConfig, requests: list[ProvisioningRequest],
-          planner: Planner = plan) -> tuple[Plan, State, dict[str, dict[str, Condition]]]:
-    """One pass with the requests in it: the plan (scale-ups for atomic requests, booked nodes kept from
-    scale-down), the next state, and each request's conditions. Without requests it is `planner` itself."""
-    if not requests:
-        result, new_state = planner(snapshot, state, config)
-        new_state.booked = {}
-        return result, new_state, {}
-    # `inject` adds stand-ins to the nodes' pod lists and changes nothing else: each node gets a list of its own.
-    view = dataclasses.replace(snapshot, pending=list(snapshot.pending),
-                               nodes=[dataclasses.replace(n, pods=list(n.pods), version=0) for n in snapshot.nodes])
-    injected = inject(view, requests, config, state)
-    answers = book_checks(view, requests, config, injected)
-    result, new_state = planner(view, state, config)
-    new_state.booked = {k: v for k, v in injected.booked.items() if not injected.lost.get(k)}
-    nodes = {n.name: n for n in snapshot.nodes}
-    out: dict[str, dict[str, Condition]] = {}
-    for req in requests:
-        live = not req.done and refusal(req) is None and not req.true(PROVISIONED)
-        never = check(req, snapshot, config) if live and req.key in injected.asking else None
-        out[req.key] = conditions(req, now=snapshot.now, plan=result, injected=injected, nodes=nodes,
-                                  checked=answers.get(req.key), never=never, ttl=config.timings.booking_ttl)
-    return result, new_state, out

@@ -11,6 +11,7 @@ from scaler.core.model.objects import Pod
 from scaler.core.planning.constrained import Filtered, append_one
 from scaler.core.planning.packing import Bin, Group, Packer, Placement, PodClass, Scores
 from scaler.core.scheduling import scoring
+from scaler.core.scheduling.filters import PodCheck
 
 
 class Chooser:
@@ -179,6 +180,15 @@ class Chooser:
             refused: list[tuple[int, str, int, int, Bin]] = []
             target: Bin | None = None
             check = None  # computed when a node with room turns up: most pods of a full cluster have none
+            if pod.resource_claims:
+                first = filtered.check(pod)
+                if first.pod_reason is None and first.dra is not None and first.dra.prioritized:
+                    target = self._prioritized(first)
+                    if target is None:
+                        left.append(pod)
+                    else:
+                        self._commit(pod, target, filtered, out)
+                    continue
             while heap:
                 entry = heap[0]
                 b = entry[4]
@@ -209,15 +219,38 @@ class Chooser:
             if target is None:
                 left.append(pod)
                 continue
-            filtered.take(target, self.cls.nz)
-            append_one(out, target)
-            filtered.record(pod, target)
-            if self._open(target):
-                self._push(target)
+            self._commit(pod, target, filtered, out)
         for entry in aside:
             heapq.heappush(heap, entry)
         self.synced = len(changed)
         return left
+
+    def _commit(self, pod: Pod, target: Bin, filtered: Filtered, out: Placement) -> None:
+        filtered.take(target, self.cls.nz)
+        append_one(out, target)
+        filtered.record(pod, target)
+        if self._open(target):
+            self._push(target)
+
+    def _prioritized(self, check: PodCheck) -> Bin | None:
+        """The node for a pod whose claims have firstAvailable requests: kube-scheduler adds DynamicResources'
+        score (which subrequest each node allocates, normalised over the nodes that pass the filters), so every
+        node with room is asked, not only the best by the other scores. The chosen node leaves the heap."""
+        assert check.dra is not None
+        heap = self.heap
+        entries: list[tuple[int, str, int, int, Bin]] = []
+        while heap:
+            entry = heapq.heappop(heap)
+            b = entry[4]
+            if entry[3] == b.version and self._open(b):
+                entries.append(entry)
+        fits = [e for e in entries if check.reason(e[4].node) is None]
+        dra = scoring.priority_scores([check.dra.priority_score(e[4].node) for e in fits], self.profile)
+        best = min(zip(fits, dra, strict=True), key=lambda ed: (ed[0][0] - ed[1], ed[0][1]), default=None)
+        for e in entries:
+            if best is None or e is not best[0]:
+                heapq.heappush(heap, e)
+        return best[0][4] if best is not None else None
 
 
 

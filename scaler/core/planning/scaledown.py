@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from scaler.core.config.pool import Pool
 from scaler.core.config.settings import ScalerConfig
@@ -21,19 +22,33 @@ from scaler.core.model.objects import Node, Pod, PodDisruptionBudget
 from scaler.core.model.workload import TERMINATED_PHASES, gpu_devices, node_pool, to_evict
 from scaler.core.planning.advance import Advanced, may_still_boot, outside_pools
 from scaler.core.planning.constrained import Filtered
-from scaler.core.planning.decisions import ScaleDown
+from scaler.core.planning.decisions import ScaleDown, ScaleUp
 from scaler.core.planning.dra_use import DraUse
 from scaler.core.planning.drainable import Drainable, FullKey, drainable, full_key
 from scaler.core.planning.homes import Homes, cheaper_home
 from scaler.core.planning.idle_time import keep_times, observe, removed, taken_elsewhere
 from scaler.core.planning.memo import Memo
-from scaler.core.planning.packing import Bin, Placement, PodClass
-from scaler.core.planning.scaleup import ScaleUpResult
+from scaler.core.planning.packing import Bin, Packer, Placement, PodClass
 from scaler.core.planning.snapshot import Snapshot
 from scaler.core.planning.state import Held
 from scaler.core.planning.trial import Trial
 
 _EXISTING = frozenset({"existing"})
+
+
+class AfterScaleUp(Protocol):
+    """What the scale-down reads of the pass's scale-up (scaleup.ScaleUpResult is one): the cluster as it
+    left it (the Packer, kube-scheduler's other filters) and the scale-ups it asked for. Scale-down does
+    not import the scale-up planner."""
+
+    @property
+    def packer(self) -> Packer: ...
+
+    @property
+    def filtered(self) -> Filtered | None: ...
+
+    @property
+    def scale_ups(self) -> list[ScaleUp]: ...
 NOTE_EXAMPLES = 5
 
 
@@ -113,7 +128,7 @@ def _hold(snapshot: Snapshot, config: ScalerConfig, adv: Advanced) -> set[str]:
 
 
 @dataclass(slots=True)
-class Candidate:
+class Removable:
     """An unneeded node that may be removed this pass."""
 
     order: tuple[int, int, float, str]  # ours being disrupted first, then empty, then least used
@@ -123,7 +138,7 @@ class Candidate:
     since: float  # unneeded since (a NotReady node: since it was created)
 
 
-def plan_scale_down(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, up: ScaleUpResult) -> ScaleDownResult:
+def plan_scale_down(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, up: AfterScaleUp) -> ScaleDownResult:
     """Update `adv.state.unneeded_since` and choose the nodes to remove this pass: the candidates, each
     tried in turn (its pods re-placed on the other nodes in a Trial), each decision with its reason."""
     out = ScaleDownResult()
@@ -152,8 +167,8 @@ def plan_scale_down(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, up:
     return out
 
 
-def _candidates(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, up: ScaleUpResult,
-                out: ScaleDownResult) -> list[Candidate]:
+def _candidates(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, up: AfterScaleUp,
+                out: ScaleDownResult) -> list[Removable]:
     """The unneeded nodes (recorded in `out.unneeded` and the state) whose pool's unneeded time is up; the
     nodes busy again and this pass's scale-ups go into the pools' idle history first."""
     now = snapshot.now
@@ -162,7 +177,7 @@ def _candidates(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, up: Sca
     keep = keep_times(adv.state, config, [o.pool for o in snapshot.pools.values()])
     held = _hold(snapshot, config, adv) | outside_pools(snapshot)  # or not an instance of its pool any more
     threshold = config.scale_down.utilization_threshold
-    found: list[Candidate] = []
+    found: list[Removable] = []
     dra = DraUse(snapshot.dra)
     for node in snapshot.nodes:
         name = node_pool(node)
@@ -176,7 +191,7 @@ def _candidates(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, up: Sca
             # Registered, never (or no longer) ready for longer than a node takes to boot, and
             # nothing on it to lose: a paid-for node that will not take pods.
             out.unneeded[node.name] = since_before.get(node.name, now)
-            found.append(Candidate((0, 0, 0.0, node.name), node, obs.pool, -1.0, node.created_at))
+            found.append(Removable((0, 0, 0.0, node.name), node, obs.pool, -1.0, node.created_at))
             continue
         if b is None or b.kind != "existing" or b.touched:
             if b is not None and b.touched and node.name in since_before:
@@ -194,7 +209,7 @@ def _candidates(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, up: Sca
         empty = not to_evict(node.pods)
         until = adv.state.unneeded_until[node.name] = since + _wait(keep[obs.pool.name], empty, config)
         if disrupting or now >= until:
-            found.append(Candidate((0 if disrupting else 1, 0 if empty else 1, util, node.name), node, obs.pool,
+            found.append(Removable((0 if disrupting else 1, 0 if empty else 1, util, node.name), node, obs.pool,
                                    util, since))
     adv.state.unneeded_since = dict(out.unneeded)
     adv.state.unneeded_until = {n: t for n, t in adv.state.unneeded_until.items() if n in out.unneeded}
@@ -227,7 +242,7 @@ class _Removals:
     """This pass's removals so far: the budget, each pool's room above its min, the PDBs' disruptions
     left, and the cluster as the scale-up left it (the Packer and the filters), which a removal changes."""
 
-    def __init__(self, snapshot: Snapshot, config: ScalerConfig, adv: Advanced, up: ScaleUpResult) -> None:
+    def __init__(self, snapshot: Snapshot, config: ScalerConfig, adv: Advanced, up: AfterScaleUp) -> None:
         self.snapshot, self.config, self.adv = snapshot, config, adv
         self.packer = up.packer
         self.filtered = up.filtered if up.filtered is not None else Filtered(up.packer, (), ())
@@ -246,7 +261,7 @@ class _Removals:
         # failed try gives back exactly what it took), and only the node tried comes back into play.
         self.full: dict[FullKey, Bin | None] = {}
 
-    def try_remove(self, c: Candidate, moves: dict[str, str]) -> ScaleDown | str | None:
+    def try_remove(self, c: Removable, moves: dict[str, str]) -> ScaleDown | str | None:
         """The ScaleDown for the candidate, or why it stays (None: not this pass, nothing to say)."""
         node, pool, pdbs = c.node, c.pool, self.snapshot.pdbs
         b = self.packer.by_node.get(node.name)

@@ -19,7 +19,7 @@ from scaler.core.model.workload import is_daemonset
 from scaler.core.planning.advance import Advanced
 from scaler.core.planning.constrained import Filtered
 from scaler.core.planning.decisions import Outcome, PodVerdict, ScaleUp
-from scaler.core.planning.expander import Candidate
+from scaler.core.planning.expander import SlotOption
 from scaler.core.planning.packing import Packer, Placement, PodClass
 from scaler.core.planning.place import Placer
 from scaler.core.planning.queue_order import Chooser, place_in_queue_order
@@ -115,7 +115,7 @@ def _queue_key(members: list[PodClass]) -> tuple[float, float]:
 
 
 def _segments(singles: list[PodClass], gang_keys: list[tuple[float, float]],
-              info: dict[int, tuple[list[Candidate], dict[str, str]]]) -> list[list[PodClass]]:
+              info: dict[int, tuple[list[SlotOption], dict[str, str]]]) -> list[list[PodClass]]:
     """The single pods queued before the first gang, between it and the second, ..., after the last: a
     class whose pods fall into several runs is split (the parts share its candidates and reasons)."""
     out: list[list[PodClass]] = [[] for _ in range(len(gang_keys) + 1)]
@@ -194,7 +194,7 @@ class _Verdicts:
 
 
 def _place_gang(planner: Placer, gid: str, members: list[PodClass],
-                info: dict[int, tuple[list[Candidate], dict[str, str]]], minimum: int | None, running: int,
+                info: dict[int, tuple[list[SlotOption], dict[str, str]]], minimum: int | None, running: int,
                 out: _Verdicts) -> None:
     """All of a gang's pending pods, or none: placed in a Trial kept only when every one found room."""
     pending_n = sum(len(c.pods) for c in members)

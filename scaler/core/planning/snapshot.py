@@ -6,15 +6,17 @@ the clouds' interruption notices, the drains in progress). `planner.plan` reads 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from scaler.core.config.pool import Pool
+from scaler.core.model.buffers import CapacityBuffer
+from scaler.core.model.dra import DraObjects
+from scaler.core.model.drain import DrainState
+from scaler.core.model.interruption import Interruption
 from scaler.core.model.objects import Node, Pod, PodDisruptionBudget
+from scaler.core.model.provreq import ProvisioningRequest
 from scaler.core.planning.memo import Memo
-from scaler.core.scheduling.filters import DraObjects, Storage
-
-if TYPE_CHECKING:
-    from scaler.core.planning.buffers import CapacityBuffer
+from scaler.core.scheduling.filters import Storage
 
 FailureKind = Literal["capacity", "price", "quota", "config", "timeout", "other"]
 
@@ -60,36 +62,6 @@ class PoolObservation:
     warm: int = 0  # warm-pool instances ready to start (Warmed:Stopped / Warmed:Running): Ready in timings.warm_start
 
 
-NoticeKind = Literal["spot-interruption", "rebalance", "terminating"]
-
-
-@dataclass(frozen=True, slots=True)
-class Interruption:
-    """A cloud's notice that an instance will go, the same type for every cloud.
-
-    spot-interruption: reclaimed at `deadline` (AWS: the two-minute warning; Azure: an evicted Spot VM);
-    rebalance: at elevated risk of a reclaim (a recommendation); terminating: already stopping."""
-
-    kind: NoticeKind
-    instance: str  # the instance's providerID, or the id that ends it (an AWS instance id)
-    at: float
-    deadline: float
-    handle: str = field(default="", compare=False)  # the provider's own reference, for acknowledge()
-
-
-@dataclass(frozen=True, slots=True)
-class DrainState:
-    """A drain the actuator has in progress (the node is cordoned, its pods are being evicted)."""
-
-    node: str
-    pool: str
-    started: float
-    deadline: float
-    forced: bool = False  # the cloud takes the node at the deadline anyway (a spot interruption)
-    notice: bool = False  # started for an interruption notice: its pods need a new home
-    repair: bool = False  # started to repair a broken GPU node: its pods need a new home
-
-
 @dataclass(slots=True)
 class Snapshot:
     now: float
@@ -113,6 +85,8 @@ class Snapshot:
     dra: DraObjects = field(default_factory=DraObjects)
     # CapacityBuffers (scaler.core.planning.buffers): room `plan` keeps ready as placeholder pods.
     buffers: list[CapacityBuffer] = field(default_factory=list)
+    # ProvisioningRequests still in play (scaler.core.planning.provreq): their pods are planned with the others.
+    requests: list[ProvisioningRequest] = field(default_factory=list)
     # What the last passes worked out that this one may reuse (the Reconciler keeps it): never changes a plan.
     # None: a plan from scratch (a snapshot file, a test), without the cost of keeping anything.
     memo: Memo | None = field(default=None, repr=False, compare=False)

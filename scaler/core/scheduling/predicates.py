@@ -10,15 +10,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 
 from scaler.core.model import keys
-from scaler.core.model.objects import Node, Pod, SelectorRequirement, SelectorTerm, Taint, Toleration
+from scaler.core.model.objects import Node, Pod, Taint, Toleration
 from scaler.core.model.resources import Resources, insufficient
+from scaler.core.model.selectors import term_matches
 from scaler.core.model.workload import active
 
 REASON_SELECTOR = "node(s) didn't match Pod's node affinity/selector"
 REASON_UNSCHEDULABLE = "node(s) were unschedulable"
-# Passed as a node's name by callers that judge a group of nodes by their labels and check matchFields
-# per node later: a matchFields requirement is then taken as met (never a real name: not a DNS name).
-ANY_NODE_NAME = "*"
 
 
 def effective_request(
@@ -43,39 +41,6 @@ def effective_request(
         out[name] = out.get(name, 0) + value
     out[keys.RES_PODS] = 1
     return out
-
-
-def _requirement_matches(req: SelectorRequirement, labels: Mapping[str, str], name: str | None = None) -> bool:
-    op = req.operator
-    if req.field:  # matchFields: only metadata.name exists (In / NotIn); unknown name: no match
-        if name is None:
-            return False
-        if name == ANY_NODE_NAME:
-            return True
-        return (name in req.values) == (op == "In") if op in ("In", "NotIn") else False
-    if op == "Exists":
-        return req.key in labels
-    if op == "DoesNotExist":
-        return req.key not in labels
-    value = labels.get(req.key)
-    if op == "In":
-        return value is not None and value in req.values
-    if op == "NotIn":
-        return value is None or value not in req.values
-    # Gt / Lt: the label and the single value both parse as integers, else no match.
-    if value is None or len(req.values) != 1:
-        return False
-    try:
-        have, want = int(value), int(req.values[0])
-    except ValueError:
-        return False
-    return have > want if op == "Gt" else have < want
-
-
-def term_matches(term: SelectorTerm, labels: Mapping[str, str], name: str | None = None) -> bool:
-    """Requirements of a term are ANDed; an empty term matches nothing (as in the API). A matchFields
-    requirement on metadata.name needs the node's `name`."""
-    return bool(term) and all(_requirement_matches(r, labels, name) for r in term)
 
 
 def matches_node_affinity(pod: Pod, labels: Mapping[str, str], name: str | None = None) -> bool:

@@ -10,8 +10,10 @@ the cluster runs.
 plugins and weights TaintToleration 3, NodeAffinity 2, NodeResourcesFit 1 (LeastAllocated over
 cpu and memory, weight 1 each; extended resources such as nvidia.com/gpu are not scored),
 NodeResourcesBalancedAllocation 1 (cpu, memory), PodTopologySpread 2, InterPodAffinity 2,
-ImageLocality 1. The last three score 0 for every node in a trace replay (no spread constraints, no
-pod affinity, no images), so the binder leaves them out.
+ImageLocality 1, DynamicResources 2. The three before it score 0 for every node in a trace replay (no spread
+constraints, no pod affinity, no images), so the binder leaves them out; DynamicResources scores only pods
+whose ResourceClaims have firstAvailable requests (`priority_scores`, used by the planner's placement of such
+pods).
 
 `BINPACK` is the profile gpuburst ships for GPU workloads (pods opt in with `schedulerName:
 gpuburst-binpack`): NodeResourcesFit with MostAllocated over nvidia.com/gpu (weight 5), cpu (1) and
@@ -29,7 +31,8 @@ from typing import Any, Final, Literal
 
 from scaler.core.model import keys
 from scaler.core.model.objects import Node, Pod
-from scaler.core.scheduling.predicates import term_matches, toleration_matches
+from scaler.core.model.selectors import term_matches
+from scaler.core.scheduling.predicates import toleration_matches
 
 DEFAULT_SCHEDULER_NAME: Final = "default-scheduler"
 BINPACK_SCHEDULER_NAME: Final = "gpuburst-binpack"
@@ -57,13 +60,14 @@ FIT = "NodeResourcesFit"
 BALANCED = "NodeResourcesBalancedAllocation"
 TAINTS = "TaintToleration"
 AFFINITY = "NodeAffinity"
+DRA = "DynamicResources"  # scores only pods whose claims have firstAvailable requests (priority_scores)
 
 DEFAULT: Final = ScoringProfile(
     name="default",
     scheduler_name=DEFAULT_SCHEDULER_NAME,
     fit_strategy="LeastAllocated",
     fit_resources=((keys.RES_CPU, 1), (keys.RES_MEMORY, 1)),
-    plugin_weights=((TAINTS, 3), (AFFINITY, 2), (FIT, 1), (BALANCED, 1)),
+    plugin_weights=((TAINTS, 3), (AFFINITY, 2), (FIT, 1), (BALANCED, 1), (DRA, 2)),
 )
 
 BINPACK: Final = ScoringProfile(
@@ -71,7 +75,7 @@ BINPACK: Final = ScoringProfile(
     scheduler_name=BINPACK_SCHEDULER_NAME,
     fit_strategy="MostAllocated",
     fit_resources=((keys.RES_GPU, 5), (keys.RES_CPU, 1), (keys.RES_MEMORY, 1)),
-    plugin_weights=((TAINTS, 3), (AFFINITY, 2), (FIT, 5)),
+    plugin_weights=((TAINTS, 3), (AFFINITY, 2), (FIT, 5), (DRA, 2)),
 )
 
 PROFILES: Final = {p.name: p for p in (DEFAULT, BINPACK)}
@@ -111,24 +115,33 @@ def fit_score(request: Mapping[str, int], alloc: Mapping[str, int], free: Mappin
     return total // weights if weights else 0
 
 
+def _balance(fractions: list[float]) -> int:
+    """``(1 - std) * 100`` of the resource fractions (balanced_allocation.go, balancedResourceScore)."""
+    std = 0.0
+    if len(fractions) == 2:
+        std = abs(fractions[0] - fractions[1]) / 2
+    elif len(fractions) > 2:
+        mean = sum(fractions) / len(fractions)
+        std = math.sqrt(sum((f - mean) ** 2 for f in fractions) / len(fractions))
+    return int((1 - std) * MAX_NODE_SCORE)
+
+
 def balanced_score(request: Mapping[str, int], alloc: Mapping[str, int], free: Mapping[str, int],
                    profile: ScoringProfile) -> int:
-    """NodeResourcesBalancedAllocation: ``(1 - std) * 100`` of the resource fractions after placement."""
-    fractions = []
+    """NodeResourcesBalancedAllocation as kube-scheduler 1.37 scores it (balanced_allocation.go,
+    balancedResourceScorer): by how much the pod improves the node's balance, ``50 + (50 + with - without) // 2``
+    where `with` and `without` are ``(1 - std) * 100`` of the resource fractions with the pod and without it
+    (75: no change; towards 100: better balanced; towards 50: worse)."""
+    with_pod, without = [], []
     for resource in profile.balanced_resources:
         a = alloc.get(resource, 0)
         if a <= 0:
             continue
-        requested = a - free.get(resource, 0) + request.get(resource, 0)
-        fractions.append(min(requested / a, 1.0))
-    if len(fractions) < 2:
-        return MAX_NODE_SCORE
-    if len(fractions) == 2:
-        std = abs(fractions[0] - fractions[1]) / 2
-    else:
-        mean = sum(fractions) / len(fractions)
-        std = math.sqrt(sum((f - mean) ** 2 for f in fractions) / len(fractions))
-    return int((1 - std) * MAX_NODE_SCORE)
+        requested = a - free.get(resource, 0)
+        without.append(min(requested / a, 1.0))
+        with_pod.append(min((requested + request.get(resource, 0)) / a, 1.0))
+    half = MAX_NODE_SCORE // 2
+    return half + (half + _balance(with_pod) - _balance(without)) // 2
 
 
 def resource_score(request: Mapping[str, int], alloc: Mapping[str, int], free: Mapping[str, int],
@@ -170,6 +183,14 @@ def static_scores(pod: Pod, nodes: Sequence[Node], profile: ScoringProfile) -> l
             for i, s in enumerate(sums):
                 out[i] += w_aff * (s * MAX_NODE_SCORE // top)
     return out
+
+
+def priority_scores(raw: Sequence[int], profile: ScoringProfile) -> list[int]:
+    """DynamicResources' weighted scores of feasible nodes from their raw scores (`DraCheck.priority_score`),
+    normalised as kube-scheduler's DefaultNormalizeScore does: the best node 100, the others in proportion."""
+    top = max(raw, default=0)
+    w = profile.weight(DRA)
+    return [w * (r * MAX_NODE_SCORE // top) if top else 0 for r in raw]
 
 
 def score_nodes(pod: Pod, candidates: Sequence[tuple[Node, Mapping[str, int]]], profile: ScoringProfile) -> list[int]:

@@ -8,8 +8,9 @@ import dataclasses
 import pytest
 from core_builders import config, node_of, pod, snapshot
 
+from scaler.core.model.buffers import CapacityBuffer, ScalableRef
 from scaler.core.model.resources import parse_resources
-from scaler.core.planning.buffers import CapacityBuffer, ScalableRef, desired
+from scaler.core.planning.buffers import desired
 from scaler.core.planning.planner import plan
 from scaler.core.planning.state import State
 

@@ -21,18 +21,19 @@ from hypothesis import strategies as st
 from scaler.configfile import load_config
 from scaler.core.config.settings import Limits, ScalerConfig
 from scaler.core.dra.allocator import Allocator
-from scaler.core.dra.model import (
+from scaler.core.dra.nvidia import DEVICE_CLASSES, DRIVER, GPU_CLASS, MIG_CLASS
+from scaler.core.dra.pools import NodeRef
+from scaler.core.model import keys
+from scaler.core.model.dra import (
     Allocation,
     ClaimSpec,
     DeviceRequest,
     DeviceResult,
+    DraObjects,
     ExactRequest,
     ResourceClaim,
     ResourceClaimTemplate,
 )
-from scaler.core.dra.nvidia import DEVICE_CLASSES, DRIVER, GPU_CLASS, MIG_CLASS
-from scaler.core.dra.pools import NodeRef
-from scaler.core.model import keys
 from scaler.core.model.objects import Node, Pod, PodResourceClaim, SelectorRequirement, Toleration
 from scaler.core.planning import constrained, planner
 from scaler.core.planning.decisions import Plan
@@ -40,7 +41,6 @@ from scaler.core.planning.planner import plan
 from scaler.core.planning.scaleup import ScaleUpResult, plan_scale_up
 from scaler.core.planning.snapshot import PoolObservation, Snapshot
 from scaler.core.planning.state import State
-from scaler.core.scheduling.filters import DraObjects
 
 ROOT = Path(__file__).resolve().parents[3]
 TOL = (Toleration(keys.TAINT_GPU, "Exists", "", "NoSchedule"),)

@@ -3,14 +3,14 @@ carved from one GPU busy that GPU once; a shared claim counts once; a finished p
 
 from __future__ import annotations
 
-from scaler.core.dra.model import Allocation, ClaimSpec, DeviceResult, ResourceClaim
-from scaler.core.dra.nvidia import DRIVER, GpuModel, a100_40gb_profile, node_slices
+from scaler.core.dra.nvidia import DRIVER, GpuModel, MigInstance, node_slices
+from scaler.core.model.dra import Allocation, ClaimSpec, DeviceResult, DraObjects, ResourceClaim
 from scaler.core.model.objects import Pod, PodResourceClaim
 from scaler.core.planning.dra_use import DraUse
-from scaler.core.scheduling.filters import DraObjects
 
+HALF = {"profile_id": 9, "size": 4, "memory": 20 * 2**30, "multiprocessors": 42, "decoders": 2}  # A100 40GB 3g.20gb
 A100 = GpuModel("NVIDIA A100-SXM4-40GB", "Ampere", 40 * 2**30, "8.0", count=2,
-                mig=(a100_40gb_profile("3g.20gb", 0), a100_40gb_profile("3g.20gb", 4)))
+                mig=(MigInstance("3g.20gb", start=0, **HALF), MigInstance("3g.20gb", start=4, **HALF)))
 NODE = "node-1"
 
 
@@ -28,7 +28,7 @@ def _pod(name: str, claim: str, phase: str = "Running") -> Pod:
 
 
 def test_mig_devices_of_one_gpu_busy_it_once() -> None:
-    devices = [d.name for d in node_slices(NODE, A100)[0].devices]
+    devices = [d.name for s in node_slices(NODE, A100) for d in s.devices]
     gpu0 = [d for d in devices if d.startswith("gpu-0-")]
     gpu1 = [d for d in devices if d.startswith("gpu-1-")]
     use = DraUse(_world({"a": (gpu0[0],), "b": (gpu0[1],), "c": (gpu1[0],)}))

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from scaler.core.model.objects import Node, Pod, Taint
 from scaler.core.scheduling.filters import Cluster, reasons
-from scaler.core.scheduling.filters.labels import selector_matches, term_matches
+from scaler.core.scheduling.filters.labels import affinity_term_matches, selector_matches
 from scaler.core.scheduling.predicates import matches_node_affinity, untolerated_taint
 
 ZONES = ("z1", "z2", "z3")
@@ -58,13 +58,13 @@ def naive_anti(pod_: Pod, target: Node, nodes: dict[str, Node], pods: dict[str, 
             continue
         for n in nodes.values():
             if n.labels.get(t.topology_key) == v and any(
-                    term_matches(t, p, {"kubernetes.io/metadata.name": p.namespace}) for p in pods[n.name]):
+                    affinity_term_matches(t, p, {"kubernetes.io/metadata.name": p.namespace}) for p in pods[n.name]):
                 return reasons.ANTI_AFFINITY
     for n in nodes.values():
         for p in pods[n.name]:
             for t in p.pod_anti_affinity:
                 v = n.labels.get(t.topology_key)
-                if v is not None and target.labels.get(t.topology_key) == v and term_matches(t, pod_, ns):
+                if v is not None and target.labels.get(t.topology_key) == v and affinity_term_matches(t, pod_, ns):
                     return reasons.EXISTING_ANTI_AFFINITY
     return None
 

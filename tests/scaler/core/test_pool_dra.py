@@ -11,9 +11,9 @@ from scaler.core.config.catalogue import CATALOGUE
 from scaler.core.config.pool import Pool
 from scaler.core.config.settings import parse_config
 from scaler.core.dra.allocator import Allocator, NodeRef
-from scaler.core.dra.model import ClaimSpec, DeviceRequest, ExactRequest, ResourceClaim, Version
 from scaler.core.dra.nvidia import DEVICE_CLASSES
 from scaler.core.model import keys
+from scaler.core.model.dra import ClaimSpec, DeviceRequest, ExactRequest, ResourceClaim, Version
 
 GPU_TYPES = sorted(name for name, t in CATALOGUE.items() if t.gpus)
 
@@ -58,7 +58,8 @@ def test_every_listed_gpu_type_scales_from_zero_under_dra(itype: str) -> None:
 
 def test_a_mig_dra_pool_publishes_its_layout_and_overlaps_cannot_both_be_had() -> None:
     pool = _pool("p4d.24xlarge", gpu_sharing={"mig": {"strategy": "mixed", "layout": "all-balanced"}})
-    [published] = pool.template_node().slices
+    counters, published = pool.template_node().slices  # counter sets in a slice of their own
+    assert counters.shared_counters and not counters.devices
     profiles = sorted(str(d.attributes["profile"]) for d in published.devices if d.name.startswith("gpu-0-"))
     assert profiles == ["1g.5gb", "1g.5gb", "2g.10gb", "3g.20gb"]
     node = pool.template_node()

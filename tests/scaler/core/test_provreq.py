@@ -10,9 +10,10 @@ from core_builders import config, node_of, pod, snapshot
 from scaler.core.config.settings import ScalerConfig
 from scaler.core.model import keys
 from scaler.core.model.objects import Node, Pod
-from scaler.core.planning import provreq
+from scaler.core.model.provreq import BOOKING_EXPIRED, CAPACITY_REVOKED, PROVISIONED, PodSet, ProvisioningRequest
+from scaler.core.planning.decide import decide
 from scaler.core.planning.decisions import Plan
-from scaler.core.planning.provreq import ATOMIC_SCALE_UP, CHECK_CAPACITY, PodSet, ProvisioningRequest
+from scaler.core.planning.provreq import ATOMIC_SCALE_UP, CHECK_CAPACITY
 from scaler.core.planning.snapshot import Snapshot
 from scaler.core.planning.state import State
 
@@ -30,8 +31,8 @@ def request(cls: str, count: int = 4, **kw: object) -> ProvisioningRequest:
 
 
 def step(req: ProvisioningRequest, snap: Snapshot, state: State, cfg: ScalerConfig) -> tuple[Plan, State]:
-    result, state, conds = provreq.serve(snap, state, cfg, [req])
-    req.conditions = conds[req.key]
+    result, state = decide(dataclasses.replace(snap, requests=[req]), state, cfg)
+    req.conditions = result.requests[req.key]
     return result, state
 
 
@@ -70,7 +71,7 @@ def test_atomic_scale_up_provisions_when_every_node_is_up_then_books_them_until_
     for now in (1400.0, 1500.0, 1600.0, provisioned + cfg.timings.booking_ttl - 10):
         nodes = [node_of(cfg, "gpu8-od", f"n{i}") for i in range(4)]
         result, state = step(req, snapshot(cfg, [], nodes, now=now, desired={"gpu8-od": 4}), state, cfg)
-        assert result.scale_downs == [] and result.unneeded == {} and not req.true(provreq.BOOKING_EXPIRED)
+        assert result.scale_downs == [] and result.unneeded == {} and not req.true(BOOKING_EXPIRED)
 
     # The booking expires: the request says so, and the idle nodes go like any other.
     nodes = [node_of(cfg, "gpu8-od", f"n{i}") for i in range(4)]
@@ -87,7 +88,7 @@ def test_a_booking_serves_its_own_pods_and_is_revoked_when_its_nodes_go() -> Non
     req = request(ATOMIC_SCALE_UP)
     nodes = [node_of(cfg, "gpu8-od", f"n{i}") for i in range(4)]
     _, state = step(req, snapshot(cfg, [], nodes, now=1000.0, desired={"gpu8-od": 4}), State(), cfg)
-    assert req.true(provreq.PROVISIONED)
+    assert req.true(PROVISIONED)
     # Kueue admits the job: its pods (pending a moment) consume the request; no further scale-up for them.
     consumers = [dataclasses.replace(pod(f"job-{i}", cpu="8", memory="64Gi", gpu=8, ns="ml"),
                                      annotations={keys.ANNOTATION_CONSUME_PROVREQ: "train"}) for i in range(4)]
@@ -162,7 +163,7 @@ def test_room_taken_by_another_pod_is_asked_for_again_without_revoking_the_booki
     taken = [*(node_of(cfg, "gpu8-od", f"n{i}") for i in range(3)),
              _running(cfg, ["n3"], [pod("other", cpu="8", memory="64Gi", gpu=8, ns="team-b")])[0]]
     result, state = step(req, snapshot(cfg, workers, taken, now=1100.0, desired={"gpu8-od": 4}), state, cfg)
-    assert not req.true(provreq.CAPACITY_REVOKED) and req.true(provreq.PROVISIONED)
+    assert not req.true(CAPACITY_REVOKED) and req.true(PROVISIONED)
     assert [(u.pool, u.new_desired) for u in result.scale_ups] == [("gpu8-od", 5)]
 
 
@@ -174,5 +175,5 @@ def test_serving_leaves_the_callers_snapshot_as_it_was() -> None:
     _, state = step(req, snapshot(cfg, [], nodes, now=1000.0, desired={"gpu8-od": 4}), State(), cfg)
     snap = snapshot(cfg, [], nodes, now=1100.0, desired={"gpu8-od": 4})
     result, _ = step(req, snap, state, cfg)  # booked: the stand-ins sit on the nodes of the planner's view only
-    assert req.true(provreq.PROVISIONED) and result.scale_downs == [] and result.unneeded == {}
+    assert req.true(PROVISIONED) and result.scale_downs == [] and result.unneeded == {}
     assert [list(n.pods) for n in snap.nodes] == before and snap.pending == []

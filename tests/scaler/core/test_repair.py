@@ -11,9 +11,9 @@ from core_builders import POOLS, config, node_of, pod, snapshot
 
 from scaler.core.config.settings import ConfigError, ScalerConfig
 from scaler.core.model import keys
+from scaler.core.model.drain import DrainState
 from scaler.core.model.objects import Node, NodeCondition
 from scaler.core.planning.planner import plan
-from scaler.core.planning.snapshot import DrainState
 from scaler.core.planning.state import Backoff, State
 
 GPU8 = [p for p in POOLS if p["name"].startswith("gpu8")]

@@ -8,7 +8,6 @@ import pytest
 
 from scaler.core.config.pool import Pool
 from scaler.core.config.settings import ConfigError, parse_config
-from scaler.core.config.sharing import DEVICE_PLUGIN_DEFAULT_CONFIG, device_plugin_config_map
 from scaler.core.model import keys
 
 
@@ -100,22 +99,6 @@ def test_sharing_round_trips_through_cluster_autoscaler_tags(sharing: dict[str, 
     assert back.gpu_sharing == pool.gpu_sharing
     assert back.labels == {}
     assert back.template_node().allocatable == pool.template_node().allocatable
-
-
-def test_device_plugin_config_map_has_one_config_per_sharing_pool() -> None:
-    config = parse_config({"cluster": "c", "cloud": "aws", "region": "us-east-1", "pools": [
-        {"name": "ts", "cloud": "aws", "instance_type": "g6.xlarge", "zones": ["us-east-1a"], "max": 2,
-         "gpu_sharing": {"time_slicing": {"replicas": 4}}},
-        {"name": "mig", "cloud": "aws", "instance_type": "p5.48xlarge", "zones": ["us-east-1a"], "max": 2,
-         "gpu_sharing": {"mig": {"strategy": "mixed", "layout": "all-balanced"}}},
-        {"name": "whole", "cloud": "aws", "instance_type": "g6.xlarge", "zones": ["us-east-1a"], "max": 2},
-    ]}, "pools.yaml")
-    plans = {p.name: p.sharing for p in config.pools if p.sharing is not None}
-    configs = device_plugin_config_map(plans)
-    assert set(configs) == {DEVICE_PLUGIN_DEFAULT_CONFIG, "ts", "mig"}
-    assert configs["ts"]["sharing"]["timeSlicing"]["resources"] == [{"name": keys.RES_GPU, "replicas": 4}]
-    assert configs["mig"]["flags"]["migStrategy"] == "mixed"
-    assert configs[DEVICE_PLUGIN_DEFAULT_CONFIG]["flags"]["migStrategy"] == "none"
 
 
 # --- the planner on shared pools ------------------------------------------------------------------

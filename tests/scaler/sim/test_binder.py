@@ -95,11 +95,22 @@ def test_gpu_is_not_scored_by_default_and_is_by_binpack() -> None:
     assert fit_score(cpu_pod.requests, node.allocatable, free, BINPACK) == 50
 
 
-def test_balanced_allocation() -> None:
+def test_balanced_allocation_scores_the_change_in_balance() -> None:
+    """kube-scheduler 1.37 (pkg/scheduler/framework/plugins/noderesources/balanced_allocation.go,
+    balancedResourceScorer) scores how much the pod improves the node's balance, 50 + (50 + with - without) / 2,
+    no longer the balance with the pod alone: found by `make scheduler-diff`, where the scheduler bound pods to
+    nodes the old formula scored 1-2 points lower."""
     node = Node("n", allocatable={keys.RES_CPU: 1000, keys.RES_MEMORY: 1000})
     free = dict(node.allocatable)
-    assert balanced_score({keys.RES_CPU: 500, keys.RES_MEMORY: 500}, node.allocatable, free, DEFAULT) == 100
+    # An empty node: balanced before (100); an even pod keeps it so (75), a lopsided one makes it 50 (50).
+    assert balanced_score({keys.RES_CPU: 500, keys.RES_MEMORY: 500}, node.allocatable, free, DEFAULT) == 75
     assert balanced_score({keys.RES_CPU: 1000, keys.RES_MEMORY: 0}, node.allocatable, free, DEFAULT) == 50
+    # A node already lopsided (cpu 60 %, memory 0 %: 70): a memory-only pod that evens it out scores 90.
+    used = {keys.RES_CPU: 400, keys.RES_MEMORY: 1000}
+    assert balanced_score({keys.RES_MEMORY: 600}, node.allocatable, used, DEFAULT) == 90
+    # A balanced node kept balanced: 75 (the formula before 1.37 gave it 100, as it gave the empty node).
+    even = {keys.RES_CPU: 500, keys.RES_MEMORY: 500}
+    assert balanced_score({keys.RES_CPU: 100, keys.RES_MEMORY: 100}, node.allocatable, even, DEFAULT) == 75
 
 
 def test_prefer_no_schedule_and_preferred_affinity_steer_placement() -> None:

@@ -8,8 +8,8 @@ from sim_helpers import SMALL_POOLS, write_trace
 
 from scaler.core.config.settings import ScalerConfig, parse_config
 from scaler.core.model import keys
+from scaler.core.planning.decide import decide
 from scaler.core.planning.decisions import Plan
-from scaler.core.planning.planner import plan
 from scaler.core.planning.snapshot import Snapshot
 from scaler.core.planning.state import State
 from scaler.core.scheduling.scoring import BINPACK, DEFAULT, ScoringProfile
@@ -34,7 +34,7 @@ def _run(config: ScalerConfig, tmp_path: Path, profile: ScoringProfile = DEFAULT
     rows = sorted(ROWS, key=lambda r: int(r.split(",")[1]))
     jobs = load_trace(write_trace(tmp_path / "t.csv", rows))
     provider = SimProvider(config, outages=outages or [])
-    result = Engine(config, jobs, provider, plan, profile=profile, device_plugin_delay=device_plugin_delay).run()
+    result = Engine(config, jobs, provider, decide, profile=profile, device_plugin_delay=device_plugin_delay).run()
     report = build_report(result, trace="t.csv", pools_file="small", seed=0,
                           outages=[f"{o.zone}:{o.start}:{o.end}" for o in outages or []], wall_s=0)
     return result, report
@@ -99,7 +99,7 @@ def test_spot_reclaims_send_pods_back_and_jobs_still_finish(small_config: Scaler
     rows = sorted(ROWS, key=lambda r: int(r.split(",")[1]))
     jobs = load_trace(write_trace(tmp_path / "t.csv", rows))
     provider = SimProvider(small_config, interruption_rate=2.0, seed=3)
-    result = Engine(small_config, jobs, provider, plan).run()
+    result = Engine(small_config, jobs, provider, decide).run()
     assert result.interruptions > 0 and result.rescheduled_pods > 0
     assert all(r.completed_at is not None for r in result.jobs)
     # A job resumes: the run time it accumulated is its duration, however often it was interrupted.
@@ -114,7 +114,7 @@ def test_reclaims_go_through_notices_drains_and_the_gangs_budgets(small_config: 
     rows = sorted(ROWS, key=lambda r: int(r.split(",")[1]))
     jobs = load_trace(write_trace(tmp_path / "t.csv", rows))
     provider = SimProvider(small_config, interruption_rate=2.0, seed=3)
-    engine = Engine(small_config, jobs, provider, plan)
+    engine = Engine(small_config, jobs, provider, decide)
     result = engine.run()
     assert all(r.completed_at is not None for r in result.jobs)
     assert result.evictions_refused > 0  # the gang's pods were protected by its budget
@@ -147,7 +147,7 @@ def test_a_spot_outage_with_zone_pinned_pods_completes_without_extra_nodes(tmp_p
     seen: list[tuple[str, int, int]] = []
 
     def watched(snapshot: Snapshot, state: State, cfg: ScalerConfig) -> tuple[Plan, State]:
-        result, new = plan(snapshot, state, cfg)
+        result, new = decide(snapshot, state, cfg)
         registered = {n.provider_id for n in snapshot.nodes}
         for zone in ("us-east-1a", "us-east-1b"):
             waiting = sum(1 for p in snapshot.pending if p.node_selector.get(keys.LABEL_ZONE) == zone)
@@ -179,7 +179,7 @@ def test_a_drain_is_carried_on_when_nothing_else_happens(tmp_path: Path) -> None
          "max": 4}]}, "drain.yaml")
     # a and c fill one node; b gets a second node alone; when c ends, b is moved onto the first node.
     jobs = load_trace(write_trace(tmp_path / "t.csv", ["a,0,6,86400,1", "c,0,2,1000,1", "b,300,1,86400,1"]))
-    result = Engine(config, jobs, SimProvider(config), plan).run()
+    result = Engine(config, jobs, SimProvider(config), decide).run()
     assert all(r.completed_at is not None for r in result.jobs)
     _, second = sorted(result.provider.history, key=lambda i: i.requested_at)
     assert second.end_reason == "deleted" and second.ended_at is not None

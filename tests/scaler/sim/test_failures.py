@@ -13,7 +13,7 @@ from sim_helpers import ROOT, write_trace
 
 from scaler.cli import main
 from scaler.core.config.settings import ScalerConfig
-from scaler.core.planning.planner import plan
+from scaler.core.planning.decide import decide
 from scaler.providers.sim import SimProvider
 from scaler.sim.engine import Engine
 from scaler.sim.failures import GpuFailures, kept_progress
@@ -34,7 +34,7 @@ def _run(config: ScalerConfig, tmp_path: Path, *, rate: float, checkpoint: float
             p.model_copy(update={"repair": p.repair.model_copy(update={"enabled": False})}) for p in config.pools]})
     jobs = load_trace(write_trace(tmp_path / "t.csv", ROWS))
     provider = SimProvider(config, interruption_rate=interruptions, seed=1)
-    return Engine(config, jobs, provider, plan, failures=GpuFailures(rate, 1, checkpoint)).run()
+    return Engine(config, jobs, provider, decide, failures=GpuFailures(rate, 1, checkpoint)).run()
 
 
 def test_kept_progress_is_the_last_checkpoint() -> None:

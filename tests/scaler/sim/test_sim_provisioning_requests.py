@@ -1,5 +1,5 @@
 """Gang jobs replayed the way Kueue queues them behind a ProvisioningRequest admission check: the job waits
-with no pods, its request is served by the pass (scaler.core.planning.provreq.serve, the call `scaler run` makes),
+with no pods, its request is served by the pass (scaler.core.planning.decide.decide, the call `scaler run` makes),
 and its pods are created only once every node they need is up."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from sim_helpers import write_trace
 from scaler.core.config.settings import ScalerConfig
 from scaler.core.model import keys
 from scaler.core.planning import provreq
+from scaler.core.planning.decide import decide
 from scaler.core.planning.decisions import Plan
-from scaler.core.planning.planner import plan
 from scaler.core.planning.snapshot import Snapshot
 from scaler.core.planning.state import State
 from scaler.providers.sim import SimProvider
@@ -34,7 +34,7 @@ def _run(config: ScalerConfig, tmp_path: Path, rows: list[str]) -> tuple[SimResu
 
     def watched(snapshot: Snapshot, state: State, cfg: ScalerConfig) -> tuple[Plan, State]:
         seen.append(snapshot)
-        return plan(snapshot, state, cfg)
+        return decide(snapshot, state, cfg)
 
     jobs = load_trace(write_trace(tmp_path / "t.csv", rows))
     result = Engine(config, jobs, SimProvider(config), watched, provisioning_requests=True).run()
@@ -79,7 +79,7 @@ def test_a_gang_no_pool_can_hold_is_retried_then_rejected_with_the_reason(small_
     assert report["jobs_completed"] == 1 and report["jobs_never_started"] == 1
     assert result.provider.history and all(i.pool.startswith("gpu1") for i in result.provider.history)  # none
     # Kueue's backoff: 60 s doubling between attempts (the request is made on the scan grid).
-    made = sorted({s.now for s in seen if any(p.name.startswith("job-huge") for p in s.pending)})
+    made = sorted({s.now for s in seen if any(r.name.startswith("job-huge") for r in s.requests)})
     assert made == [0.0, KUEUE_BACKOFF_S, KUEUE_BACKOFF_S * 3, KUEUE_BACKOFF_S * 7]
     group = next(g for g in report["never_started"]["reasons"] if g["outcome"] == "rejected")  # type: ignore[index]
     why = group["per_pool"]["*"]
@@ -93,7 +93,7 @@ def test_a_gang_no_pool_can_hold_is_retried_then_rejected_with_the_reason(small_
 def test_a_gang_still_queued_when_the_run_stops_is_reported_as_queued(small_config: ScalerConfig,
                                                                       tmp_path: Path) -> None:
     jobs = load_trace(write_trace(tmp_path / "t.csv", ["gang,0,16,600,2"]))
-    result = Engine(small_config, jobs, SimProvider(small_config), plan, provisioning_requests=True,
+    result = Engine(small_config, jobs, SimProvider(small_config), decide, provisioning_requests=True,
                     max_time=0).run()  # stopped at the first pass: its nodes boot in 240 s
     report = build_report(result, trace="t.csv", pools_file="small", seed=0, outages=[], wall_s=0)
     [group] = report["never_started"]["reasons"]

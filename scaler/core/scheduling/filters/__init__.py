@@ -28,9 +28,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from scaler.core.model import keys
+from scaler.core.model.dra import DraObjects
 from scaler.core.model.objects import Node, Pod
 from scaler.core.scheduling.filters import reasons
-from scaler.core.scheduling.filters.dra import DraCheck, DraObjects, DraState
+from scaler.core.scheduling.filters.dra import DraCheck, DraState
 from scaler.core.scheduling.filters.index import Placed
 from scaler.core.scheduling.filters.interpod import AffinityCheck, blocked_by_existing
 from scaler.core.scheduling.filters.ports import field_affinity_reason, node_name_reason, ports_reason
@@ -38,7 +39,7 @@ from scaler.core.scheduling.filters.topology import SpreadCheck
 from scaler.core.scheduling.filters.volumes import Storage, VolumeCheck
 from scaler.core.scheduling.predicates import has_field_affinity
 
-__all__ = ["Cluster", "DraObjects", "DraState", "PodCheck", "Storage", "new_node", "own_constraints", "reasons"]
+__all__ = ["Cluster", "DraState", "PodCheck", "Storage", "new_node", "own_constraints", "reasons"]
 
 
 def own_constraints(pod: Pod) -> bool:
@@ -150,7 +151,7 @@ class Cluster:
         return self.placed.remove_node(name)
 
     def place(self, pod: Pod, node_name: str, counted: tuple[int, ...] | None = None) -> None:
-        """`counted`: the pod's plain claims' spec ids, placed by the count (`dra_counted.CountedClaims.place`)."""
+        """`counted`: the pod's plain claims' spec ids, placed by the count (`dra.CountedClaims.place`)."""
         self.placed.place(pod, node_name)
         if counted is not None:
             self.dra.counted.place(pod, self.placed.nodes[node_name], counted)

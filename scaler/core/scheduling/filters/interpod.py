@@ -18,7 +18,7 @@ from __future__ import annotations
 from scaler.core.model.objects import Node, Pod, PodAffinityTerm
 from scaler.core.scheduling.filters import reasons
 from scaler.core.scheduling.filters.index import Matcher, Placed, part_of
-from scaler.core.scheduling.filters.labels import term_matches
+from scaler.core.scheduling.filters.labels import affinity_term_matches
 
 
 def _pairs(placed: Placed, counts: dict[str, int], topology_key: str, out: set[tuple[str, str]]) -> None:
@@ -37,7 +37,7 @@ def existing_anti_pairs(placed: Placed, pod: Pod) -> set[tuple[str, str]]:
     ns_labels = placed.ns_labels(pod.namespace)
     for sig, t in placed.anti_candidates(pod):
         on = placed.anti.get(sig)
-        if on and term_matches(t, pod, ns_labels):
+        if on and affinity_term_matches(t, pod, ns_labels):
             _pairs(placed, on, t.topology_key, out)
     return out
 
@@ -48,7 +48,7 @@ def blocked_by_existing(placed: Placed, pod: Pod) -> bool:
     if not candidates:
         return False
     ns_labels = placed.ns_labels(pod.namespace)
-    return any(term_matches(t, pod, ns_labels) for _, t in candidates)
+    return any(affinity_term_matches(t, pod, ns_labels) for _, t in candidates)
 
 
 class AffinityCheck:
@@ -66,7 +66,7 @@ class AffinityCheck:
             for t in self.affinity:
                 _pairs(placed, counts, t.topology_key, self.pairs)
             ns_labels = placed.ns_labels(pod.namespace)
-            self.self_ok = all(term_matches(t, pod, ns_labels) for t in self.affinity)
+            self.self_ok = all(affinity_term_matches(t, pod, ns_labels) for t in self.affinity)
         self.anti = pod.pod_anti_affinity
         self.anti_pairs: set[tuple[str, str]] = set()
         for t in self.anti:

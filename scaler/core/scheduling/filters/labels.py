@@ -58,7 +58,7 @@ def namespace_labels(namespace: str, known: Mapping[str, Mapping[str, str]] | No
     return {keys.LABEL_NAMESPACE_NAME: namespace}
 
 
-def term_matches(term: PodAffinityTerm, pod: Pod, ns_labels: Mapping[str, str]) -> bool:
+def affinity_term_matches(term: PodAffinityTerm, pod: Pod, ns_labels: Mapping[str, str]) -> bool:
     """`ns_labels`: the labels of the pod's namespace (for the term's namespaceSelector)."""
     in_ns = pod.namespace in term.namespaces or (
         term.namespace_selector is not None and selector_matches(term.namespace_selector, ns_labels))

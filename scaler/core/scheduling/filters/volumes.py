@@ -35,10 +35,10 @@ from scaler.core.model.objects import (
     Pod,
     StorageClass,
 )
+from scaler.core.model.selectors import term_matches
 from scaler.core.scheduling.attach import template_limits
 from scaler.core.scheduling.filters import reasons
 from scaler.core.scheduling.filters.index import Attachment, Placed
-from scaler.core.scheduling.predicates import term_matches
 
 RWOP = "ReadWriteOncePod"
 NO_PROVISIONER = "kubernetes.io/no-provisioner"

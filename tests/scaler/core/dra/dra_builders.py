@@ -6,7 +6,8 @@ from __future__ import annotations
 from decimal import Decimal
 
 from scaler.core.dra.allocator import Allocator, NodeRef, Outcome
-from scaler.core.dra.model import (
+from scaler.core.dra.nvidia import MigInstance
+from scaler.core.model.dra import (
     ALL,
     EXACT_COUNT,
     ClaimSpec,
@@ -132,6 +133,15 @@ def results(outcome: Outcome) -> list[set[tuple[str, str, str, str]]] | None:
     if outcome.allocations is None:
         return None
     return [{(r.request, r.driver, r.pool, r.device) for r in a.results} for a in outcome.allocations]
+
+
+def a100_40gb_profile(name: str, start: int) -> MigInstance:
+    """MIG profiles of an A100 40GB (profile ids and engines as nvidia-smi mig -lgip prints)."""
+    table = {"1g.5gb": (19, 1, 14, 0), "2g.10gb": (14, 2, 28, 1), "3g.20gb": (9, 4, 42, 2),
+             "4g.20gb": (5, 4, 56, 2), "7g.40gb": (0, 8, 98, 5)}
+    pid, size, sms, decoders = table[name]
+    return MigInstance(name, pid, start, size, memory=size * 5 * 2**30 if size < 8 else 40 * 2**30,
+                       multiprocessors=sms, decoders=decoders, jpeg_engines=int(size == 8), ofa_engines=int(size == 8))
 
 
 __all__ = ["Version"]

@@ -44,7 +44,7 @@ from dra_builders import (
     slice_,
 )
 
-from scaler.core.dra.model import (
+from scaler.core.model.dra import (
     ALL,
     ALLOCATION_RESULTS_MAX_SIZE,
     ClaimSpec,

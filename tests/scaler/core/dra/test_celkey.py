@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 
 from scaler.core.dra.allocator import Allocator
 from scaler.core.dra.celkey import reads
-from scaler.core.dra.model import Device
 from scaler.core.dra.nvidia import DEVICE_CLASSES
 from scaler.core.dra.search import AllocationError
+from scaler.core.model.dra import Device
 
 A = f'device.attributes["{DRIVER_A}"]'
 EXPRESSIONS = (

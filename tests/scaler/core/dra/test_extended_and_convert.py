@@ -7,7 +7,7 @@ import pytest
 from scaler.core.dra import convert, nvidia
 from scaler.core.dra.allocator import Allocator, NodeRef
 from scaler.core.dra.extended import extended_resource_claim
-from scaler.core.dra.model import DeviceClass
+from scaler.core.model.dra import DeviceClass
 
 H100 = nvidia.GpuModel("NVIDIA H100 80GB HBM3", "Hopper", 80 * 2**30, "9.0", count=8)
 # A cluster's own GPU class that serves nvidia.com/gpu (the 25.8.1 chart's declares no extendedResourceName).

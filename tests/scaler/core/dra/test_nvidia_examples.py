@@ -7,17 +7,18 @@ from pathlib import Path
 
 import pytest
 import yaml
+from dra_builders import a100_40gb_profile
 
 from scaler.core.dra import convert, nvidia
 from scaler.core.dra.allocator import Allocator, NodeRef
-from scaler.core.dra.model import ResourceClaim
+from scaler.core.model.dra import ResourceClaim
 
 EXAMPLES = Path(__file__).resolve().parents[4] / ".." / "shared" / "dra" / "examples"
 H100 = nvidia.GpuModel("NVIDIA H100 80GB HBM3", "Hopper", 80 * 2**30, "9.0", count=8)
 A100_MIG = nvidia.GpuModel(
     "NVIDIA A100-SXM4-40GB", "Ampere", 40 * 2**30, "8.0", count=1,
-    mig=(nvidia.a100_40gb_profile("1g.5gb", 0), nvidia.a100_40gb_profile("1g.5gb", 1),
-         nvidia.a100_40gb_profile("2g.10gb", 2), nvidia.a100_40gb_profile("3g.20gb", 4)))
+    mig=(a100_40gb_profile("1g.5gb", 0), a100_40gb_profile("1g.5gb", 1),
+         a100_40gb_profile("2g.10gb", 2), a100_40gb_profile("3g.20gb", 4)))
 
 
 def claims_from(name: str) -> list[ResourceClaim]:
@@ -71,10 +72,26 @@ def test_whole_gpu_slice_attributes_and_memory_selector() -> None:
 def test_overlapping_mig_placements_exclude_each_other() -> None:
     """Two placements on the same memory slices: the shared counters let only one be allocated."""
     gpu = nvidia.GpuModel("NVIDIA A100-SXM4-40GB", "Ampere", 40 * 2**30, "8.0",
-                          mig=(nvidia.a100_40gb_profile("3g.20gb", 4), nvidia.a100_40gb_profile("4g.20gb", 4)))
+                          mig=(a100_40gb_profile("3g.20gb", 4), a100_40gb_profile("4g.20gb", 4)))
     one = {"name": "m", "exactly": {"deviceClassName": "mig.nvidia.com"}}
     claim = convert.resource_claim({"metadata": {"name": "c"}, "spec": {"devices": {"requests": [one]}}})
     two = convert.resource_claim({"metadata": {"name": "c"}, "spec": {"devices": {"requests": [
         one, {**one, "name": "n"}]}}})
     assert allocate(gpu, [claim]) == [{"gpu-0-mig-9-4-4"}]
     assert isinstance(allocate(gpu, [two]), str)
+
+
+def test_mig_counters_are_published_in_a_slice_of_their_own() -> None:
+    """resource.k8s.io/v1 (1.35+) refuses a slice with both `sharedCounters` and `devices`
+    (pkg/apis/resource/validation/validation.go): the counter sets get a slice of their own in the same
+    pool, which then counts two slices; the MIG devices still consume them across slices."""
+    counters, devices = nvidia.node_slices("n1", A100_MIG)
+    assert counters.shared_counters and not counters.devices
+    assert devices.devices and not devices.shared_counters
+    assert counters.pool == devices.pool and devices.pool.resource_slice_count == 2
+    assert {c.counter_set for d in devices.devices for c in d.consumes_counters} <= {
+        s.name for s in counters.shared_counters}
+    assert allocate(A100_MIG, claims_from("gpu-test4.yaml"))  # still allocated across the two slices
+    # Counter names are DNS labels (resource.k8s.io/v1 validation); capacity names may be camelCase.
+    names = {name for s in counters.shared_counters for name in s.counters}
+    assert names == {f"memory-slice-{i}" for i in range(8)}

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 from scaler.core.dra import simple
 from scaler.core.dra.allocator import Allocator
-from scaler.core.dra.model import DeviceID, ResourceClaim, ResourceSlice
+from scaler.core.model.dra import DeviceID, ResourceClaim, ResourceSlice
 
 CLASSES = [class_(CLASS_A, DRIVER_A), class_(CLASS_B, DRIVER_B)]
 MEMORY = ("8Gi", "16Gi", "40Gi", "80Gi")

@@ -12,16 +12,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Final, Literal, NamedTuple
+from typing import Final, NamedTuple
 
-from scaler.core.model.objects import SelectorTerm
+from scaler.core.model.selectors import SelectorTerm
 
 EXACT_COUNT: Final = "ExactCount"
 ALL: Final = "All"
-AllocationMode = Literal["ExactCount", "All"]
 
 # resource.k8s.io/v1 AllocationResultsMaxSize: no claim gets more devices than this.
 ALLOCATION_RESULTS_MAX_SIZE: Final = 32
+# resource.k8s.io/v1 FirstAvailableDeviceRequestMaxSize: at most this many subrequests; kube-scheduler's
+# DynamicResources Score gives a node this less the index of the subrequest it allocates.
+FIRST_AVAILABLE_MAX_SIZE: Final = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,3 +179,17 @@ def qualified(name: str, driver: str) -> tuple[str, str]:
     """(domain, id) of an attribute or capacity name; unqualified names belong to the driver."""
     domain, sep, ident = name.partition("/")
     return (domain, ident) if sep else (driver, name)
+
+
+@dataclass(slots=True)
+class DraObjects:
+    """The DRA objects of a snapshot, by name (claims and templates by namespace/name)."""
+
+    classes: dict[str, DeviceClass] = field(default_factory=dict)
+    claims: dict[str, ResourceClaim] = field(default_factory=dict)
+    templates: dict[str, ResourceClaimTemplate] = field(default_factory=dict)
+    slices: list[ResourceSlice] = field(default_factory=list)
+
+    def published(self) -> set[str]:
+        """Nodes some driver published a slice for."""
+        return {s.node_name for s in self.slices if s.node_name}

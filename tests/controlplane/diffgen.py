@@ -1,0 +1,395 @@
+"""Random clusters for the planner-against-kube-scheduler diff (scheduler_diff.py). Pure: a seed in,
+objects out (as the API takes them), nothing created here.
+
+A `Scenario` is one seed's cluster: nodes of a handful of shapes (the pools of `POOLS`, each node as the
+pool's template describes it: labels, taints, allocatable, and for DRA pools the NVIDIA driver's slices),
+zone and extra labels, extra taints; the storage (zonal PVs bound to claims, WaitForFirstConsumer classes,
+static local volumes); the DRA objects (the NVIDIA chart's DeviceClasses, claim templates, shared claims);
+pods already bound; then the pending pods, one at a time, each with the features it exercises (the table's
+rows) and the objects to create just before it (its own claims).
+
+The pending pods carry no label that another pod's required pod affinity selects (`tier` is only on the
+pods already bound), and no preferred pod affinity or ScheduleAnyway spread: kube-scheduler's
+InterPodAffinity and PodTopologySpread scores would then rank nodes by what the planner does not score
+(docs/planner.md, "Checked against the real kube-scheduler").
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+from scaler.core.config.settings import ScalerConfig, parse_config
+from scaler.core.dra import nvidia
+from scaler.core.model.dra import ResourceSlice
+from scaler.core.model.resources import format_resources
+
+JSON = dict[str, Any]
+NS = "default"
+ZONES = ("us-east-1a", "us-east-1b", "us-east-1c")
+GPU = "nvidia.com/gpu"
+DRIVER = nvidia.DRIVER
+GPU_TOLERATION: JSON = {"key": GPU, "operator": "Exists", "effect": "NoSchedule"}
+# The pools the nodes are made from (their templates give labels, taints, allocatable and DRA slices), and
+# how many nodes of each a scenario has. None can scale up (max 0 beyond what exists is not needed: the
+# verdict compared is fits-existing and its node, against anything else).
+POOLS: JSON = {"cluster": "diff", "cloud": "aws", "region": "us-east-1", "pools": [
+    {"name": "cpu", "role": "general", "instance_types": ["m6i.2xlarge"], "zones": list(ZONES), "max": 50},
+    {"name": "l4x1", "instance_types": ["g6.xlarge"], "zones": list(ZONES), "max": 50},
+    {"name": "l4x4", "instance_types": ["g6.12xlarge"], "zones": list(ZONES), "max": 50},
+    {"name": "a100x8", "instance_types": ["p4d.24xlarge"], "zones": list(ZONES), "max": 50},
+    {"name": "dra-l4", "instance_types": ["g6.12xlarge"], "zones": list(ZONES), "max": 50, "gpu_allocation": "dra"},
+    {"name": "dra-a100", "instance_types": ["p4d.24xlarge"], "zones": list(ZONES), "max": 50,
+     "gpu_allocation": "dra"},
+    {"name": "dra-mig", "instance_types": ["p4d.24xlarge"], "zones": list(ZONES), "max": 50,
+     "gpu_allocation": "dra", "gpu_sharing": {"mig": {"strategy": "mixed", "layout": "all-balanced"}}},
+]}
+NODE_COUNTS = {"cpu": 4, "l4x1": 2, "l4x4": 1, "a100x8": 1, "dra-l4": 3, "dra-a100": 2, "dra-mig": 2}
+EXTRA_TAINTS = (("dedicated", "team-a", "NoSchedule"), ("spot", "true", "PreferNoSchedule"))
+APPS = ("web", "db", "cache", "batch")
+Gi = 2**30
+
+
+def config() -> ScalerConfig:
+    return parse_config(POOLS, "scheduler-diff pools")
+
+
+@dataclass
+class NodePlan:
+    name: str
+    pool: str
+    labels: dict[str, str]
+    taints: list[tuple[str, str, str]]
+    allocatable: dict[str, int]
+    slices: tuple[ResourceSlice, ...]
+
+
+@dataclass
+class PendingPod:
+    pod: JSON
+    features: tuple[str, ...]
+    before: list[JSON] = field(default_factory=list)  # objects to create just before the pod (its claims)
+
+    @property
+    def name(self) -> str:
+        return str(self.pod["metadata"]["name"])
+
+
+@dataclass
+class Scenario:
+    seed: int
+    nodes: list[NodePlan]
+    setup: list[JSON]  # classes, volumes, claims, templates: created before the nodes' pods
+    bound: list[JSON]  # pods with spec.nodeName set
+    pending: list[PendingPod]
+
+
+# --- DRA objects ------------------------------------------------------------------------------------
+def device_class(c: nvidia.DeviceClass) -> JSON:
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": c.name},
+            "spec": {"selectors": [{"cel": {"expression": e}} for e in c.selectors]}}
+
+
+def _sel(*exprs: str) -> list[JSON]:
+    return [{"cel": {"expression": e}} for e in exprs]
+
+
+def _attr(name: str) -> str:
+    return f"device.attributes['{DRIVER}'].{name}"
+
+
+def _exactly(cls: str, count: int = 1, *selectors: str, mode: str = "ExactCount") -> JSON:
+    out: JSON = {"deviceClassName": cls, "allocationMode": mode}
+    if mode == "ExactCount":
+        out["count"] = count
+    if selectors:
+        out["selectors"] = _sel(*selectors)
+    return out
+
+
+GPU_CLASS, MIG_CLASS = nvidia.GPU_CLASS.name, nvidia.MIG_CLASS.name
+L4 = f"{_attr('productName')} == 'NVIDIA L4'"
+A100 = f"{_attr('productName')}.startsWith('NVIDIA A100')"
+BIG_MEMORY = f"device.capacity['{DRIVER}'].memory.compareTo(quantity('30Gi')) >= 0"
+
+
+def _profile(p: str) -> str:
+    return f"{_attr('profile')} == '{p}'"
+
+
+# Claim specs by name: (features, spec.devices)
+CLAIM_SPECS: dict[str, tuple[tuple[str, ...], JSON]] = {
+    "gpu": ((), {"requests": [{"name": "gpu", "exactly": _exactly(GPU_CLASS)}]}),
+    "gpu-l4": ((), {"requests": [{"name": "gpu", "exactly": _exactly(GPU_CLASS, 1, L4)}]}),
+    "gpu-2": ((), {"requests": [{"name": "gpu", "exactly": _exactly(GPU_CLASS, 2)}]}),
+    "gpu-3-bigmem": ((), {"requests": [{"name": "gpu", "exactly": _exactly(GPU_CLASS, 3, BIG_MEMORY)}]}),
+    "gpu-6": ((), {"requests": [{"name": "gpu", "exactly": _exactly(GPU_CLASS, 6)}]}),
+    "gpu-all-l4": (("dra-all",), {"requests": [{"name": "gpu", "exactly": _exactly(GPU_CLASS, 0, L4, mode="All")}]}),
+    "mig-1g": (("dra-mig",), {"requests": [{"name": "mig", "exactly": _exactly(MIG_CLASS, 1, _profile("1g.5gb"))}]}),
+    "mig-3g": (("dra-mig",), {"requests": [{"name": "mig", "exactly": _exactly(MIG_CLASS, 1, _profile("3g.20gb"))}]}),
+    "mig-2x1g-one-gpu": (("dra-mig", "dra-matchAttribute"), {
+        "requests": [{"name": "mig", "exactly": _exactly(MIG_CLASS, 2, _profile("1g.5gb"))}],
+        "constraints": [{"requests": ["mig"], "matchAttribute": f"{DRIVER}/parentUUID"}]}),
+    "mig-3x2g": (("dra-mig",), {"requests": [{"name": "mig", "exactly": _exactly(MIG_CLASS, 3, _profile("2g.10gb"))}]}),
+    "two-gpus-same-product": (("dra-matchAttribute",), {
+        "requests": [{"name": "a", "exactly": _exactly(GPU_CLASS)}, {"name": "b", "exactly": _exactly(GPU_CLASS)}],
+        "constraints": [{"requests": ["a", "b"], "matchAttribute": f"{DRIVER}/productName"}]}),
+    "a100-or-mig-or-l4": (("dra-firstAvailable", "dra-mig"), {"requests": [{"name": "gpu", "firstAvailable": [
+        {"name": "a100", **_exactly(GPU_CLASS, 1, A100)},
+        {"name": "mig", **_exactly(MIG_CLASS, 1, _profile("3g.20gb"))},
+        {"name": "l4", **_exactly(GPU_CLASS, 1, L4)}]}]}),
+    "2-l4-or-1-a100": (("dra-firstAvailable",), {"requests": [{"name": "gpu", "firstAvailable": [
+        {"name": "l4", **_exactly(GPU_CLASS, 2, L4)},
+        {"name": "a100", **_exactly(GPU_CLASS, 1, A100)}]}]}),
+    "gpu-and-mig": (("dra-mig",), {"requests": [
+        {"name": "gpu", "exactly": _exactly(GPU_CLASS)}, {"name": "mig", "exactly": _exactly(MIG_CLASS, 1)}]}),
+}
+TEMPLATED = tuple(CLAIM_SPECS)
+
+
+def claim_template(seed: int, spec: str) -> JSON:
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+            "metadata": {"name": f"s{seed}-{spec}", "namespace": NS},
+            "spec": {"spec": {"devices": CLAIM_SPECS[spec][1]}}}
+
+
+def resource_claim(name: str, spec: str) -> JSON:
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": name, "namespace": NS},
+            "spec": {"devices": CLAIM_SPECS[spec][1]}}
+
+
+# --- storage ----------------------------------------------------------------------------------------
+def storage_class(name: str, provisioner: str, mode: str, zones: tuple[str, ...] = ()) -> JSON:
+    out: JSON = {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": name},
+                 "provisioner": provisioner, "volumeBindingMode": mode}
+    if zones:
+        out["allowedTopologies"] = [{"matchLabelExpressions": [
+            {"key": "topology.kubernetes.io/zone", "values": list(zones)}]}]
+    return out
+
+
+def volume(name: str, cls: str, key: str, value: str, claim: str | None = None) -> JSON:
+    spec: JSON = {"capacity": {"storage": "10Gi"}, "accessModes": ["ReadWriteOnce"], "storageClassName": cls,
+                  "persistentVolumeReclaimPolicy": "Retain",
+                  "csi": {"driver": "ebs.csi.aws.com", "volumeHandle": f"vol-{name}"},
+                  "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                      {"key": key, "operator": "In", "values": [value]}]}]}}}
+    if claim:
+        spec["claimRef"] = {"namespace": NS, "name": claim}
+    return {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": name}, "spec": spec}
+
+
+def claim(name: str, cls: str, volume_name: str | None = None) -> JSON:
+    spec: JSON = {"accessModes": ["ReadWriteOnce"], "storageClassName": cls,
+                  "resources": {"requests": {"storage": "5Gi"}}}
+    if volume_name:
+        spec["volumeName"] = volume_name
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": name, "namespace": NS},
+            "spec": spec}
+
+
+# --- the generator ----------------------------------------------------------------------------------
+class Generator:
+    def __init__(self, seed: int, pods: int) -> None:
+        self.seed, self.count = seed, pods
+        self.rng = random.Random(seed)
+        self.cfg = config()
+        self.nodes: list[NodePlan] = []
+        self.setup: list[JSON] = []
+        self.bound_pvcs: list[str] = []
+        self.shared: list[str] = []  # shared claims made so far (a later pod may use one again)
+
+    def scenario(self) -> Scenario:
+        self._nodes()
+        self._storage()
+        self.setup += [device_class(c) for c in nvidia.DEVICE_CLASSES]
+        self.setup += [claim_template(self.seed, s) for s in TEMPLATED]
+        bound = self._bound()
+        pending = [self._pending(i) for i in range(self.count)]
+        return Scenario(self.seed, self.nodes, self.setup, bound, pending)
+
+    def _nodes(self) -> None:
+        rng = self.rng
+        pools = {p.name: p for p in self.cfg.pools}
+        for pool_name, n in NODE_COUNTS.items():
+            for i in range(n):
+                pool = pools[pool_name]
+                zone = rng.choice(ZONES)
+                name = f"s{self.seed}-{pool_name}-{i}"
+                t = pool.template_node(zone)
+                labels = {**t.labels, "kubernetes.io/hostname": name, "disk": rng.choice(("ssd", "hdd"))}
+                taints = [(x.key, x.value, x.effect) for x in t.taints]
+                if rng.random() < 0.3:
+                    taints.append(rng.choice(EXTRA_TAINTS))
+                self.nodes.append(NodePlan(name, pool_name, labels, taints, dict(t.allocatable),
+                                           pool.dra_slices(name)))
+
+    def _storage(self) -> None:
+        s = self.seed
+        self.setup += [storage_class(f"s{s}-zonal", "ebs.csi.aws.com", "Immediate"),
+                       storage_class(f"s{s}-wffc", "ebs.csi.aws.com", "WaitForFirstConsumer", ZONES[:2]),
+                       storage_class(f"s{s}-local", "kubernetes.io/no-provisioner", "WaitForFirstConsumer")]
+        for i in range(6):
+            zone = self.rng.choice(ZONES)
+            pv, pvc = f"s{s}-pv-{i}", f"s{s}-data-{i}"
+            self.setup += [volume(pv, f"s{s}-zonal", "topology.kubernetes.io/zone", zone, pvc),
+                           claim(pvc, f"s{s}-zonal", pv)]
+            self.bound_pvcs.append(pvc)
+        for i, node in enumerate(self.rng.sample(self.nodes, 5)):
+            self.setup.append(volume(f"s{s}-local-{i}", f"s{s}-local", "kubernetes.io/hostname", node.name))
+
+    def _bound(self) -> list[JSON]:
+        """0-3 pods per node, each fitting what is left of it: labels others select, host ports, GPUs."""
+        rng, out = self.rng, []
+        for node in self.nodes:
+            free = dict(node.allocatable)
+            for j in range(rng.randint(0, 3)):
+                cpu = rng.choice((500, 1000, 2000, 3000))
+                mem = rng.choice((1, 2, 4, 8)) * Gi
+                gpus = rng.choice((0, 1, 1, 2)) if free.get(GPU, 0) else 0
+                gpus = min(gpus, free.get(GPU, 0))
+                if cpu > free["cpu"] or mem > free["memory"]:
+                    continue
+                free["cpu"] -= cpu
+                free["memory"] -= mem
+                free[GPU] = free.get(GPU, 0) - gpus
+                labels = {"tier": rng.choice(("front", "back")), "app": rng.choice(APPS)}
+                pod = self._pod(f"s{self.seed}-bound-{node.name}-{j}", labels, cpu, mem, gpus)
+                pod["spec"]["nodeName"] = node.name
+                if rng.random() < 0.3:
+                    self._host_port(pod, rng.choice((8080, 9090)))
+                out.append(pod)
+        return out
+
+    def _pod(self, name: str, labels: dict[str, str], cpu: int, mem: int, gpus: int = 0) -> JSON:
+        requests = format_resources({"cpu": cpu, "memory": mem, **({GPU: gpus} if gpus else {})})
+        resources: JSON = {"requests": requests}
+        if gpus:
+            resources["limits"] = {GPU: str(gpus)}
+        spec: JSON = {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10", "resources": resources}],
+                      "terminationGracePeriodSeconds": 0}
+        if gpus:
+            spec["tolerations"] = [dict(GPU_TOLERATION)]
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NS, "labels": labels},
+                "spec": spec}
+
+    @staticmethod
+    def _host_port(pod: JSON, port: int) -> None:
+        pod["spec"]["containers"][0]["ports"] = [{"containerPort": port, "hostPort": port, "protocol": "TCP"}]
+
+    def _pending(self, i: int) -> PendingPod:
+        rng = self.rng
+        name = f"s{self.seed}-p{i:03d}"
+        labels = {"diff": str(self.seed)}
+        if rng.random() < 0.6:
+            labels["app"] = rng.choice(APPS)
+        kind = rng.random()
+        features: list[str] = []
+        before: list[JSON] = []
+        cpu = rng.choice((250, 500, 500, 1000, 1000, 2000, 4000, 8000, 16000))
+        mem = rng.choice((1, 1, 2, 4, 8, 16, 64)) * Gi
+        gpus = rng.choice((1, 1, 1, 2, 4, 8)) if 0.45 <= kind < 0.6 else 0
+        pod = self._pod(name, labels, cpu, mem, gpus)
+        spec = pod["spec"]
+        if kind < 0.45:
+            features.append("dra")
+            spec["tolerations"] = [dict(GPU_TOLERATION)]
+            self._claims(pod, features, before)
+        elif gpus:
+            features.append("gpu")
+        elif rng.random() < 0.5:  # a CPU pod that may land on a GPU node
+            spec["tolerations"] = [dict(GPU_TOLERATION)]
+        if rng.random() < 0.2:
+            key, value, effect = rng.choice(EXTRA_TAINTS)
+            spec.setdefault("tolerations", []).append({"key": key, "operator": "Equal", "value": value,
+                                                       "effect": effect})
+            features.append("taints")
+        if rng.random() < 0.15:
+            spec["nodeSelector"] = rng.choice(({"disk": "ssd"}, {"topology.kubernetes.io/zone": rng.choice(ZONES)}))
+            features.append("node-selector")
+        affinity: JSON = {}
+        if rng.random() < 0.15:
+            zones = rng.sample(ZONES, 2)
+            term = rng.choice(({"key": "topology.kubernetes.io/zone", "operator": "In", "values": zones},
+                               {"key": "node.kubernetes.io/instance-type", "operator": "NotIn",
+                                "values": ["p4d.24xlarge"]},
+                               {"key": "disk", "operator": "Exists"}))
+            affinity["nodeAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [term]}]}}
+            features.append("affinity")
+        if rng.random() < 0.2:
+            pref = [{"weight": rng.randint(1, 100), "preference": {"matchExpressions": [
+                {"key": rng.choice(("disk", "topology.kubernetes.io/zone")), "operator": "In",
+                 "values": [rng.choice(("ssd", *ZONES))]}]}} for _ in range(rng.randint(1, 2))]
+            affinity.setdefault("nodeAffinity", {})["preferredDuringSchedulingIgnoredDuringExecution"] = pref
+            features.append("affinity-preferred")
+        if rng.random() < 0.12:
+            app = labels.setdefault("app", rng.choice(APPS))
+            spec["topologySpreadConstraints"] = [{
+                "maxSkew": rng.choice((1, 2)), "whenUnsatisfiable": "DoNotSchedule",
+                "topologyKey": rng.choice(("topology.kubernetes.io/zone", "kubernetes.io/hostname")),
+                "labelSelector": {"matchLabels": {"app": app}}}]
+            features.append("spread")
+        if rng.random() < 0.12:
+            topo = rng.choice(("topology.kubernetes.io/zone", "kubernetes.io/hostname"))
+            if rng.random() < 0.5:
+                affinity["podAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [{
+                    "topologyKey": topo, "labelSelector": {"matchLabels": {"tier": rng.choice(("front", "back"))}}}]}
+                features.append("pod-affinity")
+            else:
+                app = rng.choice(APPS)
+                affinity["podAntiAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [{
+                    "topologyKey": topo, "labelSelector": {"matchLabels": {"app": app}}}]}
+                features.append("pod-anti-affinity")
+        if affinity:
+            spec["affinity"] = affinity
+        if rng.random() < 0.1:
+            self._host_port(pod, rng.choice((8080, 9090)))
+            features.append("host-ports")
+        if rng.random() < 0.12:
+            self._volume(pod, i, before)
+            features.append("volumes")
+        if not features:
+            features.append("plain")
+        return PendingPod(pod, tuple(dict.fromkeys(features)), before)
+
+    def _claims(self, pod: JSON, features: list[str], before: list[JSON]) -> None:
+        """One or two claims: from a template, a claim of its own, or a shared claim (one a pod before may
+        have used; a new one otherwise)."""
+        rng = self.rng
+        refs = []
+        for k in range(1 if rng.random() < 0.85 else 2):
+            spec_name = rng.choice(TEMPLATED)
+            roll = rng.random()
+            if roll < 0.15 and self.shared:
+                claim_name = rng.choice(self.shared)
+                refs.append({"name": f"c{k}", "resourceClaimName": claim_name})
+                features.append("dra-shared-claim")
+                continue
+            features.extend(CLAIM_SPECS[spec_name][0])
+            if roll < 0.3:
+                claim_name = f"{pod['metadata']['name']}-claim{k}"
+                before.append(resource_claim(claim_name, spec_name))
+                refs.append({"name": f"c{k}", "resourceClaimName": claim_name})
+                if rng.random() < 0.5:
+                    self.shared.append(claim_name)
+            else:
+                refs.append({"name": f"c{k}", "resourceClaimTemplateName": f"s{self.seed}-{spec_name}"})
+        pod["spec"]["resourceClaims"] = refs
+        pod["spec"]["containers"][0]["resources"]["claims"] = [{"name": r["name"]} for r in refs]
+
+    def _volume(self, pod: JSON, i: int, before: list[JSON]) -> None:
+        rng = self.rng
+        roll = rng.random()
+        if roll < 0.5:
+            name = rng.choice(self.bound_pvcs)
+        else:
+            name = f"{pod['metadata']['name']}-vol"
+            before.append(claim(name, f"s{self.seed}-{'wffc' if roll < 0.8 else 'local'}"))
+        pod["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": name}}]
+        pod["spec"]["containers"][0]["volumeMounts"] = [{"name": "data", "mountPath": "/data"}]
+
+
+def scenario(seed: int, pods: int) -> Scenario:
+    return Generator(seed, pods).scenario()
