@@ -188,8 +188,10 @@ def markdown(rows: list[tuple[str, dict[str, Any], dict[str, Any]]]) -> str:
             label += f" (GPU-h lost since the last checkpoint: {failures['gpu_hours_lost']}"
             if failures.get("gpu_failures"):
                 f = failures
-                label += (f"; {f['gpu_failures']} GPU failures on {f['failed_nodes']} nodes, {f['repaired_nodes']} "
-                          f"repaired, mean repair delay {f['repair_delay_mean_s']} s")
+                label += (f"; {f['gpu_failures']} GPU failures on {f['failed_nodes']} nodes, "
+                          f"{f['repaired_nodes']} repaired")
+                if f["repair_delay_mean_s"] is not None:
+                    label += f", mean repair delay {f['repair_delay_mean_s']} s"
             label += ")"
         buffer = r.get("buffer")
         if buffer:

@@ -1,4 +1,6 @@
-"""`python -m scaler run | plan | explain | simulate | tune | import-pools | trace export`.
+"""gpuburst's command line: `python -m scaler <command>`; `python -m scaler <command> --help` says more.
+
+run | plan | explain | simulate | tune | import-pools | permissions | snapshot | shadow-report | trace export.
 
 Each command lives in its own module with `add_arguments(parser)` and `main(args) -> int`;
 only the chosen one is imported, so `simulate` never loads the cloud SDKs.
@@ -17,11 +19,14 @@ from scaler import __version__
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("scaler.loop", "run the scaler against a cluster and its clouds"),
-    "plan": ("scaler.sim.plan_command", "print the plan for a kubectl JSON snapshot and a pools file"),
+    "plan": ("scaler.sim.plan_command", "print the plan for a cluster's snapshot (see snapshot) and a pools file"),
     "explain": ("scaler.sim.plan_command", "alias of plan"),
+    "shadow-report": ("scaler.shadow_report", "compare a `run --shadow` record with what the cluster did"),
+    "snapshot": ("scaler.snapshot_command", "write the List plan / explain read, from the current kubeconfig"),
     "simulate": ("scaler.sim.simulate_command", "replay a GPU job trace through the scaler in a simulated cloud"),
     "tune": ("scaler.sim.tune", "search pool shapes, idle-time bounds and buffers for a trace (Pareto front)"),
     "import-pools": ("scaler.importpools", "write the pools file of an existing cluster's node groups"),
+    "permissions": ("scaler.permissions_command", "print the IAM policy / Azure role the scaler needs, as JSON"),
     "trace": ("scaler.sim.export", "trace export: write a job trace from the kube-state-metrics series in Prometheus"),
 }
 

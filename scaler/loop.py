@@ -39,6 +39,7 @@ from scaler.ports import Acting, Kube, LiveCluster, LostLease, ObjectRef, Planne
 from scaler.providers.base import ProviderError
 from scaler.providers.counted import CountedProvider
 from scaler.reconcile import Pass, Reconciler
+from scaler.shadow import ShadowRecorder
 
 log = logging.getLogger("scaler.loop")
 BUFFER_WATCHES = ("capacitybuffers", "podtemplates")  # stale: the buffers wait (scaler.kube.cache._buffers)
@@ -52,9 +53,10 @@ class Runtime:
     def __init__(self, config: ScalerConfig, provider: PoolProvider, cluster: LiveCluster, kube: Kube, *,
                  leader: Leader | None = None, metrics: Metrics | None = None, health: Health | None = None,
                  dry_run: bool = False, planner: Planner = decide, clock: Callable[[], float] = time.time,
-                 interval: float | None = None, namespace: str = "gpuburst-system") -> None:
+                 interval: float | None = None, namespace: str = "gpuburst-system",
+                 recorder: Recorder | None = None) -> None:
         """`kube` is built with the lease check as its `before_change` (`Leader.check`); a dry run acts
-        through a `Recorder` and changes nothing anywhere."""
+        through a `Recorder` (`recorder`, e.g. shadow mode's, or a plain one) and changes nothing anywhere."""
         self.config = config
         self.provider = provider
         self.cluster = cluster
@@ -63,7 +65,7 @@ class Runtime:
         self.actuator: Acting
         counted = CountedProvider(provider, self.metrics)  # every failed cloud call counted here, once
         if dry_run:
-            recorder = Recorder()
+            recorder = recorder or Recorder()
             self.actuator = recorder
             self.kube: Kube = recorder.kube
         else:
@@ -278,6 +280,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dry-run", action="store_true",
                         help="log each plan and change nothing (no cloud write, cordon, eviction, Event, Lease or "
                              "status ConfigMap)")
+    parser.add_argument("--shadow", metavar="FILE",
+                        help="shadow mode, beside the cluster's own autoscaler: a dry run that appends what it would "
+                             "have done each pass to FILE (JSON lines; `shadow-report` compares it with what the "
+                             "cluster did) and exports the comparison as gpuburst_shadow_* metrics")
     parser.add_argument("--kubeconfig", default=env("KUBECONFIG") or None, metavar="PATH",
                         help=from_env("kubeconfig file, outside the cluster (default: the in-cluster service account)",
                                       "KUBECONFIG"))
@@ -354,6 +360,12 @@ def main(args: argparse.Namespace) -> int:
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    metrics = Metrics()
+    try:
+        shadow = ShadowRecorder(args.shadow, config, metrics) if args.shadow else None
+    except (OSError, ValueError) as err:
+        print(f"error: run: --shadow {args.shadow}: {err}", file=sys.stderr)
+        return 2
     try:
         api = api_client(args.kubeconfig)
     except Exception as err:
@@ -364,18 +376,18 @@ def main(args: argparse.Namespace) -> int:
     if not cache.wait_synced(args.sync_timeout, pdbs=False):  # a failing PDB watch holds back drains only
         log.warning("cluster cache not synced after %.0fs: passes run, but nothing is scaled down until it is",
                     args.sync_timeout)
-    metrics = Metrics()
     interval = args.interval or config.timings.scan_interval
     health = Health(interval)
     if args.metrics_port:
         serve(metrics, health, args.metrics_port)
     leader = Leader(api, args.namespace, args.identity, lease_seconds=max(15, int(3 * interval)))
     actions = KubeActions(api, args.namespace, nodes=cache.raw_node, before_change=leader.check)
+    dry_run = args.dry_run or shadow is not None
     runtime = Runtime(config, provider, cache, actions, leader=leader, metrics=metrics, health=health,
-                      dry_run=args.dry_run, interval=interval, namespace=args.namespace)
+                      dry_run=dry_run, interval=interval, namespace=args.namespace, recorder=shadow)
     signal.signal(signal.SIGTERM, lambda *_: runtime.stop.set())  # finish the pass, then exit
     log.info("gpuburst scaler running: cluster %s, %d configured pools, every %.0fs%s", config.cluster,
-             len(config.pools), interval, " (dry run)" if args.dry_run else "")
+             len(config.pools), interval, f" (shadow: {args.shadow})" if shadow else " (dry run)" if dry_run else "")
     for hint in zone_hints(config.pools):
         log.warning("%s: %s", args.config, hint)
     try:
@@ -383,6 +395,8 @@ def main(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         return 0
     finally:
-        if not args.dry_run and not args.once:
+        if not dry_run and not args.once:
             leader.release()  # the other replica takes over now, not a lease duration later
+        if shadow is not None:
+            shadow.close()
         cache.stop()

@@ -58,6 +58,16 @@ class Metrics:
                               ["pool"], registry=r)
         self.pool_desired = Gauge("gpuburst_pool_desired_nodes", "The cloud's target size of the pool", ["pool"],
                                   registry=r)
+        # `run --shadow` (scaler.shadow): gpuburst against the cluster's own autoscaler, since the record began.
+        self.shadow_node_hours = Gauge("gpuburst_shadow_node_hours", "Node-hours of the managed pools as the "
+                                       "cluster ran them (side=cluster) and as gpuburst would have", ["side"],
+                                       registry=r)
+        self.shadow_cost = Gauge("gpuburst_shadow_cost_dollars", "Their cost at the pools' prices, both sides",
+                                 ["side"], registry=r)
+        self.shadow_sooner = Gauge("gpuburst_shadow_pods_started_sooner", "Pods gpuburst would have started "
+                                   "sooner than the cluster did", registry=r)
+        self.shadow_removed = Gauge("gpuburst_shadow_nodes_removed_sooner", "Nodes gpuburst would have removed "
+                                    "before the cluster did", registry=r)
         self.pool_price = Gauge("gpuburst_pool_price_per_node_hour", "What one node of the pool costs an hour",
                                 ["pool"], registry=r)
         self.pool_backoff = Gauge("gpuburst_pool_backoff", "1 while scale-ups of the pool back off after failures",

@@ -5,9 +5,15 @@
   quotas' ARNs; every mutating Auto Scaling call is allowed only
   on groups tagged for this cluster (`k8s.io/cluster-autoscaler/<cluster>=owned` and
   `k8s.io/cluster-autoscaler/enabled=true`); SQS receive/delete only on the interruption queue.
+- `AWS_INTERRUPTION_EVENTS`, `aws_interruption_queue_policy(queue_arn, rule_arns)`: the EventBridge rules that
+  feed the interruption queue, and the queue's policy (only those rules may send to it).
+- `aws_irsa_trust_policy(oidc_provider_arn, issuer, subject)`: who may assume that role (the scaler's service
+  account, through the cluster's OIDC provider), and nobody else.
 - `AZURE_SCALER_ACTIONS`: every action the scaler may call; `azure_scaler_actions(kinds)` the subset
   pools of the given kinds need (the Pulumi stack's AKS agent pools need no Compute action), for the
   scaler's custom role, assigned on each of its agent pools.
+- `azure_role_definition(role, ...)`: the scaler's two custom roles (`pools`, assigned on its agent pools;
+  `quotas`, on the subscription) as `az role definition create --role-definition` reads them.
 - `KUBERNETES_RBAC_RULES` (ClusterRole) and `KUBERNETES_ROLE_RULES` (Role in the scaler's namespace):
   exactly the verbs scaler.kube uses.
 
@@ -67,6 +73,38 @@ def aws_scaler_policy(cluster: str, interruption_queue_arn: str | None = None) -
         })
     return {"Version": "2012-10-17", "Statement": statements}
 
+# The EventBridge rules that feed the interruption queue (rule name suffix -> the EC2 event's detail-type);
+# scaler/providers/aws_messages.py reads these events.
+AWS_INTERRUPTION_EVENTS: Final = {
+    "spot-interruption": "EC2 Spot Instance Interruption Warning",
+    "rebalance": "EC2 Instance Rebalance Recommendation",
+    "state-change": "EC2 Instance State-change Notification",
+}
+
+
+def aws_interruption_rule_name(cluster: str, event: str) -> str:
+    return f"{cluster}-{event}"
+
+
+def aws_interruption_queue_policy(queue_arn: str, rule_arns: list[str]) -> dict[str, Any]:
+    """The queue's resource policy: only the cluster's EventBridge rules may send to it, over TLS only."""
+    return {"Version": "2012-10-17", "Statement": [
+        {"Sid": "EventBridge", "Effect": "Allow", "Principal": {"Service": "events.amazonaws.com"},
+         "Action": "sqs:SendMessage", "Resource": queue_arn, "Condition": {"ArnEquals": {"aws:SourceArn": rule_arns}}},
+        {"Sid": "TlsOnly", "Effect": "Deny", "Principal": "*", "Action": "sqs:*", "Resource": queue_arn,
+         "Condition": {"Bool": {"aws:SecureTransport": "false"}}},
+    ]}
+
+
+def aws_irsa_trust_policy(oidc_provider_arn: str, issuer_url: str, subject: str) -> dict[str, Any]:
+    """The role's trust policy: only `subject` (system:serviceaccount:<namespace>:<name>), with STS's audience,
+    through the cluster's OIDC provider."""
+    host = issuer_url.removeprefix("https://")
+    return {"Version": "2012-10-17", "Statement": [{
+        "Effect": "Allow", "Principal": {"Federated": oidc_provider_arn}, "Action": "sts:AssumeRoleWithWebIdentity",
+        "Condition": {"StringEquals": {f"{host}:sub": subject, f"{host}:aud": "sts.amazonaws.com"}},
+    }]}
+
 
 AZURE_AGENT_POOL_ACTIONS: Final = (
     # AKS agent pools: read count and machines, set count (PUT agentPools), remove one node (deleteMachines).
@@ -96,6 +134,26 @@ def azure_scaler_actions(kinds: set[str]) -> list[str]:
     """The actions a scaler of pools of these kinds (`agentpool`, `vmss`) calls, and no other."""
     return [*(AZURE_AGENT_POOL_ACTIONS if "agentpool" in kinds else ()),
             *(AZURE_VMSS_ACTIONS if "vmss" in kinds else ())]
+
+
+AZURE_ROLES: Final = {  # role -> (name prefix, description)
+    "pools": ("gpuburst scaler", "Read the cluster's agent pools, set their count, delete one machine."),
+    "quotas": ("gpuburst scaler quotas", "Read the region's compute usages and quotas."),
+}
+
+
+def azure_role_name(role: str, resource_group: str, cluster: str) -> str:
+    """Unique in the tenant: one pair of roles per cluster."""
+    return f"{AZURE_ROLES[role][0]} ({resource_group}/{cluster})"
+
+
+def azure_role_definition(role: str, resource_group: str, cluster: str, kinds: set[str],
+                          scopes: list[str]) -> dict[str, Any]:
+    """The custom role `role` (`pools` or `quotas`) in the form `az role definition create` reads."""
+    actions = azure_scaler_actions(kinds) if role == "pools" else list(AZURE_QUOTA_ACTIONS)
+    return {"Name": azure_role_name(role, resource_group, cluster), "IsCustom": True,
+            "Description": AZURE_ROLES[role][1], "Actions": actions, "NotActions": [], "DataActions": [],
+            "NotDataActions": [], "AssignableScopes": scopes}
 
 
 # ClusterRole: cluster-wide reads of what a pass observes, cordon, eviction, Events.

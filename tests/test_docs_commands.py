@@ -42,7 +42,7 @@ STARTS = ("python", "python3", ".venv/bin/", "make", "kubectl", "pulumi", "ansib
 VENV_TOOLS = {"python", "python3", "pytest", "ansible-playbook", "ansible-doc", "ansible-lint", "ruff", "mypy"}
 STACKS = {"aws-dev", "aws-prod", "azure-dev", "azure-prod", "<env>", "<stack>"}
 PATH_SUFFIXES = (".yaml", ".yml", ".json", ".csv", ".py", ".md", ".toml", ".txt", ".sh", ".in", ".lock")
-OUTPUT_FLAGS = {"--report", "--plot", "--output", "--out", "-o"}
+OUTPUT_FLAGS = {"--report", "--plot", "--output", "--out", "-o", "--shadow"}
 
 # Lines of pages other people own that fail a check today: reported, kept visible here until fixed.
 # (page, start of the command) -> why
@@ -342,3 +342,112 @@ def test_a_right_command_passes() -> None:
                  "kubectl get pods,nodes -A -o json > snap.json",
                  ".venv/bin/ansible-playbook gpuburst.cluster.gpu_host -e gpuburst_gpu_hosts=image_builders"):
         assert problems(Command("doc.md", 1, text, True), set()) == []
+
+
+# Spans that look like repository paths but name something else: (page, text) -> what it is.
+NOT_PATHS: dict[tuple[str, str], str] = {
+    ("docs/platform.md", "pulumi/actions"): "the GitHub Action pulumi/actions",
+    ("docs/platform.md", "pulumi/auth-actions"): "the GitHub Action pulumi/auth-actions",
+}
+TOP_LEVEL = {p.name for p in ROOT.iterdir()} - {".git"}
+
+
+def _alternatives(text: str) -> list[str]:
+    """`a/{b,c}.py` -> a/b.py, a/c.py."""
+    brace = re.search(r"\{([^}]*)\}", text)
+    if brace is None:
+        return [text]
+    return [p for alt in brace.group(1).split(",") for p in _alternatives(text[:brace.start()] + alt +
+                                                                          text[brace.end():])]
+
+
+def named_paths(page: str, text: str) -> list[tuple[str, Path]]:
+    """(as written, where it must be) for each repository path in a code span (`scaler/loop.py`: its first part a
+    top-level file or folder) and each relative link target ([x](../charts/README.md#part), from the page)."""
+    out = []
+    base = (ROOT / page).parent
+    for match in re.finditer(r"`([^`\s]+)`|\]\(([^)\s#]+)(?:#[^)]*)?\)", text):
+        span, link = match.group(1), match.group(2)
+        written = (span or link).rstrip(".,;)")
+        if written.startswith(("http", "mailto:", "~", "$", "/", "#")) or any(c in written for c in "<>=@$"):
+            continue
+        if span is not None and ("/" not in written or written.split("/")[0] not in TOP_LEVEL):
+            continue
+        if (page, written) in NOT_PATHS:
+            continue
+        root = ROOT if span is not None else base
+        out += [(written, root / alt.split(":")[0]) for alt in _alternatives(written)]
+    return out
+
+
+def _exists(path: Path) -> bool:
+    return any(path.parent.glob(path.name)) if "*" in path.name else path.exists()
+
+
+def _missing(page: str, text: str) -> list[str]:
+    return [written for written, path in named_paths(page, text) if not _exists(path)]
+
+
+@pytest.mark.parametrize("page", DOCS, ids=[str(p.relative_to(ROOT)) for p in DOCS])
+def test_every_path_the_page_names_exists(page: Path) -> None:
+    rel = str(page.relative_to(ROOT))
+    assert _missing(rel, page.read_text(encoding="utf-8")) == []
+
+
+def test_the_path_check_catches_a_moved_file() -> None:
+    text = ("`scaler/core/model/objects/keys.py` and `scaler/core/model/keys.py`, `scaler/sim/{plot,nope}.py`, "
+            "[ops](operations.md#x), [gone](gone.md), `pulumi/actions@v6`, `kubectl get nodes`")
+    assert _missing("docs/x.md", text) == ["scaler/core/model/objects/keys.py", "scaler/sim/{plot,nope}.py",
+                                           "gone.md"]
+
+
+def test_no_page_quotes_a_commit() -> None:
+    """A figure is what a command prints today, not what some commit printed: no commit hashes in the docs."""
+    hashes = [f"{page.relative_to(ROOT)}: {m.group(0)}" for page in DOCS
+              for m in re.finditer(r"(?<![\w:/.-])[0-9a-f]{7,40}(?![\w-])", page.read_text(encoding="utf-8"))
+              if re.search(r"[a-f]", m.group(0)) and re.search(r"\d", m.group(0))]
+    assert hashes == []
+
+
+# The scaler's commands the docs show that this test does not run on a fresh clone, by subcommand: why.
+NOT_RUN = {
+    "run": "acts on a cluster and its cloud",
+    "snapshot": "reads a cluster (tests/scaler/runtime/test_snapshot_command.py runs it against an API server)",
+    "import-pools": "reads the cloud's groups",
+    "trace": "reads a Prometheus",
+    "simulate": "minutes to hours on the traces the docs name, some outside the repository; its options are "
+                "checked against its parser above, and `make demo` runs it on the bundled sample",
+    "tune": "many simulations: minutes at least; its options are checked against its parser above",
+}
+# The values a reader gives the shell variables of a page's commands.
+SHELL_VALUES = {"CLUSTER": "ml-eks", "REGION": "us-east-1", "ACCOUNT": "123456789012", "SUB": "sub-1", "RG": "ml-rg",
+                "QUEUE_ARN": "arn:aws:sqs:us-east-1:123456789012:ml-eks-interruptions",
+                "ISSUER": "https://oidc.eks.us-east-1.amazonaws.com/id/EXAMPLE"}
+
+
+def _scaler_commands() -> list[Command]:
+    """Fenced commands of the scaler's CLI and of the Pulumi program's offline run, synopses left out."""
+    return [c for c in ALL if c.fenced and re.search(r"(^|\s|&& )\.venv/bin/python -m (scaler \w|gpuburst_infra)",
+                                                     c.text) and "[-" not in c.text]
+
+
+def _verdict(command: Command) -> str | None:
+    """None: run it; else why not."""
+    sub = re.search(r"-m scaler ([\w-]+)", command.text)
+    if sub is not None and sub.group(1) in NOT_RUN:
+        return NOT_RUN[sub.group(1)]
+    files = [t for argv in _simple(command.text) for t in argv[1:] if _pathlike(t) and t not in _outputs(argv)]
+    missing = [f for f in files if not (ROOT / f).exists()]
+    return f"reads {', '.join(missing)}, which a command above writes from a cluster" if missing else None
+
+
+@pytest.mark.parametrize("command", _scaler_commands(), ids=str)
+def test_the_scaler_command_runs_as_written(command: Command, tmp_path: Path) -> None:
+    why = _verdict(command)
+    if why is not None:
+        pytest.skip(why)
+    text = command.text.replace(".venv/bin/python", shlex.quote(sys.executable))
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "W": str(tmp_path), **SHELL_VALUES}
+    proc = subprocess.run(["bash", "-euo", "pipefail", "-c", text], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=300, check=False)
+    assert proc.returncode == 0, f"{command}\n{proc.stderr[-2000:]}"

@@ -22,7 +22,13 @@ from gpuburst_infra.stack import AwsStackConfig, Stack
 from gpuburst_infra.userdata import user_data
 from scaler.core.config.pool import Pool
 from scaler.core.model import keys
-from scaler.permissions import aws_scaler_policy
+from scaler.permissions import (
+    AWS_INTERRUPTION_EVENTS,
+    aws_interruption_queue_policy,
+    aws_interruption_rule_name,
+    aws_irsa_trust_policy,
+    aws_scaler_policy,
+)
 
 # Tags AWS integrations read (not the scaler's): subnet discovery for load balancers and the
 # cluster ownership tag the AWS cloud provider looks for on nodes.
@@ -43,11 +49,6 @@ CORE_ADDONS = ("vpc-cni", "kube-proxy", "coredns")
 VPC_CNI_CONFIGURATION = {"env": {"ENABLE_PREFIX_DELEGATION": "true", "WARM_PREFIX_TARGET": "1"}}
 ROOT_DEVICE = "/dev/xvda"  # AL2023's root device
 # EventBridge patterns of what the scaler reacts to before AWS takes a node away.
-INTERRUPTION_EVENTS = {
-    "spot-interruption": "EC2 Spot Instance Interruption Warning",
-    "rebalance": "EC2 Instance Rebalance Recommendation",
-    "state-change": "EC2 Instance State-change Notification",
-}
 # Tags an instance inherits from its group: who it belongs to. The node-template tags stay on the group.
 PROPAGATED = (keys.TAG_POOL, keys.TAG_ROLE, keys.TAG_CLUSTER, TAG_NAME)
 
@@ -280,35 +281,22 @@ class AwsStack:
         self.queue = aws.sqs.Queue("interruptions", name=f"{self.name}-interruptions",
                                    message_retention_seconds=300, sqs_managed_sse_enabled=True, tags=self.tags)
         rules = []
-        for name, detail_type in INTERRUPTION_EVENTS.items():
-            rule = aws.cloudwatch.EventRule(name, name=f"{self.name}-{name}", tags=self.tags,
+        for name, detail_type in AWS_INTERRUPTION_EVENTS.items():
+            rule = aws.cloudwatch.EventRule(name, name=aws_interruption_rule_name(self.name, name), tags=self.tags,
                                             description=f"{detail_type} -> {self.name}'s scaler",
                                             event_pattern=json.dumps({"source": ["aws.ec2"],
                                                                       "detail-type": [detail_type]}))
             aws.cloudwatch.EventTarget(name, rule=rule.name, arn=self.queue.arn)
             rules.append(rule)
-        policy = pulumi.Output.all(self.queue.arn, *(r.arn for r in rules)).apply(lambda a: json.dumps({
-            "Version": "2012-10-17",
-            "Statement": [
-                {"Sid": "EventBridge", "Effect": "Allow", "Principal": {"Service": "events.amazonaws.com"},
-                 "Action": "sqs:SendMessage", "Resource": a[0], "Condition": {"ArnEquals": {"aws:SourceArn": a[1:]}}},
-                {"Sid": "TlsOnly", "Effect": "Deny", "Principal": "*", "Action": "sqs:*", "Resource": a[0],
-                 "Condition": {"Bool": {"aws:SecureTransport": "false"}}},
-            ],
-        }))
+        policy = pulumi.Output.all(self.queue.arn, *(r.arn for r in rules)).apply(
+            lambda a: json.dumps(aws_interruption_queue_policy(a[0], list(a[1:]))))
         aws.sqs.QueuePolicy("interruptions", queue_url=self.queue.url, policy=policy)
 
     def _scaler_identity(self) -> None:
         scaler = self.settings.scaler
         subject = f"system:serviceaccount:{scaler.namespace}:{scaler.service_account}"
-        trust = pulumi.Output.all(self.oidc.arn, self.issuer).apply(lambda a: json.dumps({
-            "Version": "2012-10-17",
-            "Statement": [{
-                "Effect": "Allow", "Principal": {"Federated": a[0]}, "Action": "sts:AssumeRoleWithWebIdentity",
-                "Condition": {"StringEquals": {f"{a[1].removeprefix('https://')}:sub": subject,
-                                               f"{a[1].removeprefix('https://')}:aud": "sts.amazonaws.com"}},
-            }],
-        }))
+        trust = pulumi.Output.all(self.oidc.arn, self.issuer).apply(
+            lambda a: json.dumps(aws_irsa_trust_policy(a[0], a[1], subject)))
         self.scaler_role = aws.iam.Role("scaler", name=f"{self.name}-scaler", assume_role_policy=trust,
                                         description=f"gpuburst scaler of {self.name} (IRSA: {subject})", tags=self.tags)
         aws.iam.RolePolicy("scaler", role=self.scaler_role.id,

@@ -21,7 +21,7 @@ from gpuburst_infra.stack import AzureStackConfig, Stack
 from scaler.core.config.pool import Pool
 from scaler.core.model import keys
 from scaler.core.model.objects import Taint
-from scaler.permissions import AZURE_QUOTA_ACTIONS, azure_scaler_actions
+from scaler.permissions import AZURE_QUOTA_ACTIONS, AZURE_ROLES, azure_role_name, azure_scaler_actions
 
 # AKS reserves its own label domain and sets those labels itself (accelerator on GPU sizes,
 # scalesetpriority on Spot pools); it also adds the Spot taint to every Spot pool.
@@ -276,8 +276,8 @@ class AzureStack:
             "scaler",
             role_definition_id=guid,
             scope=rg_scope,
-            role_name=f"gpuburst scaler ({self.rg_name}/{self.name})",
-            description="Read the cluster's agent pools, set their count, delete one machine.",
+            role_name=azure_role_name("pools", self.rg_name, self.name),
+            description=AZURE_ROLES["pools"][1],
             role_type="CustomRole",
             permissions=[{"actions": azure_scaler_actions(kinds), "not_actions": [],
                           "data_actions": [], "not_data_actions": []}],
@@ -298,8 +298,8 @@ class AzureStack:
             "scaler-quotas",
             role_definition_id=role_definition_guid(self.name, self.rg_name, "scaler-quotas"),
             scope=sub_scope,
-            role_name=f"gpuburst scaler quotas ({self.rg_name}/{self.name})",
-            description="Read the region's compute usages and quotas.",
+            role_name=azure_role_name("quotas", self.rg_name, self.name),
+            description=AZURE_ROLES["quotas"][1],
             role_type="CustomRole",
             permissions=[{"actions": list(AZURE_QUOTA_ACTIONS), "not_actions": [],
                           "data_actions": [], "not_data_actions": []}],

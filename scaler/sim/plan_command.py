@@ -1,14 +1,16 @@
 """`python -m scaler plan | explain`: the plan for a real cluster snapshot, and why for every pending pod.
 
-Input: what `kubectl get pods,nodes -o json` prints (a List of Pod and Node objects) and a pools
-file; the List may also hold the PersistentVolumeClaims, PersistentVolumes, StorageClasses,
+Input: what `python -m scaler snapshot` writes (every kind below, from the current kubeconfig), or
+`kubectl get pods,nodes -A -o json` (a List of Pod and Node objects), and a pools file; the List may also
+hold the PersistentVolumeClaims, PersistentVolumes, StorageClasses,
 CSINodes and Namespaces kube-scheduler's volume and namespaceSelector filters read (`kubectl get
 pods,nodes,pvc,pv,storageclass,csinode,namespaces -A -o json`), and the DRA objects kube-scheduler's
 DynamicResources filter reads (`kubectl get pods,nodes,resourceclaims,resourceclaimtemplates,deviceclasses,
 resourceslices -A -o json`), and the CapacityBuffers with the PodTemplates (or Deployments, ReplicaSets,
 StatefulSets) they name (`kubectl get pods,nodes,podtemplates,capacitybuffers -A -o json`): each buffer's
 placeholders are planned and listed with where they sit. Nodes belong to the pool their
-gpuburst.io/pool label names; a pool's desired size is taken as its node count. Pending pods are
+gpuburst.io/pool label names (nodes without it are named in a note); a pool's desired size is taken as its node
+count. A node of the other cloud (its providerID aws:// or azure://) refuses the pools file. Pending pods are
 those the scheduler marked PodScheduled=False/Unschedulable, as cluster-autoscaler reads them. The
 snapshot's time is its latest timestamp (creations, node conditions' transitions), so the same file always
 gives the same plan. Nodes with a GPU health signal are listed with what the scaler does about them (repair,
@@ -22,9 +24,10 @@ import json
 import sys
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from scaler.configfile import load_config, read_text
+from scaler.core.config.catalogue import Cloud
 from scaler.core.config.settings import ConfigError, ScalerConfig
 from scaler.core.dra import convert as dra_convert
 from scaler.core.model import keys
@@ -47,10 +50,13 @@ STORAGE_KINDS = ("PersistentVolumeClaim", "PersistentVolume", "StorageClass", "C
 DRA_KINDS = ("DeviceClass", "ResourceClaim", "ResourceClaimTemplate", "ResourceSlice")
 # CapacityBuffers, with the PodTemplates and workloads they name (kubectl get ...,podtemplates,capacitybuffers).
 BUFFER_KINDS = ("CapacityBuffer", "PodTemplate", *SCALABLE_KINDS)
+# Every kind the reader takes (`python -m scaler snapshot` writes each of them).
+KINDS = ("Node", "Pod", *STORAGE_KINDS, *DRA_KINDS, *BUFFER_KINDS)
+CLOUDS = get_args(Cloud)  # a node's providerID scheme (aws://..., azure://...) names its cloud
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--snapshot", required=True, help="kubectl get pods,nodes -o json > FILE")
+    parser.add_argument("--snapshot", required=True, help="python -m scaler snapshot --output FILE")
     parser.add_argument("--pools", required=True, help="pools file (YAML), e.g. examples/pools-aws.yaml")
     parser.add_argument("--json", action="store_true", help="print the plan as JSON instead of text")
     parser.add_argument("--verbose", "-v", action="store_true",
@@ -78,8 +84,7 @@ def load_snapshot(path: str | Path, config: ScalerConfig) -> tuple[Snapshot, lis
     if not isinstance(data, dict) or not isinstance(data.get("items"), list):
         raise SnapshotError(f"{p}: expected a List with 'items' (kubectl get pods,nodes -o json)")
     notes: list[str] = []
-    by_kind: dict[str, list[dict[str, Any]]] = {k: [] for k in ("Node", "Pod", *STORAGE_KINDS, *DRA_KINDS,
-                                                                  *BUFFER_KINDS)}
+    by_kind: dict[str, list[dict[str, Any]]] = {k: [] for k in KINDS}
     latest = 0.0
     for i, obj in enumerate(data["items"]):
         if not isinstance(obj, dict):
@@ -110,6 +115,17 @@ def load_snapshot(path: str | Path, config: ScalerConfig) -> tuple[Snapshot, lis
     except SnapshotError as err:
         raise SnapshotError(f"{p}: {err}") from None
     pools = {pool.name for pool in config.pools}
+    for node in view.nodes.values():
+        cloud = node.provider_id.partition("://")[0]
+        if cloud in CLOUDS and cloud != config.cloud:
+            raise SnapshotError(f"{p}: node {node.name}: providerID {node.provider_id!r} is an {cloud} node, but "
+                                f"the pools file's cloud is {config.cloud}: give the pools file of this cluster")
+    unpooled = sorted(n.name for n in view.nodes.values() if n.pool is None)
+    if unpooled:
+        shown = ", ".join(unpooled[:10]) + (f" and {len(unpooled) - 10} more" if len(unpooled) > 10 else "")
+        notes.append(f"{len(unpooled)} node(s) without a {keys.LABEL_POOL} label belong to no pool: {shown}; "
+                     "their pods are planned where they run, but no pool's size counts them (label each with "
+                     "its pool's name for a pool's desired size to be right)")
     for node in view.nodes.values():
         if node.pool is not None and node.pool not in pools:
             notes.append(f"node {node.name}: pool {node.pool!r} is not in the pools file; not managed")

@@ -98,6 +98,8 @@ class Drawn:
     outages_hours: list[tuple[float, float]] = field(default_factory=list)  # shaded
     fallbacks: list[str] = field(default_factory=list)  # the zoom's legend
     cost: list[str] = field(default_factory=list)  # the cost panel's legend
+    whole_hours: tuple[float, float] | None = None  # the whole-run panel's x axis, drawn when the others are cut
+    end_gpus: int | None = None  # GPUs provisioned at the end of the run, as that panel's title says
 
 
 def money(dollars: float) -> str:
@@ -138,7 +140,8 @@ def plot_timeline(result: SimResult, path: str | Path, title: str = "", report: 
     pools = sorted((p for p in used if p in colours), key=lambda p: (p not in spot, order[p]))
     outages = list(getattr(result.provider, "outages", []))
 
-    rows = [("gpus", 3.0)] + [("zoom", 2.0)] * bool(outages) + [("pending", 1.0), ("cost", 1.6)]
+    rows = [("gpus", 3.0)] + [("zoom", 2.0)] * bool(outages) + [("pending", 1.0), ("cost", 1.6)] + \
+        [("whole", 1.4)] * (xmax < end)
     fig, axes = plt.subplots(len(rows), 1, figsize=(13, 3 + 1.8 * sum(h for _, h in rows)),
                              gridspec_kw={"height_ratios": [h for _, h in rows]})
     ax = dict(zip([r for r, _ in rows], axes, strict=True))
@@ -223,6 +226,17 @@ def plot_timeline(result: SimResult, path: str | Path, title: str = "", report: 
     cost_ax.set_xlabel("hours")
     cost_ax.set_xlim(0, xmax / 3600)
     cost_ax.legend(loc="upper left", fontsize=7, title=f"whole run ({end / 3600:.0f} h)", title_fontsize=7)
+    end_gpus = sum(samples[-1].gpus_by_pool.get(p, 0) for p in pools)
+    if "whole" in ax:  # the panels above stop near the last submission: this one shows the run to its end
+        whole = ax["whole"]
+        wgrid = [end * i / (n - 1) for i in range(n)]
+        stack(whole, wgrid, pick(wgrid), legend=False)
+        shade(whole, label=False)
+        whole.set_xlim(0, end / 3600)
+        whole.set_ylabel("GPUs")
+        whole.set_xlabel("hours")
+        whole.set_title(f"the whole run ({end / 3600:.0f} h): GPUs provisioned vs demand as the last jobs finish; "
+                        f"{end_gpus} GPU(s) left at the end", fontsize=9)
     fig.tight_layout()
     fig.savefig(str(path), dpi=110)
     drawn = Drawn(title=top.get_title(), legend=[t.get_text() for t in top.get_legend().get_texts()],
@@ -230,6 +244,7 @@ def plot_timeline(result: SimResult, path: str | Path, title: str = "", report: 
                   outages_hours=[(o.start / 3600, o.end / 3600) for o in outages],
                   fallbacks=[t.get_text() for t in ax["zoom"].get_legend().get_texts()]
                   if "zoom" in ax and ax["zoom"].get_legend() else [],
-                  cost=[t.get_text() for t in cost_ax.get_legend().get_texts()])
+                  cost=[t.get_text() for t in cost_ax.get_legend().get_texts()],
+                  whole_hours=ax["whole"].get_xlim() if "whole" in ax else None, end_gpus=end_gpus)
     plt.close(fig)
     return drawn

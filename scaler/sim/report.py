@@ -329,7 +329,7 @@ SUMMARY_KEYS = (
 def summary(report: dict[str, Any]) -> str:
     width = max(len(k) for k in SUMMARY_KEYS)
     lines = [f"simulation of {report['trace']} with {report['pools_file']} ({report['placement']})"]
-    lines += [f"  {k:<{width}}  {report[k]}" for k in SUMMARY_KEYS]
+    lines += [f"  {k:<{width}}  {warm_text(report[k]) if k == 'warm_pools' else report[k]}" for k in SUMMARY_KEYS]
     lines += prepaid_lines(report.get("prepaid") or {}, width)
     lines += failure_lines(report.get("failures") or {}, width)
     lines.append(baseline_line(report))
@@ -339,6 +339,15 @@ def summary(report: dict[str, Any]) -> str:
         lines += provisioning_requests_lines(requests)
     lines += never_started_lines(report)
     return "\n".join(lines)
+
+
+def warm_text(warm: dict[str, Any] | None) -> str:
+    """The warm pools' line: their sizes, what they launched and started, their bill (in cost_usd already)."""
+    if warm is None:
+        return "none"
+    sizes = ", ".join(f"{pool} {size}" for pool, size in sorted(warm["pools"].items()))
+    return (f"{sizes}: {warm['instances']} instances launched, {warm['started']} started by scale-outs, "
+            f"${warm['cost_usd']:,.2f} and {warm['paid_gpu_hours']:,.1f} GPU-h (in cost_usd and paid_gpu_hours)")
 
 
 def failure_lines(failures: dict[str, Any], width: int) -> list[str]:

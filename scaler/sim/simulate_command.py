@@ -62,10 +62,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-repair", action="store_true",
                         help="turn the pools' GPU repair off (with --gpu-failure-rate: what repair changes)")
     parser.add_argument("--dra", action="store_true",
-                        help="GPU pools as gpu_allocation: dra and each job's GPUs as a ResourceClaim (issue 24)")
+                        help="GPU pools as gpu_allocation: dra and each job's GPUs as a ResourceClaim")
     parser.add_argument("--buffer", type=int, default=0, metavar="GPUS",
                         help="keep room ready for GPUS 1-GPU pods of the trace's shape, as a CapacityBuffer of GPUS "
-                             "replicas (issue 27; default 0: none); the report adds the pending time of the jobs "
+                             "replicas (default 0: none); the report adds the pending time of the jobs "
                              "that fit it")
     parser.add_argument("--warm", type=int, default=0, metavar="SIZE",
                         help="a warm pool of SIZE stopped instances on the cheapest AWS on-demand pools of 1-GPU nodes "

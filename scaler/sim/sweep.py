@@ -38,8 +38,8 @@ KNOBS: dict[str, Knob] = {
     "unneeded_time_min": Knob("scale_down", float, "the adaptive unneeded time's lower bound (s)"),
     "unneeded_time_max": Knob("scale_down", float, "the adaptive unneeded time's upper bound (s)"),
     "rebuy_weight": Knob("scale_down", float, "the adaptive rule's re-buy cost, in boots per GPU beyond the first"),
-    "buffer_gpus": Knob(None, int, "GPUs a CapacityBuffer keeps ready (issue 27)", "--buffer"),
-    "warm_size": Knob(None, int, "instances each GPU pool keeps in a warm pool (issue 27)", "--warm"),
+    "buffer_gpus": Knob(None, int, "GPUs a CapacityBuffer keeps ready", "--buffer"),
+    "warm_size": Knob(None, int, "instances each GPU pool keeps in a warm pool", "--warm"),
 }
 
 
@@ -139,7 +139,9 @@ def run_sweep(args: argparse.Namespace, base: dict[str, Any]) -> int:
     print(tradeoff.table(rows, names, marks))
     tradeoff.write_csv(out / "sweep.csv", rows, names, marks)
     labels = [label({k: r[k] for k in names if r[k] is not None}) for r in rows]
-    tradeoff.plot(out / "sweep.png", rows, labels, f"{Path(args.trace).name}: cost against p95 pending", marks)
+    part = f"first {args.hours:g} h" if args.hours is not None else "whole trace"
+    tradeoff.plot(out / "sweep.png", rows, labels, f"{Path(args.trace).name} ({part}): cost against p95 pending",
+                  marks)
     print(f"table: {out / 'sweep.csv'}\nplot: {out / 'sweep.png'}")
     return 130 if done.interrupted else 0
 

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+MIN_SPAN_S = 60.0  # the p95 axes span at least this: 3 s of difference never looks like a trade-off
 COLUMNS = ("jobs_completed", "jobs_total", "paid_over_demand", "cost_usd", "pending_p50_s", "pending_p95_s",
            "pending_1gpu_p95_s")
 
@@ -49,17 +50,27 @@ def write_csv(path: Path, rows: Sequence[dict[str, Any]], keys: Sequence[str],
             writer.writerow([r.get(k, "") for k in (*keys, *COLUMNS)] + [(marks or {}).get(i, "")])
 
 
+def axis_limits(values: Sequence[float]) -> tuple[float, float]:
+    """An x range around `values` at least MIN_SPAN_S wide (from 0 at the lowest)."""
+    lo, hi = min(values, default=0.0), max(values, default=0.0)
+    pad = max((hi - lo) * 0.1, (MIN_SPAN_S - (hi - lo)) / 2, 0.0)
+    low = max(lo - pad, 0.0)
+    return low, max(hi + pad, low + MIN_SPAN_S)
+
+
 def plot(path: Path, rows: Sequence[dict[str, Any]], labels: Sequence[str], title: str,
-         marks: dict[int, str] | None = None) -> None:
-    """Two panels, the bill against the p95 pending of every job and of the 1-GPU jobs: one point per row, each
-    labelled; the Pareto front (bill, p95 of every job) joined on the first; marked rows (today's default, the
-    chosen one) drawn as a star and named in the legend."""
+         marks: dict[int, str] | None = None) -> dict[str, Any]:
+    """Two panels, the bill against the p95 pending of every job and of the 1-GPU jobs: one point per row; the
+    Pareto front (bill, p95 of every job) joined and labelled on the first (the table names every row); marked
+    rows (today's default, the chosen one) drawn as a star and named in the legend. Returns what it drew: each
+    panel's x range and labels."""
     import matplotlib  # noqa: PLC0415 - only when a PNG is asked for
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt  # noqa: PLC0415
 
     fig, axes = plt.subplots(1, 2, figsize=(14, 6), sharey=True)
+    drawn: dict[str, Any] = {"x_limits": [], "labels": []}
     done = [i for i, r in enumerate(rows) if r.get("cost_usd") is not None]
     front = pareto(rows)
     colours = ("#d62728", "#ff7f0e", "#9467bd")
@@ -67,9 +78,13 @@ def plot(path: Path, rows: Sequence[dict[str, Any]], labels: Sequence[str], titl
         shown = [i for i in done if rows[i].get(key) is not None]
         ax.scatter([rows[i][key] for i in shown], [rows[i]["cost_usd"] for i in shown], color="#1f77b4",
                    label="a setting")
-        for i in shown:
-            ax.annotate(labels[i], (rows[i][key], rows[i]["cost_usd"]), fontsize=7, xytext=(4, 3 + 9 * (i % 2)),
+        named = [i for i in front if i in shown] if key == "pending_p95_s" else []
+        for n, i in enumerate(named):  # staggered, so neighbours on the front do not print over each other
+            ax.annotate(labels[i], (rows[i][key], rows[i]["cost_usd"]), fontsize=7, xytext=(5, 4 + 10 * (n % 3)),
                         textcoords="offset points")
+        ax.set_xlim(*axis_limits([rows[i][key] for i in shown]))
+        drawn["x_limits"].append(ax.get_xlim())
+        drawn["labels"].append([labels[i] for i in named])
         if key == "pending_p95_s":
             ax.plot([rows[i][key] for i in front], [rows[i]["cost_usd"] for i in front], color="#2ca02c",
                     linestyle="--", label="Pareto front")
@@ -80,8 +95,10 @@ def plot(path: Path, rows: Sequence[dict[str, Any]], labels: Sequence[str], titl
         ax.set_xlabel(f"p95 pending of {what} (s)")
         ax.grid(alpha=0.3)
         ax.legend()
-    axes[0].set_ylabel("cost ($)")
+    axes[0].set_ylabel("cost")
+    axes[0].yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"${v:,.0f}"))
     fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+    return drawn

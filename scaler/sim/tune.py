@@ -2,14 +2,15 @@
 
 The candidates (`scaler.sim.tune_space`) are raced by successive halving on trace prefixes: every candidate
 replays the jobs of the first ninth of the trace's submission span, the best third of them the first third of
-it, the best third of those the whole trace (a prefix's jobs all run to completion). Best = every job completed,
-p95 pending within `--p95-max`, then the lowest paid / demand GPU-hours, then the lowest cost, then the
-candidate's place in the seeded order. The simulations are seeded, so the same seed picks the same pools on
+it, the best third of those the whole trace (a prefix's jobs all run to completion; `--hours H`: the first H
+hours of it, for a short first run). Best = every job completed, p95 pending within `--p95-max`, then the lowest
+cost, then the lowest paid / demand GPU-hours, then the candidate's place in the seeded order: among the designs
+that meet the bound, the cheapest. The simulations are seeded, so the same seed picks the same pools on
 local processes and on Ray. Prints the cost / latency Pareto front of the whole-trace runs (table and PNG) and
 writes the best pools file meeting `--p95-max`, validated by the loader `scaler run` and `pulumi up` use.
 
 Exit 0: written; 1: no candidate meets the bound (the best p95 found is named); 2: bad input; 130: Ctrl-C (the
-best so far written).
+best so far written, its file saying the prefix it was chosen on).
 """
 
 from __future__ import annotations
@@ -54,6 +55,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="CapacityBuffer sizes (GPUs of 1-GPU pods) to race with each design (default 0: none; "
                              "a buffer only adds to the bill and moves the 1-GPU jobs' wait, not the p95 of every "
                              "job, so it is searched only when asked, e.g. --buffers 0,8,16)")
+    parser.add_argument("--hours", type=float, default=None, metavar="H",
+                        help="tune on the jobs submitted in the first H hours of the trace (default: all of it)")
     parser.add_argument("--candidates", type=int, default=None, metavar="N",
                         help="race at most N candidates (a seeded sample; default: all)")
     parser.add_argument("--out", default="pools-tuned.yaml", help="the pools file written (default pools-tuned.yaml)")
@@ -65,18 +68,20 @@ def rank(f: dict[str, Any] | None, bound: float) -> tuple[Any, ...]:
     if not f or "error" in f:
         return (3,)
     return (int(f["jobs_completed"] < f["jobs_total"]) * 2 + int(f["pending_p95_s"] > bound),
-            f["paid_over_demand"], f["cost_usd"])
+            f["cost_usd"], f["paid_over_demand"])
 
 
 def race(args: argparse.Namespace, space: Space, cands: list[Candidate], trace: str,
-         span_h: float) -> tuple[list[tuple[Candidate, dict[str, Any]]], bool, int, float]:
-    """Successive halving; (the last rung's candidates with their figures, interrupted, simulations, CPU s)."""
+         span_h: float) -> tuple[list[tuple[Candidate, dict[str, Any]]], bool, int, float, float | None]:
+    """Successive halving; (the last rung's candidates with their figures, interrupted, simulations, CPU s, the
+    hours of the trace those figures come from: None for the whole trace)."""
     alive = list(range(len(cands)))
     results: list[tuple[Candidate, dict[str, Any]]] = []
     runs = 0
     cpu = 0.0
+    scored_hours: float | None = None
     for rung in range(RUNGS):
-        hours = None if rung == RUNGS - 1 else span_h / ETA ** (RUNGS - 1 - rung)
+        hours = args.hours if rung == RUNGS - 1 else span_h / ETA ** (RUNGS - 1 - rung)
         jobs = [batch.Run(cands[i].label, trace, pools_data(space, cands[i]),
                           {"hours": hours, "seed": args.seed, "scheduler": args.scheduler,
                            "interruption_rate": args.interruption_rate,
@@ -101,10 +106,11 @@ def race(args: argparse.Namespace, space: Space, cands: list[Candidate], trace: 
         scored = sorted((rank(f, args.p95_max), n) for n, f in enumerate(done.figures) if f is not None)
         if scored:
             results = [(cands[alive[n]], done.figures[n] or {}) for _, n in scored]
+            scored_hours = hours
         if done.interrupted:
-            return results, True, runs, cpu
+            return results, True, runs, cpu, scored_hours
         alive = [alive[n] for _, n in scored[:max(1, math.ceil(len(alive) / ETA))]]
-    return results, False, runs, cpu
+    return results, False, runs, cpu, scored_hours
 
 
 def main(args: argparse.Namespace) -> int:
@@ -125,19 +131,23 @@ def main(args: argparse.Namespace) -> int:
     random.Random(args.seed).shuffle(cands)  # noqa: S311 - a reproducible order, not a secret
     cands = cands[:args.candidates]
     span_h = max(max(j.submit_s for j in jobs) / 3600, 1e-3)
+    if args.hours is not None:
+        span_h = min(span_h, args.hours)
     if not args.quiet:
         print(f"tune: {len(cands)} candidates, {RUNGS} rungs keeping 1/{ETA} each", file=sys.stderr)
     try:
-        results, interrupted, runs, cpu = race(args, space, cands, trace, span_h)
+        results, interrupted, runs, cpu, hours = race(args, space, cands, trace, span_h)
     except batch.RayError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    return report(args, space, results, interrupted, plot, runs, cpu)
+    return report(args, space, results, (interrupted, hours), plot, runs, cpu)
 
 
 def check_inputs(args: argparse.Namespace, plot: str) -> None:
     if not math.isfinite(args.p95_max) or args.p95_max <= 0:
         raise InputError(f"--p95-max {args.p95_max}: must be a number of seconds > 0")
+    if args.hours is not None and (not math.isfinite(args.hours) or args.hours <= 0):
+        raise InputError(f"--hours {args.hours}: must be a number of hours > 0")
     if args.workers is not None and args.workers < 1:
         raise InputError(f"--workers {args.workers}: at least 1")
     try:
@@ -164,8 +174,15 @@ def check_inputs(args: argparse.Namespace, plot: str) -> None:
         raise InputError(f"--plot {plot}: the Pareto front is written as .png")
 
 
+def on(hours: float | None) -> str:
+    """The part of the trace figures come from, in words."""
+    return "the whole trace" if hours is None else f"the jobs submitted in its first {hours:g} h"
+
+
 def report(args: argparse.Namespace, space: Space, results: list[tuple[Candidate, dict[str, Any]]],
-           interrupted: bool, plot: str, runs: int, cpu: float) -> int:
+           stopped: tuple[bool, float | None], plot: str, runs: int, cpu: float) -> int:
+    """`stopped`: whether the race was interrupted, and the hours of the trace `results` come from."""
+    interrupted, hours = stopped
     rows = [{"candidate": c.label, **f} for c, f in results if "error" not in f]
     failed = [f["error"] for _, f in results if "error" in f]
     if failed:  # never dropped without a word: the first one's reason, and how many
@@ -177,7 +194,7 @@ def report(args: argparse.Namespace, space: Space, results: list[tuple[Candidate
         marks[ok[0]] = "chosen" + (" (Pareto)" if ok[0] in front else "")
     print(tradeoff.table(rows, ["candidate"], marks))
     tradeoff.plot(Path(plot), rows, [r["candidate"] for r in rows],
-                  f"{Path(args.trace).name}: pool designs, cost against p95 pending",
+                  f"{Path(args.trace).name} ({on(hours)}): pool designs, cost against p95 pending",
                   {ok[0]: "chosen"} if ok else {})
     print(f"{runs} simulations, {cpu:.0f} CPU s; plot: {plot}")
     if not ok:
@@ -188,18 +205,24 @@ def report(args: argparse.Namespace, space: Space, results: list[tuple[Candidate
         print(f"error: no candidate meets --p95-max {args.p95_max:g}: {said}", file=sys.stderr)
         return 130 if interrupted else 1
     chosen = results[[r["candidate"] for r in rows].index(rows[ok[0]]["candidate"])][0]
-    write_pools(args, space, chosen)
-    print(f"pools: {args.out} ({chosen.label}: paid/demand {rows[ok[0]]['paid_over_demand']}, "
-          f"p95 {rows[ok[0]]['pending_p95_s']} s{', best so far: interrupted' if interrupted else ''})")
+    write_pools(args, space, chosen, interrupted, hours)
+    print(f"pools: {args.out} ({chosen.label}: cost ${rows[ok[0]]['cost_usd']:,.0f}, paid/demand "
+          f"{rows[ok[0]]['paid_over_demand']}, p95 {rows[ok[0]]['pending_p95_s']} s on {on(hours)}"
+          f"{', best so far: interrupted' if interrupted else ''})")
     if chosen.buffer_gpus:  # a buffer is a cluster object, not a pool: say what to create beside the pools
         print(f"buffer: create a CapacityBuffer of {chosen.buffer_gpus} replicas of a 1-GPU PodTemplate "
               "(docs/operations.md, Capacity buffers)")
     return 130 if interrupted else 0
 
 
-def write_pools(args: argparse.Namespace, space: Space, chosen: Candidate) -> None:
+def write_pools(args: argparse.Namespace, space: Space, chosen: Candidate, interrupted: bool = False,
+                hours: float | None = None) -> None:
+    hours_flag = f" --hours {args.hours:g}" if args.hours is not None else ""
     head = (f"# Written by python -m scaler tune --trace {args.trace} --pools {args.pools} --p95-max {args.p95_max:g} "
-            f"--seed {args.seed}\n# candidate: {chosen.label}\n")
+            f"--seed {args.seed}{hours_flag}\n# candidate: {chosen.label}, chosen on {on(hours)}\n")
+    if interrupted:
+        head += ("# interrupted: the best so far, chosen on " + on(hours) + ", not on every rung of the race; "
+                 "run tune again to finish it\n")
     text = head + yaml.safe_dump(pools_data(space, chosen), sort_keys=False)
     out = Path(args.out)
     tmp = out.with_name(out.name + ".tmp")

@@ -21,6 +21,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
+from scaler.core.config.pool import Pool
+from scaler.core.model.resources import format_resources
+
 JSON = dict[str, Any]
 TOKEN = "fake-token"
 
@@ -477,6 +480,18 @@ def node(name: str, *, pool: str | None = None, provider_id: str = "", gpus: int
             "spec": {"providerID": provider_id, "taints": taints or []},
             "status": {"allocatable": alloc, "capacity": alloc,
                        "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}}
+
+
+def pool_node(pool: Pool, zone: str, name: str, provider_id: str) -> JSON:
+    """The Node a pool's instance registers as: labels, taints and allocatable from the pool (as its bootstrap
+    gives them), Ready."""
+    tmpl = pool.template_node(zone)
+    return {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": {**tmpl.labels, "kubernetes.io/hostname": name}},
+            "spec": {"providerID": provider_id, "taints": [{"key": t.key, "value": t.value, "effect": t.effect}
+                                                           for t in pool.node_taints()]},
+            "status": {"allocatable": format_resources(tmpl.allocatable), "capacity": format_resources(pool.capacity()),
+                       "conditions": [{"type": "Ready", "status": "True"}]}}
 
 
 def pod(name: str, *, namespace: str = "default", node_name: str | None = None, gpus: int = 0, cpu: str = "500m",

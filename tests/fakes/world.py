@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 from scaler.core.config.settings import ScalerConfig
-from scaler.core.model.resources import format_resources
 from scaler.core.planning.decisions import Plan
 from scaler.kube.actions import KubeActions, Leader
 from scaler.kube.cache import ClusterCache
@@ -22,7 +21,7 @@ from scaler.metrics import Metrics
 from scaler.providers.aws import AwsProvider
 from scaler.providers.aws_messages import provider_id
 from tests.fakes.aws import MotoAws
-from tests.fakes.kubeapi import FakeKube, pod
+from tests.fakes.kubeapi import FakeKube, pod, pool_node
 
 
 class Clock:
@@ -75,16 +74,7 @@ class World:
                 if pid in known:
                     continue
                 name = f"ip-{inst['InstanceId'][2:10]}.ec2.internal"
-                tmpl = pool.template_node(inst["AvailabilityZone"])
-                self.kube.put("nodes", {
-                    "apiVersion": "v1", "kind": "Node",
-                    "metadata": {"name": name, "labels": {**tmpl.labels, "kubernetes.io/hostname": name}},
-                    "spec": {"providerID": pid, "taints": [{"key": t.key, "value": t.value, "effect": t.effect}
-                                                           for t in pool.node_taints()]},
-                    "status": {"allocatable": format_resources(tmpl.allocatable),
-                               "capacity": format_resources(pool.capacity()),
-                               "conditions": [{"type": "Ready", "status": "True"}]},
-                })
+                self.kube.put("nodes", pool_node(pool, inst["AvailabilityZone"], name, pid))
                 made.append(name)
         return made
 

@@ -399,6 +399,25 @@ def test_our_chart_honours_the_values_every_chart_user_expects(our_chart_standar
     assert (args.sync_timeout, args.log_format, args.log_level) == (60.0, "text", "WARNING")
 
 
+def test_our_chart_runs_shadow_mode_with_a_record_it_can_write() -> None:
+    import argparse
+
+    from scaler import loop
+
+    values = {**yaml.safe_load((OUR_CHART / "ci" / "eksctl-discover.yaml").read_text()),
+              "shadow": {"enabled": True, "sizeLimit": "2Gi"}}
+    spec = render(OUR_CHART, values, "gpuburst-scaler", "gpuburst-system").one(
+        "Deployment", "gpuburst-scaler").body["spec"]["template"]["spec"]
+    (c,) = spec["containers"]
+    parser = argparse.ArgumentParser()
+    loop.add_arguments(parser)
+    record = Path(parser.parse_args(c["args"][1:]).shadow)
+    mounts = {m["name"]: m["mountPath"] for m in c["volumeMounts"]}
+    assert c["securityContext"]["readOnlyRootFilesystem"] is True  # so the record has a volume of its own
+    assert mounts["shadow"] == str(record.parent)
+    assert {v["name"]: v for v in spec["volumes"]}["shadow"]["emptyDir"] == {"sizeLimit": "2Gi"}
+
+
 def _notes(values: dict[str, Any]) -> str:
     import helm_python as helm
 
@@ -611,7 +630,8 @@ def test_our_chart_passes_helm_lint_strict(version: str) -> None:
     import helm_python as helm
 
     examples = {p.name: yaml.safe_load(p.read_text()) for p in sorted((OUR_CHART / "ci").glob("*.yaml"))}
-    for example, values in {**examples, "standard": STANDARD_VALUES}.items():
+    shadow = {**examples["eksctl-discover.yaml"], "shadow": {"enabled": True}}
+    for example, values in {**examples, "standard": STANDARD_VALUES, "shadow": shadow}.items():
         report = helm.lint(str(OUR_CHART), values, strict=True,
                            namespace="gpuburst-system", kube_version=f"v{version}.0")
         assert not report["errors"], (example, report["errors"])

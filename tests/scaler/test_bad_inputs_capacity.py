@@ -104,4 +104,6 @@ def test_an_azure_reservation_is_a_group_id(tmp_path: Path, capsys: pytest.Captu
     assert len(err) == 1 and "pools[gpu-res].reservation.id: must be the capacity reservation group's" in err[0]
     cfg["pools"][0]["reservation"] = {"id": AZURE_GROUP}  # type: ignore[index]
     path.write_text(yaml.safe_dump(cfg), encoding="utf-8")
-    assert main(["plan", "--snapshot", str(SNAPSHOT), "--pools", str(path)]) == 0
+    empty = tmp_path / "cluster.json"  # an Azure cluster with nothing yet (plan refuses the AWS sample's nodes)
+    empty.write_text('{"apiVersion": "v1", "kind": "List", "items": []}', encoding="utf-8")
+    assert main(["plan", "--snapshot", str(empty), "--pools", str(path)]) == 0

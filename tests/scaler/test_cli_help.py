@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+import importlib
 import os
 import re
 import subprocess
@@ -11,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from scaler.cli import main
+from scaler.cli import COMMANDS, main
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -65,3 +67,11 @@ def test_bench_help_is_whole_sentences() -> None:
     description = proc.stdout.split("\n\n", 2)[1]
     assert description.rstrip().endswith(".")
     assert "--readme" in proc.stdout and "rewrite the results table" in proc.stdout
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_help_speaks_to_the_user_not_to_the_tracker(command: str) -> None:
+    """--help explains each option in the user's words: no "issue 27" a reader cannot look up."""
+    parser = argparse.ArgumentParser(prog=f"python -m scaler {command}")
+    importlib.import_module(COMMANDS[command][0]).add_arguments(parser)
+    assert not re.findall(r"\bissues? \d+", parser.format_help(), re.I)

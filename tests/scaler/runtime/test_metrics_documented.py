@@ -42,3 +42,10 @@ def test_every_exported_metric_is_documented_with_its_labels() -> None:
     assert sorted(set(documented) - set(exported)) == [], "in docs/operations.md, not exported"
     for name, labels in exported.items():
         assert documented[name] == labels, name
+
+
+def test_each_metric_has_one_row() -> None:
+    text = OPERATIONS.read_text(encoding="utf-8")
+    table = text.split("**Metrics** on `:8085/metrics`:", 1)[1].split("\n\n", 2)[1]
+    names = re.findall(r"^\| `(gpuburst_\w+)` \|", table, re.M)
+    assert sorted(n for n in set(names) if names.count(n) > 1) == []

@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 from scaler import permissions
+from scaler.cli import main as cli_main
 from scaler.core.model import keys
 
 
@@ -150,3 +152,46 @@ def test_azure_actions_are_exactly_what_the_provider_calls() -> None:
     assert used == set(AZURE_METHODS)
     polling = {a for a in permissions.AZURE_SCALER_ACTIONS if a.endswith("/locations/operations/read")}
     assert set(permissions.AZURE_SCALER_ACTIONS) == set(AZURE_METHODS.values()) | polling
+
+
+def _printed(capsys: Any, *argv: str) -> tuple[int, Any]:
+    code = cli_main(["permissions", *argv])
+    out = capsys.readouterr()
+    return code, (json.loads(out.out) if code == 0 else out.err)
+
+
+def test_permissions_command_prints_the_policy_the_program_deploys(capsys: Any) -> None:
+    queue = "arn:aws:sqs:eu-west-1:123456789012:ml-eks-interruptions"
+    code, doc = _printed(capsys, "--cloud", "aws", "--cluster", "ml-eks", "--queue-arn", queue)
+    assert code == 0
+    scale = next(st for st in doc["Statement"] if "autoscaling:SetDesiredCapacity" in st["Action"])
+    assert scale["Condition"]["StringEquals"][f"aws:ResourceTag/{keys.tag_ca_cluster('ml-eks')}"] == "owned"
+    assert next(st for st in doc["Statement"] if "sqs:ReceiveMessage" in st["Action"])["Resource"] == queue
+    provider = "arn:aws:iam::123456789012:oidc-provider/oidc.eks.eu-west-1.amazonaws.com/id/ABC"
+    code, trust = _printed(capsys, "--cloud", "aws", "--cluster", "ml-eks", "--trust-oidc-provider", provider)
+    (st,) = trust["Statement"]
+    assert st["Principal"] == {"Federated": provider}
+    assert st["Condition"]["StringEquals"]["oidc.eks.eu-west-1.amazonaws.com/id/ABC:sub"] == \
+        "system:serviceaccount:gpuburst-system:gpuburst-scaler"
+    code, policy = _printed(capsys, "--cloud", "aws", "--cluster", "ml-eks", "--queue-arn", queue, "--queue-policy")
+    send = policy["Statement"][0]
+    assert send["Resource"] == queue and send["Principal"] == {"Service": "events.amazonaws.com"}
+    assert "arn:aws:events:eu-west-1:123456789012:rule/ml-eks-spot-interruption" in \
+        send["Condition"]["ArnEquals"]["aws:SourceArn"]
+
+
+def test_permissions_command_prints_azure_roles_az_can_create(capsys: Any) -> None:
+    base = ("--cloud", "azure", "--cluster", "ml-aks", "--azure-subscription-id", "s1", "--azure-resource-group", "rg")
+    code, pools = _printed(capsys, *base)
+    assert code == 0
+    assert pools["Name"] == "gpuburst scaler (rg/ml-aks)" and pools["IsCustom"] is True
+    assert "Microsoft.ContainerService/managedClusters/agentPools/write" in pools["Actions"]
+    assert not [a for a in pools["Actions"] if a.startswith("Microsoft.Compute/")]
+    assert pools["AssignableScopes"] == ["/subscriptions/s1/resourceGroups/rg"]
+    code, quotas = _printed(capsys, *base, "--role", "quotas")
+    assert quotas["Actions"] == ["Microsoft.Compute/locations/usages/read"]
+    assert quotas["AssignableScopes"] == ["/subscriptions/s1"]
+    code, err = _printed(capsys, *base, "--kinds", "vmss")
+    assert code == 2 and err.count("\n") == 1 and "--node-resource-group" in err
+    code, err = _printed(capsys, "--cloud", "aws", "--cluster", "c", "--trust-oidc-provider", "oidc.eks.x")
+    assert code == 2 and "--trust-oidc-provider" in err

@@ -85,3 +85,6 @@ def test_no_gpu_pool_in_the_legend_and_the_x_axis_ends_with_the_activity(tmp_pat
     assert not any(label.startswith("system") for label in drawn.legend)
     assert drawn.x_hours[1] < 2 < result.end / 3600
     assert f"x axis cut at {drawn.x_hours[1]:.0f} h" in drawn.title
+    # ... and a panel shows the whole run: the fleet shrinking back to zero once the two-day job ends.
+    assert drawn.whole_hours == (0.0, pytest.approx(result.end / 3600))
+    assert drawn.end_gpus == 0

@@ -13,6 +13,7 @@ from sim_helpers import ROOT, SMALL_POOLS, write_trace
 from scaler.core.config.settings import parse_config
 from scaler.core.config.warm import EBS_GIB_MONTH, HOURS_A_MONTH
 from scaler.providers.sim import SimProvider
+from scaler.sim.report import summary
 from scaler.sim.simulate_command import InputError, simulate
 
 
@@ -57,6 +58,12 @@ def test_simulate_warm_shortens_the_wait_and_bills_the_warm_pool(tmp_path: Path)
     assert isinstance(section, dict) and section["pools"] == {"gpu1-od": 1}  # not gpu8-od: 8-GPU nodes
     assert section["started"] >= 1 and section["cost_usd"] > 0
     assert warm["cost_usd"] > section["cost_usd"]
+    # The summary a user reads says it in words, not as a Python dict.
+    line = next(ln for ln in summary(warm).splitlines() if ln.strip().startswith("warm_pools"))
+    assert f"gpu1-od 1: {section['instances']} instances launched, {section['started']} started by scale-outs" in line
+    assert "{" not in line
+    assert next(ln for ln in summary(cold).splitlines() if ln.strip().startswith("warm_pools")).split() == \
+        ["warm_pools", "none"]
 
 
 def test_simulate_warm_refuses_pools_that_cannot_have_one(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@ processes or Ray tasks, the trade-off table and PNG, the tuned pools file. Small
 
 from __future__ import annotations
 
+import argparse
 import csv
 import inspect
 from collections.abc import Iterator
@@ -13,8 +14,12 @@ import yaml
 
 from scaler.cli import main
 from scaler.configfile import load_config
-from scaler.sim import batch
+from scaler.sim import batch, tradeoff
 from scaler.sim.simulate_command import simulate
+from scaler.sim.trace import load_trace
+from scaler.sim.tune import rank, write_pools
+from scaler.sim.tune_space import candidates as designs
+from scaler.sim.tune_space import space_of
 
 ROOT = Path(__file__).resolve().parents[3]
 SAMPLE = ROOT / "scaler/sim/data/philly-sample.csv"
@@ -180,3 +185,48 @@ def test_tune_refuses_candidates_without_a_gpu_pool(short_trace: Path, tmp_path:
     assert tune(short_trace, pools, tmp_path / "out.yaml", "--p95-max", "300") == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no GPU pool" in err and str(pools) in err
+
+
+def test_tune_ranks_by_cost_among_the_designs_that_meet_the_bound() -> None:
+    def figures(cost: float, paid_over_demand: float, p95: float) -> dict[str, float]:
+        return {"jobs_completed": 10, "jobs_total": 10, "pending_p95_s": p95, "paid_over_demand": paid_over_demand,
+                "cost_usd": cost}
+
+    tight = figures(2_640, 1.01, 240)  # less paid per demand, but $810 dearer
+    cheap = figures(1_830, 1.05, 245)
+    cheaper_but_late = figures(1_500, 1.00, 400)
+    ranked = sorted([tight, cheap, cheaper_but_late], key=lambda f: rank(f, 260))
+    assert ranked == [cheap, tight, cheaper_but_late]
+
+
+def test_tune_hours_tunes_on_a_prefix_and_the_file_says_so(short_trace: Path, candidates: Path, tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "tuned.yaml"
+    assert tune(short_trace, candidates, out, "--p95-max", "600", "--workers", "2", "--hours", "0.5") == 0
+    assert "p95 " in capsys.readouterr().out
+    head = out.read_text(encoding="utf-8").splitlines()[:2]
+    assert head[0].endswith("--seed 3 --hours 0.5")
+    assert head[1].endswith("chosen on the jobs submitted in its first 0.5 h")
+
+
+def test_an_interrupted_tune_says_its_pools_were_chosen_on_a_prefix(candidates: Path, tmp_path: Path) -> None:
+    config = load_config(candidates)
+    space = space_of(config, yaml.safe_load(candidates.read_text(encoding="utf-8")), str(candidates))
+    jobs = load_trace(str(SAMPLE))
+    chosen = designs(space, jobs, reclaims=False, buffers=(0,))[0]
+    out = tmp_path / "tuned.yaml"
+    args = argparse.Namespace(trace="t.csv", pools=str(candidates), p95_max=260.0, seed=0, hours=None, out=str(out))
+    write_pools(args, space, chosen, interrupted=True, hours=0.4)
+    text = out.read_text(encoding="utf-8")
+    assert "# interrupted: the best so far, chosen on the jobs submitted in its first 0.4 h" in text
+    load_config(out)  # still a pools file
+
+
+def test_the_tradeoff_plot_does_not_blow_3_s_up_into_a_trade_off(tmp_path: Path) -> None:
+    rows = [{"jobs_completed": 5, "jobs_total": 5, "cost_usd": cost, "pending_p95_s": p95, "pending_1gpu_p95_s": p95}
+            for cost, p95 in ((1000, 245.0), (990, 246.0), (980, 248.0), (1100, 247.0))]
+    drawn = tradeoff.plot(tmp_path / "t.png", rows, ["a", "b", "c", "dear"], "t")
+    for low, high in drawn["x_limits"]:
+        assert high - low >= 60 and low <= 245 and high >= 248
+    assert drawn["labels"][0] == ["a", "b", "c"]  # the front is named; the dearer point is in the table
+    assert (tmp_path / "t.png").read_bytes().startswith(PNG)
