@@ -31,6 +31,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+TRACEBACK_ENV = "GPUBURST_TRACEBACK"  # set: an internal error ends with its traceback instead of one line
+
+
 class Parser(argparse.ArgumentParser):
     """argparse with its refusals on one line (argparse prints the usage above them), like every other bad input."""
 
@@ -59,3 +62,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         # does not fail again, and end quietly.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except Exception as err:
+        # Bad input is each command's to say in one line (exit 2); what reaches here is a fault of ours: one
+        # line too, exit 1, and the traceback when asked for (docs/operations.md, Bad input).
+        if os.environ.get(TRACEBACK_ENV):
+            raise
+        said = (str(err).strip().splitlines() or [""])[0]
+        print(f"error: {args[0]}: internal error {type(err).__name__}: {said} (a bug: {TRACEBACK_ENV}=1 shows "
+              "where; please report it)", file=sys.stderr)
+        return 1

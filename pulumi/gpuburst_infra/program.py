@@ -40,6 +40,12 @@ def load(file: str) -> tuple[Stack, Any]:
     what the scaler would warn about in it (`Stack.warnings`) shown as Pulumi warnings."""
     stack = load_stack(read_pulumi_config(), file)
     settings = platform_settings(stack)
+    receiver = settings.alerts.receiver
+    if receiver != "none" and pulumi.Config(NAMESPACE).get_secret("alertsUrl") is None:
+        # before anything is declared, not when the platform component meets it half-way through the deploy
+        raise StackConfigError(f"{file}: {NAMESPACE}:platform.alerts.receiver: {receiver} needs the receiver's URL "
+                               f"as the stack secret {NAMESPACE}:alertsUrl (pulumi config set --secret "
+                               f"{NAMESPACE}:alertsUrl <URL>)")
     for warning in stack.warnings:
         pulumi.log.warn(warning)
     return stack, settings

@@ -103,10 +103,12 @@ def _toleration(t: JSON, where: str) -> Toleration:
 
 
 def _taint(t: JSON, where: str) -> Taint:
+    key = _text(t, "key", where)
+    validate.taint_key(key, where)
     effect = _text(t, "effect", where)
     if effect not in _EFFECTS:
         raise FieldError(f"{where}.effect", f"{effect!r} is not one of {', '.join(_EFFECTS)}")
-    return Taint(_text(t, "key", where), _text(t, "value", where), effect)  # type: ignore[arg-type]
+    return Taint(key, _text(t, "value", where), effect)  # type: ignore[arg-type]
 
 
 _EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")

@@ -19,6 +19,8 @@ The rules, from kubernetes/kubernetes:
 - staging/src/k8s.io/apimachinery/pkg/labels/selector.go: `NewRequirement` refuses a Gt / Lt value that
   is not an integer; the API server stores it, but kube-scheduler's node affinity then fails the term on
   every node, so no node bought for the pod could ever take it.
+- pkg/apis/core/validation/validation.go: `validateNodeTaints` (a taint's key required, a qualified name:
+  `ValidateLabelName`).
 - pkg/apis/storage/validation/validation.go: `validateVolumeBindingMode` (Immediate or
   WaitForFirstConsumer; the API server defaults an absent one to Immediate).
 """
@@ -29,6 +31,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from scaler.core.config.specs import LABEL_KEY
 from scaler.core.model.errors import FieldError
 
 SPREAD_ACTIONS = ("DoNotSchedule", "ScheduleAnyway")
@@ -117,3 +120,12 @@ def binding_mode(raw: Mapping[str, Any]) -> None:
     mode = raw.get("volumeBindingMode")
     if mode is not None and mode not in BINDING_MODES:
         raise FieldError("volumeBindingMode", f"{mode!r} is not one of {', '.join(BINDING_MODES)}")
+
+
+def taint_key(key: str, at: str) -> None:
+    """A node taint's key: required, a qualified name (an optional DNS-subdomain prefix and '/', then a name)."""
+    if not key:
+        raise FieldError(f"{at}.key", "required")
+    if not LABEL_KEY.match(key):
+        raise FieldError(f"{at}.key", f"{key!r} is not a qualified name (an optional prefix and '/', then at most 63 "
+                         "letters, digits, '-', '_' or '.')")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+import socket
 import sys
 import tempfile
 import time
@@ -26,6 +27,73 @@ from scaler.core.config.settings import ConfigError
 from scaler.sim.simulation import InputError, simulate
 from scaler.sim.trace import TraceError
 
+# How long `check_ray` waits for a Ray head to accept a connection before saying it does not answer.
+RAY_CONNECT_S = 5.0
+RAY_CLIENT_PORT = 10001  # `ray://host` without a port: the Ray client server's default port
+
+
+class RayError(ValueError):
+    """A Ray address that is malformed, does not answer, or that Ray itself refused: one line for the user."""
+
+
+def check_ray(address: str) -> None:
+    """Before any work: 'local' starts Ray here; 'auto' is left to Ray (it reads RAY_ADDRESS). HOST:PORT (the
+    head's GCS) and ray://HOST[:PORT] (the Ray client server) must accept a connection and answer as Ray within
+    RAY_CONNECT_S seconds each; RayError otherwise (ray.init would retry for tens of seconds or minutes, its core
+    printing a line a second)."""
+    if address in ("local", "auto"):
+        return
+    rest = address.removeprefix("ray://").rstrip("/")
+    host, colon, port_text = rest.rpartition(":")
+    if not colon and rest != address:  # ray://HOST: the client's default port
+        host, port_text = rest, str(RAY_CLIENT_PORT)
+    if not host or not port_text.isdigit() or not 0 < int(port_text) < 65536 or any(c in host for c in "/@ "):
+        raise RayError(f"--ray {address}: expected 'local', 'auto', HOST:PORT (the head's GCS address, e.g. "
+                       "10.0.0.5:6379) or ray://HOST[:PORT] (the Ray client, port 10001 by default)")
+    silent = f"--ray {address}: no Ray head answers at {host}:{port_text} within {RAY_CONNECT_S:g} s"
+    try:
+        socket.create_connection((host.strip("[]"), int(port_text)), timeout=RAY_CONNECT_S).close()
+    except OSError as err:
+        why = "no answer" if isinstance(err, TimeoutError) else (err.strerror or str(err))
+        raise RayError(f"{silent} ({why}); is the cluster up (`ray status` on its head)?") from None
+    _ask(f"{host}:{port_text}", rest != address, silent)
+
+
+def _ask(target: str, client: bool, silent: str) -> None:
+    """One call through Ray's own generated clients (the GCS's GetClusterId, the client server's ClusterInfo
+    PING), so that something that accepts connections but is not a Ray head (another service, a proxy) is told
+    apart from one."""
+    import grpc  # noqa: PLC0415 - Ray's dependency, with Ray only
+    from ray.core.generated import (  # noqa: PLC0415
+        gcs_service_pb2,
+        gcs_service_pb2_grpc,
+        ray_client_pb2,
+        ray_client_pb2_grpc,
+    )
+
+    not_ray = {grpc.StatusCode.UNIMPLEMENTED, grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED,
+               grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN}
+    # Ray's generated protobuf modules carry no type information
+    with grpc.insecure_channel(target) as channel:
+        try:
+            if client:
+                ray_client_pb2_grpc.RayletDriverStub(channel).ClusterInfo(  # type: ignore[no-untyped-call]
+                    ray_client_pb2.ClusterInfoRequest(type=ray_client_pb2.ClusterInfoType.PING),  # type: ignore[attr-defined]
+                    timeout=RAY_CONNECT_S)
+            else:
+                gcs_service_pb2_grpc.NodeInfoGcsServiceStub(channel).GetClusterId(  # type: ignore[no-untyped-call]
+                    gcs_service_pb2.GetClusterIdRequest(), timeout=RAY_CONNECT_S)  # type: ignore[attr-defined]
+        except grpc.RpcError as err:
+            code = err.code() if isinstance(err, grpc.Call) else grpc.StatusCode.UNKNOWN
+            if code not in not_ray:  # the service is there (a head with token auth answers UNAUTHENTICATED)
+                return
+            why = "no answer" if code == grpc.StatusCode.DEADLINE_EXCEEDED else \
+                f"it answers, but not as Ray: {code.name}"
+            port = "the Ray client server's port (10001 by default)" if client else \
+                "the head's GCS port (6379 by default)"
+            raise RayError(f"{silent} ({why}); the address is {port}") from None
+
+
 # The report's figures a batch keeps per run (the whole report is large: samples, never-started lists).
 FIGURES = ("jobs_total", "jobs_completed", "paid_gpu_hours", "demand_gpu_hours", "paid_over_demand", "cost_usd",
            "pending_p50_s", "pending_p95_s", "pending_max_s", "pending_1gpu_p95_s", "spot_share", "wall_s")
@@ -39,6 +107,8 @@ class Run:
     trace: str  # the trace file's text
     pools: dict[str, Any]
     kwargs: dict[str, Any] = field(default_factory=dict)
+    # What an error names instead of the worker's temporary copies: the user's trace and pools files.
+    sources: tuple[str, str] = ("the trace", "the pools file")
 
 
 @dataclass
@@ -58,7 +128,8 @@ def simulate_run(run: Run) -> dict[str, Any]:
         try:
             _, report = simulate(str(trace), str(pools), **run.kwargs)
         except (ConfigError, TraceError, InputError) as err:
-            return {"error": str(err), "cpu_s": time.process_time() - started}
+            said = str(err).replace(str(trace), run.sources[0]).replace(str(pools), run.sources[1])
+            return {"error": said, "cpu_s": time.process_time() - started}
     return {**{k: report[k] for k in FIGURES}, "cpu_s": round(time.process_time() - started, 2)}
 
 
@@ -89,8 +160,12 @@ def _ray(runs: Sequence[Run], address: str) -> Iterator[tuple[int, dict[str, Any
     import ray  # noqa: PLC0415 - an optional extra: pip install 'gpuburst[tune]'
 
     if not ray.is_initialized():
-        ray.init(address=None if address == "local" else address, include_dashboard=False,
-                 log_to_driver=False, configure_logging=False)
+        try:
+            ray.init(address=None if address == "local" else address, include_dashboard=False,
+                     log_to_driver=False, configure_logging=False)
+        except (ConnectionError, RuntimeError, ValueError) as err:  # Ray's own refusal, its first line
+            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise RayError(f"--ray {address}: Ray could not connect: {first}") from None
     task = ray.remote(num_cpus=1)(simulate_run)
     index = {task.remote(run): i for i, run in enumerate(runs)}
     left = list(index)

@@ -15,6 +15,7 @@ from typing import Any
 from scaler.core.config.settings import ScalerConfig
 from scaler.core.model.buffers import CapacityBuffer
 from scaler.core.model.resources import fits
+from scaler.core.planning.buffers import MAX_PLACEHOLDERS
 from scaler.sim.records import JobRun
 from scaler.sim.report import percentile
 from scaler.sim.trace import SIM_NAMESPACE, Job, job_pods
@@ -23,10 +24,16 @@ BUFFER_NAME = "gpus"
 
 
 def gpu_buffer(gpus: int, config: ScalerConfig, scheduler_name: str) -> list[CapacityBuffer]:
-    """`--buffer GPUS` as a CapacityBuffer (none for 0)."""
+    """`--buffer GPUS` as a CapacityBuffer (none for 0); ValueError for a buffer the planner would cap
+    (MAX_PLACEHOLDERS) or that no pool could hold a placeholder of: a run that would not do what it says."""
     if gpus <= 0:
         return []
+    if gpus > MAX_PLACEHOLDERS:
+        raise ValueError(f"at most {MAX_PLACEHOLDERS} placeholders a CapacityBuffer (the planner keeps no more)")
     template = job_pods(Job(job_id="buffer", submit_s=0.0, gpus=1, duration_s=0.0), config, scheduler_name)[0]
+    if not any(p.gpus and p.min_pod_gpus <= 1 and fits(template.requests, p.capacity()) for p in config.pools):
+        raise ValueError("no pool's node can hold a 1-GPU placeholder (min_pod_gpus above 1, or too small), so "
+                         "the buffer would change nothing")
     return [CapacityBuffer(namespace=SIM_NAMESPACE, name=BUFFER_NAME, uid="buffer", template_ref="buffer-1gpu",
                            template=template, template_generation=1, replicas=gpus)]
 

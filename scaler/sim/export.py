@@ -46,6 +46,8 @@ NOT_JOBS: Final = frozenset({"DaemonSet", "Node"})  # node agents and static pod
 LOOKBACK_S: Final = 300.0  # Prometheus' default lookback: a pod last seen this close to --end still ran then
 UIDS_PER_QUERY: Final = 100
 TIMEOUT_S: Final = 300.0
+# A Prometheus that does not accept the connection within this is named unreachable (one line, no retry).
+CONNECT_S: Final = 10.0
 MAX_POINTS: Final = 11_000  # Prometheus refuses a query_range of more points per series
 # What the header line counts, of the GPU pods seen in the range.
 RUNNING: Final = "{} pods still running at --end (duration cut there)"
@@ -97,6 +99,12 @@ class Prometheus:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ExportError(f"--prometheus {url!r}: expected http(s)://host[:port][/prefix]")
+        try:
+            port = parts.port
+        except ValueError:
+            raise ExportError(f"--prometheus {url!r}: the port must be a number from 1 to 65535") from None
+        if port == 0:
+            raise ExportError(f"--prometheus {url!r}: the port must be a number from 1 to 65535")
         self.url = url.rstrip("/")
         # Shown in the trace's header: never a user:password the URL may carry.
         self.shown = urlunsplit((parts.scheme, parts.hostname + (f":{parts.port}" if parts.port else ""),
@@ -111,12 +119,16 @@ class Prometheus:
         where = f"Prometheus at {self.shown}"
         try:
             if data is not None:
-                answer = self.session.post(self.url + path, data=data, timeout=TIMEOUT_S, verify=self.verify)
+                answer = self.session.post(self.url + path, data=data, timeout=(CONNECT_S, TIMEOUT_S),
+                                           verify=self.verify)
             else:
-                answer = self.session.get(self.url + path, params=params, timeout=TIMEOUT_S, verify=self.verify)
+                answer = self.session.get(self.url + path, params=params, timeout=(CONNECT_S, TIMEOUT_S),
+                                          verify=self.verify)
         except requests.exceptions.SSLError as err:
             raise ExportError(f"{where}: TLS verification failed (a private CA: --ca-file): "
                               f"{_one_line(err)}") from None
+        except requests.exceptions.ConnectTimeout:
+            raise ExportError(f"cannot reach {where}: no connection within {CONNECT_S:g} s") from None
         except requests.RequestException as err:
             raise ExportError(f"cannot reach {where}: {_one_line(err)}") from None
         if answer.status_code in (401, 403):

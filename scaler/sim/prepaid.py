@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scaler.core.config.pool import Pool
+from scaler.core.config.reservation import show_time
 from scaler.core.model.objects import Node, Pod
 from scaler.core.model.workload import gpu_devices, is_daemonset
 
@@ -31,6 +32,21 @@ def window(pool: Pool, end: float) -> tuple[float, float]:
     if pool.capacity_type == "capacity-block" and r is not None and r.start is not None and r.end is not None:
         return r.start, r.end
     return 0.0, end
+
+
+def check_blocks(pools: Iterable[Pool], first_submit: float, last_end: float) -> None:
+    """A Capacity Block whose window misses the trace's time (real dates, where the simulator counts seconds from
+    the trace's start; or a window that closes before the first job or opens after the last one ends) would be
+    paid for without ever serving a pod: ValueError naming the pool's field."""
+    for pool in pools:
+        r = pool.reservation
+        if pool.capacity_type != "capacity-block" or r is None or r.start is None or r.end is None:
+            continue
+        if r.window_closes() <= first_submit or r.start >= last_end:
+            raise ValueError(f"pools[{pool.name}].reservation: the block takes nodes from {show_time(r.start)} to "
+                             f"{show_time(r.window_closes())} and the trace's jobs run from {first_submit:g} s to "
+                             f"{last_end:g} s: it would be paid for and never used (the simulator's times are "
+                             "seconds from the trace's start, not dates)")
 
 
 def usable(pool: Pool, now: float) -> bool:

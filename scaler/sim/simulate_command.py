@@ -19,6 +19,7 @@ from typing import Any
 
 from scaler.core.config.settings import ConfigError
 from scaler.core.scheduling.scoring import PROFILES
+from scaler.sim.batch import RayError, check_ray
 from scaler.sim.buffer import buffer_line
 from scaler.sim.plot import plot_timeline
 from scaler.sim.report import summary
@@ -108,6 +109,8 @@ def check_sweep(args: argparse.Namespace) -> None:
         raise InputError("--sweep: its plot needs matplotlib (pip install 'gpuburst[plot]')")
     if args.ray and importlib.util.find_spec("ray") is None:
         raise InputError("--ray: needs Ray (pip install 'gpuburst[tune]')")
+    if args.ray:
+        check_ray(args.ray)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -146,11 +149,15 @@ def main(args: argparse.Namespace) -> int:
             args.gpu_failure_rate, "checkpoint_interval": args.checkpoint_interval, "repair": not args.no_repair,
             "buffer_gpus": args.buffer, "warm_size": args.warm, "warm_start": args.warm_start,
         }
+        for option, given in (("--ray", args.ray), ("--workers", args.workers)):
+            if given is not None and not args.sweep:
+                raise InputError(f"{option} {given}: only --sweep runs simulations in parallel; a single run "
+                                 "would ignore it")
         if args.sweep or args.sweep_out:
             check_sweep(args)
             return run_sweep(args, kwargs)
         result, report = simulate(args.trace, args.pools, quiet=args.quiet, **kwargs)
-    except (ConfigError, TraceError, InputError) as err:
+    except (ConfigError, TraceError, InputError, RayError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     if args.report:

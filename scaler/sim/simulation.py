@@ -24,6 +24,7 @@ from scaler.sim.buffer import buffer_report, gpu_buffer
 from scaler.sim.dra import dra_config
 from scaler.sim.engine import Engine
 from scaler.sim.failures import GpuFailures
+from scaler.sim.prepaid import check_blocks
 from scaler.sim.records import SimResult
 from scaler.sim.report import build_report
 from scaler.sim.trace import Job, job_pods, load_trace
@@ -73,8 +74,15 @@ def check_output(option: str, path: str | None, inputs: dict[str, str] | None = 
     would overwrite it, before the run rather than after it."""
     if path is None:
         return
+    try:
+        _check_output(option, path, inputs or {})
+    except OSError as err:  # a name too long, a loop of links: what the file system says, in one line
+        raise InputError(f"{option} {path}: cannot be created: {err.strerror or err}") from None
+
+
+def _check_output(option: str, path: str, inputs: dict[str, str]) -> None:
     target = Path(path)
-    for other, given in (inputs or {}).items():
+    for other, given in inputs.items():
         if given and target.resolve() == Path(given).resolve():
             raise InputError(f"{option} {path}: is the {other} file; writing it would overwrite that input")
     folder = target.parent if str(target.parent) else Path(".")
@@ -84,17 +92,28 @@ def check_output(option: str, path: str | None, inputs: dict[str, str] | None = 
         raise InputError(f"{option} {path}: folder {folder} does not exist")
     if not os.access(folder, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
         raise InputError(f"{option} {path}: not writable")
+    existed = target.exists()
+    target.open("a").close()  # what os.access cannot tell (a read-only mount, root's access): create it now
+    if not existed:
+        target.unlink()
 
 
-def check_sharing(config: ScalerConfig, jobs: list[Job], pools: str, trace: str) -> None:
+def check_sharing(config: ScalerConfig, jobs: list[Job], pools: str, trace: str) -> str | None:
     """`--gpu-sharing` maps jobs of a GPU share to time-sliced or MIG mixed pools: without either it would
-    change nothing, and a run the user believes shared would not be (refused rather than warned: exit 2)."""
+    change nothing, and a run the user believes shared would not be (refused rather than warned: exit 2).
+    A job of several GPUs with gpu_milli below 1000 keeps whole GPUs (a share is of one GPU): the warning
+    returned says how many, the others are still shared."""
     if not any(p.sharing is not None and p.sharing.mig_strategy != "single" for p in config.pools):
         raise InputError(f"--gpu-sharing: {pools} has no time-sliced or MIG mixed pool (gpu_sharing), so it "
                          "would change nothing")
     if not any(0 < j.gpu_milli < 1000 and j.gpus for j in jobs):
         raise InputError(f"--gpu-sharing: {trace} has no job of a GPU share (gpu_milli below 1000), so it "
                          "would change nothing")
+    whole = [j for j in jobs if j.gpus > 1 and 0 < j.gpu_milli < 1000]
+    if not whole:
+        return None
+    return (f"warning: --gpu-sharing: {len(whole)} jobs of several GPUs have gpu_milli below 1000 (the first at "
+            f"{trace}:{whole[0].line}); they keep whole GPUs, as a share is of one GPU")
 
 
 def simulate(
@@ -115,6 +134,9 @@ def simulate(
         except ValueError as err:
             raise InputError(f"--warm {warm_size}: {pools}: {err}") from None
     if warm_start is not None:
+        if not any(p.warm for p in config.pools):
+            raise InputError(f"--warm-start {warm_start:g}: {pools} has no warm pool (a pool's warm, or --warm), so "
+                             "it would change nothing")
         config = config.model_copy(update={"timings": config.timings.model_copy(update={"warm_start": warm_start})})
     if not repair:
         if not gpu_failure_rate:
@@ -125,11 +147,21 @@ def simulate(
     parsed = parse_outages(specs, config)
     caps = parse_quotas(list(quotas or []), config)
     jobs = load_trace(trace, hours)
+    try:
+        check_blocks(config.pools, min((j.submit_s for j in jobs), default=0.0),
+                     max((j.submit_s + j.duration_s for j in jobs), default=0.0))
+    except ValueError as err:
+        raise InputError(f"{pools}: {err}") from None
     if gpu_sharing:
-        check_sharing(config, jobs, pools, trace)
+        warning = check_sharing(config, jobs, pools, trace)
+        if warning and not quiet:
+            print(warning, file=sys.stderr, flush=True)
     if buffer_gpus < 0:
         raise InputError(f"--buffer {buffer_gpus}: a number of GPUs, at least 0")
-    buffers = gpu_buffer(buffer_gpus, config, PROFILES[scheduler].scheduler_name)
+    try:
+        buffers = gpu_buffer(buffer_gpus, config, PROFILES[scheduler].scheduler_name)
+    except ValueError as err:
+        raise InputError(f"--buffer {buffer_gpus}: {pools}: {err}") from None
     provider = SimProvider(config, outages=parsed, interruption_rate=interruption_rate, seed=seed, quotas=caps)
 
     def progress(line: str) -> None:

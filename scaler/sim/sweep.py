@@ -30,6 +30,7 @@ class Knob:
     section: str | None  # the pools file's section it sets, None: a keyword argument of simulate()
     kind: type  # int or float
     help: str
+    flag: str | None = None  # simulate's own flag that sets the same keyword argument
 
 
 KNOBS: dict[str, Knob] = {
@@ -37,8 +38,8 @@ KNOBS: dict[str, Knob] = {
     "unneeded_time_min": Knob("scale_down", float, "the adaptive unneeded time's lower bound (s)"),
     "unneeded_time_max": Knob("scale_down", float, "the adaptive unneeded time's upper bound (s)"),
     "rebuy_weight": Knob("scale_down", float, "the adaptive rule's re-buy cost, in boots per GPU beyond the first"),
-    "buffer_gpus": Knob(None, int, "GPUs a CapacityBuffer keeps ready"),
-    "warm_size": Knob(None, int, "instances each GPU pool keeps in a warm pool"),
+    "buffer_gpus": Knob(None, int, "GPUs a CapacityBuffer keeps ready", "--buffer"),
+    "warm_size": Knob(None, int, "instances each GPU pool keeps in a warm pool", "--warm"),
 }
 
 
@@ -94,13 +95,19 @@ def runs_of(args: argparse.Namespace, base: dict[str, Any]) -> tuple[list[batch.
     if not isinstance(data, dict):
         raise InputError(f"{args.pools}: not a pools file (a YAML mapping)")
     trace = read_text(Path(args.trace))
-    chosen = settings(parse_sweeps(args.sweep))
+    sweeps = parse_sweeps(args.sweep)
+    for name, values in sweeps:
+        flag = KNOBS[name].flag
+        if flag is not None and base.get(name):  # the default row would run with the flag's value, unlabelled
+            raise InputError(f"--sweep {name}={','.join(f'{v:g}' for v in values)}: {flag} {base[name]} sets the "
+                             f"same {name}; give its values in the sweep alone")
+    chosen = settings(sweeps)
     out = []
     for setting in chosen:
         pools = with_knobs(data, setting)
         parse_config(pools, f"{args.pools} with {label(setting)}")  # ConfigError names the knob's field
         kwargs = {**base, **{k: v for k, v in setting.items() if KNOBS[k].section is None}}
-        out.append(batch.Run(label(setting), trace, pools, kwargs))
+        out.append(batch.Run(label(setting), trace, pools, kwargs, (args.trace, f"{args.pools} with {label(setting)}")))
     return out, chosen
 
 

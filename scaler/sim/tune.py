@@ -27,6 +27,7 @@ import yaml
 
 from scaler.configfile import load_config, read_text
 from scaler.core.config.settings import ConfigError
+from scaler.core.planning.buffers import MAX_PLACEHOLDERS
 from scaler.core.scheduling.scoring import PROFILES
 from scaler.sim import batch, tradeoff
 from scaler.sim.simulation import InputError, check_output
@@ -84,7 +85,8 @@ def race(args: argparse.Namespace, space: Space, cands: list[Candidate], trace: 
         jobs = [batch.Run(cands[i].label, trace, pools_data(space, cands[i]),
                           {"hours": hours, "seed": args.seed, "scheduler": args.scheduler,
                            "interruption_rate": args.interruption_rate,
-                           **({"buffer_gpus": cands[i].buffer_gpus} if cands[i].buffer_gpus else {})})
+                           **({"buffer_gpus": cands[i].buffer_gpus} if cands[i].buffer_gpus else {})},
+                          (args.trace, f"{args.pools} as candidate {cands[i].label}"))
                 for i in alive]
         where = "the whole trace" if hours is None else f"the first {hours:.1f} h"
 
@@ -120,7 +122,9 @@ def main(args: argparse.Namespace) -> int:
         space = space_of(config, data, args.pools)
         jobs = load_trace(args.trace)
         trace = read_text(Path(args.trace))
-    except (ConfigError, TraceError, InputError) as err:
+        if args.ray:  # the endpoint last among the checks, first before any simulation
+            batch.check_ray(args.ray)
+    except (ConfigError, TraceError, InputError, batch.RayError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     cands = candidates(space, jobs, reclaims=args.interruption_rate > 0, buffers=args.buffer_sizes)
@@ -131,7 +135,11 @@ def main(args: argparse.Namespace) -> int:
         span_h = min(span_h, args.hours)
     if not args.quiet:
         print(f"tune: {len(cands)} candidates, {RUNGS} rungs keeping 1/{ETA} each", file=sys.stderr)
-    results, interrupted, runs, cpu, hours = race(args, space, cands, trace, span_h)
+    try:
+        results, interrupted, runs, cpu, hours = race(args, space, cands, trace, span_h)
+    except batch.RayError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     return report(args, space, results, (interrupted, hours), plot, runs, cpu)
 
 
@@ -148,6 +156,9 @@ def check_inputs(args: argparse.Namespace, plot: str) -> None:
         raise InputError(f"--buffers {args.buffers}: GPU counts separated by commas, e.g. 0,8,16") from None
     if any(b < 0 for b in args.buffer_sizes):
         raise InputError(f"--buffers {args.buffers}: GPU counts must be 0 or more")
+    if max(args.buffer_sizes) > MAX_PLACEHOLDERS:
+        raise InputError(f"--buffers {args.buffers}: at most {MAX_PLACEHOLDERS} placeholders a CapacityBuffer (the "
+                         "planner keeps no more)")
     if args.candidates is not None and args.candidates < 1:
         raise InputError(f"--candidates {args.candidates}: at least 1")
     if not math.isfinite(args.interruption_rate) or not 0 <= args.interruption_rate <= 10:
@@ -173,6 +184,9 @@ def report(args: argparse.Namespace, space: Space, results: list[tuple[Candidate
     """`stopped`: whether the race was interrupted, and the hours of the trace `results` come from."""
     interrupted, hours = stopped
     rows = [{"candidate": c.label, **f} for c, f in results if "error" not in f]
+    failed = [f["error"] for _, f in results if "error" in f]
+    if failed:  # never dropped without a word: the first one's reason, and how many
+        print(f"warning: {len(failed)} candidates could not be simulated, e.g. {failed[0]}", file=sys.stderr)
     ok = [i for i, r in enumerate(rows) if rank(r, args.p95_max)[0] == 0]
     front = tradeoff.pareto(rows)
     marks = {i: "Pareto" for i in front}

@@ -60,6 +60,10 @@ def space_of(config: ScalerConfig, data: dict[str, Any], path: str) -> Space:
     gpu = [p for p in config.pools if p.gpus_per_node]
     if not gpu:
         raise InputError(f"{path}: no GPU pool among the candidates (tune searches GPU pool shapes)")
+    if config.timings.unneeded_time is not None:
+        raise InputError(f"{path}: timings.unneeded_time: a fixed unneeded time ({config.timings.unneeded_time:g} s) "
+                         "would replace the adaptive idle-time bounds tune races (scale_down.unneeded_time_min / "
+                         "_max): drop it")
     models = {p.instance.gpu_model for p in gpu if p.instance is not None}
     own = {p.gpus_per_node: p.instance for p in gpu if p.instance is not None and p.capacity_type in
            ("spot", "on-demand")}

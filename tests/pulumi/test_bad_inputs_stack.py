@@ -70,6 +70,8 @@ CASES: list[tuple[str, Edit, str]] = [
     ("platform image latest", _set("gpuburst:platform", {"scaler_image": "ghcr.io/x/scaler:latest"}),
      "gpuburst:platform.scaler_image"),
     ("platform not a mapping", _set("gpuburst:platform", "keda"), "gpuburst:platform"),
+    ("alert receiver without its secret", _set("gpuburst:platform", {"alerts": {"receiver": "slack"}}),
+     "gpuburst:platform.alerts.receiver: slack needs the receiver's URL as the stack secret gpuburst:alertsUrl"),
 ]
 
 

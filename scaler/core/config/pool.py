@@ -33,6 +33,8 @@ GpuAllocation = Literal["device-plugin", "dra"]
 CapacityType = Literal["spot", "on-demand", "reserved", "capacity-block"]
 
 _NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$")
+# The largest root volume each cloud creates: an EBS gp3 volume (16 TiB), an Azure managed OS disk (4 TiB - 1).
+MAX_ROOT_VOLUME_GIB = {"aws": 16_384, "azure": 4_095}
 GiB = 2**30
 MiB = 2**20
 
@@ -52,19 +54,20 @@ class Pool(StrictModel):
     reservation: rsv.Reservation | None = Field(
         default=None, description="what a reserved or capacity-block pool launches into (reservation.py)")
     zones: Annotated[list[str], Field(min_length=1)]
-    min_size: int = Field(default=0, ge=0, alias="min")
-    max_size: int = Field(ge=0, le=2**31 - 1, alias="max")
+    # Counts are strict: `max: true` is not the 1 pydantic would read it as (a YAML slip, not a count).
+    min_size: int = Field(default=0, ge=0, alias="min", strict=True)
+    max_size: int = Field(ge=0, le=2**31 - 1, alias="max", strict=True)
     labels: dict[str, str] = Field(default_factory=dict)
     taints: list[TaintSpec] = Field(default_factory=list)
-    gpus_per_node: int | None = Field(default=None, ge=0)
+    gpus_per_node: int | None = Field(default=None, ge=0, strict=True)
     min_pod_gpus: int = Field(
-        default=0, ge=0,
+        default=0, ge=0, strict=True,
         description="pods must ask for at least this many GPUs to land here (spelled as a taint)",
     )
     price_per_hour: float | None = Field(default=None, ge=0)
     fallback: str | None = None
-    max_pods: int = Field(default=110, gt=0)
-    root_volume_gib: int = Field(default=100, gt=0)
+    max_pods: int = Field(default=110, gt=0, strict=True)
+    root_volume_gib: int = Field(default=100, gt=0, strict=True)
     daemonset_overhead: dict[str, str | int | float] | None = None
     gpu_sharing: GpuSharing | None = Field(
         default=None, description="time-slicing or MIG (scaler/core/config/sharing.py); whole GPUs when unset")
@@ -113,6 +116,12 @@ class Pool(StrictModel):
     def _consistent(self) -> Pool:
         if self.min_size > self.max_size:
             raise FieldError("max", f"min ({self.min_size}) is greater than max ({self.max_size})")
+        twice = sorted({z for z in self.zones if self.zones.count(z) > 1})
+        if twice:
+            raise FieldError("zones", f"{', '.join(twice)} listed twice")
+        if self.root_volume_gib > MAX_ROOT_VOLUME_GIB[self.cloud]:
+            raise FieldError("root_volume_gib", f"{self.root_volume_gib} GiB is above the largest root volume "
+                             f"{self.cloud} creates ({MAX_ROOT_VOLUME_GIB[self.cloud]} GiB)")
         rsv.check(self.capacity_type, self.reservation, self.cloud, self.instance_types)
         if self.warm is not None:
             check_warm(self.warm, cloud=self.cloud, capacity_type=self.capacity_type,

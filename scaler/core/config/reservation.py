@@ -58,7 +58,7 @@ class Reservation(StrictModel):
     @model_validator(mode="after")
     def _window(self) -> Reservation:
         if self.start is not None and self.end is not None and self.end <= self.start:
-            raise FieldError("end", f"{_fmt(self.end)} is not after start ({_fmt(self.start)})")
+            raise FieldError("end", f"{show_time(self.end)} is not after start ({show_time(self.start)})")
         return self
 
     def window_closes(self) -> float:
@@ -111,7 +111,7 @@ def to_tags(r: Reservation) -> dict[str, str]:
     out = {}
     for name, value in r.model_dump().items():
         if value is not None and value != getattr(defaults, name):
-            text = _fmt(value) if name in ("start", "end") else str(value)
+            text = show_time(value) if name in ("start", "end") else str(value)
             out[keys.TAG_RESERVATION_PREFIX + name.replace("_", "-")] = text
     return out
 
@@ -123,6 +123,6 @@ def from_tags(tags: Mapping[str, str]) -> dict[str, str] | None:
     return fields or None
 
 
-def _fmt(t: float) -> str:
+def show_time(t: float) -> str:
     """An ISO date-time for a real time, seconds for the simulator's."""
     return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if t >= 1e9 else f"{t:g}"

@@ -129,6 +129,12 @@ class ScalerConfig(BaseModel):
 
     @model_validator(mode="after")
     def _pools(self) -> ScalerConfig:
+        # Against the defaults, not the keys given: a rendered config (the Pulumi program's ConfigMap) carries them all.
+        adaptive = [k for k in ("unneeded_time_min", "unneeded_time_max", "rebuy_weight")
+                    if getattr(self.scale_down, k) != ScaleDownSettings.model_fields[k].default]
+        if self.timings.unneeded_time is not None and adaptive:
+            raise FieldError(("scale_down", adaptive[0]), f"sets the adaptive unneeded time, which the fixed "
+                             f"timings.unneeded_time ({self.timings.unneeded_time:g} s) replaces: drop one of them")
         seen: set[str] = set()
         for pool in self.pools:
             if pool.name in seen:
@@ -349,6 +355,10 @@ def contradictions(pool: Pool, config: ScalerConfig) -> list[tuple[KeyPath, str]
     """Fields of one pool that contradict what the pool model derives, or its fallback (pools resolved)."""
     out: list[tuple[KeyPath, str]] = []
     target = next((p for p in config.pools if p.name == pool.fallback), None)
+    if target is not None and pool.gpus and target.gpus and pool.gpu_allocation != target.gpu_allocation:
+        out.append((("fallback",), f"{target.name!r} allocates GPUs by {target.gpu_allocation}, this pool by "
+                    f"{pool.gpu_allocation}: the pods it serves ask for GPUs the fallback's nodes do not offer "
+                    "(declare the same gpu_allocation)"))
     if target is not None and pool.gpus and target.gpus and _sharing_kind(pool) != _sharing_kind(target):
         out.append((("fallback",), f"{target.name!r} gives {_sharing_kind(target)}, this pool {_sharing_kind(pool)}: "
                     "the pods it serves could not run on the fallback (declare the same gpu_sharing)"))

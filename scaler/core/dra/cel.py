@@ -9,6 +9,11 @@ not a missing-domain one); here that default is had by adding an empty map for e
 of the expression that names no domain of the device. An expression is compiled (type-checked, so
 `noSuchVar` is an "undeclared reference") once per process and cached.
 
+The compile check is upstream's too (compile.go: "must evaluate to bool or the unknown type"), with the types
+upstream declares: `device.driver` a string and `device.capacity[domain][name]` a quantity, so a selector
+such as `device.driver` is refused as the API server refuses it; an attribute's value is of the unknown
+type there as here (its misuse is a runtime error for both).
+
 Not modelled: the runtime cost limit (CELSelectorExpressionMaxCost) and the libraries DRA selectors
 hardly use (regex `find`, lists, url, ip/cidr, format).
 """
@@ -26,6 +31,8 @@ from scaler.core.dra import celext
 from scaler.core.model.dra import Device, Version, qualified
 
 _STRING_LITERAL: Final = re.compile(r"""'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*\"""")
+# `device.driver` and `device.capacity` outside string literals, for the typed compile check (_typed).
+_TYPED_FIELD: Final = re.compile(_STRING_LITERAL.pattern + r"""|\bdevice\s*\.\s*(driver|capacity)\b""")
 
 
 class CelError(ValueError):
@@ -53,6 +60,14 @@ class _Env:
             variables={"device": t.Map(t.STRING, t.DYN)}, functions=decls,
             extensions=[ext_bindings.ExtBindings(), ext_strings.ExtStrings()],
         )
+        # The fields upstream types (a string, maps of quantities) as variables of their own: `_typed` reads
+        # an expression's result type here, where `device.driver` is no longer of the unknown type.
+        self.typed = cel.NewEnv(
+            variables={"device": t.Map(t.STRING, t.DYN), "device_driver__": t.STRING,
+                       "device_capacity__": t.Map(t.STRING, t.Map(t.STRING, tagged))}, functions=decls,
+            extensions=[ext_bindings.ExtBindings(), ext_strings.ExtStrings()],
+        )
+        self.tagged = tagged
         self.bool_type = t.BOOL
         self.dyn_type = t.DYN
         self.error_type = t.ERROR
@@ -86,11 +101,27 @@ def _compile(expression: str) -> Selector | CelError:
         program = env.env.compile(expression)
     except RuntimeError as err:
         return CelError(f"compilation failed: {_clean(str(err))}")
-    out = program.return_type()
+    out = _typed(env, expression) or program.return_type()
     if out not in (env.bool_type, env.dyn_type):
-        return CelError(f"must evaluate to bool or the unknown type, not {out.name()}")
+        name = "quantity" if out == env.tagged else out.name().lower()
+        return CelError(f"must evaluate to bool or the unknown type, not {name}")
     literals = tuple(dict.fromkeys(lit[1:-1] for lit in _STRING_LITERAL.findall(expression)))
     return Selector(expression, program, literals)
+
+
+def _typed(env: _Env, expression: str) -> Any:
+    """The result type with `device.driver` a string and capacities quantities, or None when it does not
+    compile so (the plain compile's verdict stands)."""
+    def field(m: re.Match[str]) -> str:
+        return f"device_{m.group(1)}__" if m.group(1) else m.group(0)
+
+    rewritten = _TYPED_FIELD.sub(field, expression)
+    if rewritten == expression:
+        return None
+    try:
+        return env.typed.compile(rewritten).return_type()
+    except RuntimeError:
+        return None
 
 
 def _clean(message: str) -> str:

@@ -1,17 +1,27 @@
 """resource.k8s.io/v1 objects as `kubectl get ... -o json` prints them -> the DRA model.
 
 Bad input raises DraInputError naming the object ("ResourceClaim ml/train-0") and the field
-("spec.devices.requests[0].exactly.count").
+("spec.devices.requests[0].exactly.count"). What the API server refuses is refused here too (a snapshot cannot
+hold it; a live object that carries it was never checked), as kubernetes/kubernetes
+pkg/apis/resource/validation/validation.go does: `validateDeviceRequest` (a request's and a subrequest's name
+a DNS label, unique in its list), `validateExactDeviceRequest` (deviceClassName required, a DNS subdomain;
+allocationMode ExactCount with count > 0 or All without a count; anything else "Unsupported value"),
+`validateSelector` (a CEL selector that compiles to bool: scaler.core.dra.cel), `validateDeviceConstraint`
+(each of `requests` names a request of the claim, or "request/subrequest"; matchAttribute required unless
+distinctAttribute is given, and `validateFullyQualifiedName`: a DNS-subdomain domain, "/", and a C identifier
+of at most 32 characters).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from decimal import Decimal
 from typing import Any, TypeVar
 
 from scaler.core.dra.cel import CelError, compile_selector
 from scaler.core.model.dra import (
+    ALL,
     EXACT_COUNT,
     Allocation,
     ClaimSpec,
@@ -34,6 +44,13 @@ from scaler.core.model.quantity import QuantityError, parse_quantity
 
 T = TypeVar("T")
 Obj = dict[str, Any]
+
+# k8s.io/apimachinery/pkg/util/validation: IsDNS1123Label, IsDNS1123Subdomain; the resource API's
+# validateQualifiedName: a C identifier of at most 32 characters after the domain (resource.DeviceMaxIDLength).
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_C_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,31}$")
+ALLOCATION_MODES = (EXACT_COUNT, ALL)
 
 
 class DraInputError(ValueError):
@@ -126,12 +143,46 @@ def device_class(obj: Obj) -> DeviceClass:
 
 
 def _exact(at: _At, obj: Obj, path: str, name: str) -> ExactRequest:
-    mode = at.get(obj, "allocationMode", path, str, EXACT_COUNT)
+    mode = at.get(obj, "allocationMode", path, str, EXACT_COUNT) or EXACT_COUNT
+    if mode not in ALLOCATION_MODES:
+        raise at.fail(f"{path}.allocationMode", f"Unsupported value {mode!r}: supported values: "
+                      f"{', '.join(ALLOCATION_MODES)}")
+    if mode == ALL and obj.get("count") not in (None, 0):
+        raise at.fail(f"{path}.count", "must not be specified when allocationMode is All")
     count = at.get(obj, "count", path, int, 1 if mode == EXACT_COUNT else 0)
     if mode == EXACT_COUNT and count < 1:
         raise at.fail(f"{path}.count", f"must be at least 1, got {count}")
-    return ExactRequest(name=name, device_class_name=at.get(obj, "deviceClassName", path, str, ""),
+    device_class = at.get(obj, "deviceClassName", path, str, "")
+    if not device_class:
+        raise at.fail(f"{path}.deviceClassName", "required")
+    if len(device_class) > 253 or not _DNS_SUBDOMAIN.match(device_class):
+        raise at.fail(f"{path}.deviceClassName", f"{device_class!r} is not a DNS subdomain (lower-case letters, "
+                      "digits, '-' and '.')")
+    return ExactRequest(name=name, device_class_name=device_class,
                         selectors=at.selectors(obj, path), allocation_mode=mode, count=count)
+
+
+def _names(at: _At, names: list[str], path: str, what: str) -> None:
+    """Each of a list's names a DNS label, none twice (the API server's validateSet of request names)."""
+    seen: set[str] = set()
+    for i, name in enumerate(names):
+        if not _DNS_LABEL.match(name):
+            raise at.fail(f"{path}[{i}].name", f"{name!r} is not a {what} name: a DNS label (at most 63 lower-case "
+                          "letters, digits or '-')")
+        if name in seen:
+            raise at.fail(f"{path}[{i}].name", f"Duplicate value {name!r}")
+        seen.add(name)
+
+
+def _qualified_name(at: _At, name: str, path: str) -> None:
+    """validateFullyQualifiedName: DOMAIN/ID with a DNS-subdomain domain and a C identifier of at most 32."""
+    domain, sep, ident = name.partition("/")
+    if not sep or not domain:
+        raise at.fail(path, f"{name!r} must include a domain (DOMAIN/NAME, e.g. resource.kubernetes.io/pcieRoot)")
+    if len(domain) > 63 or not _DNS_SUBDOMAIN.match(domain):
+        raise at.fail(path, f"{name!r}: the domain {domain!r} is not a DNS subdomain of at most 63 characters")
+    if not _C_IDENTIFIER.match(ident):
+        raise at.fail(path, f"{name!r}: {ident!r} is not a C identifier of at most 32 characters")
 
 
 def _claim_spec(at: _At, spec: Obj, path: str) -> ClaimSpec:
@@ -152,14 +203,28 @@ def _claim_spec(at: _At, spec: Obj, path: str) -> ClaimSpec:
                         lambda s, w: _exact(at, s, w, at.get(s, "name", w, str, "")))
         if not subs:
             raise at.fail(f"{where}.firstAvailable", "must list at least one subrequest")
+        _names(at, [s.name for s in subs], f"{where}.firstAvailable", "subrequest")
         return DeviceRequest(name, first_available=subs)
 
-    def constraint(c: Obj, where: str) -> Constraint:
-        attr = at.get(c, "matchAttribute", where, str, "") or None
-        return Constraint(attr, tuple(str(x) for x in at.get(c, "requests", where, list, [])))
+    requests = at.items(devices, "requests", dpath, request)
+    _names(at, [r.name for r in requests], f"{dpath}.requests", "request")
+    known = {r.name for r in requests} | {f"{r.name}/{s.name}" for r in requests for s in r.first_available}
 
-    return ClaimSpec(requests=at.items(devices, "requests", dpath, request),
-                     constraints=at.items(devices, "constraints", dpath, constraint))
+    def constraint(c: Obj, where: str) -> Constraint:
+        names = tuple(str(x) for x in at.get(c, "requests", where, list, []))
+        for i, ref in enumerate(names):
+            if ref not in known:
+                raise at.fail(f"{where}.requests[{i}]", f"{ref!r} must be the name of a request in the claim "
+                              f"or REQUEST/SUBREQUEST (requests: {', '.join(sorted(known)) or 'none'})")
+        attr = at.get(c, "matchAttribute", where, str, "")
+        if "matchAttribute" in c and c["matchAttribute"] is not None:
+            _qualified_name(at, attr, f"{where}.matchAttribute")
+        elif c.get("distinctAttribute") is None:
+            raise at.fail(f"{where}.matchAttribute", "required (a constraint sets matchAttribute or "
+                          "distinctAttribute)")
+        return Constraint(attr or None, names)
+
+    return ClaimSpec(requests=requests, constraints=at.items(devices, "constraints", dpath, constraint))
 
 
 def resource_claim(obj: Obj) -> ResourceClaim:

@@ -59,7 +59,7 @@ class ExactRequest:
     name: str
     device_class_name: str
     selectors: tuple[str, ...] = ()
-    allocation_mode: str = EXACT_COUNT  # kept as given: an unknown mode is an allocation error
+    allocation_mode: str = EXACT_COUNT  # ExactCount or All: the converter refuses any other, as the API server
     count: int = 1
 
 
