@@ -28,7 +28,7 @@ kv="$(awk '$1 == "require" && $2 == "k8s.io/kubernetes" {print $3}' go.mod)"
 pkg=k8s.io/component-base/version
 ldflags="-s -w -X $pkg.gitVersion=$kv -X $pkg.gitMajor=1 -X $pkg.gitMinor=$(echo "$kv" | cut -d. -f2)"
 ldflags="$ldflags -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
-GOFLAGS=-mod=readonly go build -trimpath -ldflags="$ldflags" -o "$bin/" \
+GOFLAGS="-mod=readonly -buildvcs=false" go build -trimpath -ldflags="$ldflags" -o "$bin/" \
   k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-scheduler \
   k8s.io/kubernetes/cmd/kube-controller-manager go.etcd.io/etcd/server/v3
 mv "$bin/server" "$bin/etcd"
