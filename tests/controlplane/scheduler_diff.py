@@ -6,7 +6,8 @@ For each seed: a control plane of its own (plane.py), the seed's nodes registere
 their ResourceSlices), its storage, DRA classes, templates and claims, its pods already bound. Then each
 pending pod in turn, one at a time (so that a tie broken another way cannot cascade): the cluster is read
 from the API server as `python -m scaler plan --snapshot` reads a `kubectl get ... -o json` List (with the pod
-added as the scheduler would have marked it, Unschedulable), the planner gives its verdict; then the pod is
+added as the scheduler would have marked it, Unschedulable, and the nodes dated before the provision timeout:
+none is a fresh node), the planner gives its verdict; then the pod is
 created and kube-scheduler binds it or marks it Unschedulable. They agree when the planner says
 `fits-existing` on node N and the scheduler bound the pod to N, or to a node the planner scores equal to N
 (kube-scheduler breaks ties at random); or when the planner says it fits no existing node and the scheduler
@@ -187,6 +188,15 @@ class Diff:
     # --- one pod -------------------------------------------------------------------------------
     def verdict(self, pod: JSON) -> tuple[PodVerdict, Snapshot]:
         listing = self.rest.listing()
+        # The seed's nodes are a standing cluster, not capacity that came up for the pending pods: aged past
+        # the provision timeout, so that an empty one is not a *fresh* node (`capacity.is_fresh`), which the
+        # planner on purpose does not bet a pod onto (docs/planner.md) while kube-scheduler scores it as any.
+        # Only the creation time changes, which kube-scheduler does not read.
+        aged = time.strftime("%Y-%m-%dT%H:%M:%SZ",
+                             time.gmtime(time.time() - self.cfg.timings.provision_timeout - 3600))
+        for obj in listing["items"]:
+            if obj["kind"] == "Node":
+                obj["metadata"]["creationTimestamp"] = aged
         pending = json.loads(json.dumps(pod))
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         pending["metadata"]["creationTimestamp"] = now
