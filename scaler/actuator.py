@@ -385,9 +385,6 @@ class RecordingKube:
     def event(self, ref: ObjectRef, reason: str, message: str, type_: str = "Normal") -> None:
         self._record("event", f"{ref.kind} {ref.namespace}/{ref.name} {reason}")
 
-    def nominate(self, namespace: str, name: str, node: str) -> None:
-        self._record("nominate", f"{namespace}/{name} -> {node}")
-
     def write_conditions(self, request: ProvisioningRequest, conditions: dict[str, Condition]) -> None:
         self._record("write_conditions", request.key)
 

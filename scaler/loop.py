@@ -24,7 +24,7 @@ from scaler.actuator import Actuator, Recorder
 from scaler.configfile import load_config
 from scaler.core.config.settings import ConfigError, ScalerConfig
 from scaler.core.planning.buffers import READY
-from scaler.core.planning.capacity import is_fresh, zone_hints
+from scaler.core.planning.capacity import zone_hints
 from scaler.core.planning.decide import decide
 from scaler.core.planning.decisions import Plan
 from scaler.core.planning.snapshot import Snapshot
@@ -35,7 +35,7 @@ from scaler.kube.client import api_client
 from scaler.kube.leader import Leader
 from scaler.metrics import Health, Metrics, serve, setup_logging
 from scaler.permissions import LEASE_NAME
-from scaler.ports import Acting, Kube, KubeError, LiveCluster, LostLease, ObjectRef, Planner, PoolProvider, Skipped
+from scaler.ports import Acting, Kube, LiveCluster, LostLease, ObjectRef, Planner, PoolProvider, Skipped
 from scaler.providers.base import ProviderError
 from scaler.providers.counted import CountedProvider
 from scaler.reconcile import Pass, Reconciler
@@ -79,7 +79,6 @@ class Runtime:
         self.clock = clock
         self.namespace = namespace  # of the Lease and the status ConfigMap
         self.stop = threading.Event()
-        self._nominated: dict[str, str] = {}  # pending pod -> the node it was nominated to (once)
 
     @property
     def state(self) -> State:
@@ -106,7 +105,6 @@ class Runtime:
             return None
         self._log_plan(done.plan, done.snapshot)
         self._events(done.plan, done.snapshot)
-        self._nominate(done.plan, done.snapshot, now)
         self._warnings(done.plan, done.view.stale)
         self._skipped([*done.view.skipped, *self.cluster.skipped_requests()])
         self._buffer_events(done)
@@ -154,29 +152,6 @@ class Runtime:
             elif verdict.outcome in ("unschedulable", "waiting"):  # a wait (max, backoff, cap, gang) says why too
                 reasons = "; ".join(f"{p}: {r}" for p, r in sorted(verdict.reasons.items())) or "no pool fits"
                 self.kube.event(ref, "NotTriggerScaleUp", f"pod didn't trigger scale-up: {reasons}")
-
-    def _nominate(self, plan: Plan, snapshot: Snapshot, now: float) -> None:
-        """Each pending pod the plan puts on a node that came up empty (`capacity.is_fresh`) is nominated to it,
-        once: kube-scheduler then keeps that node's room for it, and a pod of no higher priority it happens to
-        take first (one without a zone, say) cannot leave it waiting while a node bought for that other pod boots,
-        the race that made bursts buy nodes no pod used. Nodes that were already running are not nominated: the
-        scheduler places there as the plan does."""
-        fresh = {n.name for n in snapshot.nodes if is_fresh(n, now, self.config)}
-        pending = {p.key: p for p in snapshot.pending}
-        for key, verdict in plan.verdicts.items():
-            pod = pending.get(key)
-            node = verdict.node
-            if (pod is None or verdict.outcome != "fits-existing" or node not in fresh
-                    or self._nominated.get(key) == node):
-                continue
-            try:
-                self.kube.nominate(pod.namespace, pod.name, node)
-            except KubeError as err:
-                log.warning("%s", err)
-                continue
-            self._nominated[key] = node
-        for key in [k for k in self._nominated if k not in pending]:
-            del self._nominated[key]
 
     def _warnings(self, plan: Plan, stale: list[str]) -> None:
         """What stops part of the work, on the scaler's Lease: a watch that fails, a pool the cloud refuses."""

@@ -171,8 +171,6 @@ KUBERNETES_RBAC_RULES: Final[list[dict[str, list[str]]]] = [
      "resources": ["deviceclasses", "resourceclaims", "resourceclaimtemplates", "resourceslices"],
      "verbs": ["list", "watch"]},
     {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
-    # status.nominatedNodeName of a pending pod: the node that came up for it (KEP-5278)
-    {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch"]},
     # delete: only a gang's pods on an ending Capacity Block (its budget allows no eviction; EC2 takes it anyway)
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["delete"]},
     # list: an Event written before a restart is updated, not created again

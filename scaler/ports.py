@@ -117,12 +117,6 @@ class Kube(Protocol):
 
     def event(self, ref: ObjectRef, reason: str, message: str, type_: str = "Normal") -> None: ...
 
-    def nominate(self, namespace: str, name: str, node: str) -> None:
-        """A pending pod's `status.nominatedNodeName`: the node the scaler expects it on (KEP-5278,
-        NominatedNodeNameForExpectation, on by default since 1.35). kube-scheduler tries that node first and
-        keeps its room for the pod from pods of no higher priority."""
-        ...
-
     def write_conditions(self, request: ProvisioningRequest, conditions: dict[str, Condition]) -> None:
         """Set a ProvisioningRequest's status conditions."""
         ...

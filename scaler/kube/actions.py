@@ -136,19 +136,6 @@ class KubeActions:
             raise KubeError(f"evict {namespace}/{name}: {err}") from None
         return "evicted"
 
-    def nominate(self, namespace: str, name: str, node: str) -> None:
-        """pods/status `nominatedNodeName` (merge patch). A pod that is gone or bound meanwhile is no error."""
-        self.before_change()
-        try:
-            self.core.patch_namespaced_pod_status(name, namespace, {"status": {"nominatedNodeName": node}},
-                                                  _request_timeout=TIMEOUT, _content_type=MERGE_PATCH)
-        except ApiException as err:
-            if err.status in (404, 409, 422):
-                return
-            raise KubeError(f"nominate {namespace}/{name}: HTTP {err.status} {err.reason}") from None
-        except TransportError as err:
-            raise KubeError(f"nominate {namespace}/{name}: {err}") from None
-
     def delete_pod(self, namespace: str, name: str) -> EvictResult:
         """DELETE of the pod (its grace period honoured): only for a gang on an ending Capacity Block."""
         self.before_change()

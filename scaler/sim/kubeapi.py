@@ -107,10 +107,6 @@ class SimKube:
     def event(self, ref: ObjectRef, reason: str, message: str, type_: str = "Normal") -> None:
         self.events[reason] = self.events.get(reason, 0) + 1
 
-    def nominate(self, namespace: str, name: str, node: str) -> None:
-        """The simulator's binder places pods itself, as kube-scheduler scores them: a nomination changes nothing
-        it would do differently (its queue takes pods oldest first)."""
-
     def write_conditions(self, request: ProvisioningRequest, conditions: dict[str, Condition]) -> None:
         self.conditions(request, conditions)
 

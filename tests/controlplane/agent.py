@@ -98,6 +98,7 @@ class NodeAgent:
         self.interval, self.heartbeat = interval, heartbeat
         self.nodes: set[str] = set()
         self.started: set[str] = set()  # ns/name of pods marked Running
+        self.device_plugins: dict[str, JSON] = {}  # node -> the status its device plugin will advertise
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name="node-agent", daemon=True)
@@ -105,11 +106,17 @@ class NodeAgent:
         self.errors: list[str] = []
 
     # --- the kubelet registering ---------------------------------------------------------------
-    def register(self, spec: NodeSpec) -> None:
+    def register(self, spec: NodeSpec, *, gpus_later: bool = False) -> None:
+        """`gpus_later`: the node registers without its GPUs, as a kubelet does before the NVIDIA device
+        plugin has started on it (tens of seconds on a real GPU node); `advertise` adds them."""
         allocatable = format_resources(spec.allocatable)
-        capacity = format_resources(spec.capacity) if spec.capacity is not None else allocatable
+        capacity = format_resources(spec.capacity) if spec.capacity is not None else dict(allocatable)
         capacity.setdefault("pods", "110")
         allocatable.setdefault("pods", "110")
+        if gpus_later and keys.RES_GPU in allocatable:
+            self.device_plugins[spec.name] = {"capacity": dict(capacity), "allocatable": dict(allocatable)}
+            for res in (capacity, allocatable):
+                res.pop(keys.RES_GPU, None)
         body = {
             "apiVersion": "v1", "kind": "Node",
             "metadata": {"name": spec.name, "labels": {**spec.labels, "kubernetes.io/hostname": spec.name}},
@@ -140,6 +147,16 @@ class NodeAgent:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"node {spec.name}: the not-ready taint was never lifted")
             time.sleep(0.05)
+
+    def advertise(self) -> list[str]:
+        """The device plugin starts on every node waiting for it: its GPUs become allocatable."""
+        done = []
+        for name, status in list(self.device_plugins.items()):
+            with contextlib.suppress(ApiException):
+                self.core.patch_node_status(name, {"status": status})
+                done.append(name)
+            del self.device_plugins[name]
+        return done
 
     @staticmethod
     def _owner(node: Any) -> JSON:

@@ -82,9 +82,11 @@ class SimCloud:
 
 class RealWorld:
     def __init__(self, cloud: MotoCloud | SimCloud, cluster: Cluster, config: ScalerConfig, *,
-                 identity: str = "replica-0", kubelet: bool = False) -> None:
+                 identity: str = "replica-0", kubelet: bool = False, device_plugin_delay: bool = False) -> None:
         """`kubelet`: every booted instance registers its node before each pass (otherwise the test
-        calls `register`, choosing how many and in which order)."""
+        calls `register`, choosing how many and in which order). `device_plugin_delay`: a GPU node registers
+        without its GPUs, which its device plugin advertises after the scaler's next pass (on a real GPU node
+        the plugin starts tens of seconds after the kubelet registers; a pass is every 10 s)."""
         self.cloud, self.cluster, self.config = cloud, cluster, config
         self.api = api_client(str(cluster.scaler_kubeconfig))
         self.cache = ClusterCache(self.api, watch_timeout=5, backoff_initial=0.05, backoff_max=0.2)
@@ -93,6 +95,7 @@ class RealWorld:
         self.clock = Clock()
         self.identity = identity
         self.kubelet = kubelet
+        self.device_plugin_delay = device_plugin_delay
         self.runtime = self.new_runtime()
         self.names: dict[str, str] = {}  # instance id -> node name
         self.used: set[str] = set()  # nodes some pod was ever bound to
@@ -131,7 +134,7 @@ class RealWorld:
             self.cluster.agent.register(NodeSpec(
                 name=name, labels=tmpl.labels, taints=[(t.key, t.value, t.effect) for t in pool.node_taints()],
                 allocatable=tmpl.allocatable, capacity=pool.capacity(), provider_id=m.provider_id,
-                slices=pool.dra_slices(name)))
+                slices=pool.dra_slices(name)), gpus_later=self.device_plugin_delay)
             self.names[m.instance_id] = name
             made.append(name)
         if made:
@@ -196,7 +199,10 @@ class RealWorld:
             deadline = time.monotonic() + 10
             while not (self.cache.fresh and self.caught_up()) and time.monotonic() < deadline:
                 time.sleep(0.05)
-        return self.runtime.run_once()
+        plan = self.runtime.run_once()
+        if self.cluster.agent.advertise():
+            self.registered_at = time.monotonic()  # new room for the scheduler: the next settle waits for it
+        return plan
 
     def unused_nodes(self) -> list[str]:
         return sorted(set(self.names.values()) - self.used)

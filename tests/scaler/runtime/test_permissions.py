@@ -87,7 +87,6 @@ KUBE_METHODS = {
     "patch_node": ("", "nodes", "patch"),
     "delete_node": ("", "nodes", "delete"),
     "create_namespaced_pod_eviction": ("", "pods/eviction", "create"),
-    "patch_namespaced_pod_status": ("", "pods/status", "patch"),
     "delete_namespaced_pod": ("", "pods", "delete"),
     "create_namespaced_event": ("", "events", "create"),
     "patch_namespaced_event": ("", "events", "patch"),
