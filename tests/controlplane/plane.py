@@ -24,6 +24,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -230,34 +231,26 @@ class ControlPlane:
                 tail = (self.dir / f"{name}.log").read_text(errors="replace")[-3000:]
                 raise RuntimeError(f"{name} exited with {proc.returncode}:\n{tail}")
 
-    def _wait_ready(self, timeout: float) -> None:
+    def _wait(self, path: str, done: Callable[[bytes], bool], what: str, timeout: float) -> None:
+        """Polls `path` until `done` says so; a component that exits fails at once, with its log's tail."""
         deadline = time.monotonic() + timeout
         while True:
             self._check_alive()
-            try:
-                if self.get("/readyz") == b"ok":
+            with contextlib.suppress(OSError):
+                if done(self.get(path)):
                     return
-            except OSError:
-                pass
             if time.monotonic() > deadline:
-                raise RuntimeError(f"kube-apiserver not ready after {timeout} s (see {self.dir}/kube-apiserver.log)")
+                raise RuntimeError(f"{what} after {timeout} s (logs in {self.dir})")
             time.sleep(0.3)
 
+    def _wait_ready(self, timeout: float) -> None:
+        self._wait("/readyz", lambda body: body == b"ok", "kube-apiserver not ready", timeout)
+
     def _wait_components(self, timeout: float) -> None:
-        """Until the controller-manager has made the default ServiceAccount (its controllers run) and
-        the scheduler holds a watch (its leases are off: its log says it started)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            self._check_alive()
-            try:
-                sa = json.loads(self.get("/api/v1/namespaces/default/serviceaccounts/default"))
-                if sa.get("kind") == "ServiceAccount":
-                    return
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"controller-manager has not started after {timeout} s")
-            time.sleep(0.3)
+        """Until the controller-manager has made the default ServiceAccount (its controllers run)."""
+        self._wait("/api/v1/namespaces/default/serviceaccounts/default",
+                   lambda body: json.loads(body).get("kind") == "ServiceAccount",
+                   "controller-manager has not started", timeout)
 
     def stop(self) -> None:
         stop_dir(self.dir)

@@ -19,15 +19,10 @@ from scaler.core.model import keys
 from scaler.core.planning import provreq
 from tests.controlplane.fixtures import Cluster
 from tests.controlplane.world import RealWorld, SimCloud, create_all
+from tests.integration.test_provisioning_requests import CONFIG, GPU_TOLERATIONS
 
 pytestmark = pytest.mark.integration
 
-CONFIG = {
-    "cluster": "burst", "cloud": "aws", "region": "us-east-1",
-    "timings": {"scan_interval": 10, "unneeded_time": 60, "gpu_boot": 120, "provision_timeout": 600},
-    "pools": [{"name": "gpu8-od", "instance_types": ["g6.48xlarge"], "zones": ["us-east-1a"], "max": 6}],
-}
-GPU_TOLERATIONS = [{"key": keys.TAINT_GPU, "operator": "Exists", "effect": "NoSchedule"}]
 
 
 class Requests:
