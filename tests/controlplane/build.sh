@@ -12,10 +12,12 @@ bin="${GPUBURST_KUBE_BIN:-$root/.cache/kube/bin}"
 stamp="$bin/.built-from"
 want="$(cat "$here/go.mod" "$here/go.sum" "$here/build.sh" | sha256sum | cut -d' ' -f1)"
 tools=(kube-apiserver kube-scheduler kube-controller-manager etcd)
-if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && for t in "${tools[@]}"; do [ -x "$bin/$t" ] || exit 1; done; then
+all_built() { for t in "${tools[@]}"; do [ -x "$bin/$t" ] || return 1; done; }
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && all_built; then
   echo "control plane binaries up to date in $bin"
   exit 0
 fi
+command -v go >/dev/null || [ ! -x /usr/local/go/bin/go ] || export PATH="$PATH:/usr/local/go/bin"  # Go's own install path
 command -v go >/dev/null || { echo "build.sh: go not found (Go 1.26 is needed to build the control plane)" >&2; exit 1; }
 mkdir -p "$bin"
 start=$SECONDS
