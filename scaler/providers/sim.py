@@ -207,6 +207,15 @@ class SimProvider:
             self._noticed.pop(notice.instance, None)
 
     # --- simulation ---------------------------------------------------------------------------
+    def reclaim(self, provider_id: str, at: float) -> None:
+        """The cloud will take this spot instance back at `at`, with its notice ahead (a scripted reclaim, as
+        the provider conformance cases use it)."""
+        inst = self._by_id[provider_id]
+        inst.interrupt_at = at
+        heapq.heappush(self._reclaims, (at, provider_id))
+        pool = self._groups[inst.pool].pool
+        heapq.heappush(self._notices, (max(self.now, at - NOTICE_LEAD[pool.cloud]), provider_id))
+
     def advance(self, now: float) -> Happenings:
         """Move the clock to `now`: instances that finished booting, reclaims, launch retries."""
         self.now = max(self.now, now)

@@ -130,8 +130,11 @@ def test_a_stack_without_a_version_gets_the_default(tmp_path: Path) -> None:
     """The default is under standard support on EKS and AKS and serves DRA (resource.k8s.io/v1, 1.34+)."""
     from gpuburst_infra.stack_models import DEFAULT_KUBERNETES, DRA_MIN_KUBERNETES, SUPPORTED_KUBERNETES
 
+    # The spot pool too: a device-plugin pool may not fall back to a DRA one (its pods ask for the extended
+    # resource the fallback's nodes do not advertise).
     rendered = render(write_stack(DEV, tmp_path, lambda c: (c.pop("gpuburst:kubernetes_version"),
-                                                           _pool("gpu1-od-a", gpu_allocation="dra")(c))))
+                                                           _pool("gpu1-od-a", gpu_allocation="dra")(c),
+                                                           _pool("gpu1-spot-a", gpu_allocation="dra")(c))))
     (cluster,) = [r for r in rendered.resources if r.type == "aws:eks/cluster:Cluster"]
     assert cluster.inputs["version"] == DEFAULT_KUBERNETES
     assert all(DEFAULT_KUBERNETES in versions for versions in SUPPORTED_KUBERNETES.values())

@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import BeforeValidator, Field, field_validator, model_validator
 
 from scaler.core.config import dra_slices
 from scaler.core.config import reservation as rsv
@@ -27,6 +27,13 @@ from scaler.core.model.errors import FieldError
 from scaler.core.model.objects import Node, Pod, Taint
 from scaler.core.model.resources import Resources, parse_resources
 from scaler.core.model.workload import is_gpu_device
+
+
+def _whole(v: Any) -> Any:
+    return int(v) if isinstance(v, float) and v.is_integer() else v
+
+
+Count = Annotated[int, BeforeValidator(_whole)]
 
 Role = Literal["system", "general", "gpu"]
 GpuAllocation = Literal["device-plugin", "dra"]
@@ -54,20 +61,21 @@ class Pool(StrictModel):
     reservation: rsv.Reservation | None = Field(
         default=None, description="what a reserved or capacity-block pool launches into (reservation.py)")
     zones: Annotated[list[str], Field(min_length=1)]
-    # Counts are strict: `max: true` is not the 1 pydantic would read it as (a YAML slip, not a count).
-    min_size: int = Field(default=0, ge=0, alias="min", strict=True)
-    max_size: int = Field(ge=0, le=2**31 - 1, alias="max", strict=True)
+    # Counts are strict: `max: true` is not the 1 pydantic would read it as (a YAML slip, not a count); a
+    # whole float (Pulumi's config gives numbers as floats) is the count it spells.
+    min_size: Count = Field(default=0, ge=0, alias="min", strict=True)
+    max_size: Count = Field(ge=0, le=2**31 - 1, alias="max", strict=True)
     labels: dict[str, str] = Field(default_factory=dict)
     taints: list[TaintSpec] = Field(default_factory=list)
-    gpus_per_node: int | None = Field(default=None, ge=0, strict=True)
+    gpus_per_node: Count | None = Field(default=None, ge=0, strict=True)
     min_pod_gpus: int = Field(
         default=0, ge=0, strict=True,
         description="pods must ask for at least this many GPUs to land here (spelled as a taint)",
     )
     price_per_hour: float | None = Field(default=None, ge=0)
     fallback: str | None = None
-    max_pods: int = Field(default=110, gt=0, strict=True)
-    root_volume_gib: int = Field(default=100, gt=0, strict=True)
+    max_pods: Count = Field(default=110, gt=0, strict=True)
+    root_volume_gib: Count = Field(default=100, gt=0, strict=True)
     daemonset_overhead: dict[str, str | int | float] | None = None
     gpu_sharing: GpuSharing | None = Field(
         default=None, description="time-slicing or MIG (scaler/core/config/sharing.py); whole GPUs when unset")
