@@ -119,7 +119,7 @@ class NodeAgent:
                 res.pop(keys.RES_GPU, None)
         body = {
             "apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": spec.name, "labels": {**spec.labels, "kubernetes.io/hostname": spec.name}},
+            "metadata": {"name": spec.name, "labels": {**spec.labels, keys.LABEL_HOSTNAME: spec.name}},
             "spec": {**({"providerID": spec.provider_id} if spec.provider_id else {}),
                      "taints": [{"key": k, "value": v, "effect": e} for k, v, e in spec.taints]},
             "status": {"capacity": capacity, "allocatable": allocatable,

@@ -165,7 +165,7 @@ def storage_class(name: str, provisioner: str, mode: str, zones: tuple[str, ...]
                  "provisioner": provisioner, "volumeBindingMode": mode}
     if zones:
         out["allowedTopologies"] = [{"matchLabelExpressions": [
-            {"key": "topology.kubernetes.io/zone", "values": list(zones)}]}]
+            {"key": keys.LABEL_ZONE, "values": list(zones)}]}]
     return out
 
 
@@ -218,7 +218,7 @@ class Generator:
                 zone = rng.choice(ZONES)
                 name = f"s{self.seed}-{pool_name}-{i}"
                 t = pool.template_node(zone)
-                labels = {**t.labels, "kubernetes.io/hostname": name, "disk": rng.choice(("ssd", "hdd"))}
+                labels = {**t.labels, keys.LABEL_HOSTNAME: name, "disk": rng.choice(("ssd", "hdd"))}
                 taints = [(x.key, x.value, x.effect) for x in t.taints]
                 if rng.random() < 0.3:
                     taints.append(rng.choice(EXTRA_TAINTS))
@@ -233,11 +233,11 @@ class Generator:
         for i in range(6):
             zone = self.rng.choice(ZONES)
             pv, pvc = f"s{s}-pv-{i}", f"s{s}-data-{i}"
-            self.setup += [volume(pv, f"s{s}-zonal", "topology.kubernetes.io/zone", zone, pvc),
+            self.setup += [volume(pv, f"s{s}-zonal", keys.LABEL_ZONE, zone, pvc),
                            claim(pvc, f"s{s}-zonal", pv)]
             self.bound_pvcs.append(pvc)
         for i, node in enumerate(self.rng.sample(self.nodes, 5)):
-            self.setup.append(volume(f"s{s}-local-{i}", f"s{s}-local", "kubernetes.io/hostname", node.name))
+            self.setup.append(volume(f"s{s}-local-{i}", f"s{s}-local", keys.LABEL_HOSTNAME, node.name))
 
     def _bound(self) -> list[JSON]:
         """0-3 pods per node, each fitting what is left of it: labels others select, host ports, GPUs."""
@@ -306,12 +306,12 @@ class Generator:
                                                        "effect": effect})
             features.append("taints")
         if rng.random() < 0.15:
-            spec["nodeSelector"] = rng.choice(({"disk": "ssd"}, {"topology.kubernetes.io/zone": rng.choice(ZONES)}))
+            spec["nodeSelector"] = rng.choice(({"disk": "ssd"}, {keys.LABEL_ZONE: rng.choice(ZONES)}))
             features.append("node-selector")
         affinity: JSON = {}
         if rng.random() < 0.15:
             zones = rng.sample(ZONES, 2)
-            term = rng.choice(({"key": "topology.kubernetes.io/zone", "operator": "In", "values": zones},
+            term = rng.choice(({"key": keys.LABEL_ZONE, "operator": "In", "values": zones},
                                {"key": "node.kubernetes.io/instance-type", "operator": "NotIn",
                                 "values": ["p4d.24xlarge"]},
                                {"key": "disk", "operator": "Exists"}))
@@ -320,7 +320,7 @@ class Generator:
             features.append("affinity")
         if rng.random() < 0.2:
             pref = [{"weight": rng.randint(1, 100), "preference": {"matchExpressions": [
-                {"key": rng.choice(("disk", "topology.kubernetes.io/zone")), "operator": "In",
+                {"key": rng.choice(("disk", keys.LABEL_ZONE)), "operator": "In",
                  "values": [rng.choice(("ssd", *ZONES))]}]}} for _ in range(rng.randint(1, 2))]
             affinity.setdefault("nodeAffinity", {})["preferredDuringSchedulingIgnoredDuringExecution"] = pref
             features.append("affinity-preferred")
@@ -328,11 +328,11 @@ class Generator:
             app = labels.setdefault("app", rng.choice(APPS))
             spec["topologySpreadConstraints"] = [{
                 "maxSkew": rng.choice((1, 2)), "whenUnsatisfiable": "DoNotSchedule",
-                "topologyKey": rng.choice(("topology.kubernetes.io/zone", "kubernetes.io/hostname")),
+                "topologyKey": rng.choice((keys.LABEL_ZONE, keys.LABEL_HOSTNAME)),
                 "labelSelector": {"matchLabels": {"app": app}}}]
             features.append("spread")
         if rng.random() < 0.12:
-            topo = rng.choice(("topology.kubernetes.io/zone", "kubernetes.io/hostname"))
+            topo = rng.choice((keys.LABEL_ZONE, keys.LABEL_HOSTNAME))
             if rng.random() < 0.5:
                 affinity["podAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [{
                     "topologyKey": topo, "labelSelector": {"matchLabels": {"tier": rng.choice(("front", "back"))}}}]}

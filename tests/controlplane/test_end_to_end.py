@@ -16,6 +16,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from scaler.core.config.settings import ScalerConfig, parse_config
+from scaler.core.model import keys
 from scaler.permissions import LEASE_NAME
 from tests.controlplane.fixtures import SCALER_NAMESPACE, Cluster
 from tests.controlplane.world import MotoCloud, RealWorld, create_all, gpu_pod
@@ -116,7 +117,7 @@ def test_idle_nodes_go_through_real_evictions_that_honour_the_budget(world: Real
            "spec": {"containers": [{"name": "w", "image": "registry.k8s.io/pause:3.10",
                                     "resources": {"requests": {"cpu": "100m"}}}],
                     "tolerations": [{"operator": "Exists"}],
-                    "nodeSelector": {"kubernetes.io/hostname": sorted(world.names.values())[0]}}}
+                    "nodeSelector": {keys.LABEL_HOSTNAME: sorted(world.names.values())[0]}}}
     create_all(cluster.admin, [web, {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
                                      "metadata": {"name": "web", "namespace": "default"},
                                      "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}}}])
