@@ -22,6 +22,7 @@ from typing import Any
 
 from scaler.core.config.settings import ScalerConfig, parse_config
 from scaler.core.dra import nvidia
+from scaler.core.model import keys
 from scaler.core.model.dra import ResourceSlice
 from scaler.core.model.resources import format_resources
 
