@@ -114,6 +114,11 @@ class Cluster:
             name = ns.metadata.name
             if name in ("kube-system", "kube-public", "kube-node-lease", SCALER_NAMESPACE):
                 continue
+            apps = client.AppsV1Api(self.admin)  # controllers first, or they make the pods again
+            for delete_apps in (apps.delete_collection_namespaced_deployment,
+                                apps.delete_collection_namespaced_replica_set):
+                with contextlib.suppress(ApiException):
+                    delete_apps(name, propagation_policy="Background")
             with contextlib.suppress(ApiException):
                 core.delete_collection_namespaced_pod(name, grace_period_seconds=0)
             for group, version, plural in (("policy", "v1", "poddisruptionbudgets"),

@@ -4,20 +4,24 @@ real API server enforces PodDisruptionBudgets on policy/v1 Evictions), AWS throu
 server, and the node agent as every instance's kubelet.
 
 Each scenario reports what a user's bill would show: pods bound, nodes bought against the minimum, nodes
-bought that no pod used, idle nodes left (the `report` line in the test's output)."""
+bought that no pod used, idle nodes left, and how long after each pod's creation its cloud request went out
+(the `report` line in the test's output: `pytest -s`)."""
 
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from scaler.core.config.settings import ScalerConfig, parse_config
+from scaler.core.dra import nvidia
 from scaler.core.model import keys
 from scaler.permissions import LEASE_NAME
+from tests.controlplane import diffgen
 from tests.controlplane.fixtures import SCALER_NAMESPACE, Cluster
 from tests.controlplane.world import MotoCloud, RealWorld, create_all, gpu_pod
 from tests.fakes.aws import MotoAws
@@ -27,7 +31,7 @@ pytestmark = pytest.mark.integration
 ZONES = ("us-east-1a", "us-east-1b")
 
 
-def pools_config(max_gpu8: int = 10) -> ScalerConfig:
+def pools_config(max_gpu8: int = 10, extra: Iterable[dict[str, object]] = ()) -> ScalerConfig:
     """The shape of examples/pools-aws.yaml, small: 1- and 8-GPU spot pools per zone falling back to
     on-demand, the 8-GPU pools tainted for pods of 8 GPUs."""
     pools: list[dict[str, object]] = []
@@ -44,7 +48,7 @@ def pools_config(max_gpu8: int = 10) -> ScalerConfig:
         ]
     return parse_config({"cluster": "burst", "cloud": "aws", "region": "us-east-1",
                          "timings": {"scan_interval": 10, "unneeded_time": 60, "provision_timeout": 600},
-                         "pools": pools}, "test")
+                         "pools": [*pools, *extra]}, "test")
 
 
 @pytest.fixture
@@ -55,14 +59,6 @@ def world(aws: MotoAws, cluster: Cluster) -> Iterator[RealWorld]:
         yield w
     finally:
         w.close()
-
-
-def report(world: RealWorld, minimum: int) -> str:
-    line = (f"report: pods bound {sum(1 for p in world.pods() if p.spec.node_name)}/{len(world.pods())}, "
-            f"nodes bought {len(world.bought)} (minimum {minimum}), unused {len(world.unused_nodes())}, "
-            f"nodes left {len(world.names)}")
-    print(line)
-    return line
 
 
 def burst_pods() -> list[dict[str, object]]:
@@ -98,7 +94,7 @@ def test_a_burst_buys_at_most_the_minimum_plus_one_whichever_node_the_scheduler_
             world.step(30)
             if not world.pending():
                 break
-        line = report(world, minimum)
+        line = world.report(minimum)
         assert world.pending() == [], line
         assert len(world.bought) <= minimum + 1, line
         assert world.unused_nodes() == [], line
@@ -106,33 +102,99 @@ def test_a_burst_buys_at_most_the_minimum_plus_one_whichever_node_the_scheduler_
         world.close()
 
 
-def test_idle_nodes_go_through_real_evictions_that_honour_the_budget(world: RealWorld, cluster: Cluster) -> None:
-    create_all(cluster.admin, [gpu_pod(f"train-{i}", 1, zone=ZONES[0]) for i in range(3)])
-    world.step()
-    world.register()
-    world.step()
-    assert world.pending() == []
-    web = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web-0", "namespace": "default",
-                                                           "labels": {"app": "web"}},
-           "spec": {"containers": [{"name": "w", "image": "registry.k8s.io/pause:3.10",
-                                    "resources": {"requests": {"cpu": "100m"}}}],
-                    "tolerations": [{"operator": "Exists"}],
-                    "nodeSelector": {keys.LABEL_HOSTNAME: sorted(world.names.values())[0]}}}
-    create_all(cluster.admin, [web, {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
-                                     "metadata": {"name": "web", "namespace": "default"},
-                                     "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}}}])
-    world.settle()
-    for i in range(3):  # the jobs finish
-        cluster.core.delete_namespaced_pod(f"train-{i}", "default", grace_period_seconds=0)
-    for _ in range(20):
-        world.step(20)
-    line = report(world, 3)
-    # The two nodes without the web pod are gone; the budget (minAvailable 1, one replica) refuses the
-    # web pod's eviction, so its node stays, uncordoned once the drain is given up.
-    assert len(world.names) == 1, line
-    assert cluster.core.read_namespaced_pod("web-0", "default").metadata.deletion_timestamp is None
-    events = cluster.core.list_namespaced_event("default").items
-    assert not any(e.reason == "Evicted" and e.involved_object.name == "web-0" for e in events)
+MIG_POOL = {"name": "mig-a", "instance_types": ["p4d.24xlarge"], "zones": [ZONES[0]], "max": 2,
+            "gpu_allocation": "dra", "gpu_sharing": {"mig": {"strategy": "mixed", "layout": "all-balanced"}}}
+
+
+def mixed_pods() -> list[dict[str, Any]]:
+    """A mixed pending workload, 15 pods: plain 1-GPU pods; 1-GPU pods spread over the zones (maxSkew 1,
+    DoNotSchedule); a gang of two 8-GPU pods (scheduler-plugins' pod-group label and min-member); MIG slices
+    claimed through DRA, one claim asking for two 1g slices of the same GPU (matchAttribute parentUUID).
+    Minimum: 4 + 4 one-GPU nodes, 2 eight-GPU nodes, 1 MIG node."""
+    pods = [gpu_pod(f"plain-{i}", 1) for i in range(4)]
+    for i in range(4):
+        pod = gpu_pod(f"spread-{i}", 1, labels={"app": "spread"})
+        pod["spec"]["topologySpreadConstraints"] = [{
+            "maxSkew": 1, "topologyKey": keys.LABEL_ZONE, "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": {"app": "spread"}}}]
+        pods.append(pod)
+    for i in range(2):
+        pod = gpu_pod(f"gang-{i}", 8, cpu="8", labels={"app": "gang", keys.LABEL_POD_GROUP: "allreduce"})
+        pod["metadata"]["annotations"] = {keys.ANNOTATION_POD_GROUP_MIN: "2"}
+        pods.append(pod)
+    objs: list[dict[str, Any]] = [diffgen.device_class(c) for c in nvidia.DEVICE_CLASSES]
+    objs += [diffgen.claim_template(0, spec) for spec in ("mig-1g", "mig-2x1g-one-gpu")]
+    for i, spec in enumerate(("mig-1g", "mig-1g", "mig-1g", "mig-2x1g-one-gpu", "mig-2x1g-one-gpu")):
+        pod = gpu_pod(f"mig-{i}", 0)
+        pod["spec"]["resourceClaims"] = [{"name": "mig", "resourceClaimTemplateName": f"s0-{spec}"}]
+        pod["spec"]["containers"][0]["resources"]["claims"] = [{"name": "mig"}]
+        pods.append(pod)
+    return objs + pods
+
+
+def web_deployment(name: str, host: str) -> dict[str, Any]:
+    spec = gpu_pod(name, 0, labels={"app": "web"}, cpu="100m")["spec"]  # tolerates the GPU taint, not a cordon
+    spec["affinity"] = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
+        "weight": 100, "preference": {"matchExpressions": [
+            {"key": keys.LABEL_HOSTNAME, "operator": "In", "values": [host]}]}}]}}
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": "default"},
+            "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web", "deployment": name}},
+                     "template": {"metadata": {"labels": {"app": "web", "deployment": name}}, "spec": spec}}}
+
+
+def web_ready(world: RealWorld) -> list[str]:
+    return [p.metadata.name for p in world.pods() if p.metadata.name.startswith("web-")
+            and p.metadata.deletion_timestamp is None and p.spec.node_name and p.status.phase == "Running"]
+
+
+def test_a_mixed_workload_is_bound_by_the_real_scheduler_then_scaled_down_through_evictions_the_budget_allows(
+        aws: MotoAws, cluster: Cluster) -> None:
+    config = pools_config(extra=[MIG_POOL])
+    world = RealWorld(MotoCloud(aws, config), cluster, config, device_plugin_delay=True)
+    try:
+        create_all(cluster.admin, mixed_pods())
+        minimum = 4 + 4 + 2 + 1
+        plan = world.step()
+        assert plan is not None and sum(u.count for u in plan.scale_ups) == minimum, plan.scale_ups
+        order = sorted(world.bought)
+        random.Random(41).shuffle(order)  # nodes finish booting in an order of their own, a few at a time
+        for _ in range(6):
+            world.register(limit=3, order=order)
+            world.step(30)
+            if not world.pending() and len(world.names) == len(world.bought):
+                break
+        line = world.report(minimum)
+        assert world.pending() == [], line
+        assert len(world.bought) == minimum and world.unused_nodes() == [], line
+        claims = cluster.custom.list_namespaced_custom_object("resource.k8s.io", "v1", "default", "resourceclaims")
+        allocated = [c for c in claims["items"] if c.get("status", {}).get("allocation")]
+        assert len(allocated) == 5  # the real scheduler allocated every MIG claim on the node bought for them
+
+        # A web service runs beside the jobs, one replica on each of two GPU nodes (two Deployments, each
+        # preferring its node), under one budget of minAvailable 1; then the jobs finish.
+        hosts = sorted(world.names.values())[:2]
+        create_all(cluster.admin, [*(web_deployment(f"web-{i}", host) for i, host in enumerate(hosts)), {
+            "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "metadata": {"name": "web", "namespace": "default"},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}}}])
+        cluster.wait(lambda: len(web_ready(world)) == 2, "the web replicas run")
+        for pod in world.pods():
+            if not pod.metadata.name.startswith("web-"):
+                cluster.core.delete_namespaced_pod(pod.metadata.name, "default", grace_period_seconds=0)
+        fewest, seen = 2, set(web_ready(world))
+        for _ in range(25):
+            world.step(20)
+            ready = web_ready(world)
+            fewest, seen = min(fewest, len(ready)), seen | set(ready)
+            if len(world.names) == 1 and len(ready) == 2:
+                break
+        line = f"{world.report(minimum)}; web replicas: {len(seen)} made, fewest ready {fewest}"
+        # Every GPU node the jobs left idle is gone; the web replicas of at least one removed node were moved by
+        # real Evictions (their ReplicaSets made new ones), and the service never had fewer ready replicas than
+        # its budget asks.
+        assert len(world.names) == 1 and len(seen) > 2 and fewest >= 1, line
+    finally:
+        world.close()
 
 
 def test_a_restart_mid_scale_up_buys_nothing_twice(world: RealWorld, cluster: Cluster) -> None:
@@ -146,7 +208,7 @@ def test_a_restart_mid_scale_up_buys_nothing_twice(world: RealWorld, cluster: Cl
     world.step()
     world.register()
     world.step()
-    line = report(world, 14)
+    line = world.report(14)
     assert world.pending() == [] and len(world.bought) == 14, line
 
 

@@ -90,11 +90,11 @@ def test_two_replicas_one_acts_and_a_sigkill_mid_scale_up_doubles_nothing(
         create_all(cluster.admin, [gpu_pod(f"late-{i}", 1) for i in range(2)])
         cluster.wait(lambda: not world.pending(), "every pod bound", timeout=90)
         time.sleep(5)  # a few more passes of the new leader: nothing more is bought
-        world.settle()
-        assert world.desired("gpu-a") == 16 and len(world.bought) == 16
-        assert world.unused_nodes() == []
-        print(f"report: pods bound 16/16, nodes bought {len(world.bought)} (minimum 16), unused 0, "
-              f"leader {leader} killed, {standby} took over")
+        line = world.report(16)
+        assert world.desired("gpu-a") == 16 and len(world.bought) == 16 and world.unused_nodes() == [], line
+        # A pass every 2 s. (A pod the killed leader asked for may have no Event: the kill can land between its
+        # cloud request and its Events.)
+        assert max(world.delays.values()) < 15, line
     finally:
         for p in procs.values():
             if p.poll() is None:

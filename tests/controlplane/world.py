@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
+from statistics import median
 from typing import Any
 
 from kubernetes import client, utils
@@ -101,6 +102,7 @@ class RealWorld:
         self.used: set[str] = set()  # nodes some pod was ever bound to
         self.bought: set[str] = set()  # every instance id ever seen
         self.registered_at = 0.0  # when the last node registered (monotonic)
+        self.delays: dict[tuple[str, str], float] = {}  # pod -> seconds from its creation to its cloud request
 
     def new_runtime(self, identity: str | None = None) -> Runtime:
         """A scaler process: a new provider and an empty State (what a restart gives)."""
@@ -200,6 +202,8 @@ class RealWorld:
             while not (self.cache.fresh and self.caught_up()) and time.monotonic() < deadline:
                 time.sleep(0.05)
         plan = self.runtime.run_once()
+        if plan is not None and plan.scale_ups:
+            self.note_requests()
         if self.cluster.agent.advertise():
             self.registered_at = time.monotonic()  # new room for the scheduler: the next settle waits for it
         return plan
@@ -216,6 +220,39 @@ class RealWorld:
 
     def pending(self) -> list[str]:
         return sorted(f"{p.metadata.namespace}/{p.metadata.name}" for p in self.pods() if not p.spec.node_name)
+
+    def note_requests(self) -> None:
+        """Notes the delay of each pod's first cloud request (while the pod is there to read its creation)."""
+        self.delays = {**request_delays(self.cluster), **self.delays}
+
+    def report(self, minimum: int) -> str:
+        """What a user's bill and `kubectl get events` would show, as one line printed to the test's output (once
+        the scheduler is done with what the last pass changed)."""
+        self.settle()
+        self.note_requests()
+        pods = self.pods()
+        delays = sorted(self.delays.values())
+        waited = (f"creation to cloud request median {median(delays):.0f} s, max {delays[-1]:.0f} s "
+                  f"({len(delays)} pods)" if delays else "no cloud request")
+        line = (f"report: pods bound {sum(1 for p in pods if p.spec.node_name)}/{len(pods)}, "
+                f"nodes bought {len(self.bought)} (minimum {minimum}), unused {len(self.unused_nodes())}, "
+                f"nodes left {len(self.names)}, {waited}")
+        print(line)
+        return line
+
+
+def request_delays(cluster: Cluster) -> dict[tuple[str, str], float]:
+    """For each pod a scale-up was for, seconds from its creation (the API server's creationTimestamp) to the
+    cloud request (the scaler's first TriggeredScaleUp Event on it, recorded right after the request)."""
+    created = {(p.metadata.namespace, p.metadata.name): p.metadata.creation_timestamp
+               for p in cluster.core.list_pod_for_all_namespaces().items}
+    first: dict[tuple[str, str], Any] = {}
+    for e in cluster.core.list_event_for_all_namespaces(field_selector="reason=TriggeredScaleUp").items:
+        key = (e.involved_object.namespace, e.involved_object.name)
+        at = e.first_timestamp or e.event_time
+        if key in created and at is not None and (key not in first or at < first[key]):
+            first[key] = at
+    return {key: (at - created[key]).total_seconds() for key, at in first.items()}
 
 
 def gpu_pod(name: str, gpus: int, *, namespace: str = "default", zone: str | None = None,
