@@ -126,8 +126,12 @@ class Informer:
                 if err.status == 404 and self.optional:
                     self._absent()
                     continue
+                if self._stop.is_set():
+                    return
                 failures = self._failed(failures, f"HTTP {err.status}: {err.reason}")
             except Exception as err:
+                if self._stop.is_set():  # stopped: the watch's end (its connection closed under it) is no failure
+                    return
                 failures = self._failed(failures, f"{err.__class__.__name__}: {err}")
 
     def _absent(self) -> None:

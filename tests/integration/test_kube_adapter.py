@@ -213,3 +213,17 @@ def test_cordon_on_a_stale_copy_fails_instead_of_wiping_a_new_taint(kube: FakeKu
     now = kube.get("nodes", "/n3")
     assert now is not None and now["spec"]["unschedulable"] is True
     assert {t["key"] for t in now["spec"]["taints"]} >= {"node.kubernetes.io/unreachable", keys.TAINT_DISRUPTING}
+
+
+def test_a_stopped_cache_says_nothing_when_its_server_goes(  # type: ignore[no-untyped-def]
+        kube: FakeKube, api, caplog: pytest.LogCaptureFixture) -> None:
+    """Its watch threads end quietly: a watch cut after `stop` is no failure to log (nor to retry), so nothing
+    is written later into a stream its process (or a test) has closed. The fake server: it ends the open watches
+    on cue (`set_down`), which the real one does only when it stops."""
+    c = ClusterCache(api, watch_timeout=5, backoff_initial=0.05, backoff_max=0.2)
+    c.start()
+    assert c.wait_synced(5)
+    c.stop(wait=0)
+    kube.set_down(True)  # ends the open watches
+    assert eventually(lambda: not any(inf._thread and inf._thread.is_alive() for inf in c.informers))
+    assert [r.getMessage() for r in caplog.records if r.name == "scaler.kube.cache"] == []

@@ -303,14 +303,7 @@ SIM_CASES: list[tuple[str, list[str], dict[str, Any] | None, str, str]] = [
 ]
 
 
-# Passes alone; in the whole suite an earlier test's leaked watch threads log into the stderr it captures.
-_LEAK = pytest.mark.xfail(strict=False, reason="stderr shared with leaked threads of an earlier test (to be found)")
-
-
-@pytest.mark.parametrize(("flags", "pools", "row", "line"),
-                         [pytest.param(*c[1:], marks=_LEAK) if c[0] == "a worker's error names the user's file"
-                          else c[1:] for c in SIM_CASES],
-                         ids=[c[0] for c in SIM_CASES])
+@pytest.mark.parametrize(("flags", "pools", "row", "line"), [c[1:] for c in SIM_CASES], ids=[c[0] for c in SIM_CASES])
 def test_simulate_refuses_settings_that_would_mislead(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                       flags: list[str], pools: dict[str, Any] | None, row: str,
                                                       line: str) -> None:
