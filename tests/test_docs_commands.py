@@ -344,6 +344,30 @@ def test_a_right_command_passes() -> None:
         assert problems(Command("doc.md", 1, text, True), set()) == []
 
 
+def written_into_the_clone(command: Command) -> list[str]:
+    """The files a command writes inside the clone that git would see (a `>` redirection or an output flag; a
+    placeholder such as FILE and kubectl's `-o FORMAT` are not files): each belongs under an ignored folder."""
+    paths = [out for argv in _simple(command.text) if argv[0] != "kubectl" for out in _outputs(argv)
+             if not out.startswith(("~", "/", "$", "-", "<")) and "__" not in out and not out.isupper()]
+    if not paths:
+        return []
+    shown = subprocess.run(["git", "check-ignore", "--no-index", "--verbose", "--non-matching", *paths], cwd=ROOT,
+                           capture_output=True, text=True, check=False).stdout.splitlines()
+    return [line.split("\t")[-1] for line in shown if line.startswith("::")]
+
+
+@pytest.mark.skipif(not (ROOT / ".git").exists(), reason="not a git clone: no .gitignore to check against")
+def test_no_command_writes_into_the_clone_where_git_would_see_it() -> None:
+    """A reader who runs the docs' commands keeps a clean `git status`: outputs go under out/ (ignored)."""
+    found = [f"{c}: writes {', '.join(paths)}" for c in ALL if (paths := written_into_the_clone(c))]
+    assert found == []
+
+
+def test_the_output_check_catches_a_file_in_the_root() -> None:
+    text = ".venv/bin/python -m scaler simulate --trace t.csv --pools p.yaml --report outage.json --plot out/o.png"
+    assert written_into_the_clone(Command("doc.md", 1, text, True)) == ["outage.json"]
+
+
 # Spans that look like repository paths but name something else: (page, text) -> what it is.
 NOT_PATHS: dict[tuple[str, str], str] = {
     ("docs/platform.md", "pulumi/actions"): "the GitHub Action pulumi/actions",
