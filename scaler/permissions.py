@@ -183,7 +183,7 @@ KUBERNETES_RBAC_RULES: Final[list[dict[str, list[str]]]] = [
     # CapacityBuffers (issue 27): watched, answered through the status subresource only; the workloads a
     # buffer's scalableRef names are read for their pod template and replicas.
     {"apiGroups": [keys.API_GROUP_AUTOSCALING], "resources": ["capacitybuffers"], "verbs": ["list", "watch"]},
-    {"apiGroups": [keys.API_GROUP_AUTOSCALING], "resources": ["capacitybuffers/status"], "verbs": ["update"]},
+    {"apiGroups": [keys.API_GROUP_AUTOSCALING], "resources": ["capacitybuffers/status"], "verbs": ["patch"]},
     {"apiGroups": ["apps"], "resources": ["deployments", "replicasets", "statefulsets"], "verbs": ["get"]},
 ]
 

@@ -3,7 +3,7 @@ watched by `scaler.kube.cache` and converted by `scaler.kube.convert_buffers`; t
 StatefulSet of a `scalableRef` is read here when a pass needs it (its pod template and replicas), and each
 buffer's status is written back. The deciding is the core's (scaler.core.planning.buffers).
 
-Calls (scaler.permissions): capacitybuffers list/watch, capacitybuffers/status update, podtemplates
+Calls (scaler.permissions): capacitybuffers list/watch, capacitybuffers/status patch, podtemplates
 list/watch, deployments/replicasets/statefulsets get.
 """
 
@@ -16,8 +16,8 @@ from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError as TransportError
 
 from scaler.core.model.buffers import BufferStatus, CapacityBuffer
-from scaler.kube.client import TIMEOUT, read_or_none
-from scaler.kube.convert_buffers import GROUP, JSON, PLURAL, VERSION, status_json
+from scaler.kube.client import MERGE_PATCH, TIMEOUT, read_or_none
+from scaler.kube.convert_buffers import GROUP, JSON, PLURAL, STATUS_FIELDS, VERSION, status_json
 from scaler.ports import KubeError
 
 log = logging.getLogger(__name__)
@@ -37,18 +37,19 @@ class Scalable:
 
 
 def write_status(custom: client.CustomObjectsApi, buf: CapacityBuffer, status: BufferStatus) -> None:
-    """Replace the buffer's status (the status subresource: the spec is not touched)."""
-    body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "CapacityBuffer",
-            "metadata": {"name": buf.name, "namespace": buf.namespace}, "status": status_json(status)}
+    """Set the buffer's whole status (the status subresource: the spec is not touched), as a merge patch in
+    which a field the status no longer has is null. (An update would need the object's resourceVersion: the API
+    server refuses an unconditional update of a custom resource, 422.)"""
+    body = {"status": {**dict.fromkeys(STATUS_FIELDS), **status_json(status)}}
     try:
-        custom.replace_namespaced_custom_object_status(GROUP, VERSION, buf.namespace, PLURAL, buf.name, body,
-                                                       _request_timeout=TIMEOUT)
+        custom.patch_namespaced_custom_object_status(GROUP, VERSION, buf.namespace, PLURAL, buf.name, body,
+                                                     _request_timeout=TIMEOUT, _content_type=MERGE_PATCH)
     except ApiException as err:
         if err.status == 404:
             return  # deleted meanwhile
-        raise KubeError(f"update {PLURAL}/status {buf.key}: {err.status} {err.reason}") from err
+        raise KubeError(f"patch {PLURAL}/status {buf.key}: {err.status} {err.reason}") from err
     except TransportError as err:
-        raise KubeError(f"update {PLURAL}/status {buf.key}: {err}") from err
+        raise KubeError(f"patch {PLURAL}/status {buf.key}: {err}") from err
     log.info("capacity buffer %s: replicas %s, %s", buf.key, status.replicas,
              ", ".join(f"{c.type}={c.status} ({c.reason})" for c in sorted(status.conditions.values(),
                                                                              key=lambda c: c.type)))

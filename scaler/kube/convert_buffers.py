@@ -115,6 +115,10 @@ def _time(at: float) -> str:
     return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+# Every field of the status gpuburst writes (status_json leaves out those it has no value for).
+STATUS_FIELDS = ("provisioningStrategy", "conditions", "replicas", "podTemplateRef", "podTemplateGeneration")
+
+
 def status_json(status: BufferStatus) -> JSON:
     out: JSON = {"provisioningStrategy": status.strategy, "conditions": [
         {"type": c.type, "status": c.status, "reason": c.reason, "message": c.message[:32768],

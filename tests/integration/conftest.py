@@ -7,12 +7,12 @@ Evictions a PodDisruptionBudget refuses, Events, the Lease between two replicas,
 stays here for what a test injects that the real server cannot be made to do on cue:
 - an API server that answers 503 to everything, or to one list (`down`, `broken`): outages and failing watches;
 - a watch's resourceVersion compacted now (410 Gone) rather than on etcd's five-minute compaction timer;
-- objects the real server refuses at admission (malformed Pods, Nodes, PDBs, ProvisioningRequests, DRA
-  objects a CRD or validation would reject), to show one bad object is skipped and the pass goes on;
+- objects the real server refuses at admission (malformed Pods, Nodes, PDBs, ProvisioningRequests,
+  CapacityBuffers, DRA objects a CRD or validation would reject), to show one bad object is skipped and the pass
+  goes on;
 - list pages of a forced size, a PDB whose cached view lags the server (`quiet=True`), an evicted pod that
   comes back (`recreate_evicted`);
-and for the loop scenarios not yet moved (test_loop*.py, test_capacity_buffers.py), whose World binds pods
-itself (tests/fakes/world.py)."""
+and for the loop scenarios not yet moved (test_loop*.py), whose World binds pods itself (tests/fakes/world.py)."""
 
 from __future__ import annotations
 

@@ -105,8 +105,8 @@ CUSTOM_METHODS = {
     ("scaler/kube/provreq.py", "patch_namespaced_custom_object_status"):
         ("autoscaling.x-k8s.io", "provisioningrequests/status", "patch"),
     ("scaler/kube/cache.py", "list_cluster_custom_object"): ("autoscaling.x-k8s.io", "capacitybuffers", "list"),
-    ("scaler/kube/buffers.py", "replace_namespaced_custom_object_status"):
-        ("autoscaling.x-k8s.io", "capacitybuffers/status", "update"),
+    ("scaler/kube/buffers.py", "patch_namespaced_custom_object_status"):
+        ("autoscaling.x-k8s.io", "capacitybuffers/status", "patch"),
 }
 # The Lease is driven by the client's LeaseLock: read, create, replace.
 LEASE = {("coordination.k8s.io", "leases", v) for v in ("get", "create", "update")}
