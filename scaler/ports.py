@@ -26,6 +26,7 @@ from scaler.core.model.dra import DraObjects
 from scaler.core.model.drain import DrainState
 from scaler.core.model.interruption import Interruption
 from scaler.core.model.objects import Node, Pod, PodDisruptionBudget
+from scaler.core.model.podgroup import PodGroup
 from scaler.core.model.provreq import ProvisioningRequest
 from scaler.core.planning.decisions import BufferOutcome, Plan
 from scaler.core.planning.snapshot import PoolObservation, Snapshot
@@ -77,6 +78,7 @@ class ClusterView:
     skipped: list[Skipped] = field(default_factory=list)  # objects that did not convert
     dra: DraObjects = field(default_factory=DraObjects)  # DeviceClasses, ResourceClaims (+Templates), ResourceSlices
     buffers: list[CapacityBuffer] = field(default_factory=list)  # CapacityBuffers, their references resolved
+    pod_groups: dict[str, PodGroup] = field(default_factory=dict)  # gangs' PodGroups, by PodGroup.key
 
 
 class Observer(Protocol):

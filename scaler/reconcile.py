@@ -74,6 +74,7 @@ class Reconciler:
                             fresh=view.fresh, pdbs_fresh=view.pdbs_fresh, interruptions=list(self.notices),
                             draining=self.actuator.draining(), abandoned=abandoned, refused=refused,
                             storage=view.storage, namespaces=view.namespaces, dra=view.dra, buffers=view.buffers,
+                            pod_groups=view.pod_groups,
                             requests=self._read_requests() if view.fresh else [], memo=self.memo)
         self.memo.next_pass()
         requests = snapshot.requests

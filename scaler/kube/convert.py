@@ -175,6 +175,7 @@ def pod_from_json(obj: JSON) -> Pod:
             phase=_text(obj.get("status") or {}, "phase", "status", "Pending"),
             created_at=timestamp(meta.get("creationTimestamp")),
             resource_claims=resource_claims(spec, obj.get("status") or {}),
+            scheduling_group=_text(spec.get("schedulingGroup") or {}, "podGroupName", "spec.schedulingGroup") or None,
             **_scheduling_fields(meta, spec),
         )
     except FieldError as err:

@@ -8,9 +8,10 @@ pods,nodes,pvc,pv,storageclass,csinode,namespaces -A -o json`), and the DRA obje
 DynamicResources filter reads (`kubectl get pods,nodes,resourceclaims,resourceclaimtemplates,deviceclasses,
 resourceslices -A -o json`), and the CapacityBuffers with the PodTemplates (or Deployments, ReplicaSets,
 StatefulSets) they name (`kubectl get pods,nodes,podtemplates,capacitybuffers -A -o json`): each buffer's
-placeholders are planned and listed with where they sit. Nodes belong to the pool their
-gpuburst.io/pool label names (nodes without it are named in a note); a pool's desired size is taken as its node
-count. A node of the other cloud (its providerID aws:// or azure://) refuses the pools file. Pending pods are
+placeholders are planned and listed with where they sit; and the gangs' PodGroups (the Workload API's,
+scheduler-plugins' and Volcano's, scaler.core.model.podgroup): each gang gets room for its minimum or nothing.
+Nodes belong to the pool their gpuburst.io/pool label names (nodes without it are named in a note); a pool's
+desired size is taken as its node count. A node of the other cloud (its providerID aws:// or azure://) refuses the pools file. Pending pods are
 those the scheduler marked PodScheduled=False/Unschedulable, as cluster-autoscaler reads them. The
 snapshot's time is its latest timestamp (creations, node conditions' transitions), so the same file always
 gives the same plan. Nodes with a GPU health signal are listed with what the scaler does about them (repair,
@@ -42,6 +43,7 @@ from scaler.core.planning.snapshot import PoolObservation, Snapshot
 from scaler.core.planning.state import State
 from scaler.kube.convert import SnapshotError
 from scaler.kube.convert_buffers import buffer_from_json
+from scaler.kube.convert_podgroup import pod_group_from_json
 from scaler.kube.convert_storage import storage_view
 from scaler.kube.view import cluster_view
 
@@ -50,8 +52,10 @@ STORAGE_KINDS = ("PersistentVolumeClaim", "PersistentVolume", "StorageClass", "C
 DRA_KINDS = ("DeviceClass", "ResourceClaim", "ResourceClaimTemplate", "ResourceSlice")
 # CapacityBuffers, with the PodTemplates and workloads they name (kubectl get ...,podtemplates,capacitybuffers).
 BUFFER_KINDS = ("CapacityBuffer", "PodTemplate", *SCALABLE_KINDS)
+# The gangs' PodGroups (scheduling.k8s.io, scheduling.x-k8s.io, scheduling.volcano.sh: one kind, by apiVersion).
+GANG_KINDS = ("PodGroup",)
 # Every kind the reader takes (`python -m scaler snapshot` writes each of them).
-KINDS = ("Node", "Pod", *STORAGE_KINDS, *DRA_KINDS, *BUFFER_KINDS)
+KINDS = ("Node", "Pod", *STORAGE_KINDS, *DRA_KINDS, *BUFFER_KINDS, *GANG_KINDS)
 CLOUDS = get_args(Cloud)  # a node's providerID scheme (aws://..., azure://...) names its cloud
 
 
@@ -95,7 +99,7 @@ def load_snapshot(path: str | Path, config: ScalerConfig) -> tuple[Snapshot, lis
             raise SnapshotError(f"{p}: items[{i}] ({kind}): metadata.name is missing")
         if not isinstance(meta.get("namespace", ""), str):
             raise SnapshotError(f"{p}: items[{i}] ({kind}): metadata.namespace is not a string")
-        namespaced = kind in ("Pod", "ResourceClaim", "ResourceClaimTemplate", *BUFFER_KINDS)
+        namespaced = kind in ("Pod", "ResourceClaim", "ResourceClaimTemplate", *BUFFER_KINDS, *GANG_KINDS)
         where = f"{p}: {kind} {meta.get('namespace', '') + '/' if namespaced else ''}{meta['name']}"
         latest = max(latest, _timestamp(meta.get("creationTimestamp"), f"{where}: metadata.creationTimestamp"),
                      *(_timestamp(c.get("lastTransitionTime"), f"{where}: status.conditions")
@@ -112,6 +116,7 @@ def load_snapshot(path: str | Path, config: ScalerConfig) -> tuple[Snapshot, lis
             by_kind["CSINode"], by_kind["Namespace"] or None)
         dra = dra_view(by_kind)
         buffers = buffers_view(by_kind)
+        pod_groups = {g.key: g for g in map(pod_group_from_json, by_kind["PodGroup"])}
     except SnapshotError as err:
         raise SnapshotError(f"{p}: {err}") from None
     pools = {pool.name for pool in config.pools}
@@ -141,7 +146,7 @@ def load_snapshot(path: str | Path, config: ScalerConfig) -> tuple[Snapshot, lis
         for pool in config.pools
     }
     return Snapshot(now=latest, pending=view.pending, nodes=list(nodes.values()), pools=observed, storage=storage,
-                    namespaces=namespaces, dra=dra, buffers=buffers), notes
+                    namespaces=namespaces, dra=dra, buffers=buffers, pod_groups=pod_groups), notes
 
 
 def buffers_view(by_kind: dict[str, list[dict[str, Any]]]) -> list[CapacityBuffer]:

@@ -85,6 +85,15 @@ ANNOTATION_MIRROR_POD: Final = "kubernetes.io/config.mirror"
 LABEL_POD_GROUP: Final = "scheduling.x-k8s.io/pod-group"
 ANNOTATION_POD_GROUP_MIN: Final = "scheduling.x-k8s.io/min-member"
 
+# --- gangs' own objects (scaler.core.model.podgroup) ---------------------------------------------------
+# The Workload API's PodGroups (KEP-4671; pods name theirs by spec.schedulingGroup.podGroupName).
+API_GROUP_SCHEDULING: Final = "scheduling.k8s.io"
+# scheduler-plugins' coscheduling PodGroup CRD (spec.minMember; pods carry LABEL_POD_GROUP).
+API_GROUP_COSCHEDULING: Final = "scheduling.x-k8s.io"
+# Volcano's PodGroup (spec.minMember; pods carry the annotation below).
+API_GROUP_VOLCANO: Final = "scheduling.volcano.sh"
+ANNOTATION_VOLCANO_GROUP: Final = "scheduling.k8s.io/group-name"
+
 # --- ProvisioningRequests (autoscaling.x-k8s.io/v1, Kueue's ProvisioningRequest admission check) ---
 # The API group of ProvisioningRequests and CapacityBuffers (kubernetes/autoscaler's CRDs).
 API_GROUP_AUTOSCALING: Final = "autoscaling.x-k8s.io"

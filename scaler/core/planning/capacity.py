@@ -11,6 +11,7 @@ from scaler.core.config.pool import Pool
 from scaler.core.config.settings import ScalerConfig
 from scaler.core.model import keys
 from scaler.core.model.objects import Node, Pod
+from scaler.core.model.podgroup import gang_of
 from scaler.core.model.workload import TERMINATED_PHASES, gpu_devices, is_daemonset, is_mirror, node_pool
 from scaler.core.planning.advance import Advanced, may_still_boot
 from scaler.core.planning.memo import Memo
@@ -77,9 +78,8 @@ def _walk(node: Node, gang_label: str, into: NodeUsage, seen: set[int]) -> None:
         if pod.phase not in TERMINATED_PHASES:  # (`active`, inlined)
             for r, v in req.items():
                 used[r] = used.get(r, 0) + v
-            gang = pod.labels.get(gang_label)
-            if gang:
-                gid = f"{pod.namespace}/{gang}"
+            gid = gang_of(pod, gang_label)
+            if gid is not None:
                 gangs[gid] = gangs.get(gid, 0) + 1
         if not into.filtered and own_constraints(pod):
             into.filtered = True

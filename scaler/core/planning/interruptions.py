@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from scaler.core.config.reservation import EC2_BLOCK_TERMINATION
 from scaler.core.model.interruption import Interruption
 from scaler.core.model.objects import Node, Pod
+from scaler.core.model.podgroup import gang_of
 from scaler.core.model.workload import blocker, node_pool, to_evict
 from scaler.core.planning.decisions import NodeEvent, ScaleDown
 from scaler.core.planning.snapshot import Snapshot
@@ -114,6 +115,6 @@ def ending_blocks(snapshot: Snapshot, out: Leaving, gang_label: str) -> None:
         out.drains.append(ScaleDown(name, node.name, node.provider_id, tuple(p.key for p in pods), reason,
                                     deadline=max(snapshot.now, block.end - EC2_BLOCK_TERMINATION), forced=True,
                                     kind="capacity-block-end",
-                                    delete=tuple(p.key for p in pods if gang_label in p.labels)))
+                                    delete=tuple(p.key for p in pods if gang_of(p, gang_label) is not None)))
         out.events.append(NodeEvent(node.name, "CapacityBlockEnding", f"{reason}: draining; replacements are "
                                     "planned on the pool's fallback", warning=True))

@@ -14,6 +14,7 @@ from scaler.core.model.dra import DraObjects
 from scaler.core.model.drain import DrainState
 from scaler.core.model.interruption import Interruption
 from scaler.core.model.objects import Node, Pod, PodDisruptionBudget
+from scaler.core.model.podgroup import PodGroup
 from scaler.core.model.provreq import ProvisioningRequest
 from scaler.core.planning.memo import Memo
 from scaler.core.scheduling.filters import Storage
@@ -87,6 +88,8 @@ class Snapshot:
     buffers: list[CapacityBuffer] = field(default_factory=list)
     # ProvisioningRequests still in play (scaler.core.planning.provreq): their pods are planned with the others.
     requests: list[ProvisioningRequest] = field(default_factory=list)
+    # The gangs' own objects (scaler.core.model.podgroup), by PodGroup.key: Workload API, coscheduling, Volcano.
+    pod_groups: dict[str, PodGroup] = field(default_factory=dict)
     # What the last passes worked out that this one may reuse (the Reconciler keeps it): never changes a plan.
     # None: a plan from scratch (a snapshot file, a test), without the cost of keeping anything.
     memo: Memo | None = field(default=None, repr=False, compare=False)
