@@ -1,21 +1,21 @@
 """`python -m scaler plan | explain`: the plan for a real cluster snapshot, and why for every pending pod.
 
-Input: what `python -m scaler snapshot` writes (every kind below, from the current kubeconfig), or
-`kubectl get pods,nodes -A -o json` (a List of Pod and Node objects), and a pools file; the List may also
-hold the PersistentVolumeClaims, PersistentVolumes, StorageClasses,
-CSINodes and Namespaces kube-scheduler's volume and namespaceSelector filters read (`kubectl get
-pods,nodes,pvc,pv,storageclass,csinode,namespaces -A -o json`), and the DRA objects kube-scheduler's
-DynamicResources filter reads (`kubectl get pods,nodes,resourceclaims,resourceclaimtemplates,deviceclasses,
-resourceslices -A -o json`), and the CapacityBuffers with the PodTemplates (or Deployments, ReplicaSets,
-StatefulSets) they name (`kubectl get pods,nodes,podtemplates,capacitybuffers -A -o json`): each buffer's
-placeholders are planned and listed with where they sit; and the gangs' PodGroups (the Workload API's,
-scheduler-plugins' and Volcano's, scaler.core.model.podgroup): each gang gets room for its minimum or nothing.
-Nodes belong to the pool their gpuburst.io/pool label names (nodes without it are named in a note); a pool's
-desired size is taken as its node count. A node of the other cloud (its providerID aws:// or azure://) refuses the pools file. Pending pods are
-those the scheduler marked PodScheduled=False/Unschedulable, as cluster-autoscaler reads them. The
-snapshot's time is its latest timestamp (creations, node conditions' transitions), so the same file always
-gives the same plan. Nodes with a GPU health signal are listed with what the scaler does about them (repair,
-wait for the repair budget, wait out the signal's grace). Nothing is changed anywhere: this only prints.
+Input: what `python -m scaler snapshot` writes (every kind below, from the current kubeconfig), or `kubectl get
+pods,nodes -A -o json` (a List of Pod and Node objects), and a pools file; the List may also hold the
+PersistentVolumeClaims, PersistentVolumes, StorageClasses, CSINodes and Namespaces kube-scheduler's volume and
+namespaceSelector filters read (`kubectl get pods,nodes,pvc,pv,storageclass,csinode,namespaces -A -o json`), and
+the DRA objects kube-scheduler's DynamicResources filter reads (`kubectl get
+pods,nodes,resourceclaims,resourceclaimtemplates,deviceclasses, resourceslices -A -o json`), and the
+CapacityBuffers with the PodTemplates (or Deployments, ReplicaSets, StatefulSets) they name (`kubectl get
+pods,nodes,podtemplates,capacitybuffers -A -o json`): each buffer's placeholders are planned and listed with where
+they sit; and the gangs' PodGroups (the Workload API's, scheduler-plugins' and Volcano's,
+scaler.core.model.podgroup): each gang gets room for its minimum or nothing. Nodes belong to the pool their
+gpuburst.io/pool label names (nodes without it are named in a note); a pool's desired size is taken as its node
+count. A node of the other cloud (its providerID aws:// or azure://) refuses the pools file. Pending pods are those
+the scheduler marked PodScheduled=False/Unschedulable, as cluster-autoscaler reads them. The snapshot's time is its
+latest timestamp (creations, node conditions' transitions), so the same file always gives the same plan. Nodes with
+a GPU health signal are listed with what the scaler does about them (repair, wait for the repair budget, wait out
+the signal's grace). Nothing is changed anywhere: this only prints.
 """
 
 from __future__ import annotations
