@@ -185,6 +185,9 @@ KUBERNETES_RBAC_RULES: Final[list[dict[str, list[str]]]] = [
     {"apiGroups": [keys.API_GROUP_AUTOSCALING], "resources": ["capacitybuffers"], "verbs": ["list", "watch"]},
     {"apiGroups": [keys.API_GROUP_AUTOSCALING], "resources": ["capacitybuffers/status"], "verbs": ["update"]},
     {"apiGroups": ["apps"], "resources": ["deployments", "replicasets", "statefulsets"], "verbs": ["get"]},
+    # Gangs' PodGroups (issue 39): the Workload API's, scheduler-plugins' coscheduling and Volcano's; read only.
+    {"apiGroups": [keys.API_GROUP_SCHEDULING, keys.API_GROUP_COSCHEDULING, keys.API_GROUP_VOLCANO],
+     "resources": ["podgroups"], "verbs": ["list", "watch"]},
 ]
 
 # Role in the scaler's own namespace: its Lease and its status ConfigMap. `create` cannot be

@@ -20,10 +20,10 @@ from scaler.core.model.podgroup import COSCHEDULING, VOLCANO, WORKLOAD, GroupApi
 from scaler.kube.convert import SnapshotError
 
 JSON = Mapping[str, Any]
-# (group, version, plural) the kube adapter lists; the Workload API's newest version first.
-WORKLOAD_VERSIONS = ("v1beta1", "v1alpha3")
-COSCHEDULING_VERSION = "v1alpha1"
-VOLCANO_VERSION = "v1beta1"
+# (group, version) the kube adapter lists PodGroups from, each where the server serves it: the Workload API in
+# both versions 1.37 has (beta, and alpha where a cluster enables only that), scheduler-plugins', Volcano's.
+SOURCES = ((keys.API_GROUP_SCHEDULING, "v1beta1"), (keys.API_GROUP_SCHEDULING, "v1alpha3"),
+           (keys.API_GROUP_COSCHEDULING, "v1alpha1"), (keys.API_GROUP_VOLCANO, "v1beta1"))
 PLURAL = "podgroups"
 _APIS: dict[str, GroupApi] = {keys.API_GROUP_SCHEDULING: WORKLOAD, keys.API_GROUP_COSCHEDULING: COSCHEDULING,
                               keys.API_GROUP_VOLCANO: VOLCANO}
@@ -64,3 +64,8 @@ def pod_group_from_json(obj: JSON) -> PodGroup:
     least = 1 if api == COSCHEDULING and "minMember" in spec else 0
     n = _count(raw, f"{what}: spec.minMember", least)
     return PodGroup(api, namespace, name, n or None)
+
+
+def from_list(api_version: str, obj: JSON) -> PodGroup:
+    """A PodGroup as a list or watch of `api_version` gives it (built-in kinds' items carry no apiVersion)."""
+    return pod_group_from_json({**obj, "apiVersion": api_version})

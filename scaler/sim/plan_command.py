@@ -5,7 +5,7 @@ pods,nodes -A -o json` (a List of Pod and Node objects), and a pools file; the L
 PersistentVolumeClaims, PersistentVolumes, StorageClasses, CSINodes and Namespaces kube-scheduler's volume and
 namespaceSelector filters read (`kubectl get pods,nodes,pvc,pv,storageclass,csinode,namespaces -A -o json`), and
 the DRA objects kube-scheduler's DynamicResources filter reads (`kubectl get
-pods,nodes,resourceclaims,resourceclaimtemplates,deviceclasses, resourceslices -A -o json`), and the
+pods,nodes,resourceclaims,resourceclaimtemplates,deviceclasses,resourceslices -A -o json`), and the
 CapacityBuffers with the PodTemplates (or Deployments, ReplicaSets, StatefulSets) they name (`kubectl get
 pods,nodes,podtemplates,capacitybuffers -A -o json`): each buffer's placeholders are planned and listed with where
 they sit; and the gangs' PodGroups (the Workload API's, scheduler-plugins' and Volcano's,
