@@ -78,3 +78,22 @@ def test_a_minimum_above_the_members_is_not_refused_the_gang_waits_for_them(tmp_
     pods = json.loads(capsys.readouterr().out)["pods"]
     assert pods["ml/pair-0"]["outcome"] == "waiting"
     assert "2 of 5 members exist" in pods["ml/pair-0"]["reasons"]["*"]
+
+
+def test_a_workload_gang_the_scheduler_found_no_room_for_is_pending(tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """kube-scheduler 1.37.2 marks such a gang's pods SchedulerError (its DRA PodGroupPostFilter errors), not
+    Unschedulable, as the real control plane shows (tests/controlplane/test_gangs.py); another SchedulerError
+    is not a pending pod."""
+    data = snapshot()
+    for o in data["items"]:
+        if o["kind"] == "Pod" and o["metadata"]["name"].startswith(("pair-", "cosched-")):
+            o["status"]["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "SchedulerError",
+                                          "message": 'error in "DynamicResources" PodGroupPostFilter plugins: '
+                                                     "not found"}]
+    path = tmp_path / "snap.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    assert main(["plan", "--snapshot", str(path), "--pools", str(POOLS), "--json"]) == 0
+    pods = json.loads(capsys.readouterr().out)["pods"]
+    assert pods["ml/pair-0"]["outcome"] == "scale-up"
+    assert "ml/cosched-0" not in pods  # no schedulingGroup: not the gang cycle's error
