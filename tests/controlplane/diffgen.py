@@ -394,3 +394,40 @@ class Generator:
 
 def scenario(seed: int, pods: int) -> Scenario:
     return Generator(seed, pods).scenario()
+
+
+# --- gangs: Workload API PodGroups (issue 39) ---------------------------------------------------------
+WORKLOAD_API = "scheduling.k8s.io/v1beta1"
+
+
+@dataclass
+class PendingGang:
+    """A Workload API PodGroup (gang policy, `min_count`) and its member pods, created together."""
+
+    group: JSON
+    pods: list[JSON]
+    min_count: int
+
+    @property
+    def name(self) -> str:
+        return str(self.group["metadata"]["name"])
+
+
+def gangs(seed: int, count: int) -> list[PendingGang]:
+    """`count` gangs of 2-6 alike pods (CPU only or 1-8 GPUs each), minCount 1 to all of them. Each is tried on the
+    seed's cluster alone (scheduler_diff removes it after): whether kube-scheduler binds its minimum together on
+    the nodes there are. A random stream of their own, so the pod scenario of a seed does not change."""
+    rng, pod_of = random.Random(seed * 7919 + 39), Generator(seed, 0)._pod
+    out = []
+    for i in range(count):
+        name, n = f"s{seed}-gang{i}", rng.randint(2, 6)
+        gpus = rng.choice((0, 1, 1, 2, 4, 8))
+        cpu, mem = rng.choice((500, 1000, 2000, 4000)), rng.choice((1, 2, 4, 8)) * Gi
+        pods = [pod_of(f"{name}-{j}", {"diff": str(seed), "gang": name}, cpu, mem, gpus) for j in range(n)]
+        for p in pods:
+            p["spec"]["schedulingGroup"] = {"podGroupName": name}
+        min_count = rng.randint(1, n)
+        out.append(PendingGang({"apiVersion": WORKLOAD_API, "kind": "PodGroup",
+                                "metadata": {"name": name, "namespace": NS},
+                                "spec": {"schedulingPolicy": {"gang": {"minCount": min_count}}}}, pods, min_count))
+    return out

@@ -13,6 +13,7 @@ from kubernetes.client.rest import ApiException
 
 from scaler.core.config.settings import ScalerConfig, parse_config
 from tests.controlplane.fixtures import Cluster
+from tests.controlplane.scheduler_diff import Report, describe, run_seed
 from tests.controlplane.world import MotoCloud, RealWorld, create_all, gpu_pod
 from tests.fakes.aws import MotoAws
 
@@ -89,3 +90,15 @@ def test_the_api_server_refuses_min_count_0_as_the_snapshot_reader_does(cluster:
         cluster.custom.create_namespaced_custom_object("scheduling.k8s.io", "v1beta1", "default", "podgroups",
                                                        pod_group("none", 0))
     assert refused.value.status == 422 and "minCount" in refused.value.body
+
+
+def test_the_gang_rule_agrees_with_kube_schedulers_gang_scheduling(cluster: Cluster) -> None:
+    """`make scheduler-diff`'s gangs on one small random cluster: minCount members together on the nodes there
+    are, or none, as the planner says."""
+    report = Report()
+    run_seed(cluster.plane, 7, 0, report, agent=cluster.agent, gangs=10)
+    outcomes = report.outcomes
+    assert len(outcomes) == 10
+    assert any(o.scheduled for o in outcomes) and any(o.scheduled is None for o in outcomes)
+    disagreements = [describe(o) + f"\n  {o.message}" for o in outcomes if not o.agree]
+    assert not disagreements, "\n".join(disagreements)
