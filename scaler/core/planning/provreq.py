@@ -87,6 +87,7 @@ def stand_ins(req: ProvisioningRequest, config: ScalerConfig, count: int | None 
             out.append(dataclasses.replace(
                 t, name=f"{req.name}-provreq-{i}-{j}", namespace=req.namespace, uid="", node_name=None,
                 phase="Pending", owner_kind=None, created_at=req.created_at,
+                scheduling_group=None,  # the request's own gang, not the PodGroup its template's pods name
                 labels={**t.labels, config.gang_label: gang},
                 annotations={**t.annotations, config.gang_min_annotation: str(req.total)}))
     return out[:count] if count is not None else out
