@@ -318,7 +318,7 @@ def test_binpack_scheduler_runs_the_profile_the_simulator_models(build: Any) -> 
 
     dep = res.one("apps/v1:Deployment", "gpuburst-binpack")
     (c,) = pod_spec(dep)["containers"]
-    assert c["image"] == "registry.k8s.io/kube-scheduler:v1.35.3"  # the cluster's minor version (the default)
+    assert c["image"] == "registry.k8s.io/kube-scheduler:v1.36.1"  # the cluster's minor version (the default)
     assert "--config=/etc/kubernetes/scheduler-config.yaml" in c["command"]
     assert pod_spec(dep)["nodeSelector"] == {keys.LABEL_ROLE: "system"}
     bound = {r.inputs["roleRef"]["name"] for r in res.of("ClusterRoleBinding")
