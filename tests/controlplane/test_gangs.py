@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from scaler.core.config.settings import ScalerConfig, parse_config
@@ -102,3 +103,53 @@ def test_the_gang_rule_agrees_with_kube_schedulers_gang_scheduling(cluster: Clus
     assert any(o.scheduled for o in outcomes) and any(o.scheduled is None for o in outcomes)
     disagreements = [describe(o) + f"\n  {o.message}" for o in outcomes if not o.agree]
     assert not disagreements, "\n".join(disagreements)
+
+
+VOLCANO_CRD: dict[str, Any] = {
+    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+    "metadata": {"name": "podgroups.scheduling.volcano.sh"},
+    "spec": {"group": "scheduling.volcano.sh", "scope": "Namespaced",
+             "names": {"plural": "podgroups", "singular": "podgroup", "kind": "PodGroup"},
+             # without Volcano's schema (minMember's Minimum=0): an object its API would refuse gets stored
+             "versions": [{"name": "v1beta1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+                 "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]}}
+
+
+def test_a_pod_group_the_scaler_cannot_read_gets_a_warning_event_and_the_pass_goes_on(
+        aws: MotoAws, cluster: Cluster) -> None:
+    """A CRD installed without its schema stores what Volcano's API refuses (minMember -1): the running scaler
+    leaves that PodGroup out with a Warning Event and still plans the gang that is fine."""
+    ext = client.ApiextensionsV1Api(cluster.admin)
+    ext.create_custom_resource_definition(VOLCANO_CRD)
+    try:
+        cluster.wait(lambda: served(cluster, "scheduling.volcano.sh", "v1beta1", "podgroups"), "the CRD served")
+        for name, minimum in (("bad", -1), ("vc", 2)):
+            cluster.custom.create_namespaced_custom_object("scheduling.volcano.sh", "v1beta1", "default", "podgroups", {
+                "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+                "metadata": {"name": name, "namespace": "default"}, "spec": {"minMember": minimum}})
+        config = gang_pools()
+        w = RealWorld(MotoCloud(aws, config), cluster, config)
+        try:
+            pods = [gpu_pod(f"vc-{i}", 8, cpu="8") for i in range(2)]
+            for p in pods:
+                p["metadata"]["annotations"] = {"scheduling.k8s.io/group-name": "vc"}
+            create_all(cluster.admin, pods)
+            plan = step(w, cluster, lambda found: all(found[f"vc-{i}"].status.conditions for i in range(2)))
+            assert plan is not None and [(u.pool, u.count) for u in plan.scale_ups] == [("gpu8", 2)]
+            events = cluster.core.list_namespaced_event("default").items
+            [warning] = [e for e in events if e.reason == "FailedToRead" and e.involved_object.name == "bad"]
+            assert warning.type == "Warning" and "spec.minMember: -1 is below 0" in warning.message
+        finally:
+            w.close()
+    finally:
+        ext.delete_custom_resource_definition(VOLCANO_CRD["metadata"]["name"])
+
+
+def served(cluster: Cluster, group: str, version: str, plural: str) -> bool:
+    try:
+        cluster.custom.list_cluster_custom_object(group, version, plural)
+    except ApiException as err:
+        if err.status == 404:
+            return False
+        raise
+    return True
