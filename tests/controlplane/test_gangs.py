@@ -5,14 +5,20 @@ scheduler binds what the plan said it would."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from scaler.cli import main
 from scaler.core.config.settings import ScalerConfig, parse_config
+from scaler.core.planning.planner import plan as plan_of
+from scaler.core.planning.state import State
+from scaler.sim.plan_command import load_snapshot
 from tests.controlplane.fixtures import Cluster
 from tests.controlplane.scheduler_diff import Report, describe, run_seed
 from tests.controlplane.world import MotoCloud, RealWorld, create_all, gpu_pod
@@ -53,7 +59,8 @@ def world(aws: MotoAws, cluster: Cluster) -> Iterator[RealWorld]:
         w.close()
 
 
-def test_the_gang_that_fits_binds_and_the_one_that_never_can_buys_nothing(world: RealWorld, cluster: Cluster) -> None:
+def test_the_gang_that_fits_binds_and_the_one_that_never_can_buys_nothing(world: RealWorld, cluster: Cluster,
+                                                                         tmp_path: Path) -> None:
     for group in (pod_group("big", 3), pod_group("pair", 2)):
         cluster.custom.create_namespaced_custom_object("scheduling.k8s.io", "v1beta1", "default", "podgroups", group)
     create_all(cluster.admin, [*(member(f"big-{i}", "big") for i in range(3)),
@@ -65,6 +72,16 @@ def test_the_gang_that_fits_binds_and_the_one_that_never_can_buys_nothing(world:
     assert [(u.pool, u.count, sorted(u.pods)) for u in plan.scale_ups] == \
         [("gpu8", 2, ["default/pair-0", "default/pair-1"])]
     assert [n for n in plan.notes if "default/big" in n and "nothing bought" in n]
+    # `scaler snapshot` (the scaler's own read permissions) writes the PodGroups; `plan` on it says the same
+    path = tmp_path / "cluster.json"
+    assert main(["snapshot", "--kubeconfig", str(cluster.scaler_kubeconfig), "--output", str(path)]) == 0
+    groups = [o for o in json.loads(path.read_text())["items"] if o["kind"] == "PodGroup"]
+    assert sorted((o["apiVersion"], o["metadata"]["name"]) for o in groups) == \
+        [("scheduling.k8s.io/v1beta1", "big"), ("scheduling.k8s.io/v1beta1", "pair")]
+    snapshot, _ = load_snapshot(path, world.config)
+    again, _ = plan_of(snapshot, State(), world.config)
+    assert [(u.pool, u.count, sorted(u.pods)) for u in again.scale_ups] == \
+        [("gpu8", 2, ["default/pair-0", "default/pair-1"])]
     world.register()
     step(world, cluster, lambda pods: pods["pair-0"].spec.node_name and pods["pair-1"].spec.node_name)
     step(world, cluster, lambda pods: True)
