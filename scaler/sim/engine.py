@@ -34,6 +34,7 @@ from scaler.core.model.buffers import CapacityBuffer
 from scaler.core.model.objects import Pod, PodDisruptionBudget
 from scaler.core.model.provreq import ProvisioningRequest
 from scaler.core.planning.decisions import Plan
+from scaler.core.planning.memo import Memo
 from scaler.core.planning.snapshot import Snapshot
 from scaler.core.planning.state import State
 from scaler.core.scheduling.scoring import DEFAULT, ScoringProfile
@@ -326,10 +327,10 @@ class Engine:
         return self.reconciler.state
 
     def _timed(self, planner: Planner) -> Planner:
-        def timed(snapshot: Snapshot, state: State, config: ScalerConfig) -> tuple[Plan, State]:
+        def timed(snapshot: Snapshot, state: State, config: ScalerConfig, memo: Memo | None) -> tuple[Plan, State]:
             started = time.perf_counter()
             try:
-                return planner(snapshot, state, config)
+                return planner(snapshot, state, config, memo)
             finally:
                 self._planned_s += time.perf_counter() - started
         return timed

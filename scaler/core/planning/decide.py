@@ -18,19 +18,21 @@ import dataclasses
 from scaler.core.config.settings import ScalerConfig
 from scaler.core.model.provreq import PROVISIONED
 from scaler.core.planning.decisions import Plan
+from scaler.core.planning.memo import Memo
 from scaler.core.planning.planner import plan
 from scaler.core.planning.provreq import book_checks, check, conditions, inject, refusal
 from scaler.core.planning.snapshot import Snapshot
 from scaler.core.planning.state import State
 
 
-def decide(snapshot: Snapshot, state: State, config: ScalerConfig) -> tuple[Plan, State]:
+def decide(snapshot: Snapshot, state: State, config: ScalerConfig, memo: Memo | None = None) -> tuple[Plan, State]:
     """One pass with the requests in it: the plan (scale-ups for atomic requests, booked nodes kept from
     scale-down, each request's conditions in `Plan.requests`) and the next state. The input state is not
-    changed."""
+    changed. `memo`: what the last passes worked out that this one may reuse (the Reconciler's; None: from
+    scratch); a plan is the same with it or without it."""
     requests = snapshot.requests
     if not requests:
-        result, new_state = plan(snapshot, state, config)
+        result, new_state = plan(snapshot, state, config, memo)
         new_state.booked = {}
         return result, new_state
     # `inject` adds stand-ins to the nodes' pod lists and changes nothing else: each node gets a list of its own.
@@ -38,7 +40,7 @@ def decide(snapshot: Snapshot, state: State, config: ScalerConfig) -> tuple[Plan
                                nodes=[dataclasses.replace(n, pods=list(n.pods), version=0) for n in snapshot.nodes])
     injected = inject(view, requests, config, state)
     answers = book_checks(view, requests, config, injected)
-    result, new_state = plan(view, state, config)
+    result, new_state = plan(view, state, config, memo)
     new_state.booked = {k: v for k, v in injected.booked.items() if not injected.lost.get(k)}
     nodes = {n.name: n for n in snapshot.nodes}
     for req in requests:

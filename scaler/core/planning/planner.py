@@ -16,6 +16,7 @@ from scaler.core.planning import buffers
 from scaler.core.planning.advance import advance, record_scale_ups
 from scaler.core.planning.decisions import Plan, SetSize, WarmStanding
 from scaler.core.planning.interruptions import ending_blocks, read_notices
+from scaler.core.planning.memo import Memo
 from scaler.core.planning.repair import plan_repairs
 from scaler.core.planning.scaledown import plan_scale_down
 from scaler.core.planning.scaleup import plan_scale_up
@@ -23,10 +24,11 @@ from scaler.core.planning.snapshot import Snapshot
 from scaler.core.planning.state import State
 
 
-def plan(snapshot: Snapshot, state: State, config: ScalerConfig) -> tuple[Plan, State]:
-    """Decide scale-ups, size resets and drains for one pass. The input state is not changed."""
-    adv = advance(snapshot, state, config)
-    leaving = read_notices(snapshot, adv.gone)
+def plan(snapshot: Snapshot, state: State, config: ScalerConfig, memo: Memo | None = None) -> tuple[Plan, State]:
+    """Decide scale-ups, size resets and drains for one pass. The input state is not changed; `memo`: what
+    the last passes worked out (never changes the plan)."""
+    adv = advance(snapshot, state, config, memo)
+    leaving = read_notices(snapshot, adv.state.notices, adv.gone)
     ending_blocks(snapshot, leaving, config.gang_label)
     fix = plan_repairs(snapshot, adv.state, adv.gone)
     adv.leaving = leaving.nodes | fix.nodes

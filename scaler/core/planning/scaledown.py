@@ -200,7 +200,7 @@ def _candidates(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, up: Aft
         disrupting = any(t.key == keys.TAINT_DISRUPTING for t in node.taints)
         if node.unschedulable and not disrupting:
             continue  # cordoned by someone else: theirs to decide
-        util = _utilization(node, obs.pool, dra, snapshot.memo)
+        util = _utilization(node, obs.pool, dra, adv.memo)
         if util >= threshold and not disrupting:
             if node.name in since_before:
                 busy_again.append((obs.pool.name, since_before[node.name]))
@@ -255,7 +255,7 @@ class _Removals:
             if not drain.notice:
                 self.room[drain.pool] = self.room.get(drain.pool, 0) - 1
         self.allowed = [b.disruptions_allowed for b in snapshot.pdbs]
-        self.homes = Homes.kept(snapshot.memo, config, adv, snapshot.now)
+        self.homes = Homes.kept(adv.memo, config, adv, snapshot.now)
         # Evicted pods' classes (`full_key`) that found no room on the other nodes: the one bin that may still
         # have some (the node then tried), or None. Bins only lose room while the candidates are tried (a
         # failed try gives back exactly what it took), and only the node tried comes back into play.
@@ -267,7 +267,7 @@ class _Removals:
         b = self.packer.by_node.get(node.name)
         if pool.name in self.scaled_up or self.room.get(pool.name, 0) <= 0 or (b is not None and b.touched):
             return None
-        drain = drainable(node, self.snapshot.memo)
+        drain = drainable(node, self.adv.memo)
         if drain.blocker is not None:
             return drain.blocker
         evict = drain.evict

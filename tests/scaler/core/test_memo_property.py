@@ -145,7 +145,7 @@ def twice(cluster: Cluster, state: State, memo: Memo, now: float) -> tuple[str, 
     next state from scratch."""
     snap = snapshot(cluster.cfg, list(cluster.pending), cluster.nodes_now(), now=now)
     memo.next_pass()
-    kept, kept_state = plan(dataclasses.replace(snap, memo=memo), state, cluster.cfg)
+    kept, kept_state = plan(snap, state, cluster.cfg, memo)
     snap = snapshot(cluster.cfg, list(cluster.pending), cluster.nodes_now(), now=now)
     fresh, fresh_state = plan(snap, state, cluster.cfg)  # no memo: from scratch
     return repr(kept), repr(fresh), repr(kept_state) == repr(fresh_state), fresh_state
@@ -256,7 +256,7 @@ def test_a_pass_leaves_its_nodes_as_they_were(seed: int) -> None:
         before = [(repr(n), n.pods, list(n.pods)) for n in nodes]
         memo.next_pass()
         snap = snapshot(cluster.cfg, list(cluster.pending), nodes, now=now)
-        _, state = plan(dataclasses.replace(snap, memo=memo) if step % 2 else snap, state, cluster.cfg)
+        _, state = plan(snap, state, cluster.cfg, memo if step % 2 else None)
         after = [(repr(n), n.pods, list(n.pods)) for n in nodes]
         assert all(b[0] == a[0] and b[1] is a[1] and b[2] == a[2] for b, a in zip(before, after, strict=True)), \
             f"seed {seed}, step {step}: the pass changed a node"
