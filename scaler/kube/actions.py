@@ -19,6 +19,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError as TransportError
 
+from scaler.core.config.runtime import Runtime
 from scaler.core.model import keys
 from scaler.core.model.buffers import BufferStatus, CapacityBuffer
 from scaler.core.model.conditions import Condition
@@ -52,7 +53,7 @@ class KubeActions:
     is computed from that copy and carries its resourceVersion. `before_change` runs before every
     change to a node, a pod or a request's status and raises to stop it (the leader lease's check)."""
 
-    def __init__(self, api: client.ApiClient, namespace: str, *, event_interval: float = 300.0,
+    def __init__(self, api: client.ApiClient, namespace: str, *, event_interval: float = Runtime().event_interval,
                  nodes: Callable[[str], dict[str, Any] | None] = lambda _: None,
                  before_change: Callable[[], None] = lambda: None) -> None:
         self.core = client.CoreV1Api(api)
