@@ -20,6 +20,7 @@ from scaler.core.planning.decisions import Plan, SetSize, WarmStanding
 from scaler.core.planning.interruptions import ending_blocks, read_notices
 from scaler.core.planning.memo import Memo
 from scaler.core.planning.repair import plan_repairs
+from scaler.core.planning.room import Room
 from scaler.core.planning.scaledown import plan_scale_down
 from scaler.core.planning.scaleup import plan_scale_up
 from scaler.core.planning.snapshot import Snapshot
@@ -43,7 +44,7 @@ def plan(snapshot: Snapshot, state: State, config: ScalerConfig, memo: Memo | No
     view = dataclasses.replace(snapshot, pending=[*snapshot.pending, *extra]) if extra else snapshot
     up = plan_scale_up(view, config, adv)
     record_scale_ups(adv.state, up.scale_ups, snapshot.now, config)
-    down = plan_scale_down(view, config, adv, up)
+    down = plan_scale_down(view, config, adv, up.scale_ups, Room(up.packer, up.filtered))
     up.packer.release()
     result = Plan(
         now=snapshot.now,
