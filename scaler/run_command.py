@@ -131,7 +131,8 @@ def main(args: argparse.Namespace) -> int:
     except Exception as err:
         print(f"error: no Kubernetes API: {err}", file=sys.stderr)
         return 2
-    cache = ClusterCache(api, **config.runtime.informer_options())
+    timeout = config.runtime.kube_timeout()
+    cache = ClusterCache(api, timeout=timeout, **config.runtime.informer_options())
     cache.start()
     if not cache.wait_synced(args.sync_timeout, pdbs=False):  # a failing PDB watch holds back drains only
         log.warning("cluster cache not synced after %.0fs: passes run, but nothing is scaled down until it is",
@@ -140,9 +141,10 @@ def main(args: argparse.Namespace) -> int:
     health = Health(interval)
     if args.metrics_port:
         serve(metrics, health, args.metrics_port)
-    leader = Leader(api, args.namespace, args.identity, lease_seconds=config.runtime.lease_for(interval))
+    leader = Leader(api, args.namespace, args.identity, lease_seconds=config.runtime.lease_for(interval),
+                    timeout=timeout)
     actions = KubeActions(api, args.namespace, event_interval=config.runtime.event_interval, nodes=cache.raw_node,
-                          before_change=leader.check)
+                          before_change=leader.check, timeout=timeout)
     dry_run = args.dry_run or shadow is not None
     runtime = Runtime(config, provider, cache, actions, leader=leader, metrics=metrics, health=health,
                       dry_run=dry_run, interval=interval, namespace=args.namespace, recorder=shadow)

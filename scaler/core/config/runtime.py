@@ -1,7 +1,7 @@
 """How `scaler run` talks to the Kubernetes API and the clouds: the operational knobs of its adapters (the
-Lease, the watches, Events, quota reads, the interruption queue, the cloud clients' timeouts). Typed like
-the rest of the config (`ScalerConfig.runtime`); the defaults are what the scaler always used. The planners
-never read these: a plan does not depend on them, and neither does the simulator.
+Lease, the watches, API call timeouts, Events, quota reads, the interruption queue, the cloud clients'
+timeouts). Typed like the rest of the config (`ScalerConfig.runtime`); the defaults are what the scaler always
+used. The planners never read these: a plan does not depend on them, and neither does the simulator.
 
 What is a fact of a cloud rather than a choice stays with the model: the two-minute warning of an AWS Spot
 reclaim and the lead taken for a rebalance recommendation (`scaler.core.model.interruption`).
@@ -35,6 +35,10 @@ class Runtime(BaseModel):
     # AWS: an interruption notice being handled stays invisible to other readers of the queue this long
     # (SQS VisibilityTimeout), until the pass that read it acknowledges (deletes) it.
     notice_visibility: int = Field(default=45, ge=0, le=43_200)
+    # Every call to the Kubernetes API: connect and read timeouts, in seconds (a hung API server must not hold a
+    # pass past the Lease).
+    kube_connect_timeout: float = Field(default=5.0, gt=0, le=300)
+    kube_read_timeout: float = Field(default=20.0, gt=0, le=300)
     # AWS: the boto3 clients' connect and read timeouts, in seconds.
     cloud_connect_timeout: float = Field(default=5.0, gt=0, le=300)
     cloud_read_timeout: float = Field(default=20.0, gt=0, le=300)
@@ -49,6 +53,10 @@ class Runtime(BaseModel):
     def lease_for(self, interval: float) -> int:
         """The Lease's duration for passes `interval` seconds apart."""
         return self.lease_seconds if self.lease_seconds is not None else max(15, int(3 * interval))
+
+    def kube_timeout(self) -> tuple[float, float]:
+        """The `_request_timeout` of every Kubernetes API call: (connect, read)."""
+        return self.kube_connect_timeout, self.kube_read_timeout
 
     def informer_options(self) -> dict[str, float | int]:
         """The keyword options of every watch (`scaler.kube.informer.Informer`)."""
