@@ -28,6 +28,7 @@ from scaler.core.model.provreq import ProvisioningRequest
 from scaler.kube import buffers as kube_buffers
 from scaler.kube import convert_buffers
 from scaler.kube import convert_podgroup as podgroups
+from scaler.kube.client import TIMEOUT
 from scaler.kube.convert import SnapshotError, node_from_json, pdb_from_json
 from scaler.kube.convert_dra import dra_view
 from scaler.kube.convert_storage import storage_view
@@ -45,8 +46,10 @@ class ClusterCache:
     """Pods, nodes and PDBs of the whole cluster, and the conversion to the core's model: the live
     `scaler.ports.Observer`."""
 
-    def __init__(self, api: client.ApiClient, **informer_options: Any) -> None:
-        self.requests = ProvisioningRequests(api)
+    def __init__(self, api: client.ApiClient, *, timeout: tuple[float, float] = TIMEOUT,
+                 **informer_options: Any) -> None:
+        """`timeout`: (connect, read) seconds of the calls outside the watches; `informer_options`: the watches'."""
+        self.requests = ProvisioningRequests(api, timeout)
         core = client.CoreV1Api(api)
         policy = client.PolicyV1Api(api)
         self.pods = Informer("pods", core.list_pod_for_all_namespaces, convert=pod_entry, slim=True, index=True,
@@ -85,7 +88,7 @@ class ClusterCache:
             functools.partial(custom.list_cluster_custom_object, group, version, podgroups.PLURAL),
             optional=True, convert=functools.partial(podgroups.from_list, f"{group}/{version}"), **informer_options)
             for group, version in podgroups.SOURCES)
-        self.scalable = kube_buffers.Scalable(api)
+        self.scalable = kube_buffers.Scalable(api, timeout)
         self._last_buffers: list[CapacityBuffer] = []
         # node name -> what its version stands for (converted node, its pods, its pool) and the node handed out
         self._versions: dict[str, tuple[Node, object, str | None, Node]] = {}

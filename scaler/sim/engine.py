@@ -35,6 +35,7 @@ from scaler.core.model.objects import Pod, PodDisruptionBudget
 from scaler.core.model.podgroup import PodGroup
 from scaler.core.model.provreq import ProvisioningRequest
 from scaler.core.planning.decisions import Plan
+from scaler.core.planning.memo import Memo
 from scaler.core.planning.snapshot import Snapshot
 from scaler.core.planning.state import State
 from scaler.core.scheduling.scoring import DEFAULT, ScoringProfile
@@ -336,10 +337,10 @@ class Engine:
         return self.reconciler.state
 
     def _timed(self, planner: Planner) -> Planner:
-        def timed(snapshot: Snapshot, state: State, config: ScalerConfig) -> tuple[Plan, State]:
+        def timed(snapshot: Snapshot, state: State, config: ScalerConfig, memo: Memo | None) -> tuple[Plan, State]:
             started = time.perf_counter()
             try:
-                return planner(snapshot, state, config)
+                return planner(snapshot, state, config, memo)
             finally:
                 self._planned_s += time.perf_counter() - started
         return timed

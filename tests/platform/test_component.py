@@ -110,12 +110,12 @@ def test_scaler_deployment_is_hardened_and_on_the_system_pool(build: Any) -> Non
 def test_scaler_command_line_is_what_the_runtime_parses(build: Any, dry_run: bool) -> None:
     import argparse
 
-    from scaler import loop
+    from scaler import run_command
 
     (c,) = scaler(build, "aws", scaler_dry_run=dry_run).one("Deployment").body["spec"]["template"]["spec"]["containers"]
     assert c["args"][0] == "run"  # the image's entrypoint is the scaler CLI
     parser = argparse.ArgumentParser()
-    loop.add_arguments(parser)
+    run_command.add_arguments(parser)
     ns = parser.parse_args(c["args"][1:])
     assert ns.config == "/etc/gpuburst/config.yaml" and ns.dry_run is dry_run
     assert ns.metrics_port == c["ports"][0]["containerPort"]

@@ -257,7 +257,7 @@ def build_packer(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, usage:
     names = _resource_names(snapshot, [t.allocatable for t in templates.values()], usage.names)
     packer = Packer([keys.RES_DRA_DEVICES, *names] if devices is not None else names,  # devices first: the scarcest
                     referenced_keys(snapshot.pending) | usage.label_keys)
-    packer.memo = snapshot.memo
+    packer.memo = adv.memo
     dev = packer.index.get(keys.RES_DRA_DEVICES)
     if dev is not None:
         dra = snapshot.dra
@@ -312,7 +312,7 @@ def _node_bins(packer: Packer, snapshot: Snapshot, config: ScalerConfig, adv: Ad
     now, pools, published = snapshot.now, snapshot.pools, snapshot.dra.published()
     index, dev = packer.index, packer.index.get(keys.RES_DRA_DEVICES)
     bins, by_node = packer.bins, packer.by_node
-    memo = snapshot.memo if dev is None else None
+    memo = adv.memo if dev is None else None
     ctx = ("bins", tuple(packer.resources), packer.ref_keys)
     old: dict[str, Recipe] = (memo.find(ctx) if memo is not None else None) or {}
     kept: dict[str, Recipe] = {}

@@ -61,16 +61,16 @@ def _displace(node: Node, out: Leaving) -> None:
     out.displaced.extend(dataclasses.replace(p, node_name=None) for p in to_evict(node.pods))
 
 
-def read_notices(snapshot: Snapshot, gone: set[str]) -> Leaving:
-    """Decide on every notice of the snapshot; collect the nodes already draining for one and the nodes
-    whose instance is gone (their pods are lost with them)."""
+def read_notices(snapshot: Snapshot, notices: list[Interruption], gone: set[str]) -> Leaving:
+    """Decide on every notice (the State's: those read and not decided on yet); collect the nodes already
+    draining for one and the nodes whose instance is gone (their pods are lost with them)."""
     out = Leaving()
     by_name = {n.name: n for n in snapshot.nodes}
     for name in {*gone, *(n for n, d in snapshot.draining.items() if d.notice)}:
         if name in by_name:
             _displace(by_name[name], out)
-    index = _index(snapshot.nodes) if snapshot.interruptions else {}
-    for notice in snapshot.interruptions:
+    index = _index(snapshot.nodes) if notices else {}
+    for notice in notices:
         out.handled.append(notice)
         node = node_of(notice, index)
         pool = node_pool(node) if node is not None else None
