@@ -71,6 +71,7 @@ class ClusterCache:
                                         **informer_options)
         self.resource_slices = Informer("resourceslices", dra.list_resource_slice, optional=True,
                                         **informer_options)
+        self.taint_rules = Informer("devicetaintrules", dra.list_device_taint_rule, optional=True, **informer_options)
         # CapacityBuffers (optional: a cluster without the CRD has none) and the PodTemplates they name.
         custom = client.CustomObjectsApi(api)
         self.buffers = Informer("capacitybuffers", functools.partial(
@@ -84,7 +85,8 @@ class ClusterCache:
         self._version = 0
         self.informers = (self.pods, self.nodes, self.pdbs, self.pvcs, self.pvs, self.storage_classes,
                           self.csinodes, self.namespaces, self.device_classes, self.resource_claims,
-                          self.claim_templates, self.resource_slices, self.buffers, self.pod_templates)
+                          self.claim_templates, self.resource_slices, self.taint_rules, self.buffers,
+                          self.pod_templates)
 
     def start(self) -> None:
         for inf in self.informers:
@@ -161,7 +163,7 @@ class ClusterCache:
         storage, namespaces = storage_view(self.pvcs.items(), self.pvs.items(), self.storage_classes.items(),
                                            self.csinodes.items(), self.namespaces.items(), skip=skip)
         dra = dra_view(self.device_classes.items(), self.resource_claims.items(), self.claim_templates.items(),
-                       self.resource_slices.items(), skip)
+                       self.resource_slices.items(), skip, self.taint_rules.items())
         return ClusterView(pods.pending, view, pdbs, fresh, pdbs_fresh, storage,
                            namespaces or {}, stale, skipped, dra, self._buffers(skip))
 

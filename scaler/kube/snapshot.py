@@ -48,6 +48,7 @@ def listers(api: client.ApiClient) -> dict[str, tuple[str, Lister, bool]]:
         "ResourceClaim": ("resource.k8s.io/v1", dra.list_resource_claim_for_all_namespaces, True),
         "ResourceClaimTemplate": ("resource.k8s.io/v1", dra.list_resource_claim_template_for_all_namespaces, True),
         "ResourceSlice": ("resource.k8s.io/v1", dra.list_resource_slice, True),
+        "DeviceTaintRule": ("resource.k8s.io/v1", dra.list_device_taint_rule, True),
         "CapacityBuffer": (f"{GROUP}/{VERSION}",
                            functools.partial(custom.list_cluster_custom_object, GROUP, VERSION, PLURAL), True),
         "PodTemplate": ("v1", core.list_pod_template_for_all_namespaces, False),

@@ -30,6 +30,7 @@ from scaler.configfile import load_config, read_text
 from scaler.core.config.catalogue import Cloud
 from scaler.core.config.settings import ConfigError, ScalerConfig
 from scaler.core.dra import convert as dra_convert
+from scaler.core.dra.taints import with_rules
 from scaler.core.model import keys
 from scaler.core.model.buffers import SCALABLE_KINDS, CapacityBuffer
 from scaler.core.model.dra import DraObjects
@@ -47,7 +48,7 @@ from scaler.kube.view import cluster_view
 
 # The kinds read besides Node and Pod: what the filters of scaler.core.scheduling.filters need.
 STORAGE_KINDS = ("PersistentVolumeClaim", "PersistentVolume", "StorageClass", "CSINode", "Namespace")
-DRA_KINDS = ("DeviceClass", "ResourceClaim", "ResourceClaimTemplate", "ResourceSlice")
+DRA_KINDS = ("DeviceClass", "ResourceClaim", "ResourceClaimTemplate", "ResourceSlice", "DeviceTaintRule")
 # CapacityBuffers, with the PodTemplates and workloads they name (kubectl get ...,podtemplates,capacitybuffers).
 BUFFER_KINDS = ("CapacityBuffer", "PodTemplate", *SCALABLE_KINDS)
 # Every kind the reader takes (`python -m scaler snapshot` writes each of them).
@@ -164,7 +165,8 @@ def dra_view(by_kind: dict[str, list[dict[str, Any]]]) -> DraObjects:
             classes={c.name: c for c in map(dra_convert.device_class, by_kind["DeviceClass"])},
             claims={c.key: c for c in claims},
             templates={f"{t.namespace}/{t.name}": t for t in templates},
-            slices=[dra_convert.resource_slice(o) for o in by_kind["ResourceSlice"]])
+            slices=with_rules([dra_convert.resource_slice(o) for o in by_kind["ResourceSlice"]],
+                              [dra_convert.device_taint_rule(o) for o in by_kind["DeviceTaintRule"]]))
     except dra_convert.DraInputError as err:
         raise SnapshotError(str(err)) from None
 

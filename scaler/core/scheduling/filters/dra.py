@@ -22,10 +22,12 @@ from scaler.core.dra.pools import NodeRef, gather_pools
 from scaler.core.dra.search import AllocationError
 from scaler.core.dra.simple import Candidates, is_simple
 from scaler.core.model.dra import (
+    BLOCKING_EFFECTS,
     EXACT_COUNT,
     FIRST_AVAILABLE_MAX_SIZE,
     Allocation,
     ClaimSpec,
+    Device,
     DeviceID,
     DeviceRequest,
     DraObjects,
@@ -493,7 +495,7 @@ class CountedClaims:
         found = [(d, s) for p in pools for s in p.slices for d in s.devices]
         ok = ok and len(found) == sum(len(s.devices) for s in own)
         try:
-            ok = ok and all(not s.per_device_node_selection and not d.consumes_counters
+            ok = ok and all(not s.per_device_node_selection and not d.consumes_counters and not _blocked(d)
                             and all(allocator.selector_matches(e, s.driver, d, "plain", i)
                                     for i, e in enumerate(expressions)) for d, s in found)
         except AllocationError:
@@ -552,10 +554,17 @@ def _shape(own: Sequence[ResourceSlice], names: frozenset[str]) -> Shape | None:
         if s.node_name != target or s.node_selector is not None or s.all_nodes or s.per_device_node_selection \
                 or s.shared_counters:
             return None
-        devices = tuple((d.name, bool(d.consumes_counters), content_key(s.driver, d, names)) for d in s.devices)
+        devices = tuple((d.name, bool(d.consumes_counters), _blocked(d), content_key(s.driver, d, names))
+                        for d in s.devices)
         out.append((s.driver, pools.setdefault((s.driver, s.pool.name), len(pools)), s.pool.generation,
                     s.pool.resource_slice_count, devices))
     return tuple(out)
+
+
+def _blocked(device: Device) -> bool:
+    """A taint that would keep the device from a claim without tolerations: such a node's pods go to the
+    allocator, which weighs each request's tolerations."""
+    return any(t.effect in BLOCKING_EFFECTS for t in device.taints)
 
 
 def _in_pool_order(own: Sequence[ResourceSlice]) -> Candidates:
