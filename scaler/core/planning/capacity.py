@@ -226,12 +226,15 @@ def dra_state(snapshot: Snapshot, packer: Packer) -> DraState:
     return DraState(snapshot.dra, expected)
 
 
-def _counted_devices(snapshot: Snapshot) -> dict[str, int] | None:
-    """Free DRA devices per node, when a pending pod's claims made from templates need some (the packer
-    then skips nodes with too few before the allocator is asked); else None."""
+def _counted_devices(snapshot: Snapshot) -> dict[str, tuple[int, int]] | None:
+    """Free DRA devices per node, and of those the untainted, when a pending pod's claims made from templates
+    need some (the packer then skips nodes with too few before the allocator is asked); else None."""
     if not any(p.resource_claims for p in snapshot.pending):
         return None
-    return node_devices(snapshot.dra)
+    every, untainted = node_devices(snapshot.dra), node_devices(snapshot.dra, untainted=True)
+    if every is None or untainted is None:
+        return None
+    return {name: (n, untainted.get(name, 0)) for name, n in every.items()}
 
 
 def _devices(node: Node) -> int:
@@ -255,13 +258,14 @@ def build_packer(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, usage:
     templates = {name: _template(obs.pool, config.region) for name, obs in snapshot.pools.items()}
     devices = _counted_devices(snapshot)
     names = _resource_names(snapshot, [t.allocatable for t in templates.values()], usage.names)
-    packer = Packer([keys.RES_DRA_DEVICES, *names] if devices is not None else names,  # devices first: the scarcest
-                    referenced_keys(snapshot.pending) | usage.label_keys)
+    packer = Packer([keys.RES_DRA_DEVICES, keys.RES_DRA_UNTAINTED, *names] if devices is not None  # devices first:
+                    else names, referenced_keys(snapshot.pending) | usage.label_keys)  # the scarcest
     packer.memo = snapshot.memo
     dev = packer.index.get(keys.RES_DRA_DEVICES)
     if dev is not None:
         dra = snapshot.dra
         packer.claim_devices = lambda pod: devices_at_least(dra, pod)
+        packer.claim_untainted = lambda pod: devices_at_least(dra, pod, untainted=True)
     packer.set_min_request([*(p.requests for p in snapshot.pending), *map(dict, usage.requests)])
     registered = _node_bins(packer, snapshot, config, adv, usage, templates, devices)
     slots: list[Slot] = []
@@ -272,7 +276,7 @@ def build_packer(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, usage:
         zone = pool.zones[0] if len(pool.zones) == 1 else ""
         empty = packer.vec(predicates.free_resources(tmpl))
         if dev is not None:
-            empty[dev] = UNCOUNTED
+            empty[dev] = empty[dev + 1] = UNCOUNTED  # (keys.RES_DRA_UNTAINTED follows)
         slot = Slot(pool, zone, packer.group_for(tmpl, tmpl.taints, own=("slot", name)), empty, config.price(pool),
                     pool.capacity_type == "spot", shapes.setdefault(tuple(empty), len(shapes)), _devices(tmpl))
         slots.append(slot)
@@ -291,7 +295,7 @@ def build_packer(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, usage:
             group = _zonal_group(packer, pool, where, config.region) if where else slot.group
             free = packer.vec(predicates.free_resources(group.node)) if where else slot.empty
             if dev is not None:
-                free = [*free[:dev], _devices(group.node), *free[dev + 1:]]
+                free = [*free[:dev], _devices(group.node), _devices(group.node), *free[dev + 2:]]
             for _ in range(min(n, count - i)):
                 b = packer.add_bin(group.node, list(free), "in-flight", group, name, where or zone)
                 b.name = f"in-flight-{name}-{i}"
@@ -305,7 +309,7 @@ Recipe = tuple[int, tuple[int, ...], tuple[int, ...], tuple[object, ...], int]
 
 
 def _node_bins(packer: Packer, snapshot: Snapshot, config: ScalerConfig, adv: Advanced, usage: Usage,
-               templates: Mapping[str, Node], devices: Mapping[str, int] | None) -> set[str]:
+               templates: Mapping[str, Node], devices: Mapping[str, tuple[int, int]] | None) -> set[str]:
     """The bins of the existing and coming nodes; returns the provider ids of the registered nodes. An
     existing node's vectors and group signature are kept in the memo under its version (not when the
     pass counts DRA devices: a node's free devices change without it), so a pass only makes the Bin."""
@@ -336,9 +340,10 @@ def _node_bins(packer: Packer, snapshot: Snapshot, config: ScalerConfig, adv: Ad
                 alloc = pool.allocatable()
             free = packer.vec(alloc)
             if dev is not None and devices is not None:
-                free[dev] = devices.get(node.name, 0)
+                free[dev], free[dev + 1] = devices.get(node.name, (0, 0))
                 if pool.dra:  # maybe not published yet
                     free[dev] = max(free[dev], _devices(templates[pool.name]))
+                    free[dev + 1] = max(free[dev + 1], _devices(templates[pool.name]))
             vec_alloc = list(free)
             for res, v in used.items():
                 free[index[res]] -= v
@@ -351,7 +356,7 @@ def _node_bins(packer: Packer, snapshot: Snapshot, config: ScalerConfig, adv: Ad
         if r is None:
             free = packer.vec(node.allocatable)
             if dev is not None and devices is not None:
-                free[dev] = devices.get(node.name, 0)
+                free[dev], free[dev + 1] = devices.get(node.name, (0, 0))
             alloc_t = tuple(free)
             for res, v in used.items():
                 free[index[res]] -= v

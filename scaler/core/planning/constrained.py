@@ -136,8 +136,27 @@ class Filtered:
             if self._journal is not None:
                 self._journal.append(("node", None, b.name, None, []))
         cluster.place(pod, b.name, counted)
+        if counted is None and pod.resource_claims:
+            self._count_devices(pod, b)
         if self._journal is not None:
             self._journal.append(("pod", pod, b.name, None, []))
+
+    def _count_devices(self, pod: Pod, b: Bin) -> None:
+        """The bin's count of free DRA devices less those the pod's allocation took beyond what its class
+        counted (a claim that tolerates a taint counts none, yet may take an untainted device)."""
+        packer = self.packer
+        dev = packer.index.get(keys.RES_DRA_DEVICES)
+        assert self.cluster is not None
+        hit = self.cluster.dra.by_pod.get(id(pod))
+        if dev is None or hit is None or packer.claim_devices is None or packer.claim_untainted is None:
+            return
+        extra = len(hit[2]) - packer.claim_devices(pod)
+        untainted = len(hit[2] - self.cluster.dra.blocked) - packer.claim_untainted(pod)
+        if extra > 0 or untainted > 0:
+            if packer._journal is not None:
+                packer._journal.append((b, list(b.free)))
+            b.free[dev] -= max(extra, 0)
+            b.free[packer.index[keys.RES_DRA_UNTAINTED]] -= max(untainted, 0)
 
     def record_placement(self, pods: Iterable[Pod], placement: Iterable[tuple[Bin, int]]) -> None:
         """Record count placements: the pods in order, k per (bin, k)."""

@@ -31,8 +31,10 @@ from scaler.core.model.dra import (
     DeviceID,
     DeviceRequest,
     DraObjects,
+    ExactRequest,
     ResourceClaim,
     ResourceSlice,
+    blocking_taints,
 )
 from scaler.core.model.objects import Node, Pod, PodResourceClaim
 from scaler.core.model.selectors import term_matches
@@ -76,6 +78,9 @@ class DraState:
         for s in objects.slices:
             (self.by_node.setdefault(s.node_name, []) if s.node_name else self.anywhere).append(s)
         self.held = {r.device_id for c in objects.claims.values() if c.allocation for r in c.allocation.results}
+        # devices `node_devices` does not count: a NoSchedule/NoExecute taint keeps them from most claims
+        self.blocked = {DeviceID(s.driver, s.pool.name, d.name) for s in objects.slices for d in s.devices
+                        if _blocked(d)}
         self.given: dict[str, set[DeviceID]] = {}  # node -> devices this pass gave
         self.allocated: dict[str, tuple[str, Allocation, int]] = {}  # claim -> (node, allocation, pod id)
         self.by_pod: dict[int, tuple[str, list[str], set[DeviceID]]] = {}
@@ -365,22 +370,24 @@ class DraCheck:
         return reason
 
 
-def devices_at_least(objects: DraObjects, pod: Pod) -> int:
+def devices_at_least(objects: DraObjects, pod: Pod, untainted: bool = False) -> int:
     """The fewest devices the pod's claims made from templates take on its node (claims of their own:
     no other pod shares them). A lower bound the packer counts per node to skip nodes with fewer free
-    devices before asking the allocator; claims by name (maybe shared, maybe allocated) count 0."""
+    devices before asking the allocator; claims by name (maybe shared, maybe allocated) count 0.
+    `untainted`: of the devices without a NoSchedule/NoExecute taint (a request tolerating a taint: 0)."""
     n = 0
     for ref in pod.resource_claims:
         if ref.template_name and not ref.claim_name and not ref.generated:
             tmpl = objects.templates.get(f"{pod.namespace}/{ref.template_name}")
             if tmpl is not None:
-                n += sum(_least(q) for q in tmpl.spec.requests)
+                n += sum(_least(q) for q in tmpl.spec.requests if not (untainted and _tolerates(q)))
     return n
 
 
-def node_devices(objects: DraObjects) -> dict[str, int] | None:
-    """Per node, the devices its slices publish that no allocated claim holds; None when some slice's
-    devices are not tied to one node (a pod could allocate them anywhere: no per-node bound)."""
+def node_devices(objects: DraObjects, untainted: bool = False) -> dict[str, int] | None:
+    """Per node, the devices its slices publish that no allocated claim holds (`untainted`: of those, the
+    ones without a NoSchedule/NoExecute taint); None when some slice's devices are not tied to one node (a
+    pod could allocate them anywhere: no per-node bound)."""
     where: dict[DeviceID, str] = {}
     free: dict[str, int] = {}
     for s in objects.slices:
@@ -388,8 +395,9 @@ def node_devices(objects: DraObjects) -> dict[str, int] | None:
             continue
         if not s.node_name:
             return None
-        free[s.node_name] = free.get(s.node_name, 0) + len(s.devices)
-        for d in s.devices:
+        counted = [d for d in s.devices if not (untainted and _blocked(d))]
+        free[s.node_name] = free.get(s.node_name, 0) + len(counted)
+        for d in counted:
             where[DeviceID(s.driver, s.pool.name, d.name)] = s.node_name
     held = {r.device_id for c in objects.claims.values() if c.allocation for r in c.allocation.results}
     for device in held:
@@ -397,6 +405,11 @@ def node_devices(objects: DraObjects) -> dict[str, int] | None:
         if node is not None:
             free[node] -= 1
     return free
+
+
+def _tolerates(request: DeviceRequest) -> bool:
+    """The request tolerates some taint: it may take devices `node_devices` does not count."""
+    return any(r.tolerations for r in ([request.exactly] if request.exactly else request.first_available))
 
 
 def _least(request: DeviceRequest) -> int:
@@ -429,9 +442,9 @@ class CountedClaims:
         self._owed_at: dict[int, str] = {}  # id(pod) -> its node, while owed
         self._selectors: Allocator | None = None  # over every slice: its pools and selector results
         # (id(node's own slices), class, request selectors) -> (those slices, every device may be taken)
-        self._uniform: dict[tuple[int, str, tuple[str, ...]], tuple[object, bool]] = {}
+        self._uniform: dict[tuple[int, ExactRequest], tuple[object, bool]] = {}
         # (the slices' shape: `_shape`, class, request selectors) -> every device may be taken
-        self._by_shape: dict[tuple[Shape, str, tuple[str, ...]], bool] = {}
+        self._by_shape: dict[tuple[Shape, ExactRequest], bool] = {}
         self._specs: dict[tuple[str, tuple[PodResourceClaim, ...]], tuple[int, ...] | None] = {}
 
     def specs(self, pod: Pod) -> tuple[int, ...] | None:
@@ -449,8 +462,8 @@ class CountedClaims:
             if not ref.template_name or ref.claim_name or ref.generated:
                 return None
             tmpl = state.objects.templates.get(f"{pod.namespace}/{ref.template_name}")
-            if tmpl is None or not is_simple(tmpl.spec):
-                return None
+            if tmpl is None or not is_simple(tmpl.spec) or _tolerates(tmpl.spec.requests[0]):
+                return None  # (a claim tolerating a taint is counted no device: `devices_at_least`)
             spec_id, missing, _ = state.spec_info(tmpl.spec)
             if missing:
                 return None
@@ -469,21 +482,24 @@ class CountedClaims:
         for spec_id in specs:
             exact = state.by_id[spec_id].requests[0].exactly
             assert exact is not None
-            key = (id(own), exact.device_class_name, exact.selectors)
+            key = (id(own), exact)
             hit = self._uniform.get(key)
             if hit is None or hit[0] is not own:
-                hit = self._uniform[key] = (own, self._all_match(node, own, exact.device_class_name, exact.selectors))
+                hit = self._uniform[key] = (own, self._all_match(node, own, exact))
             if not hit[1]:
                 return False
         return True
 
-    def _all_match(self, node: Node, own: Sequence[ResourceSlice], class_name: str, selectors: tuple[str, ...]) -> bool:
+    def _all_match(self, node: Node, own: Sequence[ResourceSlice], exact: ExactRequest) -> bool:
+        """Every device the node counts untainted (`node_devices`) the request may take, and it takes no
+        other: a tainted device is fine only when the request does not tolerate it (then it is neither
+        counted nor taken)."""
         state = self.state
-        expressions = (*state.objects.classes[class_name].selectors, *selectors)
+        expressions = (*state.objects.classes[exact.device_class_name].selectors, *exact.selectors)
         read = [reads(e) for e in expressions]
         names = [n for n in read if n is not None]
         shape = _shape(own, frozenset().union(*names)) if len(names) == len(read) else None
-        key = (shape, class_name, selectors) if shape is not None else None
+        key = (shape, exact) if shape is not None else None
         if key is not None and key in self._by_shape:
             return self._by_shape[key]
         if self._selectors is None:  # selector results only (cached per device): no node's allocator needed
@@ -495,9 +511,10 @@ class CountedClaims:
         found = [(d, s) for p in pools for s in p.slices for d in s.devices]
         ok = ok and len(found) == sum(len(s.devices) for s in own)
         try:
-            ok = ok and all(not s.per_device_node_selection and not d.consumes_counters and not _blocked(d)
-                            and all(allocator.selector_matches(e, s.driver, d, "plain", i)
-                                    for i, e in enumerate(expressions)) for d, s in found)
+            ok = ok and all(not s.per_device_node_selection and not d.consumes_counters
+                            and (not blocking_taints(d.taints, exact.tolerations) if _blocked(d) else
+                                 all(allocator.selector_matches(e, s.driver, d, "plain", i)
+                                     for i, e in enumerate(expressions))) for d, s in found)
         except AllocationError:
             ok = False
         if key is not None:
@@ -554,7 +571,7 @@ def _shape(own: Sequence[ResourceSlice], names: frozenset[str]) -> Shape | None:
         if s.node_name != target or s.node_selector is not None or s.all_nodes or s.per_device_node_selection \
                 or s.shared_counters:
             return None
-        devices = tuple((d.name, bool(d.consumes_counters), _blocked(d), content_key(s.driver, d, names))
+        devices = tuple((d.name, bool(d.consumes_counters), d.taints, content_key(s.driver, d, names))
                         for d in s.devices)
         out.append((s.driver, pools.setdefault((s.driver, s.pool.name), len(pools)), s.pool.generation,
                     s.pool.resource_slice_count, devices))
@@ -562,8 +579,8 @@ def _shape(own: Sequence[ResourceSlice], names: frozenset[str]) -> Shape | None:
 
 
 def _blocked(device: Device) -> bool:
-    """A taint that would keep the device from a claim without tolerations: such a node's pods go to the
-    allocator, which weighs each request's tolerations."""
+    """A taint that keeps the device from a claim without tolerations: the device is not counted untainted
+    (`node_devices`), and a claim that tolerates it is allocated by the allocator, not by the count."""
     return any(t.effect in BLOCKING_EFFECTS for t in device.taints)
 
 
@@ -571,4 +588,5 @@ def _in_pool_order(own: Sequence[ResourceSlice]) -> Candidates:
     """The node's devices as the allocator visits them: pools sorted by (driver, name), slices and devices
     as published (`scaler.core.dra.pools.gather_pools`, on a node whose own slices are complete pools)."""
     ordered = sorted(range(len(own)), key=lambda i: (own[i].driver, own[i].pool.name))  # stable: slices in order
-    return [(DeviceID(own[i].driver, own[i].pool.name, d.name), d, own[i]) for i in ordered for d in own[i].devices]
+    return [(DeviceID(own[i].driver, own[i].pool.name, d.name), d, own[i]) for i in ordered for d in own[i].devices
+            if not _blocked(d)]
