@@ -107,5 +107,5 @@ def to_dra(snap: Snapshot, cfg: ScalerConfig) -> Snapshot:
     gpu = [p for p in snap.pending if p.requests.get(keys.RES_GPU, 0) > 0]
     tolerant = {id(p) for p in gpu[::10]}
     pools = {p.name: PoolObservation(p, snap.pools[p.name].desired, snap.pools[p.name].instances) for p in cfg.pools}
-    return dataclasses.replace(snap, nodes=nodes, pending=[_pending(p, id(p) in tolerant) for p in snap.pending], pools=pools,
-                               dra=objects)
+    pending = [_pending(p, id(p) in tolerant) for p in snap.pending]
+    return dataclasses.replace(snap, nodes=nodes, pending=pending, pools=pools, dra=objects)

@@ -34,10 +34,10 @@ from scaler.core.model.dra import (
     Device,
     DeviceClass,
     DeviceRequest,
+    DeviceResult,
     DeviceTaint,
     DeviceTaintRule,
     DeviceToleration,
-    DeviceResult,
     ExactRequest,
     PoolRef,
     ResourceClaim,
@@ -198,7 +198,8 @@ def _toleration(at: _At, t: Obj, where: str) -> DeviceToleration:
     op = at.get(t, "operator", where, str, "") or "Equal"
     value = at.get(t, "value", where, str, "")
     if op not in TOLERATION_OPERATORS:
-        raise at.fail(f"{where}.operator", f"Unsupported value {op!r}: supported values: {', '.join(TOLERATION_OPERATORS)}")
+        raise at.fail(f"{where}.operator",
+                      f"Unsupported value {op!r}: supported values: {', '.join(TOLERATION_OPERATORS)}")
     if op == "Exists" and value:
         raise at.fail(f"{where}.value", f"{value!r}: must be empty for operator `Exists`")
     if op == "Equal":

@@ -20,9 +20,7 @@ def with_rules(slices: Sequence[ResourceSlice], rules: Sequence[DeviceTaintRule]
         changed = False
         for d in s.devices:
             extra = tuple(r.taint for r in rules if r.selects(s.driver, s.pool.name, d.name))
-            if extra:
-                d = dataclasses.replace(d, taints=d.taints + extra)
-                changed = True
-            devices.append(d)
+            changed = changed or bool(extra)
+            devices.append(dataclasses.replace(d, taints=d.taints + extra) if extra else d)
         out.append(dataclasses.replace(s, devices=tuple(devices)) if changed else s)
     return out

@@ -11,8 +11,8 @@ from core_builders import POOLS, config, node_of, pod, snapshot
 
 from scaler.core.config.settings import ConfigError, ScalerConfig
 from scaler.core.model import keys
-from scaler.core.model.drain import DrainState
 from scaler.core.model.dra import Device, DeviceTaint, DraObjects, PoolRef, ResourceSlice
+from scaler.core.model.drain import DrainState
 from scaler.core.model.objects import Node, NodeCondition
 from scaler.core.planning.planner import plan
 from scaler.core.planning.state import Backoff, State
