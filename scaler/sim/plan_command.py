@@ -30,6 +30,7 @@ from scaler.configfile import load_config, read_text
 from scaler.core.config.catalogue import Cloud
 from scaler.core.config.settings import ConfigError, ScalerConfig
 from scaler.core.dra import convert as dra_convert
+from scaler.core.dra.extended import clashes
 from scaler.core.dra.taints import with_rules
 from scaler.core.model import keys
 from scaler.core.model.buffers import SCALABLE_KINDS, CapacityBuffer
@@ -161,8 +162,12 @@ def dra_view(by_kind: dict[str, list[dict[str, Any]]]) -> DraObjects:
     try:
         claims = [dra_convert.resource_claim(o) for o in by_kind["ResourceClaim"]]
         templates = [dra_convert.resource_claim_template(o) for o in by_kind["ResourceClaimTemplate"]]
+        classes = [dra_convert.device_class(o) for o in by_kind["DeviceClass"]]
+        for cls, first in clashes(classes):
+            raise SnapshotError(f"DeviceClass {cls.name}: spec.extendedResourceName: {cls.extended_resource_name} is "
+                                f"also served by DeviceClass {first} (one class per extended resource)")
         return DraObjects(
-            classes={c.name: c for c in map(dra_convert.device_class, by_kind["DeviceClass"])},
+            classes={c.name: c for c in classes},
             claims={c.key: c for c in claims},
             templates={f"{t.namespace}/{t.name}": t for t in templates},
             slices=with_rules([dra_convert.resource_slice(o) for o in by_kind["ResourceSlice"]],

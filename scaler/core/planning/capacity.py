@@ -9,6 +9,7 @@ from typing import TypeVar
 
 from scaler.core.config.pool import Pool
 from scaler.core.config.settings import ScalerConfig
+from scaler.core.dra.extended import served
 from scaler.core.model import keys
 from scaler.core.model.objects import Node, Pod
 from scaler.core.model.workload import TERMINATED_PHASES, gpu_devices, is_daemonset, is_mirror, node_pool
@@ -267,7 +268,8 @@ def build_packer(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, usage:
         packer.claim_devices = lambda pod: devices_at_least(dra, pod)
         packer.claim_untainted = lambda pod: devices_at_least(dra, pod, untainted=True)
     packer.set_min_request([*(p.requests for p in snapshot.pending), *map(dict, usage.requests)])
-    registered = _node_bins(packer, snapshot, config, adv, usage, templates, devices)
+    delegated = _delegated(packer, snapshot)
+    registered = _node_bins(packer, snapshot, config, adv, usage, templates, devices, delegated)
     slots: list[Slot] = []
     shapes: dict[tuple[int, ...], int] = {}
     for name, obs in snapshot.pools.items():
@@ -277,6 +279,8 @@ def build_packer(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, usage:
         empty = packer.vec(predicates.free_resources(tmpl))
         if dev is not None:
             empty[dev] = empty[dev + 1] = UNCOUNTED  # (keys.RES_DRA_UNTAINTED follows)
+        if pool.dra:
+            _delegate(empty, tmpl, delegated)
         slot = Slot(pool, zone, packer.group_for(tmpl, tmpl.taints, own=("slot", name)), empty, config.price(pool),
                     pool.capacity_type == "spot", shapes.setdefault(tuple(empty), len(shapes)), _devices(tmpl))
         slots.append(slot)
@@ -294,6 +298,8 @@ def build_packer(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, usage:
         for where, n in [*booting.items(), ("", count)]:
             group = _zonal_group(packer, pool, where, config.region) if where else slot.group
             free = packer.vec(predicates.free_resources(group.node)) if where else slot.empty
+            if where and pool.dra:
+                _delegate(free, group.node, delegated)
             if dev is not None:
                 free = [*free[:dev], _devices(group.node), _devices(group.node), *free[dev + 2:]]
             for _ in range(min(n, count - i)):
@@ -303,20 +309,36 @@ def build_packer(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, usage:
     return packer, slots
 
 
+def _delegated(packer: Packer, snapshot: Snapshot) -> dict[str, int]:
+    """Extended resources a DeviceClass serves that the pass counts (resource -> its index): on a DRA node
+    that does not advertise one, kube-scheduler leaves it to DRA (`scaler.core.dra.extended`), so the
+    packer does not count it there (UNCOUNTED) and the DRA filter allocates the claim standing for it."""
+    if not snapshot.dra.classes:
+        return {}
+    return {r: packer.index[r] for r in served(snapshot.dra.classes.values()) if r in packer.index}
+
+
+def _delegate(free: list[int], node: Node, delegated: Mapping[str, int]) -> None:
+    for r, i in delegated.items():
+        if node.allocatable.get(r, 0) <= 0:
+            free[i] = UNCOUNTED
+
+
 # What an existing node's bin is made of, kept in the memo per (resources, label keys) under the node's name
 # and version: (version, free, allocatable, `Packer.group_sig`, GPU devices).
 Recipe = tuple[int, tuple[int, ...], tuple[int, ...], tuple[object, ...], int]
 
 
 def _node_bins(packer: Packer, snapshot: Snapshot, config: ScalerConfig, adv: Advanced, usage: Usage,
-               templates: Mapping[str, Node], devices: Mapping[str, tuple[int, int]] | None) -> set[str]:
+               templates: Mapping[str, Node], devices: Mapping[str, tuple[int, int]] | None,
+               delegated: Mapping[str, int]) -> set[str]:
     """The bins of the existing and coming nodes; returns the provider ids of the registered nodes. An
     existing node's vectors and group signature are kept in the memo under its version (not when the
     pass counts DRA devices: a node's free devices change without it), so a pass only makes the Bin."""
     now, pools, published = snapshot.now, snapshot.pools, snapshot.dra.published()
     index, dev = packer.index, packer.index.get(keys.RES_DRA_DEVICES)
     bins, by_node = packer.bins, packer.by_node
-    memo = snapshot.memo if dev is None else None
+    memo = snapshot.memo if dev is None and not delegated else None
     ctx = ("bins", tuple(packer.resources), packer.ref_keys)
     old: dict[str, Recipe] = (memo.find(ctx) if memo is not None else None) or {}
     kept: dict[str, Recipe] = {}
@@ -344,6 +366,8 @@ def _node_bins(packer: Packer, snapshot: Snapshot, config: ScalerConfig, adv: Ad
                 if pool.dra:  # maybe not published yet
                     free[dev] = max(free[dev], _devices(templates[pool.name]))
                     free[dev + 1] = max(free[dev + 1], _devices(templates[pool.name]))
+            if pool.dra or node.name in published:
+                _delegate(free, node, delegated)
             vec_alloc = list(free)
             for res, v in used.items():
                 free[index[res]] -= v
@@ -357,6 +381,8 @@ def _node_bins(packer: Packer, snapshot: Snapshot, config: ScalerConfig, adv: Ad
             free = packer.vec(node.allocatable)
             if dev is not None and devices is not None:
                 free[dev], free[dev + 1] = devices.get(node.name, (0, 0))
+            if node.name in published or (pool is not None and pool.dra):
+                _delegate(free, node, delegated)
             alloc_t = tuple(free)
             for res, v in used.items():
                 free[index[res]] -= v

@@ -38,7 +38,8 @@ class Filtered:
         # moves them under their own constraints (`on_nodes`: whether one does, when the caller knows).
         if on_nodes is None:
             on_nodes = any(own_constraints(p) for n in nodes for p in n.pods)
-        self.active = on_nodes or any(own_constraints(p) for p in pending)
+        self.active = (on_nodes or any(own_constraints(p) for p in pending)
+                       or (dra is not None and any(dra.asks_extended(p) for p in pending)))
         self.cluster: Cluster | None = None
         if self.active:
             self.cluster = Cluster(nodes, storage, namespaces, dra)

@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from scaler.core.dra import simple
 from scaler.core.dra.allocator import Allocator
 from scaler.core.dra.celkey import content_key, reads
+from scaler.core.dra.extended import extended_resource_claim, served
 from scaler.core.dra.pools import NodeRef, gather_pools
 from scaler.core.dra.search import AllocationError
 from scaler.core.dra.simple import Candidates, is_simple
@@ -78,6 +79,7 @@ class DraState:
         for s in objects.slices:
             (self.by_node.setdefault(s.node_name, []) if s.node_name else self.anywhere).append(s)
         self.held = {r.device_id for c in objects.claims.values() if c.allocation for r in c.allocation.results}
+        self.extended = served(objects.classes.values())  # extended resource -> the DeviceClass serving it
         # devices `node_devices` does not count: a NoSchedule/NoExecute taint keeps them from most claims
         self.blocked = {DeviceID(s.driver, s.pool.name, d.name) for s in objects.slices for d in s.devices
                         if _blocked(d)}
@@ -101,6 +103,10 @@ class DraState:
         self._in_use: dict[str, set[DeviceID]] = {}  # node -> its devices held or given
         # (id(node's own slices), spec id) -> (those slices, the one claim's candidates or None: dra.simple)
         self.simple_cands: dict[tuple[int, int], tuple[object, Candidates | None]] = {}
+
+    def asks_extended(self, pod: Pod) -> bool:
+        """The pod requests an extended resource a DeviceClass serves (then the DRA filter has a say)."""
+        return any(v > 0 and r in self.extended for r, v in pod.requests.items())
 
     def spec_info(self, spec: ClaimSpec) -> tuple[int, tuple[str, ...], int]:
         """(its id: equal specs share one, the classes it names that do not exist, the fewest devices it
@@ -248,12 +254,14 @@ class DraState:
 class DraCheck:
     """One pod's claims against a DraState: the PreFilter (resolve the claims) and the Filter."""
 
-    __slots__ = ("claims", "generated", "keys", "needed", "pinned", "pod", "pod_reason", "prioritized", "spec",
-                 "state")
+    __slots__ = ("claims", "extended", "generated", "keys", "needed", "pinned", "pod", "pod_reason", "prioritized",
+                 "spec", "state")
 
     def __init__(self, state: DraState, pod: Pod) -> None:
         self.state, self.pod = state, pod
         self.pod_reason: str | None = None
+        # extended resources a DeviceClass serves: on a node without them, an implicit claim (`claims_on`)
+        self.extended = {r: v for r, v in pod.requests.items() if v > 0 and r in state.extended}
         self.claims: list[ResourceClaim] = []  # to allocate on the node
         self.generated: set[str] = set()  # those made from a template for this pod
         self.pinned: list[tuple[str, Allocation | str]] = []  # already allocated: (claim, selector or node)
@@ -302,9 +310,25 @@ class DraCheck:
             elif where.node_selector and not any(term_matches(t, node.labels, node.name)
                                                  for t in where.node_selector):
                 return f"ResourceClaim {key} is allocated on devices this node cannot reach"
-        if not self.claims:
+        if not self.extended:
+            return self._allocate(node, self.claims, self.keys, self.spec, self.needed) if self.claims else None
+        claims, spec = self.claims_on(node)
+        if not claims:
             return None
-        return self._allocate(node)
+        if len(claims) == len(self.claims):
+            return self._allocate(node, claims, self.keys, spec, self.needed)
+        implicit = claims[-1]
+        least = self.state.spec_info(implicit.spec)[2]
+        return self._allocate(node, claims, (*self.keys, implicit.key), spec, self.needed + least)
+
+    def claims_on(self, node: Node) -> tuple[list[ResourceClaim], tuple[int, ...]]:
+        """The claims to allocate on the node and their spec ids: with the claim standing for the pod's
+        extended resources the node does not advertise itself (`scaler.core.dra.extended`)."""
+        implicit = (extended_resource_claim(self.pod.key, self.extended, node.allocatable, self.state.extended)
+                    if self.extended else None)
+        if implicit is None:
+            return self.claims, self.spec
+        return [*self.claims, implicit], (*self.spec, self.state.spec_info(implicit.spec)[0])
 
     def priority_score(self, node: Node) -> int:
         """DynamicResources' Score before normalisation (kube-scheduler 1.37,
@@ -333,16 +357,17 @@ class DraCheck:
                         score += FIRST_AVAILABLE_MAX_SIZE - i
         return score
 
-    def _allocate(self, node: Node) -> str | None:
+    def _allocate(self, node: Node, claims: list[ResourceClaim], keys: tuple[str, ...], spec: tuple[int, ...],
+                  needed: int) -> str | None:
         """Whether the claims allocate on the node: the allocator depends on the claims' specs and the
         node's free devices only, so a verdict is reused for the next pod whose claims share the specs
         (the reason names this pod's claims)."""
-        state, keys = self.state, self.keys
+        state = self.state
         per_node = state.verdicts.get(node.name)
         if per_node is None:
             per_node = state.verdicts[node.name] = {}
         else:
-            hit = per_node.get(self.spec)
+            hit = per_node.get(spec)
             if hit is not None:
                 reason, named, _ = hit
                 if reason is not None and named != keys:
@@ -350,23 +375,23 @@ class DraCheck:
                         reason = reason.replace(old, new)
                 return reason
         free = state.free(node)
-        if free < self.needed:  # the allocator would say so after a search (and an explanation)
-            reason = (f"cannot allocate the pod's ResourceClaims: {', '.join(keys)}: {self.needed} device(s) "
+        if free < needed:  # the allocator would say so after a search (and an explanation)
+            reason = (f"cannot allocate the pod's ResourceClaims: {', '.join(keys)}: {needed} device(s) "
                       f"needed, {free} free on the node")
-            per_node[self.spec] = (reason, keys, None)
+            per_node[spec] = (reason, keys, None)
             return reason
-        if len(self.claims) == 1:
-            allocation = state.simple(node, self.claims[0], self.spec[0])
+        if len(claims) == 1:
+            allocation = state.simple(node, claims[0], spec[0])
             if allocation is not None:
-                per_node[self.spec] = (None, keys, (allocation,))
+                per_node[spec] = (None, keys, (allocation,))
                 return None
-        outcome = state.allocator(node).allocate(state.node_ref(node), self.claims)
+        outcome = state.allocator(node).allocate(state.node_ref(node), claims)
         if outcome.ok:
             reason = None
         else:
             first = outcome.reason.strip().splitlines()[0] if outcome.reason.strip() else "no devices"
             reason = f"cannot allocate the pod's ResourceClaims: {first}"
-        per_node[self.spec] = (reason, keys, outcome.allocations)
+        per_node[spec] = (reason, keys, outcome.allocations)
         return reason
 
 
