@@ -166,6 +166,13 @@ TAINT_SPECS: dict[str, tuple[tuple[str, ...], JSON]] = {
         "tolerations": [{"operator": "Exists", "effect": "NoSchedule"}]}}]}),
 }
 CLAIM_SPECS.update(TAINT_SPECS)
+# Extended resources served by DRA (issue 39): a class of our own names one (the NVIDIA chart's name none), and
+# a class's implicit `deviceclass.resource.kubernetes.io/<class>` serves too; only DRA nodes can give them.
+EXTENDED_CLASS: JSON = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+                        "metadata": {"name": "gpu-extended.example.com"},
+                        "spec": {"selectors": [{"cel": {"expression": nvidia.GPU_CLASS.selectors[0]}}],
+                                 "extendedResourceName": "example.com/gpu"}}
+EXTENDED_RESOURCES = ("example.com/gpu", f"deviceclass.resource.kubernetes.io/{nvidia.GPU_CLASS.name}")
 
 
 def claim_template(seed: int, spec: str) -> JSON:
@@ -226,6 +233,7 @@ class Generator:
         self._device_taints()
         self._storage()
         self.setup += [device_class(c) for c in nvidia.DEVICE_CLASSES]
+        self.setup.append(EXTENDED_CLASS)
         self.setup += [claim_template(self.seed, s) for s in (*TEMPLATED, *TAINT_SPECS)]
         bound = self._bound()
         pending = [self._pending(i) for i in range(self.count)]
@@ -263,6 +271,17 @@ class Generator:
                            "metadata": {"name": f"s{self.seed}-maintenance"},
                            "spec": {"deviceSelector": {"driver": s.driver, "pool": s.pool.name, "device": device},
                                     "taint": {"key": key, "effect": effect, **({"value": value} if value else {})}}})
+
+    def _extended(self, pod: JSON, features: list[str]) -> None:
+        """Now and then a GPU pod asks for its GPUs as an extended resource a DeviceClass serves instead."""
+        rng = self.taint_rng
+        if rng.random() >= 0.5:
+            return
+        name = rng.choice(EXTENDED_RESOURCES)
+        resources = pod["spec"]["containers"][0]["resources"]
+        for part in ("requests", "limits"):
+            resources[part][name] = resources[part].pop(GPU)
+        features.append("dra-extended-resource")
 
     def _tolerant(self, spec_name: str) -> str:
         """Now and then a claim that tolerates device taints instead."""
@@ -394,6 +413,8 @@ class Generator:
         if rng.random() < 0.12:
             self._volume(pod, i, before)
             features.append("volumes")
+        if gpus:
+            self._extended(pod, features)
         if not features:
             features.append("plain")
         return PendingPod(pod, tuple(dict.fromkeys(features)), before)
