@@ -265,8 +265,17 @@ def build_packer(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, usage:
     dev = packer.index.get(keys.RES_DRA_DEVICES)
     if dev is not None:
         dra = snapshot.dra
-        packer.claim_devices = lambda pod: devices_at_least(dra, pod)
-        packer.claim_untainted = lambda pod: devices_at_least(dra, pod, untainted=True)
+        least: dict[tuple[str, tuple[object, ...]], tuple[int, int]] = {}  # pods of a workload ask the same
+
+        def counts(pod: Pod) -> tuple[int, int]:
+            key = (pod.namespace, pod.resource_claims)
+            hit = least.get(key)
+            if hit is None:
+                hit = least[key] = (devices_at_least(dra, pod), devices_at_least(dra, pod, untainted=True))
+            return hit
+
+        packer.claim_devices = lambda pod: counts(pod)[0]
+        packer.claim_untainted = lambda pod: counts(pod)[1]
     packer.set_min_request([*(p.requests for p in snapshot.pending), *map(dict, usage.requests)])
     delegated = _delegated(packer, snapshot)
     registered = _node_bins(packer, snapshot, config, adv, usage, templates, devices, delegated)

@@ -151,8 +151,9 @@ class Filtered:
         hit = self.cluster.dra.by_pod.get(id(pod))
         if dev is None or hit is None or packer.claim_devices is None or packer.claim_untainted is None:
             return
+        blocked = self.cluster.dra.blocked
         extra = len(hit[2]) - packer.claim_devices(pod)
-        untainted = len(hit[2] - self.cluster.dra.blocked) - packer.claim_untainted(pod)
+        untainted = len(hit[2] - blocked if blocked else hit[2]) - packer.claim_untainted(pod)
         if extra > 0 or untainted > 0:
             if packer._journal is not None:
                 packer._journal.append((b, list(b.free)))

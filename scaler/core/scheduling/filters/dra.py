@@ -31,6 +31,7 @@ from scaler.core.model.dra import (
     Device,
     DeviceID,
     DeviceRequest,
+    DeviceToleration,
     DraObjects,
     ExactRequest,
     ResourceClaim,
@@ -106,7 +107,8 @@ class DraState:
 
     def asks_extended(self, pod: Pod) -> bool:
         """The pod requests an extended resource a DeviceClass serves (then the DRA filter has a say)."""
-        return any(v > 0 and r in self.extended for r, v in pod.requests.items())
+        extended = self.extended
+        return bool(extended) and any(v > 0 and r in extended for r, v in pod.requests.items())
 
     def spec_info(self, spec: ClaimSpec) -> tuple[int, tuple[str, ...], int]:
         """(its id: equal specs share one, the classes it names that do not exist, the fewest devices it
@@ -456,6 +458,13 @@ def _least(request: DeviceRequest) -> int:
 # never asked in a pass. Pure.
 
 Shape = tuple[object, ...]
+Matching = tuple[str, tuple[str, ...], tuple[DeviceToleration, ...]]  # what `uniform` reads of a request
+
+
+def _matching(exact: ExactRequest) -> Matching:
+    """A request's class, selectors and tolerations: requests alike in them but their count (a workload's
+    templates of 1, 2, 4, 8 GPUs) share the answer."""
+    return (exact.device_class_name, exact.selectors, exact.tolerations)
 
 
 class CountedClaims:
@@ -467,9 +476,9 @@ class CountedClaims:
         self._owed_at: dict[int, str] = {}  # id(pod) -> its node, while owed
         self._selectors: Allocator | None = None  # over every slice: its pools and selector results
         # (id(node's own slices), class, request selectors) -> (those slices, every device may be taken)
-        self._uniform: dict[tuple[int, ExactRequest], tuple[object, bool]] = {}
+        self._uniform: dict[tuple[int, Matching], tuple[object, bool]] = {}
         # (the slices' shape: `_shape`, class, request selectors) -> every device may be taken
-        self._by_shape: dict[tuple[Shape, ExactRequest], bool] = {}
+        self._by_shape: dict[tuple[Shape, Matching], bool] = {}
         self._specs: dict[tuple[str, tuple[PodResourceClaim, ...]], tuple[int, ...] | None] = {}
 
     def specs(self, pod: Pod) -> tuple[int, ...] | None:
@@ -507,7 +516,7 @@ class CountedClaims:
         for spec_id in specs:
             exact = state.by_id[spec_id].requests[0].exactly
             assert exact is not None
-            key = (id(own), exact)
+            key = (id(own), _matching(exact))
             hit = self._uniform.get(key)
             if hit is None or hit[0] is not own:
                 hit = self._uniform[key] = (own, self._all_match(node, own, exact))
@@ -524,7 +533,7 @@ class CountedClaims:
         read = [reads(e) for e in expressions]
         names = [n for n in read if n is not None]
         shape = _shape(own, frozenset().union(*names)) if len(names) == len(read) else None
-        key = (shape, exact) if shape is not None else None
+        key = (shape, _matching(exact)) if shape is not None else None
         if key is not None and key in self._by_shape:
             return self._by_shape[key]
         if self._selectors is None:  # selector results only (cached per device): no node's allocator needed
