@@ -83,7 +83,7 @@ class DraState:
         self.extended = served(objects.classes.values())  # extended resource -> the DeviceClass serving it
         # devices `node_devices` does not count: a NoSchedule/NoExecute taint keeps them from most claims
         self.blocked = {DeviceID(s.driver, s.pool.name, d.name) for s in objects.slices for d in s.devices
-                        if _blocked(d)}
+                        if d.taints and _blocked(d)}
         self.given: dict[str, set[DeviceID]] = {}  # node -> devices this pass gave
         self.allocated: dict[str, tuple[str, Allocation, int]] = {}  # claim -> (node, allocation, pod id)
         self.by_pod: dict[int, tuple[str, list[str], set[DeviceID]]] = {}
@@ -422,7 +422,7 @@ def node_devices(objects: DraObjects, untainted: bool = False) -> dict[str, int]
             continue
         if not s.node_name:
             return None
-        counted = [d for d in s.devices if not (untainted and _blocked(d))]
+        counted = [d for d in s.devices if not (untainted and d.taints and _blocked(d))]
         free[s.node_name] = free.get(s.node_name, 0) + len(counted)
         for d in counted:
             where[DeviceID(s.driver, s.pool.name, d.name)] = s.node_name
