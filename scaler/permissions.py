@@ -168,7 +168,8 @@ KUBERNETES_RBAC_RULES: Final[list[dict[str, list[str]]]] = [
     {"apiGroups": ["storage.k8s.io"], "resources": ["storageclasses", "csinodes"], "verbs": ["list", "watch"]},
     # kube-scheduler's DynamicResources filter (DRA): read only.
     {"apiGroups": ["resource.k8s.io"],
-     "resources": ["deviceclasses", "resourceclaims", "resourceclaimtemplates", "resourceslices"],
+     "resources": ["deviceclasses", "resourceclaims", "resourceclaimtemplates", "resourceslices",
+                   "devicetaintrules"],
      "verbs": ["list", "watch"]},
     {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
     # delete: only a gang's pods on an ending Capacity Block (its budget allows no eviction; EC2 takes it anyway)

@@ -76,6 +76,7 @@ class ClusterCache:
                                         **informer_options)
         self.resource_slices = Informer("resourceslices", dra.list_resource_slice, optional=True,
                                         **informer_options)
+        self.taint_rules = Informer("devicetaintrules", dra.list_device_taint_rule, optional=True, **informer_options)
         # CapacityBuffers (optional: a cluster without the CRD has none) and the PodTemplates they name.
         custom = client.CustomObjectsApi(api)
         self.buffers = Informer("capacitybuffers", functools.partial(
@@ -95,7 +96,8 @@ class ClusterCache:
         self._version = 0
         self.informers = (self.pods, self.nodes, self.pdbs, self.pvcs, self.pvs, self.storage_classes,
                           self.csinodes, self.namespaces, self.device_classes, self.resource_claims,
-                          self.claim_templates, self.resource_slices, self.buffers, self.pod_templates,
+                          self.claim_templates, self.resource_slices, self.taint_rules, self.buffers,
+                          self.pod_templates,
                           *self.pod_groups)
 
     def start(self) -> None:
@@ -173,7 +175,7 @@ class ClusterCache:
         storage, namespaces = storage_view(self.pvcs.items(), self.pvs.items(), self.storage_classes.items(),
                                            self.csinodes.items(), self.namespaces.items(), skip=skip)
         dra = dra_view(self.device_classes.items(), self.resource_claims.items(), self.claim_templates.items(),
-                       self.resource_slices.items(), skip)
+                       self.resource_slices.items(), skip, self.taint_rules.items())
         groups: dict[str, PodGroup] = {}
         for informer in self.pod_groups:
             groups.update((g.key, g) for g in self._converted(informer, "PodGroup", skip))

@@ -31,6 +31,8 @@ from scaler.configfile import load_config, read_text
 from scaler.core.config.catalogue import Cloud
 from scaler.core.config.settings import ConfigError, ScalerConfig
 from scaler.core.dra import convert as dra_convert
+from scaler.core.dra.extended import clashes
+from scaler.core.dra.taints import with_rules
 from scaler.core.model import keys
 from scaler.core.model.buffers import SCALABLE_KINDS, CapacityBuffer
 from scaler.core.model.dra import DraObjects
@@ -38,7 +40,7 @@ from scaler.core.planning import idle_time
 from scaler.core.planning.capacity import zone_hints
 from scaler.core.planning.decide import decide
 from scaler.core.planning.decisions import Plan
-from scaler.core.planning.repair import signals
+from scaler.core.planning.repair import device_taints, signals
 from scaler.core.planning.snapshot import PoolObservation, Snapshot
 from scaler.core.planning.state import State
 from scaler.kube.convert import SnapshotError
@@ -49,7 +51,7 @@ from scaler.kube.view import cluster_view
 
 # The kinds read besides Node and Pod: what the filters of scaler.core.scheduling.filters need.
 STORAGE_KINDS = ("PersistentVolumeClaim", "PersistentVolume", "StorageClass", "CSINode", "Namespace")
-DRA_KINDS = ("DeviceClass", "ResourceClaim", "ResourceClaimTemplate", "ResourceSlice")
+DRA_KINDS = ("DeviceClass", "ResourceClaim", "ResourceClaimTemplate", "ResourceSlice", "DeviceTaintRule")
 # CapacityBuffers, with the PodTemplates and workloads they name (kubectl get ...,podtemplates,capacitybuffers).
 BUFFER_KINDS = ("CapacityBuffer", "PodTemplate", *SCALABLE_KINDS)
 # The gangs' PodGroups (scheduling.k8s.io, scheduling.x-k8s.io, scheduling.volcano.sh: one kind, by apiVersion).
@@ -165,11 +167,16 @@ def dra_view(by_kind: dict[str, list[dict[str, Any]]]) -> DraObjects:
     try:
         claims = [dra_convert.resource_claim(o) for o in by_kind["ResourceClaim"]]
         templates = [dra_convert.resource_claim_template(o) for o in by_kind["ResourceClaimTemplate"]]
+        classes = [dra_convert.device_class(o) for o in by_kind["DeviceClass"]]
+        for cls, first in clashes(classes):
+            raise SnapshotError(f"DeviceClass {cls.name}: spec.extendedResourceName: {cls.extended_resource_name} is "
+                                f"also served by DeviceClass {first} (one class per extended resource)")
         return DraObjects(
-            classes={c.name: c for c in map(dra_convert.device_class, by_kind["DeviceClass"])},
+            classes={c.name: c for c in classes},
             claims={c.key: c for c in claims},
             templates={f"{t.namespace}/{t.name}": t for t in templates},
-            slices=[dra_convert.resource_slice(o) for o in by_kind["ResourceSlice"]])
+            slices=with_rules([dra_convert.resource_slice(o) for o in by_kind["ResourceSlice"]],
+                              [dra_convert.device_taint_rule(o) for o in by_kind["DeviceTaintRule"]]))
     except dra_convert.DraInputError as err:
         raise SnapshotError(str(err)) from None
 
@@ -213,9 +220,11 @@ def health_lines(result: Plan, snapshot: Snapshot) -> list[str]:
     """Every node with a GPU health signal of its pool, and why it is (or is not yet) repaired."""
     repairs = {r.node: r for r in result.repairs}
     lines = []
+    tainted = device_taints(snapshot.dra)
     for node in snapshot.nodes:
         obs = snapshot.pools.get(node.pool or "")
-        found = signals(node, obs.pool.repair) if obs is not None and obs.pool.repair.enabled else []
+        found = (signals(node, obs.pool.repair, tainted.get(node.name, ()))
+                 if obs is not None and obs.pool.repair.enabled else [])
         if not found:
             continue
         r = repairs.get(node.name)

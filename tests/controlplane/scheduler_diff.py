@@ -61,6 +61,7 @@ LISTS = {
     "ResourceClaim": "/apis/resource.k8s.io/v1/resourceclaims",
     "ResourceClaimTemplate": "/apis/resource.k8s.io/v1/resourceclaimtemplates",
     "ResourceSlice": "/apis/resource.k8s.io/v1/resourceslices",
+    "DeviceTaintRule": "/apis/resource.k8s.io/v1/devicetaintrules",
 }
 # kind -> (the collection to create in, namespaced)
 CREATE = {
@@ -70,6 +71,7 @@ CREATE = {
     "DeviceClass": ("/apis/resource.k8s.io/v1", "deviceclasses", False),
     "ResourceClaim": ("/apis/resource.k8s.io/v1", "resourceclaims", True),
     "ResourceClaimTemplate": ("/apis/resource.k8s.io/v1", "resourceclaimtemplates", True),
+    "DeviceTaintRule": ("/apis/resource.k8s.io/v1", "devicetaintrules", False),
 }
 
 

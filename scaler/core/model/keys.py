@@ -54,6 +54,8 @@ RES_PODS: Final = "pods"
 RES_GPU: Final = "nvidia.com/gpu"
 # Not a Kubernetes resource: the planner's count of a node's free DRA devices (never on a real node)
 RES_DRA_DEVICES: Final = "dra.gpuburst.io/devices"
+# ... and of those, the ones without a NoSchedule/NoExecute device taint (what a claim tolerating none may take)
+RES_DRA_UNTAINTED: Final = "dra.gpuburst.io/untainted-devices"
 MIG_RESOURCE_PREFIX: Final = "nvidia.com/mig-"
 
 # --- taints ----------------------------------------------------------------------------------

@@ -85,6 +85,7 @@ KUBE_METHODS = {
     "list_resource_claim_for_all_namespaces": ("resource.k8s.io", "resourceclaims", "list"),
     "list_resource_claim_template_for_all_namespaces": ("resource.k8s.io", "resourceclaimtemplates", "list"),
     "list_resource_slice": ("resource.k8s.io", "resourceslices", "list"),
+    "list_device_taint_rule": ("resource.k8s.io", "devicetaintrules", "list"),
     "patch_node": ("", "nodes", "patch"),
     "delete_node": ("", "nodes", "delete"),
     "create_namespaced_pod_eviction": ("", "pods/eviction", "create"),
