@@ -5,6 +5,9 @@
 and publishes the NVIDIA driver's slice (the one its pool's template carries), each running GPU pod holds
 an allocated claim of its own on that node's first free GPUs, and each pending GPU pod (gangs included)
 asks for its N GPUs through the ResourceClaimTemplate `gpu-N` of its namespace (class gpu.nvidia.com).
+Device taints (issue 39): on every tenth DRA node the last GPU carries the NVIDIA driver's health taint
+(`gpu.nvidia.com/xid`, NoSchedule), and every tenth pending GPU pod asks through `gpu-N-tolerant`, whose
+request tolerates it.
 """
 
 from __future__ import annotations
@@ -20,15 +23,20 @@ from scaler.core.model.dra import (
     ClaimSpec,
     DeviceRequest,
     DeviceResult,
+    DeviceTaint,
+    DeviceToleration,
     DraObjects,
     ExactRequest,
     ResourceClaim,
     ResourceClaimTemplate,
+    ResourceSlice,
 )
 from scaler.core.model.objects import Node, Pod, PodResourceClaim, SelectorRequirement
 from scaler.core.planning.snapshot import PoolObservation, Snapshot
 
 COUNTS = (1, 2, 4, 8)
+XID = DeviceTaint("gpu.nvidia.com/xid", "79", "NoSchedule")
+TOLERATE = (DeviceToleration("gpu.nvidia.com/xid", "Exists"),)
 
 
 def dra_config(pools: list[dict[str, Any]]) -> ScalerConfig:
@@ -37,19 +45,30 @@ def dra_config(pools: list[dict[str, Any]]) -> ScalerConfig:
                          "limits": {"max_nodes_per_pass": 100000}}, "bench")
 
 
-def _spec(n: int) -> ClaimSpec:
-    return ClaimSpec((DeviceRequest("gpu", ExactRequest("gpu", GPU_CLASS.name, count=n)),))
+def _spec(n: int, tolerant: bool = False) -> ClaimSpec:
+    exact = ExactRequest("gpu", GPU_CLASS.name, count=n, tolerations=TOLERATE if tolerant else ())
+    return ClaimSpec((DeviceRequest("gpu", exact),))
+
+
+def _tainted(slices: tuple[ResourceSlice, ...]) -> list[ResourceSlice]:
+    """The node's slices with its last GPU tainted."""
+    out = list(slices)
+    last = out[-1]
+    devices = (*last.devices[:-1], dataclasses.replace(last.devices[-1], taints=(XID,)))
+    out[-1] = dataclasses.replace(last, devices=devices)
+    return out
 
 
 def _no_gpu(pod: Pod) -> dict[str, int]:
     return {r: v for r, v in pod.requests.items() if r != keys.RES_GPU}
 
 
-def _node(node: Node, cfg: ScalerConfig, objects: DraObjects) -> Node:
+def _node(node: Node, cfg: ScalerConfig, objects: DraObjects, i: int) -> Node:
     pool = next(p for p in cfg.pools if p.name == node.pool)
     if not pool.dra:
         return node
-    objects.slices.extend(pool.dra_slices(node.name))
+    slices = pool.dra_slices(node.name)
+    objects.slices.extend(_tainted(slices) if i % 10 == 0 else slices)
     pinned = ((SelectorRequirement("metadata.name", "In", (node.name,), field=True),),)
     pods, used = [], 0
     for p in node.pods:
@@ -68,20 +87,25 @@ def _node(node: Node, cfg: ScalerConfig, objects: DraObjects) -> Node:
     return dataclasses.replace(node, labels=labels, allocatable=allocatable, pods=pods)
 
 
-def _pending(pod: Pod) -> Pod:
+def _pending(pod: Pod, tolerant: bool) -> Pod:
     n = pod.requests.get(keys.RES_GPU, 0)
     if n <= 0:
         return pod
+    name = f"gpu-{n}-tolerant" if tolerant else f"gpu-{n}"
     return dataclasses.replace(pod, requests=_no_gpu(pod),
-                               resource_claims=(PodResourceClaim("gpu", template_name=f"gpu-{n}"),))
+                               resource_claims=(PodResourceClaim("gpu", template_name=name),))
 
 
 def to_dra(snap: Snapshot, cfg: ScalerConfig) -> Snapshot:
     """The plain snapshot (built with the same pools, device-plugin) as a DRA cluster of `cfg`."""
     namespaces = {p.namespace for p in snap.pending} | {p.namespace for n in snap.nodes for p in n.pods}
     objects = DraObjects(classes={c.name: c for c in DEVICE_CLASSES}, templates={
-        f"{ns}/gpu-{n}": ResourceClaimTemplate(ns, f"gpu-{n}", _spec(n)) for ns in namespaces for n in COUNTS})
-    nodes = [_node(n, cfg, objects) for n in snap.nodes]
+        f"{ns}/gpu-{n}{t}": ResourceClaimTemplate(ns, f"gpu-{n}{t}", _spec(n, bool(t)))
+        for ns in namespaces for n in COUNTS for t in ("", "-tolerant")})
+    nodes = [_node(n, cfg, objects, i) for i, n in enumerate(snap.nodes)]
+    # every tenth GPU pod tolerant, the pods kept in their order
+    gpu = [p for p in snap.pending if p.requests.get(keys.RES_GPU, 0) > 0]
+    tolerant = {id(p) for p in gpu[::10]}
     pools = {p.name: PoolObservation(p, snap.pools[p.name].desired, snap.pools[p.name].instances) for p in cfg.pools}
-    return dataclasses.replace(snap, nodes=nodes, pending=[_pending(p) for p in snap.pending], pools=pools,
-                               dra=objects)
+    pending = [_pending(p, id(p) in tolerant) for p in snap.pending]
+    return dataclasses.replace(snap, nodes=nodes, pending=pending, pools=pools, dra=objects)

@@ -34,6 +34,7 @@ from scaler.core.model.interruption import Interruption
 from scaler.core.model.objects import Node, Pod
 from scaler.core.model.resources import format_resources, parse_resources
 from scaler.core.planning.decide import decide
+from scaler.core.planning.memo import Memo
 from scaler.core.planning.snapshot import PoolObservation
 from scaler.core.planning.state import State
 from scaler.core.scheduling.predicates import effective_request
@@ -220,9 +221,9 @@ def run_xl(repeat: int, seed: int, on_pass: Callable[[Any, State], None] | None 
     feed = Feed(cache, rng, templates, pending, running, nodes)
     plan_times: list[float] = []
 
-    def timed_plan(snapshot: Any, state: State, config: ScalerConfig) -> Any:
+    def timed_plan(snapshot: Any, state: State, config: ScalerConfig, memo: Memo | None) -> Any:
         t0 = time.perf_counter()
-        out = decide(snapshot, state, config)
+        out = decide(snapshot, state, config, memo)
         plan_times.append(time.perf_counter() - t0)
         return out
 

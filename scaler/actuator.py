@@ -35,6 +35,7 @@ from scaler.core.model import keys
 from scaler.core.model.buffers import BufferStatus, CapacityBuffer
 from scaler.core.model.conditions import Condition
 from scaler.core.model.drain import DrainState
+from scaler.core.model.interruption import Interruption
 from scaler.core.model.objects import Node, Pod
 from scaler.core.model.provreq import ProvisioningRequest
 from scaler.core.model.workload import blocker, to_evict
@@ -82,16 +83,18 @@ class Actuator:
         # (node -> the refused pods), and pools whose cloud refused what retrying cannot fix.
         self.abandoned: dict[str, tuple[str, ...]] = {}
         self.refused: dict[str, str] = {}
+        self.acknowledged: list[Interruption] = []  # the notices of the last pass that acted to the end
 
     # --- what the next Snapshot says --------------------------------------------------------------
     def draining(self) -> dict[str, DrainState]:
         return {n: DrainState(n, d.pool, d.started, d.deadline, d.forced, d.notice, d.repair)
                 for n, d in self.drains.items()}
 
-    def report(self) -> tuple[dict[str, tuple[str, ...]], dict[str, str]]:
-        """What the planner should know from the last pass (abandoned drains, refusals); told once."""
-        out = (self.abandoned, self.refused)
-        self.abandoned, self.refused = {}, {}
+    def report(self) -> tuple[dict[str, tuple[str, ...]], dict[str, str], list[Interruption]]:
+        """What the planner should know from the last pass (abandoned drains, refusals, the notices acted on
+        to the end); told once."""
+        out = (self.abandoned, self.refused, self.acknowledged)
+        self.abandoned, self.refused, self.acknowledged = {}, {}, []
         return out
 
     def forget(self) -> None:
@@ -136,6 +139,7 @@ class Actuator:
                 self._delete_node(name)
         if plan.handled:
             self._cloud("acknowledge notices", lambda: self.provider.acknowledge(plan.handled), guarded=False)
+        self.acknowledged = list(plan.handled)
 
     def answer(self, requests: list[ProvisioningRequest], answers: dict[str, dict[str, Condition]]) -> None:
         """Write each ProvisioningRequest's conditions (those that changed)."""
@@ -336,8 +340,8 @@ class Recorder:
     def draining(self) -> dict[str, DrainState]:
         return {}
 
-    def report(self) -> tuple[dict[str, tuple[str, ...]], dict[str, str]]:
-        return {}, {}
+    def report(self) -> tuple[dict[str, tuple[str, ...]], dict[str, str], list[Interruption]]:
+        return {}, {}, []
 
     def forget(self) -> None:
         return None

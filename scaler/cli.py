@@ -18,7 +18,7 @@ from typing import NoReturn
 from scaler import __version__
 
 COMMANDS: dict[str, tuple[str, str]] = {
-    "run": ("scaler.loop", "run the scaler against a cluster and its clouds"),
+    "run": ("scaler.run_command", "run the scaler against a cluster and its clouds"),
     "plan": ("scaler.sim.plan_command", "print the plan for a cluster's snapshot (see snapshot) and a pools file"),
     "explain": ("scaler.sim.plan_command", "alias of plan"),
     "shadow-report": ("scaler.shadow_report", "compare a `run --shadow` record with what the cluster did"),

@@ -168,7 +168,8 @@ KUBERNETES_RBAC_RULES: Final[list[dict[str, list[str]]]] = [
     {"apiGroups": ["storage.k8s.io"], "resources": ["storageclasses", "csinodes"], "verbs": ["list", "watch"]},
     # kube-scheduler's DynamicResources filter (DRA): read only.
     {"apiGroups": ["resource.k8s.io"],
-     "resources": ["deviceclasses", "resourceclaims", "resourceclaimtemplates", "resourceslices"],
+     "resources": ["deviceclasses", "resourceclaims", "resourceclaimtemplates", "resourceslices",
+                   "devicetaintrules"],
      "verbs": ["list", "watch"]},
     {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
     # delete: only a gang's pods on an ending Capacity Block (its budget allows no eviction; EC2 takes it anyway)
@@ -185,6 +186,9 @@ KUBERNETES_RBAC_RULES: Final[list[dict[str, list[str]]]] = [
     {"apiGroups": [keys.API_GROUP_AUTOSCALING], "resources": ["capacitybuffers"], "verbs": ["list", "watch"]},
     {"apiGroups": [keys.API_GROUP_AUTOSCALING], "resources": ["capacitybuffers/status"], "verbs": ["patch"]},
     {"apiGroups": ["apps"], "resources": ["deployments", "replicasets", "statefulsets"], "verbs": ["get"]},
+    # Gangs' PodGroups (issue 39): the Workload API's, scheduler-plugins' coscheduling and Volcano's; read only.
+    {"apiGroups": [keys.API_GROUP_SCHEDULING, keys.API_GROUP_COSCHEDULING, keys.API_GROUP_VOLCANO],
+     "resources": ["podgroups"], "verbs": ["list", "watch"]},
 ]
 
 # Role in the scaler's own namespace: its Lease and its status ConfigMap. `create` cannot be

@@ -26,8 +26,10 @@ from scaler.core.model.dra import DraObjects
 from scaler.core.model.drain import DrainState
 from scaler.core.model.interruption import Interruption
 from scaler.core.model.objects import Node, Pod, PodDisruptionBudget
+from scaler.core.model.podgroup import PodGroup
 from scaler.core.model.provreq import ProvisioningRequest
 from scaler.core.planning.decisions import BufferOutcome, Plan
+from scaler.core.planning.memo import Memo
 from scaler.core.planning.snapshot import PoolObservation, Snapshot
 from scaler.core.planning.state import State
 from scaler.core.scheduling.filters import Storage
@@ -77,6 +79,7 @@ class ClusterView:
     skipped: list[Skipped] = field(default_factory=list)  # objects that did not convert
     dra: DraObjects = field(default_factory=DraObjects)  # DeviceClasses, ResourceClaims (+Templates), ResourceSlices
     buffers: list[CapacityBuffer] = field(default_factory=list)  # CapacityBuffers, their references resolved
+    pod_groups: dict[str, PodGroup] = field(default_factory=dict)  # gangs' PodGroups, by PodGroup.key
 
 
 class Observer(Protocol):
@@ -155,7 +158,7 @@ class Acting(Protocol):
 
     def draining(self) -> dict[str, DrainState]: ...
 
-    def report(self) -> tuple[dict[str, tuple[str, ...]], dict[str, str]]: ...
+    def report(self) -> tuple[dict[str, tuple[str, ...]], dict[str, str], list[Interruption]]: ...
 
     def forget(self) -> None: ...
 
@@ -199,4 +202,5 @@ class PoolProvider(Protocol):
         ...
 
 
-Planner = Callable[[Snapshot, State, ScalerConfig], tuple[Plan, State]]  # scaler.core.planning.decide.decide
+# scaler.core.planning.decide.decide
+Planner = Callable[[Snapshot, State, ScalerConfig, Memo | None], tuple[Plan, State]]

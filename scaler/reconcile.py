@@ -7,8 +7,8 @@ decide:  `scaler.core.planning.decide.decide` (pure): the pods, the Provisioning
 act:     the actuator (`scaler.actuator.Actuator`, or the dry run's `Recorder`) carries the Plan out
          and writes the conditions
 
-The Reconciler keeps what outlives a pass: the planner's State and the interruption notices read but
-not acknowledged yet (a pass that stops before acting on them decides on them again). Leadership,
+The Reconciler keeps what outlives a pass: the State the decision returned (the notices it has not decided
+on among it) and the memo of what the passes worked out (never changes a plan). Leadership,
 retries after failed passes, Events and metrics are the Runtime's; the clock is the caller's.
 """
 
@@ -56,7 +56,6 @@ class Reconciler:
         self.metrics = metrics or Metrics()
         self.state = State()
         self.memo = Memo()  # what a pass works out that the next may reuse (plans are the same without it)
-        self.notices: list[Interruption] = []
 
     def run(self, now: float) -> Pass:
         """Observe, decide, act. A ProviderError from observing the pools ends the pass before anything
@@ -67,30 +66,29 @@ class Reconciler:
     def _run(self, now: float) -> Pass:
         pools = self.provider.observe(now)
         view = self.observer.observe(self.provider.pool_of)
-        if self.actuator.live:
-            self._read_notices()
-        abandoned, refused = self.actuator.report()
+        notices = self._read_notices() if self.actuator.live else []
+        abandoned, refused, acknowledged = self.actuator.report()
         snapshot = Snapshot(now=now, pending=view.pending, nodes=view.nodes, pools=pools, pdbs=view.pdbs,
-                            fresh=view.fresh, pdbs_fresh=view.pdbs_fresh, interruptions=list(self.notices),
-                            draining=self.actuator.draining(), abandoned=abandoned, refused=refused,
+                            fresh=view.fresh, pdbs_fresh=view.pdbs_fresh, interruptions=notices,
+                            acknowledged=acknowledged, draining=self.actuator.draining(), abandoned=abandoned,
+                            refused=refused,
                             storage=view.storage, namespaces=view.namespaces, dra=view.dra, buffers=view.buffers,
-                            requests=self._read_requests() if view.fresh else [], memo=self.memo)
+                            pod_groups=view.pod_groups,
+                            requests=self._read_requests() if view.fresh else [])
         self.memo.next_pass()
         requests = snapshot.requests
-        plan, self.state = self.planner(snapshot, self.state, self.config)
+        plan, self.state = self.planner(snapshot, self.state, self.config, self.memo)
         self.actuator.act(plan, snapshot)
-        self.notices = [n for n in self.notices if n not in plan.handled]
         self.actuator.answer(requests, plan.requests)
         self.actuator.write_buffers(view.buffers, plan.buffers)
         return Pass(plan, snapshot, view, requests)
 
-    def _read_notices(self) -> None:
+    def _read_notices(self) -> list[Interruption]:
         try:
-            fresh = self.provider.interruptions()
+            return self.provider.interruptions()
         except ProviderError as err:  # counted by the provider (scaler.providers.counted)
             log.warning("reading interruption notices failed: %s", err)
-            return
-        self.notices.extend(n for n in fresh if n not in self.notices)
+            return []
 
     def _read_requests(self) -> list[ProvisioningRequest]:
         """The ProvisioningRequests still in play (on stale pod data none: bookings would be computed

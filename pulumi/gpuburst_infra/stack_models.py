@@ -24,27 +24,38 @@ SUPPORTED_REGIONS: dict[Cloud, tuple[str, ...]] = {
               "westeurope", "swedencentral", "uksouth", "japaneast", "australiaeast"),
 }
 # Kubernetes minor versions a stack may name: those under standard support on EKS (AL2023 images) and
-# AKS on 2026-11-24, plus 1.33 so that a cluster still on it can be upgraded one minor at a time.
+# AKS on 2026-11-28, plus 1.33 so that a cluster still on it can be upgraded one minor at a time.
 # EKS (docs.aws.amazon.com/eks/latest/userguide/kubernetes-versions.html, "release calendar"; 14 months
 # of standard support, then 12 months of paid extended support):
 #   1.33: end of standard support July 29, 2026 (extended, billed per cluster hour, since)
 #   1.34: EKS release Oct 2025, end of standard support Dec 2, 2026
 #   1.35: EKS release Jan 28, 2026, end of standard support Mar 27, 2027
+#   1.36: upstream release Apr 22, 2026, upstream end of life Jun 28, 2027 (kubernetes.io/releases/1.36);
+#         on EKS 14 months of standard support from its EKS release, which follows upstream's: until mid-2027
+#         at the earliest (check the calendar for the day)
 # AKS (learn.microsoft.com/azure/aks/supported-kubernetes-versions, "AKS Kubernetes release calendar";
 # "End of life" is the last day of the month, LTS aside):
 #   1.33: GA Jun 2025, end of life Jul 2026;  1.34: GA Nov 2025, end of life Nov 2026
 #   1.35: GA Mar 2026, end of life Mar 2027
+#   1.36: GA after upstream's Apr 22, 2026 release; AKS supports a GA minor 12 months (its "Kubernetes version
+#         support policy"): supported on 2026-11-28, until mid-2027 at the earliest
+# The Workload API (gangs as PodGroups, KEP-4671: feature gate GenericWorkload and scheduling.k8s.io/v1beta1,
+# beta but off by default in 1.37, alpha before) cannot be switched on on either: EKS and AKS take no
+# kube-apiserver or kube-scheduler feature gates or runtime-config and serve only the APIs on by default
+# (EKS: "all generally available (GA) features"). Gangs there are scheduler-plugins' or Volcano's PodGroups
+# (CRDs) or Kueue's ProvisioningRequests; the scaler reads whichever PodGroups the server serves
+# (docs/planner.md, "Gangs").
 # DRA (resource.k8s.io/v1) is GA and on by default upstream since 1.34. EKS serves every GA API ("Amazon
 # EKS supports all generally available (GA) features of the Kubernetes API", its version FAQ); AKS
 # documents no flag for it on 1.34+ (an AKS blog post of November 2025 still called DRA alpha: true of
 # the versions before 1.34). `gpu_allocation: dra` pools need 1.34+.
 SUPPORTED_KUBERNETES: dict[Cloud, tuple[str, ...]] = {
-    "aws": ("1.33", "1.34", "1.35"),
-    "azure": ("1.33", "1.34", "1.35"),
+    "aws": ("1.33", "1.34", "1.35", "1.36"),
+    "azure": ("1.33", "1.34", "1.35", "1.36"),
 }
-# What a stack gets without gpuburst:kubernetes_version: under standard support on both clouds until
-# March 2027. Move it with the calendars above.
-DEFAULT_KUBERNETES = "1.35"
+# What a stack gets without gpuburst:kubernetes_version: the newest minor both clouds serve, under standard
+# support on both on 2026-11-28 and into 2027. Move it with the calendars above.
+DEFAULT_KUBERNETES = "1.36"
 DRA_MIN_KUBERNETES = (1, 34)
 AZURE_MAX_TAGS = 50
 AGENT_POOL_NAME = re.compile(r"^[a-z][a-z0-9]{0,11}$")

@@ -92,6 +92,10 @@ def dra_driver_values(config: ScalerConfig) -> dict[str, Any]:
         "resources": {"gpus": {"enabled": True}, "computeDomains": {"enabled": False}},
         # The EKS AL2023 NVIDIA AMI, AKS and the Ansible nvidia_driver role install the driver on the host.
         "nvidiaDriverRoot": "/",
+        # No featureGates: the health taints the scaler repairs on (gpu.nvidia.com/xid, gpu.nvidia.com/gpu-lost:
+        # scaler/core/config/repair.py) come with NVMLDeviceHealthCheck, which the driver knows from v25.12.0 on;
+        # 25.8.1 (pinned) would refuse an unknown gate at startup. GPU sharing through consumable capacity is
+        # not in 25.8.1 either.
         "kubeletPlugin": {
             "affinity": pool_affinity(pools, "In"),
             "tolerations": tolerations_for(sorted(taints, key=lambda t: (t.key, t.value, t.effect))),

@@ -42,6 +42,7 @@ KUBE_SCHEDULER_PATCH: Final[dict[str, str]] = {
     "1.33": "v1.33.2",
     "1.34": "v1.34.1",
     "1.35": "v1.35.3",
+    "1.36": "v1.36.1",  # released 2026-05-13 (kubernetes.io/releases/1.36)
 }
 
 

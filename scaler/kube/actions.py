@@ -19,6 +19,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError as TransportError
 
+from scaler.core.config.runtime import Runtime
 from scaler.core.model import keys
 from scaler.core.model.buffers import BufferStatus, CapacityBuffer
 from scaler.core.model.conditions import Condition
@@ -52,11 +53,13 @@ class KubeActions:
     is computed from that copy and carries its resourceVersion. `before_change` runs before every
     change to a node, a pod or a request's status and raises to stop it (the leader lease's check)."""
 
-    def __init__(self, api: client.ApiClient, namespace: str, *, event_interval: float = 300.0,
+    def __init__(self, api: client.ApiClient, namespace: str, *, event_interval: float = Runtime().event_interval,
                  nodes: Callable[[str], dict[str, Any] | None] = lambda _: None,
-                 before_change: Callable[[], None] = lambda: None) -> None:
+                 before_change: Callable[[], None] = lambda: None,
+                 timeout: tuple[float, float] = TIMEOUT) -> None:
         self.core = client.CoreV1Api(api)
-        self.requests = ProvisioningRequests(api)
+        self.timeout = timeout  # (connect, read) seconds of every call
+        self.requests = ProvisioningRequests(api, timeout)
         self.custom = client.CustomObjectsApi(api)
         self.nodes = nodes
         self.namespace = namespace
@@ -102,7 +105,7 @@ class KubeActions:
             body = {**body, "metadata": {"resourceVersion": version}}
         self.before_change()
         try:
-            self.core.patch_node(name, body, _request_timeout=TIMEOUT, _content_type=MERGE_PATCH)
+            self.core.patch_node(name, body, _request_timeout=self.timeout, _content_type=MERGE_PATCH)
         except ApiException as err:
             raise KubeError(f"patch node {name}: HTTP {err.status} {err.reason}") from None
         except TransportError as err:
@@ -112,7 +115,7 @@ class KubeActions:
         """Delete a Node object (its instance is gone); one already deleted is fine."""
         self.before_change()
         try:
-            self.core.delete_node(name, _request_timeout=TIMEOUT)
+            self.core.delete_node(name, _request_timeout=self.timeout)
         except ApiException as err:
             if err.status != 404:
                 raise KubeError(f"delete node {name}: HTTP {err.status} {err.reason}") from None
@@ -125,7 +128,7 @@ class KubeActions:
         body = client.V1Eviction(metadata=client.V1ObjectMeta(name=name, namespace=namespace))
         self.before_change()
         try:
-            self.core.create_namespaced_pod_eviction(name, namespace, body, _request_timeout=TIMEOUT)
+            self.core.create_namespaced_pod_eviction(name, namespace, body, _request_timeout=self.timeout)
         except ApiException as err:
             if err.status == 429:
                 return "blocked"
@@ -140,7 +143,7 @@ class KubeActions:
         """DELETE of the pod (its grace period honoured): only for a gang on an ending Capacity Block."""
         self.before_change()
         try:
-            self.core.delete_namespaced_pod(name, namespace, _request_timeout=TIMEOUT)
+            self.core.delete_namespaced_pod(name, namespace, _request_timeout=self.timeout)
         except ApiException as err:
             if err.status == 404:
                 return "gone"
@@ -156,7 +159,7 @@ class KubeActions:
 
     def write_buffer_status(self, buffer: CapacityBuffer, status: BufferStatus) -> None:
         self.before_change()
-        write_buffer_status(self.custom, buffer, status)
+        write_buffer_status(self.custom, buffer, status, self.timeout)
 
     # --- events ------------------------------------------------------------------------------
     def event(self, ref: ObjectRef, reason: str, message: str, type_: str = "Normal") -> None:
@@ -176,7 +179,7 @@ class KubeActions:
                 if now - at < self._event_interval:
                     return
                 self.core.patch_namespaced_event(name, ns, {"count": count + 1, "lastTimestamp": stamp.isoformat()},
-                                                 _request_timeout=TIMEOUT, _content_type=MERGE_PATCH)
+                                                 _request_timeout=self.timeout, _content_type=MERGE_PATCH)
                 self._events[key] = (name, count + 1, now)
                 return
             ev = client.CoreV1Event(
@@ -189,7 +192,7 @@ class KubeActions:
                 source=client.V1EventSource(component=COMPONENT), reporting_component=COMPONENT,
                 reporting_instance=socket.gethostname(),
             )
-            created = self.core.create_namespaced_event(ns, ev, _request_timeout=TIMEOUT)
+            created = self.core.create_namespaced_event(ns, ev, _request_timeout=self.timeout)
             self._events[key] = (str(created.metadata.name), 1, now)
         except ApiException as err:
             log.warning("event %s on %s %s/%s not recorded: HTTP %s", reason, ref.kind, ns, ref.name, err.status)
@@ -199,7 +202,7 @@ class KubeActions:
     def _existing_event(self, ref: ObjectRef, ns: str, reason: str, message: str) -> tuple[str, int, float] | None:
         found = self.core.list_namespaced_event(
             ns, field_selector=f"involvedObject.kind={ref.kind},involvedObject.name={ref.name},reason={reason}",
-            _request_timeout=TIMEOUT)
+            _request_timeout=self.timeout)
         for ev in found.items or ():
             if ev.message == message[:1024] and ev.source is not None and ev.source.component == COMPONENT:
                 return str(ev.metadata.name), int(ev.count or 1), float("-inf")  # due for its count bump
@@ -213,11 +216,11 @@ class KubeActions:
         try:
             try:
                 self.core.replace_namespaced_config_map(STATUS_CONFIGMAP, self.namespace, body,
-                                                        _request_timeout=TIMEOUT)
+                                                        _request_timeout=self.timeout)
             except ApiException as err:
                 if err.status != 404:
                     raise
-                self.core.create_namespaced_config_map(self.namespace, body, _request_timeout=TIMEOUT)
+                self.core.create_namespaced_config_map(self.namespace, body, _request_timeout=self.timeout)
         except ApiException as err:
             log.warning("status ConfigMap not written: HTTP %s %s", err.status, err.reason)
         except TransportError as err:

@@ -26,24 +26,26 @@ log = logging.getLogger(__name__)
 class Scalable:
     """Reads the scalable objects buffers name (get, when a pass needs them)."""
 
-    def __init__(self, api: client.ApiClient) -> None:
+    def __init__(self, api: client.ApiClient, timeout: tuple[float, float] = TIMEOUT) -> None:
         self.apps = client.AppsV1Api(api)
+        self.timeout = timeout
 
     def __call__(self, kind: str, namespace: str, name: str) -> JSON | None:
         read = {"Deployment": self.apps.read_namespaced_deployment,
                 "ReplicaSet": self.apps.read_namespaced_replica_set,
                 "StatefulSet": self.apps.read_namespaced_stateful_set}[kind]
-        return read_or_none(read, self.apps.api_client, kind, namespace, name)
+        return read_or_none(read, self.apps.api_client, kind, namespace, name, self.timeout)
 
 
-def write_status(custom: client.CustomObjectsApi, buf: CapacityBuffer, status: BufferStatus) -> None:
+def write_status(custom: client.CustomObjectsApi, buf: CapacityBuffer, status: BufferStatus,
+                 timeout: tuple[float, float] = TIMEOUT) -> None:
     """Set the buffer's whole status (the status subresource: the spec is not touched), as a merge patch in
     which a field the status no longer has is null. (An update would need the object's resourceVersion: the API
     server refuses an unconditional update of a custom resource, 422.)"""
     body = {"status": {**dict.fromkeys(STATUS_FIELDS), **status_json(status)}}
     try:
         custom.patch_namespaced_custom_object_status(GROUP, VERSION, buf.namespace, PLURAL, buf.name, body,
-                                                     _request_timeout=TIMEOUT, _content_type=MERGE_PATCH)
+                                                     _request_timeout=timeout, _content_type=MERGE_PATCH)
     except ApiException as err:
         if err.status == 404:
             return  # deleted meanwhile

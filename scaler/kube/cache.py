@@ -1,5 +1,5 @@
-"""A list + watch cache of pods, nodes, PodDisruptionBudgets, storage and DRA objects (the official
-client's Watch).
+"""A list + watch cache of pods, nodes, PodDisruptionBudgets, storage and DRA objects, CapacityBuffers and
+the gangs' PodGroups (the official client's Watch).
 
 One thread per resource: list (paginated) to get a resourceVersion, then watch from it; a watch
 that ends is resumed from the last resourceVersion seen, a 410 Gone (or an ERROR event) relists,
@@ -23,9 +23,12 @@ from kubernetes import client
 from scaler.core.model import keys
 from scaler.core.model.buffers import CapacityBuffer
 from scaler.core.model.objects import Node
+from scaler.core.model.podgroup import PodGroup
 from scaler.core.model.provreq import ProvisioningRequest
 from scaler.kube import buffers as kube_buffers
 from scaler.kube import convert_buffers
+from scaler.kube import convert_podgroup as podgroups
+from scaler.kube.client import TIMEOUT
 from scaler.kube.convert import SnapshotError, node_from_json, pdb_from_json
 from scaler.kube.convert_dra import dra_view
 from scaler.kube.convert_storage import storage_view
@@ -43,8 +46,10 @@ class ClusterCache:
     """Pods, nodes and PDBs of the whole cluster, and the conversion to the core's model: the live
     `scaler.ports.Observer`."""
 
-    def __init__(self, api: client.ApiClient, **informer_options: Any) -> None:
-        self.requests = ProvisioningRequests(api)
+    def __init__(self, api: client.ApiClient, *, timeout: tuple[float, float] = TIMEOUT,
+                 **informer_options: Any) -> None:
+        """`timeout`: (connect, read) seconds of the calls outside the watches; `informer_options`: the watches'."""
+        self.requests = ProvisioningRequests(api, timeout)
         core = client.CoreV1Api(api)
         policy = client.PolicyV1Api(api)
         self.pods = Informer("pods", core.list_pod_for_all_namespaces, convert=pod_entry, slim=True, index=True,
@@ -71,20 +76,29 @@ class ClusterCache:
                                         **informer_options)
         self.resource_slices = Informer("resourceslices", dra.list_resource_slice, optional=True,
                                         **informer_options)
+        self.taint_rules = Informer("devicetaintrules", dra.list_device_taint_rule, optional=True, **informer_options)
         # CapacityBuffers (optional: a cluster without the CRD has none) and the PodTemplates they name.
         custom = client.CustomObjectsApi(api)
         self.buffers = Informer("capacitybuffers", functools.partial(
             custom.list_cluster_custom_object, convert_buffers.GROUP, convert_buffers.VERSION, convert_buffers.PLURAL),
             optional=True, **informer_options)
         self.pod_templates = Informer("podtemplates", core.list_pod_template_for_all_namespaces, **informer_options)
-        self.scalable = kube_buffers.Scalable(api)
+        # The gangs' PodGroups, from each API that serves them (optional: none served is no gang object).
+        self.pod_groups = tuple(Informer(
+            f"podgroups.{version}.{group}",
+            functools.partial(custom.list_cluster_custom_object, group, version, podgroups.PLURAL),
+            optional=True, convert=functools.partial(podgroups.from_list, f"{group}/{version}"), **informer_options)
+            for group, version in podgroups.SOURCES)
+        self.scalable = kube_buffers.Scalable(api, timeout)
         self._last_buffers: list[CapacityBuffer] = []
         # node name -> what its version stands for (converted node, its pods, its pool) and the node handed out
         self._versions: dict[str, tuple[Node, object, str | None, Node]] = {}
         self._version = 0
         self.informers = (self.pods, self.nodes, self.pdbs, self.pvcs, self.pvs, self.storage_classes,
                           self.csinodes, self.namespaces, self.device_classes, self.resource_claims,
-                          self.claim_templates, self.resource_slices, self.buffers, self.pod_templates)
+                          self.claim_templates, self.resource_slices, self.taint_rules, self.buffers,
+                          self.pod_templates,
+                          *self.pod_groups)
 
     def start(self) -> None:
         for inf in self.informers:
@@ -161,9 +175,12 @@ class ClusterCache:
         storage, namespaces = storage_view(self.pvcs.items(), self.pvs.items(), self.storage_classes.items(),
                                            self.csinodes.items(), self.namespaces.items(), skip=skip)
         dra = dra_view(self.device_classes.items(), self.resource_claims.items(), self.claim_templates.items(),
-                       self.resource_slices.items(), skip)
+                       self.resource_slices.items(), skip, self.taint_rules.items())
+        groups: dict[str, PodGroup] = {}
+        for informer in self.pod_groups:
+            groups.update((g.key, g) for g in self._converted(informer, "PodGroup", skip))
         return ClusterView(pods.pending, view, pdbs, fresh, pdbs_fresh, storage,
-                           namespaces or {}, stale, skipped, dra, self._buffers(skip))
+                           namespaces or {}, stale, skipped, dra, self._buffers(skip), groups)
 
     def _buffers(self, skip: Skip) -> list[CapacityBuffer]:
         """The CapacityBuffers with their PodTemplates (and scalable objects, read now); one that does not

@@ -10,10 +10,11 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError as TransportError
 
+from scaler.core.config.runtime import Runtime
 from scaler.ports import KubeError
 
-# (connect, read) seconds for every call: a hung API server must not hold a pass past the lease.
-TIMEOUT = (5.0, 20.0)
+# (connect, read) seconds for every call when the caller sets none (`scaler run` sets the config's runtime ones).
+TIMEOUT = Runtime().kube_timeout()
 # The client's default PATCH type is JSON Patch (a list of operations), which the API server refuses
 # for an object body: every patch here is a JSON merge patch (lists such as spec.taints replaced).
 MERGE_PATCH = "application/merge-patch+json"
@@ -33,11 +34,11 @@ def api_client(kubeconfig: str | None = None, context: str | None = None) -> cli
 
 
 def read_or_none(read: Callable[..., Any], api: client.ApiClient, what: str, namespace: str,
-                 name: str) -> dict[str, Any] | None:
+                 name: str, timeout: tuple[float, float] = TIMEOUT) -> dict[str, Any] | None:
     """One namespaced object as the API's JSON (camelCase), None when it does not exist; any other failure a
     KubeError naming it (`what namespace/name`)."""
     try:
-        found = read(name, namespace, _request_timeout=TIMEOUT)
+        found = read(name, namespace, _request_timeout=timeout)
     except ApiException as err:
         if err.status == 404:
             return None

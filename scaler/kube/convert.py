@@ -175,6 +175,7 @@ def pod_from_json(obj: JSON) -> Pod:
             phase=_text(obj.get("status") or {}, "phase", "status", "Pending"),
             created_at=timestamp(meta.get("creationTimestamp")),
             resource_claims=resource_claims(spec, obj.get("status") or {}),
+            scheduling_group=_text(spec.get("schedulingGroup") or {}, "podGroupName", "spec.schedulingGroup") or None,
             **_scheduling_fields(meta, spec),
         )
     except FieldError as err:
@@ -265,13 +266,25 @@ def resource_claims(spec: JSON, status: JSON) -> tuple[PodResourceClaim, ...]:
     return tuple(out)
 
 
+# kube-scheduler 1.37's word for a Workload gang it found no room for: the pod-group cycle fails, then the
+# DynamicResources plugin's PodGroupPostFilter errors ("not found": no pod of the group ran its DRA filter, so
+# the plugin's group state was never written; pkg/scheduler/framework/plugins/dynamicresources, 1.37.2) and the
+# pods get reason SchedulerError instead of Unschedulable. Seen on the real control plane (tests/controlplane).
+_GANG_NO_ROOM = "PodGroupPostFilter"
+
+
 def is_unschedulable(obj: JSON) -> bool:
-    """Pending = condition PodScheduled False with reason Unschedulable (what cluster-autoscaler reads)."""
+    """Pending = condition PodScheduled False with reason Unschedulable (what cluster-autoscaler reads), or, for a
+    pod of a Workload gang, the SchedulerError 1.37's scheduler gives a gang it found no room for."""
     status = obj.get("status")
     conditions = status.get("conditions") if isinstance(status, Mapping) else None
     for cond in conditions if isinstance(conditions, list) else ():
         if isinstance(cond, Mapping) and cond.get("type") == "PodScheduled":
-            return bool(cond.get("status") == "False" and cond.get("reason") == "Unschedulable")
+            if cond.get("status") != "False":
+                return False
+            if cond.get("reason") == "SchedulerError" and _GANG_NO_ROOM in str(cond.get("message") or ""):
+                return bool((obj.get("spec") or {}).get("schedulingGroup"))
+            return bool(cond.get("reason") == "Unschedulable")
     return False
 
 

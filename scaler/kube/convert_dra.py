@@ -8,6 +8,8 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 from scaler.core.dra import convert as dra_convert
+from scaler.core.dra.extended import clashes
+from scaler.core.dra.taints import with_rules
 from scaler.core.model.dra import DraObjects
 from scaler.kube.convert import SnapshotError
 
@@ -26,10 +28,20 @@ def _each(kind: str, objs: Iterable[dict[str, Any]], convert: Callable[[dict[str
 
 
 def dra_view(classes: Iterable[dict[str, Any]], claims: Iterable[dict[str, Any]],
-             templates: Iterable[dict[str, Any]], slices: Iterable[dict[str, Any]], skip: Skip) -> DraObjects:
+             templates: Iterable[dict[str, Any]], slices: Iterable[dict[str, Any]], skip: Skip,
+             taint_rules: Iterable[dict[str, Any]] = ()) -> DraObjects:
+    classes = list(classes)
+    served = _each("DeviceClass", classes, dra_convert.device_class, skip)
+    raw = {(o.get("metadata") or {}).get("name"): o for o in classes}
+    for cls, first in clashes(served):  # the first by name serves it; the other is left out with a Warning
+        skip("DeviceClass", SnapshotError(f"DeviceClass {cls.name}: spec.extendedResourceName: "
+                                          f"{cls.extended_resource_name} is also served by DeviceClass {first}"),
+             raw.get(cls.name, {}))
+        served = [c for c in served if c is not cls]
     return DraObjects(
-        classes={c.name: c for c in _each("DeviceClass", classes, dra_convert.device_class, skip)},
+        classes={c.name: c for c in served},
         claims={c.key: c for c in _each("ResourceClaim", claims, dra_convert.resource_claim, skip)},
         templates={f"{t.namespace}/{t.name}": t
                    for t in _each("ResourceClaimTemplate", templates, dra_convert.resource_claim_template, skip)},
-        slices=_each("ResourceSlice", slices, dra_convert.resource_slice, skip))
+        slices=with_rules(_each("ResourceSlice", slices, dra_convert.resource_slice, skip),
+                          _each("DeviceTaintRule", taint_rules, dra_convert.device_taint_rule, skip)))

@@ -19,20 +19,23 @@ from typing import Any
 from kubernetes import watch
 from kubernetes.client.exceptions import ApiException
 
+from scaler.core.config.runtime import Runtime
 from scaler.kube.convert import SnapshotError
 from scaler.kube.view import IndexView, PodIndex, index_of
 
 log = logging.getLogger("scaler.kube.cache")
 JSON = dict[str, Any]
 _NAMING = ("name", "namespace", "uid", "resourceVersion")  # the metadata a slim Informer keeps
-ABSENT_RECHECK = 300.0  # seconds between looks for an optional API the server did not serve
+DEFAULTS = Runtime()  # the watches' timings when the caller sets none (`scaler run` sets the config's)
 
 
 class Informer:
     """The current objects of one resource, kept by list + watch in a background thread."""
 
-    def __init__(self, kind: str, list_fn: Callable[..., Any], *, watch_timeout: int = 300,
-                 backoff_initial: float = 0.5, backoff_max: float = 30.0, page_size: int = 500,
+    def __init__(self, kind: str, list_fn: Callable[..., Any], *, watch_timeout: int = DEFAULTS.watch_timeout,
+                 backoff_initial: float = DEFAULTS.watch_backoff_initial,
+                 backoff_max: float = DEFAULTS.watch_backoff_max, page_size: int = DEFAULTS.page_size,
+                 absent_recheck: float = DEFAULTS.absent_recheck,
                  optional: bool = False, convert: Callable[[JSON], Any] | None = None, slim: bool = False,
                  index: bool = False) -> None:
         """`optional`: a 404 (the API server does not serve the resource) is an empty, synced resource.
@@ -52,6 +55,7 @@ class Informer:
         self._backoff_initial = backoff_initial
         self._backoff_max = backoff_max
         self._page_size = page_size
+        self._absent_recheck = absent_recheck
         self._lock = threading.Lock()
         self._objects: dict[str, JSON] = {}
         self._stop = threading.Event()
@@ -143,7 +147,7 @@ class Informer:
                 self._index = PodIndex()
         self.resource_version = None
         self.synced.set()
-        self._stop.wait(ABSENT_RECHECK)
+        self._stop.wait(self._absent_recheck)
 
     def _failed(self, failures: int, why: str) -> int:
         self.synced.clear()

@@ -24,7 +24,9 @@ log = logging.getLogger(__name__)
 class Leader:
     """Leader election on a coordination.k8s.io/v1 Lease, one try per pass (the client's LeaderElection)."""
 
-    def __init__(self, api: client.ApiClient, namespace: str, identity: str, lease_seconds: int = 30) -> None:
+    def __init__(self, api: client.ApiClient, namespace: str, identity: str, lease_seconds: int = 30,
+                 timeout: tuple[float, float] = TIMEOUT) -> None:
+        self._timeout = timeout  # (connect, read) seconds of every call
         lock = LeaseLock(LEASE_NAME, namespace, identity)  # type: ignore[no-untyped-call]
         self._coordination = lock.api_instance = client.CoordinationV1Api(api)
         self._namespace = namespace
@@ -61,12 +63,14 @@ class Leader:
         self.is_leader = False
         self._valid_until = 0.0
         try:
-            lease = self._coordination.read_namespaced_lease(LEASE_NAME, self._namespace, _request_timeout=TIMEOUT)
+            lease = self._coordination.read_namespaced_lease(LEASE_NAME, self._namespace,
+                                                             _request_timeout=self._timeout)
             if lease.spec is None or lease.spec.holder_identity != self.identity:
                 return
             lease.spec.holder_identity = None
             lease.spec.lease_duration_seconds = 1
-            self._coordination.replace_namespaced_lease(LEASE_NAME, self._namespace, lease, _request_timeout=TIMEOUT)
+            self._coordination.replace_namespaced_lease(LEASE_NAME, self._namespace, lease,
+                                                        _request_timeout=self._timeout)
             log.info("lease %s released", LEASE_NAME)
         except (ApiException, TransportError) as err:
             log.warning("lease %s not released: %s", LEASE_NAME, err)

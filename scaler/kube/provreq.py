@@ -91,7 +91,8 @@ def request_from_json(obj: JSON, templates: dict[str, JSON | None]) -> Provision
 
 
 class ProvisioningRequests:
-    def __init__(self, api: client.ApiClient) -> None:
+    def __init__(self, api: client.ApiClient, timeout: tuple[float, float] = TIMEOUT) -> None:
+        self.timeout = timeout  # (connect, read) seconds of every call
         self.custom = client.CustomObjectsApi(api)
         self.core = client.CoreV1Api(api)
         self.skipped: list[Skipped] = []  # the requests the last read() left out, and why
@@ -99,7 +100,7 @@ class ProvisioningRequests:
     def read(self) -> list[ProvisioningRequest]:
         """Every request in the cluster (an API without the CRD has none)."""
         try:
-            listed = self.custom.list_cluster_custom_object(GROUP, VERSION, PLURAL, _request_timeout=TIMEOUT)
+            listed = self.custom.list_cluster_custom_object(GROUP, VERSION, PLURAL, _request_timeout=self.timeout)
         except ApiException as err:
             if err.status == 404:
                 return []
@@ -126,7 +127,7 @@ class ProvisioningRequests:
 
     def _template(self, ns: str, name: str) -> JSON | None:
         return read_or_none(self.core.read_namespaced_pod_template, self.core.api_client,
-                            "podtemplate", ns, name)
+                            "podtemplate", ns, name, self.timeout)
 
     def write(self, req: ProvisioningRequest, conditions: dict[str, Condition]) -> None:
         """Set the request's conditions (the status subresource, a merge patch of the whole list)."""
@@ -137,7 +138,7 @@ class ProvisioningRequests:
              "lastTransitionTime": _time(c.at)} for c in sorted(conditions.values(), key=lambda c: c.type)]}}
         try:
             self.custom.patch_namespaced_custom_object_status(GROUP, VERSION, req.namespace, PLURAL, req.name, body,
-                                                              _request_timeout=TIMEOUT, _content_type=MERGE_PATCH)
+                                                              _request_timeout=self.timeout, _content_type=MERGE_PATCH)
         except ApiException as err:
             if err.status == 404:
                 return  # deleted meanwhile

@@ -45,7 +45,6 @@ LIVE_STATES = ("Pending", "Pending:Wait", "Pending:Proceed", "InService")
 WARM_READY_STATES = frozenset({"Warmed:Stopped", "Warmed:Running", "Warmed:Hibernated"})
 # Seconds a notice read from the queue stays invisible to other readers before it is handed out
 # again, unless acknowledged: a scaler that died after reading it gets it back (a restart takes ~30 s).
-NOTICE_VISIBILITY = 45
 
 THROTTLED_CODES = frozenset({"Throttling", "ThrottlingException", "RequestLimitExceeded", "TooManyRequestsException",
                              "RequestThrottled", "SlowDown"})
@@ -105,15 +104,18 @@ class AwsProvider:
                  clock: Callable[[], float] = time.time) -> None:
         self.config = config
         self.queue_url = queue_url
-        self.notice_visibility = NOTICE_VISIBILITY
+        self.notice_visibility = config.runtime.notice_visibility
         self._clock = clock
         session = session or boto3.session.Session(region_name=config.region or None)
-        bc = BotoConfig(retries={"mode": "standard", "max_attempts": 3}, connect_timeout=5, read_timeout=20)
+        rt = config.runtime
+        bc = BotoConfig(retries={"mode": "standard", "max_attempts": 3}, connect_timeout=rt.cloud_connect_timeout,
+                        read_timeout=rt.cloud_read_timeout)
         extra = {"endpoint_url": endpoint_url} if endpoint_url else {}
         self.asg = session.client("autoscaling", config=bc, **extra)
         self.ec2 = session.client("ec2", config=bc, **extra)
         self.sqs = session.client("sqs", config=bc, **extra) if queue_url else None
-        self.quotas = QuotaReader(session.client("service-quotas", config=bc, **extra), self.ec2, clock)
+        self.quotas = QuotaReader(session.client("service-quotas", config=bc, **extra), self.ec2, clock,
+                                  every=rt.quota_refresh)
         self._configured = {p.name: p for p in config.pools}
         self._groups: dict[str, Group] = {}
         self._by_instance: dict[str, str] = {}
@@ -281,7 +283,7 @@ class AwsProvider:
     # --- spot interruptions ---------------------------------------------------------------------
     def interruptions(self, max_batches: int = 10) -> list[Interruption]:
         """Read the interruption queue (10 messages a call). A notice stays in the queue, invisible for
-        `NOTICE_VISIBILITY` seconds, until the loop has handled it and calls acknowledge(): a scaler that
+        `runtime.notice_visibility` seconds, until the loop has handled it and calls acknowledge(): a scaler that
         dies in between gets it again. Other events are deleted at once."""
         if self.sqs is None or self.queue_url is None:
             return []

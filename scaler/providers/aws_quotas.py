@@ -17,13 +17,15 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from scaler.core.config.ec2_quota_classes import QUOTAS, instance_class, quota_key
 from scaler.core.config.pool import Pool
+from scaler.core.config.runtime import Runtime
 from scaler.core.planning.snapshot import Quota
 
 log = logging.getLogger(__name__)
 
 
 class QuotaReader:
-    def __init__(self, quotas: Any, ec2: Any, clock: Callable[[], float], every: float = 300.0) -> None:
+    def __init__(self, quotas: Any, ec2: Any, clock: Callable[[], float],
+                 every: float = Runtime().quota_refresh) -> None:
         self.quotas = quotas
         self.ec2 = ec2
         self._clock = clock

@@ -152,7 +152,7 @@ class AzureProvider:
         self.aks = ContainerServiceClient(cred, subscription_id, polling_interval=polling_interval, **extra)
         self.compute = ComputeManagementClient(cred, subscription_id, polling_interval=polling_interval, **extra)
         self._pools = {p.name: p for p in config.pools}
-        self.quotas = AzureQuotaReader(self.compute, config.region, clock)
+        self.quotas = AzureQuotaReader(self.compute, config.region, clock, every=config.runtime.quota_refresh)
         self._instances: dict[str, str] = {}  # VM resource id (lower) -> pool
         self._machines: dict[str, str] = {}  # VM resource id (lower) -> AKS machine name
         self._pollers: dict[str, list[tuple[str, LROPoller[Any]]]] = {}

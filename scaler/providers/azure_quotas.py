@@ -17,6 +17,7 @@ from typing import Any, Final
 from azure.core.exceptions import HttpResponseError, ServiceRequestError
 
 from scaler.core.config.pool import Pool
+from scaler.core.config.runtime import Runtime
 from scaler.core.planning.snapshot import Quota
 
 log = logging.getLogger(__name__)
@@ -50,7 +51,8 @@ def quota_name(pool: Pool) -> str | None:
 
 
 class AzureQuotaReader:
-    def __init__(self, compute: Any, location: str, clock: Callable[[], float], every: float = 300.0) -> None:
+    def __init__(self, compute: Any, location: str, clock: Callable[[], float],
+                 every: float = Runtime().quota_refresh) -> None:
         self.compute = compute
         self.location = location
         self._clock = clock

@@ -32,8 +32,10 @@ from scaler.actuator import Actuator
 from scaler.core.config.settings import ScalerConfig
 from scaler.core.model.buffers import CapacityBuffer
 from scaler.core.model.objects import Pod, PodDisruptionBudget
+from scaler.core.model.podgroup import PodGroup
 from scaler.core.model.provreq import ProvisioningRequest
 from scaler.core.planning.decisions import Plan
+from scaler.core.planning.memo import Memo
 from scaler.core.planning.snapshot import Snapshot
 from scaler.core.planning.state import State
 from scaler.core.scheduling.scoring import DEFAULT, ScoringProfile
@@ -47,7 +49,7 @@ from scaler.sim.kubeapi import SimKube, kubelet_node
 from scaler.sim.kueue import Kueue
 from scaler.sim.prepaid import PrepaidUse, block_times
 from scaler.sim.records import Fallbacks, JobRun, Sample, SimResult
-from scaler.sim.trace import SIM_NAMESPACE, Job, job_pods
+from scaler.sim.trace import SIM_NAMESPACE, Job, job_group, job_pods
 
 Progress = Callable[[str], None]
 
@@ -290,8 +292,7 @@ class Engine:
 
     def _pdbs(self) -> list[PodDisruptionBudget]:
         """A gang job's budget: minAvailable = all its pods (as gang schedulers create them)."""
-        label = self.config.gang_label
-        return [PodDisruptionBudget(f"job-{r.job.job_id}", SIM_NAMESPACE, {label: r.job.job_id},
+        return [PodDisruptionBudget(f"job-{r.job.job_id}", SIM_NAMESPACE, {"job": r.job.job_id},
                                     max(0, r.bound - len(r.pods))) for r in self.running_gangs.values()]
 
     def _bound_pod(self, key: str) -> Pod | None:
@@ -314,9 +315,19 @@ class Engine:
     def observe(self, pool_of: Callable[[str], str | None]) -> ClusterView:
         if self.dra is not None:
             nodes, objects = self.dra.view(list(self.binder.nodes.values()))
-            return ClusterView(list(self.pending.values()), nodes, self._pdbs(), dra=objects, buffers=self.buffers)
+            return ClusterView(list(self.pending.values()), nodes, self._pdbs(), dra=objects, buffers=self.buffers,
+                               pod_groups=self._groups())
         return ClusterView(list(self.pending.values()), list(self.binder.nodes.values()), self._pdbs(),
-                           buffers=self.buffers)
+                           buffers=self.buffers, pod_groups=self._groups())
+
+    def _groups(self) -> dict[str, PodGroup]:
+        """The Workload API PodGroups of the gang jobs with a pod pending (each names its job's group)."""
+        out: dict[str, PodGroup] = {}
+        for pod in self.pending.values():
+            if pod.scheduling_group is not None:
+                group = job_group(pod, len(self.run_of[pod.key].pods))
+                out[group.key] = group
+        return out
 
     def provisioning_requests(self) -> list[ProvisioningRequest]:
         return self.kueue.live()
@@ -326,10 +337,10 @@ class Engine:
         return self.reconciler.state
 
     def _timed(self, planner: Planner) -> Planner:
-        def timed(snapshot: Snapshot, state: State, config: ScalerConfig) -> tuple[Plan, State]:
+        def timed(snapshot: Snapshot, state: State, config: ScalerConfig, memo: Memo | None) -> tuple[Plan, State]:
             started = time.perf_counter()
             try:
-                return planner(snapshot, state, config)
+                return planner(snapshot, state, config, memo)
             finally:
                 self._planned_s += time.perf_counter() - started
         return timed

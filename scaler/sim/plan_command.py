@@ -1,20 +1,21 @@
 """`python -m scaler plan | explain`: the plan for a real cluster snapshot, and why for every pending pod.
 
-Input: what `python -m scaler snapshot` writes (every kind below, from the current kubeconfig), or
-`kubectl get pods,nodes -A -o json` (a List of Pod and Node objects), and a pools file; the List may also
-hold the PersistentVolumeClaims, PersistentVolumes, StorageClasses,
-CSINodes and Namespaces kube-scheduler's volume and namespaceSelector filters read (`kubectl get
-pods,nodes,pvc,pv,storageclass,csinode,namespaces -A -o json`), and the DRA objects kube-scheduler's
-DynamicResources filter reads (`kubectl get pods,nodes,resourceclaims,resourceclaimtemplates,deviceclasses,
-resourceslices -A -o json`), and the CapacityBuffers with the PodTemplates (or Deployments, ReplicaSets,
-StatefulSets) they name (`kubectl get pods,nodes,podtemplates,capacitybuffers -A -o json`): each buffer's
-placeholders are planned and listed with where they sit. Nodes belong to the pool their
+Input: what `python -m scaler snapshot` writes (every kind below, from the current kubeconfig), or `kubectl get
+pods,nodes -A -o json` (a List of Pod and Node objects), and a pools file; the List may also hold the
+PersistentVolumeClaims, PersistentVolumes, StorageClasses, CSINodes and Namespaces kube-scheduler's volume and
+namespaceSelector filters read (`kubectl get pods,nodes,pvc,pv,storageclass,csinode,namespaces -A -o json`), and
+the DRA objects kube-scheduler's DynamicResources filter reads (`kubectl get
+pods,nodes,resourceclaims,resourceclaimtemplates,deviceclasses,resourceslices -A -o json`), and the
+CapacityBuffers with the PodTemplates (or Deployments, ReplicaSets, StatefulSets) they name (`kubectl get
+pods,nodes,podtemplates,capacitybuffers -A -o json`): each buffer's placeholders are planned and listed with where
+they sit; and the gangs' PodGroups (the Workload API's, scheduler-plugins' and Volcano's,
+scaler.core.model.podgroup): each gang gets room for its minimum or nothing. Nodes belong to the pool their
 gpuburst.io/pool label names (nodes without it are named in a note); a pool's desired size is taken as its node
-count. A node of the other cloud (its providerID aws:// or azure://) refuses the pools file. Pending pods are
-those the scheduler marked PodScheduled=False/Unschedulable, as cluster-autoscaler reads them. The
-snapshot's time is its latest timestamp (creations, node conditions' transitions), so the same file always
-gives the same plan. Nodes with a GPU health signal are listed with what the scaler does about them (repair,
-wait for the repair budget, wait out the signal's grace). Nothing is changed anywhere: this only prints.
+count. A node of the other cloud (its providerID aws:// or azure://) refuses the pools file. Pending pods are those
+the scheduler marked PodScheduled=False/Unschedulable, as cluster-autoscaler reads them. The snapshot's time is its
+latest timestamp (creations, node conditions' transitions), so the same file always gives the same plan. Nodes with
+a GPU health signal are listed with what the scaler does about them (repair, wait for the repair budget, wait out
+the signal's grace). Nothing is changed anywhere: this only prints.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ from scaler.configfile import load_config, read_text
 from scaler.core.config.catalogue import Cloud
 from scaler.core.config.settings import ConfigError, ScalerConfig
 from scaler.core.dra import convert as dra_convert
+from scaler.core.dra.extended import clashes
+from scaler.core.dra.taints import with_rules
 from scaler.core.model import keys
 from scaler.core.model.buffers import SCALABLE_KINDS, CapacityBuffer
 from scaler.core.model.dra import DraObjects
@@ -37,21 +40,24 @@ from scaler.core.planning import idle_time
 from scaler.core.planning.capacity import zone_hints
 from scaler.core.planning.decide import decide
 from scaler.core.planning.decisions import Plan
-from scaler.core.planning.repair import signals
+from scaler.core.planning.repair import device_taints, signals
 from scaler.core.planning.snapshot import PoolObservation, Snapshot
 from scaler.core.planning.state import State
 from scaler.kube.convert import SnapshotError
 from scaler.kube.convert_buffers import buffer_from_json
+from scaler.kube.convert_podgroup import pod_group_from_json
 from scaler.kube.convert_storage import storage_view
 from scaler.kube.view import cluster_view
 
 # The kinds read besides Node and Pod: what the filters of scaler.core.scheduling.filters need.
 STORAGE_KINDS = ("PersistentVolumeClaim", "PersistentVolume", "StorageClass", "CSINode", "Namespace")
-DRA_KINDS = ("DeviceClass", "ResourceClaim", "ResourceClaimTemplate", "ResourceSlice")
+DRA_KINDS = ("DeviceClass", "ResourceClaim", "ResourceClaimTemplate", "ResourceSlice", "DeviceTaintRule")
 # CapacityBuffers, with the PodTemplates and workloads they name (kubectl get ...,podtemplates,capacitybuffers).
 BUFFER_KINDS = ("CapacityBuffer", "PodTemplate", *SCALABLE_KINDS)
+# The gangs' PodGroups (scheduling.k8s.io, scheduling.x-k8s.io, scheduling.volcano.sh: one kind, by apiVersion).
+GANG_KINDS = ("PodGroup",)
 # Every kind the reader takes (`python -m scaler snapshot` writes each of them).
-KINDS = ("Node", "Pod", *STORAGE_KINDS, *DRA_KINDS, *BUFFER_KINDS)
+KINDS = ("Node", "Pod", *STORAGE_KINDS, *DRA_KINDS, *BUFFER_KINDS, *GANG_KINDS)
 CLOUDS = get_args(Cloud)  # a node's providerID scheme (aws://..., azure://...) names its cloud
 
 
@@ -95,7 +101,7 @@ def load_snapshot(path: str | Path, config: ScalerConfig) -> tuple[Snapshot, lis
             raise SnapshotError(f"{p}: items[{i}] ({kind}): metadata.name is missing")
         if not isinstance(meta.get("namespace", ""), str):
             raise SnapshotError(f"{p}: items[{i}] ({kind}): metadata.namespace is not a string")
-        namespaced = kind in ("Pod", "ResourceClaim", "ResourceClaimTemplate", *BUFFER_KINDS)
+        namespaced = kind in ("Pod", "ResourceClaim", "ResourceClaimTemplate", *BUFFER_KINDS, *GANG_KINDS)
         where = f"{p}: {kind} {meta.get('namespace', '') + '/' if namespaced else ''}{meta['name']}"
         latest = max(latest, _timestamp(meta.get("creationTimestamp"), f"{where}: metadata.creationTimestamp"),
                      *(_timestamp(c.get("lastTransitionTime"), f"{where}: status.conditions")
@@ -112,6 +118,7 @@ def load_snapshot(path: str | Path, config: ScalerConfig) -> tuple[Snapshot, lis
             by_kind["CSINode"], by_kind["Namespace"] or None)
         dra = dra_view(by_kind)
         buffers = buffers_view(by_kind)
+        pod_groups = {g.key: g for g in map(pod_group_from_json, by_kind["PodGroup"])}
     except SnapshotError as err:
         raise SnapshotError(f"{p}: {err}") from None
     pools = {pool.name for pool in config.pools}
@@ -141,7 +148,7 @@ def load_snapshot(path: str | Path, config: ScalerConfig) -> tuple[Snapshot, lis
         for pool in config.pools
     }
     return Snapshot(now=latest, pending=view.pending, nodes=list(nodes.values()), pools=observed, storage=storage,
-                    namespaces=namespaces, dra=dra, buffers=buffers), notes
+                    namespaces=namespaces, dra=dra, buffers=buffers, pod_groups=pod_groups), notes
 
 
 def buffers_view(by_kind: dict[str, list[dict[str, Any]]]) -> list[CapacityBuffer]:
@@ -160,11 +167,16 @@ def dra_view(by_kind: dict[str, list[dict[str, Any]]]) -> DraObjects:
     try:
         claims = [dra_convert.resource_claim(o) for o in by_kind["ResourceClaim"]]
         templates = [dra_convert.resource_claim_template(o) for o in by_kind["ResourceClaimTemplate"]]
+        classes = [dra_convert.device_class(o) for o in by_kind["DeviceClass"]]
+        for cls, first in clashes(classes):
+            raise SnapshotError(f"DeviceClass {cls.name}: spec.extendedResourceName: {cls.extended_resource_name} is "
+                                f"also served by DeviceClass {first} (one class per extended resource)")
         return DraObjects(
-            classes={c.name: c for c in map(dra_convert.device_class, by_kind["DeviceClass"])},
+            classes={c.name: c for c in classes},
             claims={c.key: c for c in claims},
             templates={f"{t.namespace}/{t.name}": t for t in templates},
-            slices=[dra_convert.resource_slice(o) for o in by_kind["ResourceSlice"]])
+            slices=with_rules([dra_convert.resource_slice(o) for o in by_kind["ResourceSlice"]],
+                              [dra_convert.device_taint_rule(o) for o in by_kind["DeviceTaintRule"]]))
     except dra_convert.DraInputError as err:
         raise SnapshotError(str(err)) from None
 
@@ -208,9 +220,11 @@ def health_lines(result: Plan, snapshot: Snapshot) -> list[str]:
     """Every node with a GPU health signal of its pool, and why it is (or is not yet) repaired."""
     repairs = {r.node: r for r in result.repairs}
     lines = []
+    tainted = device_taints(snapshot.dra)
     for node in snapshot.nodes:
         obs = snapshot.pools.get(node.pool or "")
-        found = signals(node, obs.pool.repair) if obs is not None and obs.pool.repair.enabled else []
+        found = (signals(node, obs.pool.repair, tainted.get(node.name, ()))
+                 if obs is not None and obs.pool.repair.enabled else [])
         if not found:
             continue
         r = repairs.get(node.name)

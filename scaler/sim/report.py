@@ -43,7 +43,7 @@ from scaler.sim.plan_command import reasons_by_text
 from scaler.sim.prepaid import section as prepaid_section
 from scaler.sim.prepaid import summary_lines as prepaid_lines
 from scaler.sim.records import JobRun, SimResult
-from scaler.sim.trace import fractional_gpus
+from scaler.sim.trace import fractional_gpus, job_group
 from scaler.sim.warm import warm_section
 
 FIRST_JOBS = 5  # job ids the report names (the count says how many more)
@@ -195,7 +195,9 @@ def never_started(result: SimResult) -> dict[str, Any]:
     for inst in result.provider.alive():
         alive[inst.pool] = alive.get(inst.pool, 0) + 1
     pools = {p.name: PoolObservation(p, alive.get(p.name, 0), alive.get(p.name, 0)) for p in config.pools}
-    snapshot = Snapshot(now=result.end, pending=waiting, nodes=result.nodes, pools=pools)
+    groups_of = [job_group(r.pods[0], len(r.pods)) for r in runs if r.pods and r.pods[0].scheduling_group]
+    snapshot = Snapshot(now=result.end, pending=waiting, nodes=result.nodes, pools=pools,
+                        pod_groups={g.key: g for g in groups_of})
     verdicts = plan(snapshot, result.state, config)[0].verdicts
     groups: dict[tuple[object, ...], dict[str, Any]] = {}
 

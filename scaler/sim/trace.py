@@ -8,7 +8,8 @@ Three formats, told apart by their header:
   cpu,mem_mib``, cpu in cores and memory for the whole job, its pods' requests summed
 
 A job with more GPUs than the largest GPU node becomes a gang: ``ceil(gpus / largest)`` pods of
-equal size sharing the gang label (config.gang_label) and the min-member annotation. A job that fits
+equal size naming one Workload API PodGroup (``spec.schedulingGroup``, the job's id; `job_group` gives it,
+minCount all of them), as Job, JobSet and LeaderWorkerSet declare gangs since Kubernetes 1.35. A job that fits
 one node is one pod, whatever ``num_workers`` says (Philly spread jobs over servers because its
 scheduler had to, not because the jobs asked for it). A trace without cpu/memory gets requests
 proportional to its GPUs (PER_GPU_CPU_M, PER_GPU_MEMORY). Pods tolerate what the documented pod
@@ -37,6 +38,7 @@ from scaler.configfile import read_text
 from scaler.core.config.settings import ConfigError, ScalerConfig
 from scaler.core.model import keys
 from scaler.core.model.objects import Pod, Toleration
+from scaler.core.model.podgroup import WORKLOAD, PodGroup
 from scaler.core.scheduling.predicates import effective_request
 
 PHILLY_COLUMNS: Final = ("job_id", "submit_s", "gpus", "duration_s", "num_workers")
@@ -221,21 +223,22 @@ def job_pods(job: Job, config: ScalerConfig, scheduler_name: str = "default-sche
         container[keys.RES_GPU] = per_pod
         tolerations = (*tolerations, Toleration(keys.TAINT_GPU, "Exists", "", "NoSchedule"),
                        *min_gpu_tolerations(config, per_pod))
-    labels = {"job": job.job_id}
-    annotations: dict[str, str] = {}
-    if count > 1:
-        labels[config.gang_label] = job.job_id
-        annotations[config.gang_min_annotation] = str(count)
     return [
         Pod(
             name=f"job-{job.job_id}-{i}", namespace=SIM_NAMESPACE, uid=f"{job.job_id}-{i}",
-            requests=effective_request([container]), labels=dict(labels), annotations=dict(annotations),
+            requests=effective_request([container]), labels={"job": job.job_id},
             tolerations=tolerations, node_selector=dict(selector), owner_kind="Job", scheduler_name=scheduler_name,
-            created_at=job.submit_s,
+            created_at=job.submit_s, scheduling_group=job.job_id if count > 1 else None,
         )
         for i in range(count)
     ]
 
+
+
+def job_group(pod: Pod, members: int) -> PodGroup:
+    """The Workload API PodGroup a gang job's pod names: all its pods together (minCount = their number)."""
+    assert pod.scheduling_group is not None
+    return PodGroup(WORKLOAD, pod.namespace, pod.scheduling_group, members)
 
 
 def fractional_gpus(job: Job) -> float:

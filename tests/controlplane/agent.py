@@ -67,6 +67,8 @@ def slice_json(s: ResourceSlice, owner: JSON | None = None) -> JSON:
             **({"consumesCounters": [{"counterSet": c.counter_set,
                                       "counters": {k: {"value": _quantity(v)} for k, v in c.counters.items()}}
                                      for c in d.consumes_counters]} if d.consumes_counters else {}),
+            **({"taints": [{"key": t.key, **({"value": t.value} if t.value else {}), "effect": t.effect}
+                           for t in d.taints]} if d.taints else {}),
         } for d in s.devices]
     if s.shared_counters:
         spec["sharedCounters"] = [

@@ -16,6 +16,7 @@ InterPodAffinity and PodTopologySpread scores would then rank nodes by what the 
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,7 +24,7 @@ from typing import Any
 from scaler.core.config.settings import ScalerConfig, parse_config
 from scaler.core.dra import nvidia
 from scaler.core.model import keys
-from scaler.core.model.dra import ResourceSlice
+from scaler.core.model.dra import DeviceTaint, ResourceSlice
 from scaler.core.model.resources import format_resources
 
 JSON = dict[str, Any]
@@ -148,6 +149,31 @@ CLAIM_SPECS: dict[str, tuple[tuple[str, ...], JSON]] = {
 }
 TEMPLATED = tuple(CLAIM_SPECS)
 
+# Device taints (issue 39): the NVIDIA DRA driver's health taints on some DRA GPUs, a DeviceTaintRule's on one,
+# and claims that tolerate them (drawn from a random stream of their own: the other draws stay as they were).
+DEVICE_TAINTS = (("gpu.nvidia.com/xid", "79", "NoSchedule"), ("gpu.nvidia.com/gpu-lost", "", "NoExecute"))
+RULE_TAINT = ("example.com/maintenance", "", "NoSchedule")
+TAINT_SPECS: dict[str, tuple[tuple[str, ...], JSON]] = {
+    "gpu-tolerates-xid": (("dra-taints",), {"requests": [{"name": "gpu", "exactly": {
+        **_exactly(GPU_CLASS), "tolerations": [{"key": "gpu.nvidia.com/xid", "operator": "Exists"}]}}]}),
+    # (both effects named: kube-controller-manager's device-taint-eviction controller honours only a toleration
+    # that names NoExecute, and would evict a pod whose claim tolerates it with an empty effect)
+    "gpu-2-tolerates-all": (("dra-taints",), {"requests": [{"name": "gpu", "exactly": {
+        **_exactly(GPU_CLASS, 2), "tolerations": [{"operator": "Exists", "effect": "NoSchedule"},
+                                                  {"operator": "Exists", "effect": "NoExecute"}]}}]}),
+    "mig-1g-tolerates-noschedule": (("dra-taints", "dra-mig"), {"requests": [{"name": "mig", "exactly": {
+        **_exactly(MIG_CLASS, 1, _profile("1g.5gb")),
+        "tolerations": [{"operator": "Exists", "effect": "NoSchedule"}]}}]}),
+}
+CLAIM_SPECS.update(TAINT_SPECS)
+# Extended resources served by DRA (issue 39): a class of our own names one (the NVIDIA chart's name none), and
+# a class's implicit `deviceclass.resource.kubernetes.io/<class>` serves too; only DRA nodes can give them.
+EXTENDED_CLASS: JSON = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+                        "metadata": {"name": "gpu-extended.example.com"},
+                        "spec": {"selectors": [{"cel": {"expression": nvidia.GPU_CLASS.selectors[0]}}],
+                                 "extendedResourceName": "example.com/gpu"}}
+EXTENDED_RESOURCES = ("example.com/gpu", f"deviceclass.resource.kubernetes.io/{nvidia.GPU_CLASS.name}")
+
 
 def claim_template(seed: int, spec: str) -> JSON:
     return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
@@ -200,12 +226,15 @@ class Generator:
         self.setup: list[JSON] = []
         self.bound_pvcs: list[str] = []
         self.shared: list[str] = []  # shared claims made so far (a later pod may use one again)
+        self.taint_rng = random.Random(seed * 1000 + 39)
 
     def scenario(self) -> Scenario:
         self._nodes()
+        self._device_taints()
         self._storage()
         self.setup += [device_class(c) for c in nvidia.DEVICE_CLASSES]
-        self.setup += [claim_template(self.seed, s) for s in TEMPLATED]
+        self.setup.append(EXTENDED_CLASS)
+        self.setup += [claim_template(self.seed, s) for s in (*TEMPLATED, *TAINT_SPECS)]
         bound = self._bound()
         pending = [self._pending(i) for i in range(self.count)]
         return Scenario(self.seed, self.nodes, self.setup, bound, pending)
@@ -225,6 +254,39 @@ class Generator:
                     taints.append(rng.choice(EXTRA_TAINTS))
                 self.nodes.append(NodePlan(name, pool_name, labels, taints, dict(t.allocatable),
                                            pool.dra_slices(name)))
+
+    def _device_taints(self) -> None:
+        """A third of the DRA nodes get one device tainted as the driver's health checks do, and one device
+        of another node is tainted by a DeviceTaintRule."""
+        rng = self.taint_rng
+        dra = [n for n in self.nodes if any(s.devices for s in n.slices)]
+        for n in dra:
+            if rng.random() < 0.35:
+                n.slices = _taint_one(n.slices, rng, DeviceTaint(*rng.choice(DEVICE_TAINTS)))
+        node = rng.choice(dra)
+        s = next(s for s in node.slices if s.devices)
+        device = rng.choice(s.devices).name
+        key, value, effect = RULE_TAINT
+        self.setup.append({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceTaintRule",
+                           "metadata": {"name": f"s{self.seed}-maintenance"},
+                           "spec": {"deviceSelector": {"driver": s.driver, "pool": s.pool.name, "device": device},
+                                    "taint": {"key": key, "effect": effect, **({"value": value} if value else {})}}})
+
+    def _extended(self, pod: JSON, features: list[str]) -> None:
+        """Now and then a GPU pod asks for its GPUs as an extended resource a DeviceClass serves instead."""
+        rng = self.taint_rng
+        if rng.random() >= 0.5:
+            return
+        name = rng.choice(EXTENDED_RESOURCES)
+        resources = pod["spec"]["containers"][0]["resources"]
+        for part in ("requests", "limits"):
+            resources[part][name] = resources[part].pop(GPU)
+        features.append("dra-extended-resource")
+
+    def _tolerant(self, spec_name: str) -> str:
+        """Now and then a claim that tolerates device taints instead."""
+        rng = self.taint_rng
+        return rng.choice(tuple(TAINT_SPECS)) if rng.random() < 0.2 else spec_name
 
     def _storage(self) -> None:
         s = self.seed
@@ -351,6 +413,8 @@ class Generator:
         if rng.random() < 0.12:
             self._volume(pod, i, before)
             features.append("volumes")
+        if gpus:
+            self._extended(pod, features)
         if not features:
             features.append("plain")
         return PendingPod(pod, tuple(dict.fromkeys(features)), before)
@@ -368,6 +432,7 @@ class Generator:
                 refs.append({"name": f"c{k}", "resourceClaimName": claim_name})
                 features.append("dra-shared-claim")
                 continue
+            spec_name = self._tolerant(spec_name)
             features.extend(CLAIM_SPECS[spec_name][0])
             if roll < 0.3:
                 claim_name = f"{pod['metadata']['name']}-claim{k}"
@@ -392,5 +457,51 @@ class Generator:
         pod["spec"]["containers"][0]["volumeMounts"] = [{"name": "data", "mountPath": "/data"}]
 
 
+def _taint_one(slices: tuple[ResourceSlice, ...], rng: random.Random, taint: DeviceTaint) -> tuple[ResourceSlice, ...]:
+    """The node's slices with one device (drawn) tainted."""
+    i = next(k for k, s in enumerate(slices) if s.devices)
+    s = slices[i]
+    j = rng.randrange(len(s.devices))
+    devices = (*s.devices[:j], dataclasses.replace(s.devices[j], taints=(taint,)), *s.devices[j + 1:])
+    return (*slices[:i], dataclasses.replace(s, devices=devices), *slices[i + 1:])
+
+
 def scenario(seed: int, pods: int) -> Scenario:
     return Generator(seed, pods).scenario()
+
+
+# --- gangs: Workload API PodGroups (issue 39) ---------------------------------------------------------
+WORKLOAD_API = "scheduling.k8s.io/v1beta1"
+
+
+@dataclass
+class PendingGang:
+    """A Workload API PodGroup (gang policy, `min_count`) and its member pods, created together."""
+
+    group: JSON
+    pods: list[JSON]
+    min_count: int
+
+    @property
+    def name(self) -> str:
+        return str(self.group["metadata"]["name"])
+
+
+def gangs(seed: int, count: int) -> list[PendingGang]:
+    """`count` gangs of 2-6 alike pods (CPU only or 1-8 GPUs each), minCount 1 to all of them. Each is tried on the
+    seed's cluster alone (scheduler_diff removes it after): whether kube-scheduler binds its minimum together on
+    the nodes there are. A random stream of their own, so the pod scenario of a seed does not change."""
+    rng, pod_of = random.Random(seed * 7919 + 39), Generator(seed, 0)._pod
+    out = []
+    for i in range(count):
+        name, n = f"s{seed}-gang{i}", rng.randint(2, 6)
+        gpus = rng.choice((0, 1, 1, 2, 4, 8))
+        cpu, mem = rng.choice((500, 1000, 2000, 4000)), rng.choice((1, 2, 4, 8)) * Gi
+        pods = [pod_of(f"{name}-{j}", {"diff": str(seed), "gang": name}, cpu, mem, gpus) for j in range(n)]
+        for p in pods:
+            p["spec"]["schedulingGroup"] = {"podGroupName": name}
+        min_count = rng.randint(1, n)
+        out.append(PendingGang({"apiVersion": WORKLOAD_API, "kind": "PodGroup",
+                                "metadata": {"name": name, "namespace": NS},
+                                "spec": {"schedulingPolicy": {"gang": {"minCount": min_count}}}}, pods, min_count))
+    return out

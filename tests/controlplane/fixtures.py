@@ -125,7 +125,8 @@ class Cluster:
                                            ("resource.k8s.io", "v1", "resourceclaims"),
                                            ("resource.k8s.io", "v1", "resourceclaimtemplates"),
                                            ("autoscaling.x-k8s.io", "v1", "provisioningrequests"),
-                                           ("autoscaling.x-k8s.io", "v1beta1", "capacitybuffers")):
+                                           ("autoscaling.x-k8s.io", "v1beta1", "capacitybuffers"),
+                                           ("scheduling.k8s.io", "v1beta1", "podgroups")):
                 with contextlib.suppress(ApiException):
                     custom.delete_collection_namespaced_custom_object(group, version, name, plural)
             for delete in (core.delete_collection_namespaced_pod_template, core.delete_collection_namespaced_event,

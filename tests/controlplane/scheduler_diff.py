@@ -1,6 +1,6 @@
 """The planner against the real kube-scheduler, on random clusters (diffgen.py), DRA included.
 
-    python -m tests.controlplane.scheduler_diff [--seeds 3] [--pods 170] [-v]   (make scheduler-diff)
+    python -m tests.controlplane.scheduler_diff [--seeds 3] [--pods 170] [--gangs 8] [-v]   (make scheduler-diff)
 
 For each seed: a control plane of its own (plane.py), the seed's nodes registered by the node agent (with
 their ResourceSlices), its storage, DRA classes, templates and claims, its pods already bound. Then each
@@ -12,6 +12,8 @@ created and kube-scheduler binds it or marks it Unschedulable. They agree when t
 `fits-existing` on node N and the scheduler bound the pod to N, or to a node the planner scores equal to N
 (kube-scheduler breaks ties at random); or when the planner says it fits no existing node and the scheduler
 leaves it unschedulable. A pod that bound stays (the next pods see it); one that did not is deleted.
+Then the seed's gangs (Workload API PodGroups), each alone: they agree when the planner finds room on the nodes
+for the gang's minCount members together exactly when kube-scheduler binds at least minCount of them.
 
 Prints a table by feature and last `agree=N disagree=M pods=K dra=D` (D: pods with ResourceClaims).
 """
@@ -59,6 +61,7 @@ LISTS = {
     "ResourceClaim": "/apis/resource.k8s.io/v1/resourceclaims",
     "ResourceClaimTemplate": "/apis/resource.k8s.io/v1/resourceclaimtemplates",
     "ResourceSlice": "/apis/resource.k8s.io/v1/resourceslices",
+    "DeviceTaintRule": "/apis/resource.k8s.io/v1/devicetaintrules",
 }
 # kind -> (the collection to create in, namespaced)
 CREATE = {
@@ -68,6 +71,7 @@ CREATE = {
     "DeviceClass": ("/apis/resource.k8s.io/v1", "deviceclasses", False),
     "ResourceClaim": ("/apis/resource.k8s.io/v1", "resourceclaims", True),
     "ResourceClaimTemplate": ("/apis/resource.k8s.io/v1", "resourceclaimtemplates", True),
+    "DeviceTaintRule": ("/apis/resource.k8s.io/v1", "devicetaintrules", False),
 }
 
 
@@ -187,6 +191,12 @@ class Diff:
 
     # --- one pod -------------------------------------------------------------------------------
     def verdict(self, pod: JSON) -> tuple[PodVerdict, Snapshot]:
+        snapshot = self._snapshot([pod])
+        result, _ = plan(snapshot, State(), self.cfg)
+        return result.verdicts[f"{NS}/{pod['metadata']['name']}"], snapshot
+
+    def _snapshot(self, pods: list[JSON], extra: Iterable[JSON] = ()) -> Snapshot:
+        """The cluster as the API server has it, with `pods` pending (and `extra` objects) as `plan` reads it."""
         listing = self.rest.listing()
         # The seed's nodes are a standing cluster, not capacity that came up for the pending pods: aged past
         # the provision timeout, so that an empty one is not a *fresh* node (`capacity.is_fresh`), which the
@@ -197,18 +207,19 @@ class Diff:
         for obj in listing["items"]:
             if obj["kind"] == "Node":
                 obj["metadata"]["creationTimestamp"] = aged
-        pending = json.loads(json.dumps(pod))
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        pending["metadata"]["creationTimestamp"] = now
-        pending["spec"].setdefault("schedulerName", scoring.DEFAULT_SCHEDULER_NAME)
-        pending["status"] = {"phase": "Pending", "conditions": [
-            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "lastTransitionTime": now}]}
-        listing["items"].append(pending)
+        for pod in pods:
+            pending = json.loads(json.dumps(pod))
+            pending["metadata"]["creationTimestamp"] = now
+            pending["spec"].setdefault("schedulerName", scoring.DEFAULT_SCHEDULER_NAME)
+            pending["status"] = {"phase": "Pending", "conditions": [
+                {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "lastTransitionTime": now}]}
+            listing["items"].append(pending)
+        listing["items"] += extra
         path = self.workdir / "snapshot.json"
         path.write_text(json.dumps(listing))
         snapshot, _ = load_snapshot(path, self.cfg)
-        result, _ = plan(snapshot, State(), self.cfg)
-        return result.verdicts[f"{NS}/{pod['metadata']['name']}"], snapshot
+        return snapshot
 
     def schedule(self, p: diffgen.PendingPod) -> tuple[str | None, str]:
         """Creates the pod; its node once bound, or None and the scheduler's message once Unschedulable."""
@@ -294,6 +305,56 @@ class Diff:
                 print(describe(o), flush=True)
 
 
+    # --- gangs (Workload API PodGroups) ------------------------------------------------------------
+    def compare_gang(self, g: diffgen.PendingGang) -> Outcome:
+        """The planner's gang rule against kube-scheduler's GangScheduling plugin: whether the gang's minimum fits
+        the nodes there are together. The planner says so when at least minCount members are `fits-existing`;
+        the scheduler, when it binds at least minCount of them. The gang is removed after (the next starts from
+        the same cluster)."""
+        snapshot = self._snapshot(g.pods, [g.group])
+        result, _ = plan(snapshot, State(), self.cfg)
+        verdicts = [result.verdicts[f"{NS}/{p['metadata']['name']}"] for p in g.pods]
+        planned = sum(v.outcome == "fits-existing" for v in verdicts)
+        groups = f"/apis/scheduling.k8s.io/v1beta1/namespaces/{NS}/podgroups"
+        self.rest.call("POST", groups, g.group)
+        for pod in g.pods:
+            self.rest.create(pod)
+        bound = self._gang_tried(g)
+        agree = (planned >= g.min_count) == (len(bound) >= g.min_count)
+        message = (f"minCount {g.min_count} of {len(g.pods)}: the planner fits {planned} on existing nodes, "
+                   f"kube-scheduler bound {len(bound)}")
+        for pod in g.pods:
+            self.rest.delete(f"/api/v1/namespaces/{NS}/pods/{pod['metadata']['name']}")
+        self.rest.delete(f"{groups}/{g.name}")
+        self._until(lambda: not any(self._exists(f"/api/v1/namespaces/{NS}/pods/{p['metadata']['name']}")
+                                    for p in g.pods), f"gang {g.name} deleted")
+        gpus = g.pods[0]["spec"]["containers"][0]["resources"].get("limits")
+        return Outcome(g.name, ("gang", "gang-gpu" if gpus else "gang-cpu"), False, verdicts[0],
+                       bound[0] if bound else None, message, agree, summary(g.pods[0]))
+
+    def _gang_tried(self, g: diffgen.PendingGang) -> list[str]:
+        """The nodes the gang's members are bound to, once each is bound or marked not scheduled (Unschedulable,
+        or the SchedulerError 1.37 gives a gang it found no room for: scaler.kube.convert.is_unschedulable)."""
+        paths = [f"/api/v1/namespaces/{NS}/pods/{p['metadata']['name']}" for p in g.pods]
+        deadline = time.monotonic() + self.timeout
+        while time.monotonic() < deadline:
+            objs = [self.rest.get(path) for path in paths]
+            nodes = [o["spec"].get("nodeName") for o in objs]
+            if all(n or any(c["type"] == "PodScheduled" and c["status"] == "False"
+                            for c in o.get("status", {}).get("conditions") or ()) for n, o in zip(nodes, objs,
+                                                                                                  strict=True)):
+                return [n for n in nodes if n]
+            time.sleep(0.05)
+        raise TimeoutError(f"gang {g.name}: members neither bound nor marked after {self.timeout} s")
+
+    def run_gangs(self, seed: int, count: int, report: Report, verbose: bool = False) -> None:
+        for g in diffgen.gangs(seed, count):
+            o = self.compare_gang(g)
+            report.outcomes.append(o)
+            if verbose and not o.agree:
+                print(describe(o), flush=True)
+
+
 def tie(snapshot: Snapshot, name: str, planned: str, bound: str) -> tuple[bool, str]:
     """Whether the planner scores the scheduler's node as high as its own among the nodes its filters
     accept (kube-scheduler picks at random among its best)."""
@@ -332,13 +393,16 @@ def describe(o: Outcome) -> str:
 
 
 def run_seed(plane: ControlPlane, seed: int, pods: int, report: Report, verbose: bool = False,
-             agent: NodeAgent | None = None) -> None:
+             agent: NodeAgent | None = None, gangs: int = 0) -> None:
+    """The seed's cluster, its `pods` pending pods one at a time, then `gangs` Workload PodGroups one at a time."""
     api = config.new_client_from_config(str(plane.admin_kubeconfig))
     own = agent is None
     agent = agent or NodeAgent(api).start()
     try:
         with tempfile.TemporaryDirectory() as d:
-            Diff(api, agent, diffgen.config(), Path(d)).run(diffgen.scenario(seed, pods), report, verbose)
+            diff = Diff(api, agent, diffgen.config(), Path(d))
+            diff.run(diffgen.scenario(seed, pods), report, verbose)
+            diff.run_gangs(seed, gangs, report, verbose)
     finally:
         if own:
             agent.stop()
@@ -350,6 +414,7 @@ def main(argv: Iterable[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tests.controlplane.scheduler_diff", description=__doc__.split("\n")[0])
     ap.add_argument("--seeds", type=int, default=3, help="clusters to generate (seeds 1..N), each on a fresh plane")
     ap.add_argument("--pods", type=int, default=170, help="pending pods per seed")
+    ap.add_argument("--gangs", type=int, default=8, help="Workload API gangs per seed, after its pods")
     ap.add_argument("-v", "--verbose", action="store_true", help="print each disagreement")
     args = ap.parse_args(list(argv) if argv is not None else None)
     report = Report()
@@ -358,7 +423,7 @@ def main(argv: Iterable[str] | None = None) -> int:
         with tempfile.TemporaryDirectory(prefix="scheduler-diff-") as d:
             plane = ControlPlane(Path(d) / "plane").start()
             try:
-                run_seed(plane, seed, args.pods, report, args.verbose)
+                run_seed(plane, seed, args.pods, report, args.verbose, gangs=args.gangs)
             finally:
                 plane.stop()
         print(f"seed {seed}: {sum(1 for o in report.outcomes if o.pod.startswith(f's{seed}-'))} pods, "

@@ -44,6 +44,7 @@ CLUSTER_LISTS = {
     "/apis/resource.k8s.io/v1/resourceclaims": "resourceclaims",
     "/apis/resource.k8s.io/v1/resourceclaimtemplates": "resourceclaimtemplates",
     "/apis/resource.k8s.io/v1/resourceslices": "resourceslices",
+    "/apis/resource.k8s.io/v1/devicetaintrules": "devicetaintrules",
 }
 NAMESPACED = {
     ("api/v1", "pods"): "pods",
@@ -63,8 +64,9 @@ LIST_KIND = {"pods": "PodList", "nodes": "NodeList", "poddisruptionbudgets": "Po
              "podtemplates": "PodTemplateList", "provisioningrequests": "ProvisioningRequestList",
              "capacitybuffers": "CapacityBufferList", "deployments": "DeploymentList",
              "deviceclasses": "DeviceClassList", "resourceclaims": "ResourceClaimList",
-             "resourceclaimtemplates": "ResourceClaimTemplateList", "resourceslices": "ResourceSliceList"}
-DRA = ("deviceclasses", "resourceclaims", "resourceclaimtemplates", "resourceslices")
+             "resourceclaimtemplates": "ResourceClaimTemplateList", "resourceslices": "ResourceSliceList",
+             "devicetaintrules": "DeviceTaintRuleList"}
+DRA = ("deviceclasses", "resourceclaims", "resourceclaimtemplates", "resourceslices", "devicetaintrules")
 
 
 def _status(code: int, reason: str, message: str, **extra: Any) -> JSON:

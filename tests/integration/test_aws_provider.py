@@ -89,12 +89,12 @@ def test_discovers_groups_tagged_for_the_cluster_only(aws: MotoAws, config: Scal
 def test_interruption_queue(aws: MotoAws, config: ScalerConfig) -> None:
     names = aws.make_groups(config, desired={"gpu-spot-a": 2})
     queue = aws.queue()
-    p = provider(aws, config, queue_url=queue)
+    # How long a notice being handled stays invisible is the config's (runtime.notice_visibility, 45 s by default).
+    p = provider(aws, parse_config({**CONFIG, "runtime": {"notice_visibility": 1}}, "test"), queue_url=queue)
     inst = aws.instances(names["gpu-spot-a"])
     aws.send_event(queue, "EC2 Spot Instance Interruption Warning", inst[0]["InstanceId"])
     aws.send_event(queue, "EC2 Instance Rebalance Recommendation", inst[1]["InstanceId"])
     aws.sqs.send_message(QueueUrl=queue, MessageBody='{"source": "aws.health", "detail-type": "AWS Health Event"}')
-    p.notice_visibility = 1  # seconds (45 in production)
     p.observe(0)
     got = p.interruptions()
     # The notice names the instance as its node's providerID does (the zone comes from the group).

@@ -17,6 +17,7 @@ from scaler.core.model.objects import Pod
 from scaler.core.model.resources import parse_resources
 from scaler.core.planning.buffers import inject, outcomes
 from scaler.core.planning.decisions import PodVerdict
+from scaler.core.planning.injected import Injected
 from scaler.kube.convert_buffers import status_json
 
 CRD = Path(__file__).resolve().parents[2] / "charts/gpuburst-scaler/crds/capacitybuffers.autoscaling.x-k8s.io.yaml"
@@ -35,8 +36,9 @@ def test_the_crd_takes_a_buffer_and_the_status_the_scaler_writes() -> None:
     buf = CapacityBuffer(namespace="ml", name="l4-ready", template_ref="l4", replicas=8, template_generation=2,
                          template=Pod("t", requests=parse_resources({"cpu": "3", "nvidia.com/gpu": 1})))
 
-    _, injected = inject([buf], [])
-    verdicts = {k: PodVerdict(k, "scale-up", pool="gpu1-spot-a") for k in injected.pods[buf.key]}
+    injected = Injected()
+    inject([buf], injected)
+    verdicts = {k: PodVerdict(k, "scale-up", pool="gpu1-spot-a") for k in injected.held[buf.key]}
     status = outcomes([buf], injected, verdicts, now=1_800_000_000.0)[buf.key].status
     body = {**copy.deepcopy(BUFFER), "status": status_json(status)}
     assert body["status"]["replicas"] == 8 and body["status"]["podTemplateGeneration"] == 2

@@ -370,7 +370,7 @@ def our_chart_standard() -> Rendered:
 def test_our_chart_honours_the_values_every_chart_user_expects(our_chart_standard: Rendered) -> None:
     import argparse
 
-    from scaler import loop
+    from scaler import run_command
 
     r = our_chart_standard
     # fullnameOverride names every object; serviceAccount.create / rbac.create false: the user brings both.
@@ -394,7 +394,7 @@ def test_our_chart_honours_the_values_every_chart_user_expects(our_chart_standar
         assert label_match(selecting if "matchLabels" in selecting else {"matchLabels": selecting}, meta["labels"])
     (c,) = spec["containers"]
     parser = argparse.ArgumentParser()
-    loop.add_arguments(parser)
+    run_command.add_arguments(parser)
     args = parser.parse_args(c["args"][1:])  # extraArgs, logFormat and logLevel are flags the scaler takes
     assert (args.sync_timeout, args.log_format, args.log_level) == (60.0, "text", "WARNING")
 
@@ -402,7 +402,7 @@ def test_our_chart_honours_the_values_every_chart_user_expects(our_chart_standar
 def test_our_chart_runs_shadow_mode_with_a_record_it_can_write() -> None:
     import argparse
 
-    from scaler import loop
+    from scaler import run_command
 
     values = {**yaml.safe_load((OUR_CHART / "ci" / "eksctl-discover.yaml").read_text()),
               "shadow": {"enabled": True, "sizeLimit": "2Gi"}}
@@ -410,7 +410,7 @@ def test_our_chart_runs_shadow_mode_with_a_record_it_can_write() -> None:
         "Deployment", "gpuburst-scaler").body["spec"]["template"]["spec"]
     (c,) = spec["containers"]
     parser = argparse.ArgumentParser()
-    loop.add_arguments(parser)
+    run_command.add_arguments(parser)
     record = Path(parser.parse_args(c["args"][1:]).shadow)
     mounts = {m["name"]: m["mountPath"] for m in c["volumeMounts"]}
     assert c["securityContext"]["readOnlyRootFilesystem"] is True  # so the record has a volume of its own

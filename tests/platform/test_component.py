@@ -110,12 +110,12 @@ def test_scaler_deployment_is_hardened_and_on_the_system_pool(build: Any) -> Non
 def test_scaler_command_line_is_what_the_runtime_parses(build: Any, dry_run: bool) -> None:
     import argparse
 
-    from scaler import loop
+    from scaler import run_command
 
     (c,) = scaler(build, "aws", scaler_dry_run=dry_run).one("Deployment").body["spec"]["template"]["spec"]["containers"]
     assert c["args"][0] == "run"  # the image's entrypoint is the scaler CLI
     parser = argparse.ArgumentParser()
-    loop.add_arguments(parser)
+    run_command.add_arguments(parser)
     ns = parser.parse_args(c["args"][1:])
     assert ns.config == "/etc/gpuburst/config.yaml" and ns.dry_run is dry_run
     assert ns.metrics_port == c["ports"][0]["containerPort"]
@@ -318,7 +318,7 @@ def test_binpack_scheduler_runs_the_profile_the_simulator_models(build: Any) -> 
 
     dep = res.one("apps/v1:Deployment", "gpuburst-binpack")
     (c,) = pod_spec(dep)["containers"]
-    assert c["image"] == "registry.k8s.io/kube-scheduler:v1.35.3"  # the cluster's minor version (the default)
+    assert c["image"] == "registry.k8s.io/kube-scheduler:v1.36.1"  # the cluster's minor version (the default)
     assert "--config=/etc/kubernetes/scheduler-config.yaml" in c["command"]
     assert pod_spec(dep)["nodeSelector"] == {keys.LABEL_ROLE: "system"}
     bound = {r.inputs["roleRef"]["name"] for r in res.of("ClusterRoleBinding")

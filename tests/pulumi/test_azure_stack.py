@@ -216,7 +216,7 @@ def test_cluster_identity_and_rbac_follow_config() -> None:
     for c in (prod, dev):
         assert c["oidcIssuerProfile"] == {"enabled": True}
         assert c["securityProfile"] == {"workloadIdentity": {"enabled": True}}
-        assert c["kubernetesVersion"] == "1.35" and c["enableRBAC"] is True
+        assert c["kubernetesVersion"] == "1.36" and c["enableRBAC"] is True
         (system,) = c["agentPoolProfiles"]
         assert system["mode"] == "System" and system["scaleSetPriority"] == "Regular"
     assert prod["aadProfile"]["enableAzureRBAC"] is True and prod["disableLocalAccounts"] is True

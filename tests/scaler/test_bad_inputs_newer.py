@@ -140,6 +140,24 @@ def test_the_loop_skips_such_a_dra_object_and_reads_the_rest() -> None:
     assert "ml/one-gpu" not in dra.templates and "ml/two-alike" in dra.templates
 
 
+def test_live_an_extended_resource_clash_leaves_the_later_class_out_with_its_reason() -> None:
+    """Two DeviceClasses naming one extendedResourceName: the first by name serves it, the other is skipped
+    (a FailedToRead Warning Event), the pass goes on; a DeviceTaintRule the API would refuse is skipped too."""
+    snapshot = json.loads(DRA_SNAPSHOT.read_text(encoding="utf-8"))
+    classes = [o for o in snapshot["items"] if o["kind"] == "DeviceClass"]
+    twin = json.loads(json.dumps(next(c for c in classes if c["metadata"]["name"] == "gpu.nvidia.com")))
+    twin["metadata"]["name"] = "l4.example.com"
+    rule = {"kind": "DeviceTaintRule", "metadata": {"name": "bad"},
+            "spec": {"deviceSelector": {}, "taint": {"key": "x", "effect": "PreferNoSchedule"}}}
+    skipped: list[str] = []
+    dra = dra_view([*classes, twin], [], [], [], lambda kind, err, obj: skipped.append(str(err)), [rule])
+    assert skipped == ["DeviceClass l4.example.com: spec.extendedResourceName: nvidia.com/gpu is also served by "
+                       "DeviceClass gpu.nvidia.com",
+                       "DeviceTaintRule bad: spec.taint.effect: Unsupported value 'PreferNoSchedule': supported "
+                       "values: NoSchedule, NoExecute, None"]
+    assert set(dra.classes) == {"gpu.nvidia.com", "mig.nvidia.com"}
+
+
 # --- network endpoints: checked before any work, one line, a bounded wait ------------------------------------
 TRACE = "job_id,submit_s,gpus,duration_s,num_workers\nj1,0,1,600,1\n"
 POOLS = ROOT / "examples" / "pools-aws.yaml"

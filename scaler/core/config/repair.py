@@ -3,7 +3,8 @@
 Defaults are what a user of the NVIDIA stack on EKS / AKS expects: a node whose device plugin advertises
 fewer GPUs (or MIG devices) than its capacity for 10 minutes (a GPU fell off the bus, an XID 79), a
 health condition held for 10 minutes (`AcceleratedHardwareReady=False`, EKS's node monitoring agent's
-"Repair after 10m"; `GpuXidError=True`, a node-problem-detector rule), NotReady for 30 minutes (EKS
+"Repair after 10m"; `GpuXidError=True`, a node-problem-detector rule), a DRA GPU tainted by the NVIDIA DRA
+driver's health checks (`gpu.nvidia.com/xid`, `gpu.nvidia.com/gpu-lost`) for 10 minutes, NotReady for 30 minutes (EKS
 auto repair's Ready timeout). At most 20 % of a pool's nodes are in repair at once (EKS and Karpenter
 stop at 20 % unhealthy): a broken driver rollout must not drain the fleet. Pure.
 """
@@ -20,6 +21,8 @@ ConditionStatus = Literal["True", "False", "Unknown"]
 WEEK = 7 * 86400.0
 
 DEFAULT_CONDITIONS: dict[str, ConditionStatus] = {"AcceleratedHardwareReady": "False", "GpuXidError": "True"}
+# DRA device taint keys the NVIDIA DRA driver sets on a GPU's health events (issue 39).
+DEFAULT_DEVICE_TAINTS = ["gpu.nvidia.com/xid", "gpu.nvidia.com/gpu-lost"]
 
 
 class RepairSpec(StrictModel):
@@ -31,6 +34,9 @@ class RepairSpec(StrictModel):
     # Node condition type -> the status that means unhealthy, held for condition_grace.
     conditions: dict[str, ConditionStatus] = Field(default_factory=lambda: dict(DEFAULT_CONDITIONS))
     condition_grace: float = Field(default=600, ge=0, le=WEEK)
+    # DRA: a device of the node tainted NoSchedule or NoExecute with one of these keys (its ResourceSlice or a
+    # DeviceTaintRule), held for condition_grace, is a broken GPU too.
+    device_taints: list[str] = Field(default_factory=lambda: list(DEFAULT_DEVICE_TAINTS))
     # Ready not True for this long (the instance still exists: a gone instance is the cloud's).
     not_ready_timeout: float = Field(default=1800, ge=0, le=WEEK)
     # At most this share of the pool's nodes in repair at once (at least one node while above 0).

@@ -1,4 +1,5 @@
-"""The scaler's configuration: the pools plus the knobs of the planners.
+"""The scaler's configuration: the pools plus the knobs of the planners, and `runtime`, those of `scaler run`'s
+adapters (scaler.core.config.runtime).
 
 Pure: `parse_config` takes the already-loaded mapping and a source name for messages;
 `scaler.configfile` reads files. Every error is an `Issue` naming the source, the key path (pool, field)
@@ -17,12 +18,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from scaler.core.config.catalogue import CATALOGUE, Cloud, InstanceType
 from scaler.core.config.pool import Pool
+from scaler.core.config.runtime import Runtime
 from scaler.core.config.specs import InstanceTypeSpec
 from scaler.core.model import keys
 from scaler.core.model.errors import ConfigError, FieldError, Issue, KeyPath
 from scaler.core.model.quantity import format_units
 
-__all__ = ["ConfigError", "Limits", "ScaleDownSettings", "ScalerConfig", "Timings", "parse_config"]
+__all__ = ["ConfigError", "Limits", "Runtime", "ScaleDownSettings", "ScalerConfig", "Timings", "parse_config"]
 
 WEEK = 7 * 86400.0  # no timing of the scaler is meaningful beyond this
 AZURE_ZONES = ("1", "2", "3")
@@ -92,6 +94,9 @@ class ScaleDownSettings(BaseModel):
     unneeded_time_min: float = Field(default=20, ge=0, le=WEEK)
     unneeded_time_max: float = Field(default=600, ge=0, le=WEEK)
     rebuy_weight: float = Field(default=1.5, ge=0, le=100)
+    # Idle periods kept per pool (scaler.core.planning.idle_time): recent enough to follow a changing workload,
+    # enough to be stable; each pass costs at most its square per pool.
+    idle_history: int = Field(default=40, ge=1, le=1000)
 
     @model_validator(mode="after")
     def _bounds(self) -> ScaleDownSettings:
@@ -114,6 +119,7 @@ class ScalerConfig(BaseModel):
     limits: Limits = Limits()
     timings: Timings = Timings()
     scale_down: ScaleDownSettings = ScaleDownSettings()
+    runtime: Runtime = Runtime()  # how `scaler run` talks to the API server and the clouds (no plan reads it)
     catalogue: dict[str, InstanceTypeSpec] = Field(default_factory=dict)
     pools: list[Pool] = Field(default_factory=list)
 

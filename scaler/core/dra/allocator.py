@@ -12,9 +12,9 @@ results are cached per (device, expression) for the Allocator's life: they depen
 per (expression, the device's content the expression can read: `celkey`), so that the nodes of one pool,
 whose devices differ in their uuids only, evaluate a selector once.
 
-Not modelled (feature gates off by default in 1.34, or nothing a planner decides): adminAccess,
-device taints and tolerations, binding conditions, consumable capacity (allowMultipleAllocations),
-class and claim configs in the result.
+Device taints (with DeviceTaintRules' merged in: `taints.py`) keep a device from a request that does not
+tolerate them (NoSchedule and NoExecute; upstream taintPreventsAllocation). Not modelled (nothing a planner
+decides): adminAccess, binding conditions, class and claim configs in the result.
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from datetime import datetime
 from decimal import Decimal
 from typing import Any, TypeVar
 
@@ -23,6 +24,8 @@ from scaler.core.dra.cel import CelError, compile_selector
 from scaler.core.model.dra import (
     ALL,
     EXACT_COUNT,
+    NO_EXECUTE,
+    NO_SCHEDULE,
     Allocation,
     ClaimSpec,
     Constraint,
@@ -32,6 +35,9 @@ from scaler.core.model.dra import (
     DeviceClass,
     DeviceRequest,
     DeviceResult,
+    DeviceTaint,
+    DeviceTaintRule,
+    DeviceToleration,
     ExactRequest,
     PoolRef,
     ResourceClaim,
@@ -50,6 +56,12 @@ Obj = dict[str, Any]
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _C_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,31}$")
+# IsQualifiedName (a label name) and IsValidLabelValue
+_LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
+TAINT_EFFECTS = (NO_SCHEDULE, NO_EXECUTE, "None")  # validDeviceTaintEffects
+TOLERATION_OPERATORS = ("Equal", "Exists")
+TOLERATIONS_MAX = 16  # resource.k8s.io/v1 DeviceTolerationsMaxLength
 ALLOCATION_MODES = (EXACT_COUNT, ALL)
 
 
@@ -158,8 +170,75 @@ def _exact(at: _At, obj: Obj, path: str, name: str) -> ExactRequest:
     if len(device_class) > 253 or not _DNS_SUBDOMAIN.match(device_class):
         raise at.fail(f"{path}.deviceClassName", f"{device_class!r} is not a DNS subdomain (lower-case letters, "
                       "digits, '-' and '.')")
-    return ExactRequest(name=name, device_class_name=device_class,
-                        selectors=at.selectors(obj, path), allocation_mode=mode, count=count)
+    tolerations = at.items(obj, "tolerations", path, lambda t, w: _toleration(at, t, w))
+    if len(tolerations) > TOLERATIONS_MAX:
+        raise at.fail(f"{path}.tolerations", f"must have at most {TOLERATIONS_MAX} items, got {len(tolerations)}")
+    return ExactRequest(name=name, device_class_name=device_class, selectors=at.selectors(obj, path),
+                        allocation_mode=mode, count=count, tolerations=tolerations)
+
+
+def _label_name(at: _At, name: str, path: str) -> None:
+    """metav1validation.ValidateLabelName: [DNS-subdomain prefix /] name of at most 63."""
+    prefix, sep, ident = name.rpartition("/")
+    if (sep and (not prefix or len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix))) or not _LABEL_NAME.match(ident):
+        raise at.fail(path, f"{name!r} is not a qualified name ([DNS subdomain/]name of at most 63 alphanumerics, "
+                      "'-', '_' or '.')")
+
+
+def _label_value(at: _At, value: str, path: str) -> None:
+    if not _LABEL_VALUE.match(value):
+        raise at.fail(path, f"{value!r} is not a label value (at most 63 alphanumerics, '-', '_' or '.')")
+
+
+def _toleration(at: _At, t: Obj, where: str) -> DeviceToleration:
+    """validateDeviceToleration (after defaulting: an omitted operator is Equal)."""
+    key = at.get(t, "key", where, str, "")
+    if key:
+        _label_name(at, key, f"{where}.key")
+    op = at.get(t, "operator", where, str, "") or "Equal"
+    value = at.get(t, "value", where, str, "")
+    if op not in TOLERATION_OPERATORS:
+        raise at.fail(f"{where}.operator",
+                      f"Unsupported value {op!r}: supported values: {', '.join(TOLERATION_OPERATORS)}")
+    if op == "Exists" and value:
+        raise at.fail(f"{where}.value", f"{value!r}: must be empty for operator `Exists`")
+    if op == "Equal":
+        _label_value(at, value, f"{where}.value")
+    effect = at.get(t, "effect", where, str, "")
+    if effect and effect not in TAINT_EFFECTS:
+        raise at.fail(f"{where}.effect", f"Unsupported value {effect!r}: supported values: {', '.join(TAINT_EFFECTS)}")
+    return DeviceToleration(key, op, value, effect)
+
+
+def _taint(at: _At, t: Obj, where: str) -> DeviceTaint:
+    """validateDeviceTaint: a key (label name), a label value, an effect of None, NoSchedule or NoExecute."""
+    key = at.get(t, "key", where, str, "")
+    _label_name(at, key, f"{where}.key")
+    value = at.get(t, "value", where, str, "")
+    _label_value(at, value, f"{where}.value")
+    effect = at.get(t, "effect", where, str, "")
+    if effect not in TAINT_EFFECTS:
+        raise at.fail(f"{where}.effect", f"Unsupported value {effect!r}: supported values: {', '.join(TAINT_EFFECTS)}"
+                      if effect else "required")
+    added = at.get(t, "timeAdded", where, str, "")
+    return DeviceTaint(key, value, effect, _timestamp(added) if added else 0.0)
+
+
+def _timestamp(text: str) -> float:
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0
+
+
+def device_taint_rule(obj: Obj) -> DeviceTaintRule:
+    at = _At(_what("DeviceTaintRule", obj))
+    spec = at.get(obj, "spec", "", dict, {})
+    raw = spec.get("deviceSelector")
+    selector = at.get(spec, "deviceSelector", "spec", dict, {})
+    taint = _taint(at, at.get(spec, "taint", "spec", dict, {}), "spec.taint")
+    pick = {k: at.get(selector, k, "spec.deviceSelector", str, "") or None for k in ("driver", "pool", "device")}
+    return DeviceTaintRule(obj.get("metadata", {}).get("name", ""), taint, selects_none=raw is None, **pick)
 
 
 def _names(at: _At, names: list[str], path: str, what: str) -> None:
@@ -282,6 +361,7 @@ def _device(at: _At, d: Obj, where: str) -> Device:
 
     return Device(name=at.get(d, "name", where, str, ""), attributes=attrs, capacity=capacity,
                   consumes_counters=at.items(d, "consumesCounters", where, consumption),
+                  taints=at.items(d, "taints", where, lambda t, w: _taint(at, t, w)),
                   node_name=at.get(d, "nodeName", where, str, "") or None,
                   node_selector=at.node_selector(d, "nodeSelector", where),
                   all_nodes=at.get(d, "allNodes", where, bool, False))

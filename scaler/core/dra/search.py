@@ -27,6 +27,7 @@ from scaler.core.model.dra import (
     ExactRequest,
     ResourceClaim,
     ResourceSlice,
+    blocking_taints,
 )
 from scaler.core.model.objects import SelectorRequirement, SelectorTerm
 
@@ -278,8 +279,13 @@ class Search:
                 for pool in self.pools if not (pool.incomplete or pool.invalid)
                 for s in pool.slices for d in s.devices
                 if (did := DeviceID(pool.driver, pool.name, d.name)) not in self.src.allocated
-                and self.is_selectable(key, data, s, d)]
+                and self.is_selectable(key, data, s, d) and not self.tainted(data, d)]
         return hit
+
+    @staticmethod
+    def tainted(data: _ReqData, device: Device) -> bool:
+        """A taint the request does not tolerate keeps the device from it (upstream: allocateDevice)."""
+        return bool(device.taints) and bool(blocking_taints(device.taints, data.request.tolerations))
 
     def _descend(self, undo: Callable[[], None], ci: int, ri: int, si: int, di: int, in_sub: bool,
                  start: int = 0) -> bool:
@@ -314,7 +320,7 @@ class Search:
 
     def _take(self, ci: int, data: _ReqData, cand: _Candidate, must: bool) -> Callable[[], None] | None:
         """Tentatively allocate; the undo function, or None when the device cannot be taken."""
-        if self._in_use(cand.id):
+        if self._in_use(cand.id) or self.tainted(data, cand.device):
             return None
         charged = bool(cand.device.consumes_counters)
         if charged and not self._charge(cand):
@@ -418,7 +424,7 @@ def explain(search: Search) -> str:
 
 def _shortfall(search: Search, key: tuple[int, int, int], data: _ReqData) -> str:
     """Empty when enough matching devices are free for this request alone, else what is missing."""
-    matching = free = 0
+    matching = free = tainted = 0
     for pool in search.pools:
         if pool.incomplete or pool.invalid:
             continue
@@ -427,12 +433,18 @@ def _shortfall(search: Search, key: tuple[int, int, int], data: _ReqData) -> str
                 if not search.is_selectable(key, data, s, d):
                     continue
                 matching += 1
-                free += DeviceID(pool.driver, pool.name, d.name) not in search.src.allocated
+                if search.tainted(data, d):
+                    tainted += 1
+                else:
+                    free += DeviceID(pool.driver, pool.name, d.name) not in search.src.allocated
     label = data.result_name
     cls = data.device_class.name
+    taints = f", {tainted} tainted (not tolerated)" if tainted else ""
     if data.request.allocation_mode == ALL:
+        if tainted:
+            return f"{label}: all devices of class {cls} asked{taints}"
         return "" if matching else f"{label}: no device of class {cls} matches on the node"
     if free >= data.num_devices:
         return ""
     return (f"{label}: needs {data.num_devices} device(s) of class {cls}, {matching} match on the node, "
-            f"{free} of them free")
+            f"{free} of them free{taints}")

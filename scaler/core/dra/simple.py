@@ -50,7 +50,8 @@ def candidates(allocator: Allocator, node: NodeRef, claim: ResourceClaim) -> Can
         data = search.req[key]
         found = [(DeviceID(pool.driver, pool.name, d.name), d, s)
                  for pool in search.pools if not (pool.incomplete or pool.invalid)
-                 for s in pool.slices for d in s.devices if search.is_selectable(key, data, s, d)]
+                 for s in pool.slices for d in s.devices
+                 if search.is_selectable(key, data, s, d) and not search.tainted(data, d)]
     except AllocationError:
         return None
     if any(d.consumes_counters for _, d, _ in found):

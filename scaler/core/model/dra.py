@@ -18,6 +18,11 @@ from scaler.core.model.selectors import SelectorTerm
 
 EXACT_COUNT: Final = "ExactCount"
 ALL: Final = "All"
+# DeviceTaint effects (resource.k8s.io/v1): only these two keep a device from a claim that does not tolerate
+# them; "None" and effects added later are informational (upstream: taintPreventsAllocation).
+NO_SCHEDULE: Final = "NoSchedule"
+NO_EXECUTE: Final = "NoExecute"
+BLOCKING_EFFECTS: Final = (NO_SCHEDULE, NO_EXECUTE)
 
 # resource.k8s.io/v1 AllocationResultsMaxSize: no claim gets more devices than this.
 ALLOCATION_RESULTS_MAX_SIZE: Final = 32
@@ -53,6 +58,40 @@ class DeviceClass:
 
 
 @dataclass(frozen=True, slots=True)
+class DeviceTaint:
+    key: str
+    value: str = ""
+    effect: str = NO_SCHEDULE
+    since: float = 0.0  # timeAdded (epoch seconds), 0 when not given
+
+    def __str__(self) -> str:  # as upstream's DeviceTaint.String
+        return f"{self.key}={self.value}:{self.effect}" if self.value else f"{self.key}:{self.effect}"
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceToleration:
+    key: str = ""  # empty: every key (operator Exists)
+    operator: str = "Equal"
+    value: str = ""
+    effect: str = ""  # empty: every effect
+
+    def tolerates(self, taint: DeviceTaint) -> bool:
+        """k8s.io/dynamic-resource-allocation/resourceclaim ToleratesTaint."""
+        if self.effect and self.effect != taint.effect:
+            return False
+        if self.key and self.key != taint.key:
+            return False
+        if self.operator == "Exists":
+            return True
+        return self.operator in ("", "Equal") and self.value == taint.value
+
+
+def blocking_taints(taints: tuple[DeviceTaint, ...], tolerations: tuple[DeviceToleration, ...]) -> list[DeviceTaint]:
+    """The taints that keep a device from a request with these tolerations (upstream: taintPreventsAllocation)."""
+    return [t for t in taints if t.effect in BLOCKING_EFFECTS and not any(x.tolerates(t) for x in tolerations)]
+
+
+@dataclass(frozen=True, slots=True)
 class ExactRequest:
     """`exactly` of a request, or one `firstAvailable` subrequest: the same fields."""
 
@@ -61,6 +100,7 @@ class ExactRequest:
     selectors: tuple[str, ...] = ()
     allocation_mode: str = EXACT_COUNT  # ExactCount or All: the converter refuses any other, as the API server
     count: int = 1
+    tolerations: tuple[DeviceToleration, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +199,24 @@ class Device:
     node_name: str | None = None
     node_selector: tuple[SelectorTerm, ...] | None = None
     all_nodes: bool = False
+    taints: tuple[DeviceTaint, ...] = ()  # the driver's and those of the DeviceTaintRules selecting it
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceTaintRule:
+    """resource.k8s.io/v1 DeviceTaintRule: one taint on every device its selector matches (each field set
+    must match; `selects_none`: no deviceSelector, which matches no device)."""
+
+    name: str
+    taint: DeviceTaint
+    driver: str | None = None
+    pool: str | None = None
+    device: str | None = None
+    selects_none: bool = False
+
+    def selects(self, driver: str, pool: str, device: str) -> bool:
+        return (not self.selects_none and self.driver in (None, driver) and self.pool in (None, pool)
+                and self.device in (None, device))
 
 
 @dataclass(frozen=True, slots=True, eq=False)

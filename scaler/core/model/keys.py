@@ -54,6 +54,8 @@ RES_PODS: Final = "pods"
 RES_GPU: Final = "nvidia.com/gpu"
 # Not a Kubernetes resource: the planner's count of a node's free DRA devices (never on a real node)
 RES_DRA_DEVICES: Final = "dra.gpuburst.io/devices"
+# ... and of those, the ones without a NoSchedule/NoExecute device taint (what a claim tolerating none may take)
+RES_DRA_UNTAINTED: Final = "dra.gpuburst.io/untainted-devices"
 MIG_RESOURCE_PREFIX: Final = "nvidia.com/mig-"
 
 # --- taints ----------------------------------------------------------------------------------
@@ -84,6 +86,15 @@ ANNOTATION_OPENAI_DO_NOT_DRAIN: Final = "openai/do-not-drain"
 ANNOTATION_MIRROR_POD: Final = "kubernetes.io/config.mirror"
 LABEL_POD_GROUP: Final = "scheduling.x-k8s.io/pod-group"
 ANNOTATION_POD_GROUP_MIN: Final = "scheduling.x-k8s.io/min-member"
+
+# --- gangs' own objects (scaler.core.model.podgroup) ---------------------------------------------------
+# The Workload API's PodGroups (KEP-4671; pods name theirs by spec.schedulingGroup.podGroupName).
+API_GROUP_SCHEDULING: Final = "scheduling.k8s.io"
+# scheduler-plugins' coscheduling PodGroup CRD (spec.minMember; pods carry LABEL_POD_GROUP).
+API_GROUP_COSCHEDULING: Final = "scheduling.x-k8s.io"
+# Volcano's PodGroup (spec.minMember; pods carry the annotation below).
+API_GROUP_VOLCANO: Final = "scheduling.volcano.sh"
+ANNOTATION_VOLCANO_GROUP: Final = "scheduling.k8s.io/group-name"
 
 # --- ProvisioningRequests (autoscaling.x-k8s.io/v1, Kueue's ProvisioningRequest admission check) ---
 # The API group of ProvisioningRequests and CapacityBuffers (kubernetes/autoscaler's CRDs).

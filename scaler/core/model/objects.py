@@ -69,6 +69,7 @@ class Pod:
     claims: tuple[ClaimRef, ...] = ()  # PersistentVolumeClaims of its volumes (generic ephemeral too)
     terminating: bool = False  # metadata.deletionTimestamp set: topology spread does not count it
     resource_claims: tuple[PodResourceClaim, ...] = ()  # spec.resourceClaims (DRA)
+    scheduling_group: str | None = None  # spec.schedulingGroup.podGroupName: its Workload API PodGroup
 
     @property
     def key(self) -> str:

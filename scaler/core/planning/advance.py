@@ -15,6 +15,7 @@ from scaler.core.config.settings import ScalerConfig
 from scaler.core.model.objects import Node
 from scaler.core.model.workload import node_pool
 from scaler.core.planning.decisions import ScaleUp, SetSize
+from scaler.core.planning.memo import Memo
 from scaler.core.planning.snapshot import PoolObservation, Snapshot
 from scaler.core.planning.state import Backoff, InFlight, State, fmt_time
 
@@ -44,6 +45,7 @@ def copy_state(state: State) -> State:
         booked=dict(state.booked),
         unhealthy_since=dict(state.unhealthy_since),
         repair_paused=state.repair_paused,
+        notices=list(state.notices),
     )
 
 
@@ -58,6 +60,9 @@ class Advanced:
     notes: list[str] = field(default_factory=list)
     leaving: set[str] = field(default_factory=set)  # nodes whose capacity is going (interruptions)
     gone: set[str] = field(default_factory=set)  # nodes whose instance no longer exists
+    # What the last passes worked out that this one may reuse (the Reconciler keeps it): never changes a plan.
+    # None: a plan from scratch (a snapshot file, a test), without the cost of keeping anything.
+    memo: Memo | None = None
 
     def in_flight(self, pool: str) -> int:
         return max(0, self.desired.get(pool, 0) - self.registered.get(pool, 0))
@@ -77,11 +82,15 @@ def mark_unavailable(state: State, pool: str, zone: str, until: float) -> None:
     state.unavailable[(pool, zone)] = max(state.unavailable.get((pool, zone), 0.0), until)
 
 
-def advance(snapshot: Snapshot, state: State, config: ScalerConfig) -> Advanced:
+def advance(snapshot: Snapshot, state: State, config: ScalerConfig, memo: Memo | None = None) -> Advanced:
     """Fold launch failures, registrations and timeouts into a new State (the input is not changed)."""
     now = snapshot.now
     t = config.timings
     new = copy_state(state)
+    new.notices = [n for n in state.notices if n not in snapshot.acknowledged]
+    for notice in snapshot.interruptions:  # the provider hands a notice out again until it is acknowledged
+        if notice not in new.notices:
+            new.notices.append(notice)
     new.unavailable = {k: until for k, until in new.unavailable.items() if until > now}
     new.refused = {p: r for p, r in new.refused.items() if r[0] > now}
     gone = gone_nodes(snapshot)
@@ -91,7 +100,7 @@ def advance(snapshot: Snapshot, state: State, config: ScalerConfig) -> Advanced:
         name = node_pool(node)
         if name is not None and node.name not in gone:
             registered[name] = registered.get(name, 0) + 1
-    out = Advanced(state=new, desired={}, registered=registered, gone=gone)
+    out = Advanced(state=new, desired={}, registered=registered, gone=gone, memo=memo)
     for name, message in snapshot.refused.items():
         new.refused[name] = (now + t.backoff_max, message)
         out.notes.append(f"pool {name}: the cloud refused ({message}); its actions stop until "

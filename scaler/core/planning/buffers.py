@@ -9,7 +9,7 @@ then at most as many as fit in `limits` (each resource of the limits over the te
 neither `replicas` nor `percentage`, as many as fit in the limits. Only the
 `buffer.x-k8s.io/active-capacity` strategy is served; a buffer of another strategy is left alone.
 
-The placeholders are never created in the cluster. `plan` adds them to the pending pods at a priority below
+The placeholders are never created in the cluster. `decide` adds them to the pending pods at a priority below
 any real pod's (kube-scheduler's queue order: real pending pods are placed first and always win the room),
 so they land on free room of the nodes that are up or coming, or ask for new nodes within the pools' max
 and the cluster's limits. A node a placeholder sits on is not unneeded (scale-down leaves it), and nothing
@@ -25,13 +25,13 @@ NotReadyForProvisioning or BufferIsEmpty).
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
 
 from scaler.core.model import keys
 from scaler.core.model.buffers import BufferStatus, CapacityBuffer
 from scaler.core.model.conditions import set_condition as _set
 from scaler.core.model.objects import Pod
 from scaler.core.planning.decisions import BufferOutcome, PodVerdict
+from scaler.core.planning.injected import Injected
 
 READY, PROVISIONING = "ReadyForProvisioning", "Provisioning"
 READY_REASON, ERROR_REASON = "AttributesSetSuccessfully", "error"
@@ -97,19 +97,9 @@ def placeholders(buf: CapacityBuffer, count: int) -> list[Pod]:
                      keys.ANNOTATION_BUFFER: buf.name}) for i in range(1, count + 1)]
 
 
-@dataclass(slots=True)
-class Injected:
-    """What `inject` resolved, by buffer key: its placeholders' keys and count, or the error that stopped it."""
-
-    pods: dict[str, list[str]] = field(default_factory=dict)
-    errors: dict[str, str] = field(default_factory=dict)
-    counts: dict[str, int] = field(default_factory=dict)
-
-
-def inject(buffers: list[CapacityBuffer], pending: list[Pod]) -> tuple[list[Pod], Injected]:
-    """The pending pods with every served buffer's placeholders after them."""
-    out = Injected()
-    extra: list[Pod] = []
+def inject(buffers: list[CapacityBuffer], out: Injected) -> None:
+    """Every served buffer's placeholders (`out.placeholders`, planned after the real pods), their keys and
+    count, or the error that stopped it."""
     for buf in buffers:
         if not buf.served:
             continue
@@ -120,9 +110,8 @@ def inject(buffers: list[CapacityBuffer], pending: list[Pod]) -> tuple[list[Pod]
             continue
         pods = placeholders(buf, count)
         out.counts[buf.key] = count
-        out.pods[buf.key] = [p.key for p in pods]
-        extra.extend(pods)
-    return ([*pending, *extra] if extra else pending), out
+        out.held[buf.key] = [p.key for p in pods]
+        out.placeholders.extend(pods)
 
 
 def outcomes(buffers: list[CapacityBuffer], injected: Injected, verdicts: dict[str, PodVerdict],
@@ -142,7 +131,7 @@ def outcomes(buffers: list[CapacityBuffer], injected: Injected, verdicts: dict[s
             count: int | None = None
         else:
             count = injected.counts[buf.key]
-            for key in injected.pods[buf.key]:
+            for key in injected.held[buf.key]:
                 v = verdicts.pop(key, None)
                 if v is not None:
                     placed[key.split("/", 1)[1]] = v

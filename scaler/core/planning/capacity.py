@@ -9,8 +9,10 @@ from typing import TypeVar
 
 from scaler.core.config.pool import Pool
 from scaler.core.config.settings import ScalerConfig
+from scaler.core.dra.extended import served
 from scaler.core.model import keys
 from scaler.core.model.objects import Node, Pod
+from scaler.core.model.podgroup import gang_of
 from scaler.core.model.workload import TERMINATED_PHASES, gpu_devices, is_daemonset, is_mirror, node_pool
 from scaler.core.planning.advance import Advanced, may_still_boot
 from scaler.core.planning.memo import Memo
@@ -77,9 +79,8 @@ def _walk(node: Node, gang_label: str, into: NodeUsage, seen: set[int]) -> None:
         if pod.phase not in TERMINATED_PHASES:  # (`active`, inlined)
             for r, v in req.items():
                 used[r] = used.get(r, 0) + v
-            gang = pod.labels.get(gang_label)
-            if gang:
-                gid = f"{pod.namespace}/{gang}"
+            gid = gang_of(pod, gang_label)
+            if gid is not None:
                 gangs[gid] = gangs.get(gid, 0) + 1
         if not into.filtered and own_constraints(pod):
             into.filtered = True
@@ -226,12 +227,15 @@ def dra_state(snapshot: Snapshot, packer: Packer) -> DraState:
     return DraState(snapshot.dra, expected)
 
 
-def _counted_devices(snapshot: Snapshot) -> dict[str, int] | None:
-    """Free DRA devices per node, when a pending pod's claims made from templates need some (the packer
-    then skips nodes with too few before the allocator is asked); else None."""
+def _counted_devices(snapshot: Snapshot) -> dict[str, tuple[int, int]] | None:
+    """Free DRA devices per node, and of those the untainted, when a pending pod's claims made from templates
+    need some (the packer then skips nodes with too few before the allocator is asked); else None."""
     if not any(p.resource_claims for p in snapshot.pending):
         return None
-    return node_devices(snapshot.dra)
+    every, untainted = node_devices(snapshot.dra), node_devices(snapshot.dra, untainted=True)
+    if every is None or untainted is None:
+        return None
+    return {name: (n, untainted.get(name, 0)) for name, n in every.items()}
 
 
 def _devices(node: Node) -> int:
@@ -255,15 +259,26 @@ def build_packer(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, usage:
     templates = {name: _template(obs.pool, config.region) for name, obs in snapshot.pools.items()}
     devices = _counted_devices(snapshot)
     names = _resource_names(snapshot, [t.allocatable for t in templates.values()], usage.names)
-    packer = Packer([keys.RES_DRA_DEVICES, *names] if devices is not None else names,  # devices first: the scarcest
-                    referenced_keys(snapshot.pending) | usage.label_keys)
-    packer.memo = snapshot.memo
+    packer = Packer([keys.RES_DRA_DEVICES, keys.RES_DRA_UNTAINTED, *names] if devices is not None  # devices first:
+                    else names, referenced_keys(snapshot.pending) | usage.label_keys)  # the scarcest
+    packer.memo = adv.memo
     dev = packer.index.get(keys.RES_DRA_DEVICES)
     if dev is not None:
         dra = snapshot.dra
-        packer.claim_devices = lambda pod: devices_at_least(dra, pod)
+        least: dict[tuple[str, tuple[object, ...]], tuple[int, int]] = {}  # pods of a workload ask the same
+
+        def counts(pod: Pod) -> tuple[int, int]:
+            key = (pod.namespace, pod.resource_claims)
+            hit = least.get(key)
+            if hit is None:
+                hit = least[key] = (devices_at_least(dra, pod), devices_at_least(dra, pod, untainted=True))
+            return hit
+
+        packer.claim_devices = lambda pod: counts(pod)[0]
+        packer.claim_untainted = lambda pod: counts(pod)[1]
     packer.set_min_request([*(p.requests for p in snapshot.pending), *map(dict, usage.requests)])
-    registered = _node_bins(packer, snapshot, config, adv, usage, templates, devices)
+    delegated = _delegated(packer, snapshot)
+    registered = _node_bins(packer, snapshot, config, adv, usage, templates, devices, delegated)
     slots: list[Slot] = []
     shapes: dict[tuple[int, ...], int] = {}
     for name, obs in snapshot.pools.items():
@@ -272,7 +287,9 @@ def build_packer(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, usage:
         zone = pool.zones[0] if len(pool.zones) == 1 else ""
         empty = packer.vec(predicates.free_resources(tmpl))
         if dev is not None:
-            empty[dev] = UNCOUNTED
+            empty[dev] = empty[dev + 1] = UNCOUNTED  # (keys.RES_DRA_UNTAINTED follows)
+        if pool.dra:
+            _delegate(empty, tmpl, delegated)
         slot = Slot(pool, zone, packer.group_for(tmpl, tmpl.taints, own=("slot", name)), empty, config.price(pool),
                     pool.capacity_type == "spot", shapes.setdefault(tuple(empty), len(shapes)), _devices(tmpl))
         slots.append(slot)
@@ -290,13 +307,30 @@ def build_packer(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, usage:
         for where, n in [*booting.items(), ("", count)]:
             group = _zonal_group(packer, pool, where, config.region) if where else slot.group
             free = packer.vec(predicates.free_resources(group.node)) if where else slot.empty
+            if where and pool.dra:
+                _delegate(free, group.node, delegated)
             if dev is not None:
-                free = [*free[:dev], _devices(group.node), *free[dev + 1:]]
+                free = [*free[:dev], _devices(group.node), _devices(group.node), *free[dev + 2:]]
             for _ in range(min(n, count - i)):
                 b = packer.add_bin(group.node, list(free), "in-flight", group, name, where or zone)
                 b.name = f"in-flight-{name}-{i}"
                 i += 1
     return packer, slots
+
+
+def _delegated(packer: Packer, snapshot: Snapshot) -> dict[str, int]:
+    """Extended resources a DeviceClass serves that the pass counts (resource -> its index): on a DRA node
+    that does not advertise one, kube-scheduler leaves it to DRA (`scaler.core.dra.extended`), so the
+    packer does not count it there (UNCOUNTED) and the DRA filter allocates the claim standing for it."""
+    if not snapshot.dra.classes:
+        return {}
+    return {r: packer.index[r] for r in served(snapshot.dra.classes.values()) if r in packer.index}
+
+
+def _delegate(free: list[int], node: Node, delegated: Mapping[str, int]) -> None:
+    for r, i in delegated.items():
+        if node.allocatable.get(r, 0) <= 0:
+            free[i] = UNCOUNTED
 
 
 # What an existing node's bin is made of, kept in the memo per (resources, label keys) under the node's name
@@ -305,14 +339,15 @@ Recipe = tuple[int, tuple[int, ...], tuple[int, ...], tuple[object, ...], int]
 
 
 def _node_bins(packer: Packer, snapshot: Snapshot, config: ScalerConfig, adv: Advanced, usage: Usage,
-               templates: Mapping[str, Node], devices: Mapping[str, int] | None) -> set[str]:
+               templates: Mapping[str, Node], devices: Mapping[str, tuple[int, int]] | None,
+               delegated: Mapping[str, int]) -> set[str]:
     """The bins of the existing and coming nodes; returns the provider ids of the registered nodes. An
     existing node's vectors and group signature are kept in the memo under its version (not when the
     pass counts DRA devices: a node's free devices change without it), so a pass only makes the Bin."""
     now, pools, published = snapshot.now, snapshot.pools, snapshot.dra.published()
     index, dev = packer.index, packer.index.get(keys.RES_DRA_DEVICES)
     bins, by_node = packer.bins, packer.by_node
-    memo = snapshot.memo if dev is None else None
+    memo = adv.memo if dev is None and not delegated else None
     ctx = ("bins", tuple(packer.resources), packer.ref_keys)
     old: dict[str, Recipe] = (memo.find(ctx) if memo is not None else None) or {}
     kept: dict[str, Recipe] = {}
@@ -336,9 +371,12 @@ def _node_bins(packer: Packer, snapshot: Snapshot, config: ScalerConfig, adv: Ad
                 alloc = pool.allocatable()
             free = packer.vec(alloc)
             if dev is not None and devices is not None:
-                free[dev] = devices.get(node.name, 0)
+                free[dev], free[dev + 1] = devices.get(node.name, (0, 0))
                 if pool.dra:  # maybe not published yet
                     free[dev] = max(free[dev], _devices(templates[pool.name]))
+                    free[dev + 1] = max(free[dev + 1], _devices(templates[pool.name]))
+            if pool.dra or node.name in published:
+                _delegate(free, node, delegated)
             vec_alloc = list(free)
             for res, v in used.items():
                 free[index[res]] -= v
@@ -351,7 +389,9 @@ def _node_bins(packer: Packer, snapshot: Snapshot, config: ScalerConfig, adv: Ad
         if r is None:
             free = packer.vec(node.allocatable)
             if dev is not None and devices is not None:
-                free[dev] = devices.get(node.name, 0)
+                free[dev], free[dev + 1] = devices.get(node.name, (0, 0))
+            if node.name in published or (pool is not None and pool.dra):
+                _delegate(free, node, delegated)
             alloc_t = tuple(free)
             for res, v in used.items():
                 free[index[res]] -= v

@@ -38,7 +38,8 @@ class Filtered:
         # moves them under their own constraints (`on_nodes`: whether one does, when the caller knows).
         if on_nodes is None:
             on_nodes = any(own_constraints(p) for n in nodes for p in n.pods)
-        self.active = on_nodes or any(own_constraints(p) for p in pending)
+        self.active = (on_nodes or any(own_constraints(p) for p in pending)
+                       or (dra is not None and any(dra.asks_extended(p) for p in pending)))
         self.cluster: Cluster | None = None
         if self.active:
             self.cluster = Cluster(nodes, storage, namespaces, dra)
@@ -136,8 +137,28 @@ class Filtered:
             if self._journal is not None:
                 self._journal.append(("node", None, b.name, None, []))
         cluster.place(pod, b.name, counted)
+        if counted is None and pod.resource_claims:
+            self._count_devices(pod, b)
         if self._journal is not None:
             self._journal.append(("pod", pod, b.name, None, []))
+
+    def _count_devices(self, pod: Pod, b: Bin) -> None:
+        """The bin's count of free DRA devices less those the pod's allocation took beyond what its class
+        counted (a claim that tolerates a taint counts none, yet may take an untainted device)."""
+        packer = self.packer
+        dev = packer.index.get(keys.RES_DRA_DEVICES)
+        assert self.cluster is not None
+        hit = self.cluster.dra.by_pod.get(id(pod))
+        if dev is None or hit is None or packer.claim_devices is None or packer.claim_untainted is None:
+            return
+        blocked = self.cluster.dra.blocked
+        extra = len(hit[2]) - packer.claim_devices(pod)
+        untainted = len(hit[2] - blocked if blocked else hit[2]) - packer.claim_untainted(pod)
+        if extra > 0 or untainted > 0:
+            if packer._journal is not None:
+                packer._journal.append((b, list(b.free)))
+            b.free[dev] -= max(extra, 0)
+            b.free[packer.index[keys.RES_DRA_UNTAINTED]] -= max(untainted, 0)
 
     def record_placement(self, pods: Iterable[Pod], placement: Iterable[tuple[Bin, int]]) -> None:
         """Record count placements: the pods in order, k per (bin, k)."""

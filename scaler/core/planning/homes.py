@@ -9,6 +9,7 @@ from collections.abc import Callable
 from scaler.core.config.pool import Pool
 from scaler.core.config.settings import ScalerConfig
 from scaler.core.model.objects import Node, Pod
+from scaler.core.model.podgroup import gang_of
 from scaler.core.model.resources import Resources
 from scaler.core.planning.advance import Advanced
 from scaler.core.planning.memo import Memo
@@ -109,7 +110,7 @@ def cheaper_home(pods: list[Pod], pool: Pool, config: ScalerConfig, adv: Advance
     """
     homes = Homes(config, adv, now) if homes is None else homes
     price = homes.price(pool)
-    if any(config.gang_label in p.labels for p in pods):
+    if any(gang_of(p, config.gang_label) is not None for p in pods):
         return None
     total, homes_used = 0.0, set()
     for pod in pods:

@@ -14,7 +14,7 @@ latest removal first; infinite when none came within the maximum time).
 Each pass the pool keeps its unneeded nodes for the time T that would have cost least over those gaps (a
 gap d costs d when d <= T, T + re-buy when longer), bounded by `unneeded_time_min` / `_max`; with no
 history yet, T is the re-buy (the classic 2-competitive break-even). `timings.unneeded_time`, when set,
-overrides it for every pool. Cost per pass: at most HISTORY^2 steps per pool.
+overrides it for every pool. Cost per pass: at most `scale_down.idle_history`^2 steps per pool.
 """
 
 from __future__ import annotations
@@ -29,8 +29,6 @@ from scaler.core.planning.decisions import ScaleUp
 from scaler.core.planning.snapshot import Snapshot
 from scaler.core.planning.state import IdleHistory, State
 from scaler.core.scheduling import scoring
-
-HISTORY = 40  # gaps kept per pool: recent enough to follow a changing workload, enough to be stable
 
 
 def rebuy_seconds(pool: Pool, config: ScalerConfig) -> float:
@@ -55,31 +53,32 @@ def choose(gaps: tuple[float, ...], rebuy: float, low: float, high: float, step:
     return best
 
 
-def _remember(history: IdleHistory, gap: float) -> IdleHistory:
-    return replace(history, gaps=(*history.gaps, gap)[-HISTORY:])
+def _remember(history: IdleHistory, gap: float, kept: int) -> IdleHistory:
+    """The history with `gap` added, the latest `kept` gaps (`scale_down.idle_history`) only."""
+    return replace(history, gaps=(*history.gaps, gap)[-kept:])
 
 
 def observe(state: State, now: float, config: ScalerConfig, scale_ups: list[ScaleUp],
             busy_again: list[tuple[str, float]]) -> None:
     """Fold this pass into the history: nodes busy again (pool, unneeded-since), scale-ups that ask back
     removed capacity (latest removal first), removals never asked back within the maximum time."""
-    high = config.scale_down.unneeded_time_max
+    high, kept = config.scale_down.unneeded_time_max, config.scale_down.idle_history
     for pool, since in busy_again:
-        state.idle[pool] = _remember(state.idle.get(pool, IdleHistory()), now - since)
+        state.idle[pool] = _remember(state.idle.get(pool, IdleHistory()), now - since, kept)
     for up in scale_ups:
         h = state.idle.get(up.pool)
         if h is not None and h.removed:
-            state.idle[up.pool] = _ask_back(h, now, up.count)
+            state.idle[up.pool] = _ask_back(h, now, up.count, kept)
     for pool, history in list(state.idle.items()):
         expired = sum(1 for s in history.removed if now - s > high)
         if expired:
             h = replace(history, removed=tuple(s for s in history.removed if now - s <= high))
             for _ in range(expired):
-                h = _remember(h, math.inf)
+                h = _remember(h, math.inf, kept)
             state.idle[pool] = h
 
 
-def _ask_back(history: IdleHistory, now: float, count: int) -> IdleHistory:
+def _ask_back(history: IdleHistory, now: float, count: int, kept: int) -> IdleHistory:
     """The latest `count` removals asked back now: a pool that had kept its idle nodes longer would have reused
     those."""
     if count <= 0 or not history.removed:
@@ -87,7 +86,7 @@ def _ask_back(history: IdleHistory, now: float, count: int) -> IdleHistory:
     asked, rest = history.removed[-count:], history.removed[:-count]
     h = replace(history, removed=rest)
     for since in asked:
-        h = _remember(h, now - since)
+        h = _remember(h, now - since, kept)
     return h
 
 
@@ -119,7 +118,8 @@ def taken_elsewhere(state: State, snapshot: Snapshot, config: ScalerConfig) -> N
             if created > h.seen and (packs or name not in idle)
             and max(pool.min_pod_gpus, 1) <= g <= pool.gpus < other.gpus
             and config.price(other) > config.price(pool))
-        state.idle[name] = replace(_ask_back(h, now, -(-asked // pool.gpus) if asked else 0), seen=now)
+        state.idle[name] = replace(_ask_back(h, now, -(-asked // pool.gpus) if asked else 0,
+                                             config.scale_down.idle_history), seen=now)
 
 
 def removed(state: State, pool: str, since: float, now: float) -> None:

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from scaler.core.config.reservation import EC2_BLOCK_TERMINATION
 from scaler.core.model.interruption import Interruption
 from scaler.core.model.objects import Node, Pod
+from scaler.core.model.podgroup import gang_of
 from scaler.core.model.workload import blocker, node_pool, to_evict
 from scaler.core.planning.decisions import NodeEvent, ScaleDown
 from scaler.core.planning.snapshot import Snapshot
@@ -60,16 +61,16 @@ def _displace(node: Node, out: Leaving) -> None:
     out.displaced.extend(dataclasses.replace(p, node_name=None) for p in to_evict(node.pods))
 
 
-def read_notices(snapshot: Snapshot, gone: set[str]) -> Leaving:
-    """Decide on every notice of the snapshot; collect the nodes already draining for one and the nodes
-    whose instance is gone (their pods are lost with them)."""
+def read_notices(snapshot: Snapshot, notices: list[Interruption], gone: set[str]) -> Leaving:
+    """Decide on every notice (the State's: those read and not decided on yet); collect the nodes already
+    draining for one and the nodes whose instance is gone (their pods are lost with them)."""
     out = Leaving()
     by_name = {n.name: n for n in snapshot.nodes}
     for name in {*gone, *(n for n, d in snapshot.draining.items() if d.notice)}:
         if name in by_name:
             _displace(by_name[name], out)
-    index = _index(snapshot.nodes) if snapshot.interruptions else {}
-    for notice in snapshot.interruptions:
+    index = _index(snapshot.nodes) if notices else {}
+    for notice in notices:
         out.handled.append(notice)
         node = node_of(notice, index)
         pool = node_pool(node) if node is not None else None
@@ -114,6 +115,6 @@ def ending_blocks(snapshot: Snapshot, out: Leaving, gang_label: str) -> None:
         out.drains.append(ScaleDown(name, node.name, node.provider_id, tuple(p.key for p in pods), reason,
                                     deadline=max(snapshot.now, block.end - EC2_BLOCK_TERMINATION), forced=True,
                                     kind="capacity-block-end",
-                                    delete=tuple(p.key for p in pods if gang_label in p.labels)))
+                                    delete=tuple(p.key for p in pods if gang_of(p, gang_label) is not None)))
         out.events.append(NodeEvent(node.name, "CapacityBlockEnding", f"{reason}: draining; replacements are "
                                     "planned on the pool's fallback", warning=True))

@@ -1,7 +1,8 @@
 """What a pass works out that the next may reuse: values kept under a key that holds everything they are
 computed from, so a plan made with a memo is the plan made without one. The Reconciler keeps one and
-hands it to the planner in the Snapshot (`Snapshot.memo`); a Snapshot without one (None) is planned
-from scratch. Entries that a whole pass did not use are dropped. Pure (no I/O, no globals).
+hands it to `decide` beside the Snapshot and the State (the pass carries it in `Advanced.memo`); a pass
+without one (None) is planned from scratch. Entries that a whole pass did not use are dropped. Pure (no I/O,
+no globals).
 """
 
 from __future__ import annotations

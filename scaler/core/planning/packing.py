@@ -203,6 +203,7 @@ class Packer:
         self.memo: Memo | None = None  # the last passes' results (the Snapshot's)
         # pod -> the DRA devices it takes at least (keys.RES_DRA_DEVICES, when the pass counts them)
         self.claim_devices: Callable[[Pod], int] | None = None
+        self.claim_untainted: Callable[[Pod], int] | None = None  # of those, untainted (keys.RES_DRA_UNTAINTED)
 
     def set_min_request(self, requests: Iterable[Mapping[str, int]]) -> None:
         """Declare the requests of every pod this pass will place (pending and evictable): bins that cannot
@@ -301,15 +302,19 @@ class Packer:
         out: list[PodClass] = []
         seen: dict[tuple[object, ...], PodClass] = {}
         claim_devices, static_id, index = self.claim_devices, self.static_id, self.index
+        claim_untainted = self.claim_untainted
         for pod in pods:
             gang = gang_of.get(pod.key) if gang_of else None
             req_key = tuple(sorted(pod.requests.items()))
             devices = claim_devices(pod) if claim_devices is not None and pod.resource_claims else 0
+            untainted = claim_untainted(pod) if claim_untainted is not None and devices else 0
             sid = static_id(pod)
-            key = (req_key, devices, sid, pod.priority, pod.scheduler_name, gang, extra(pod) if extra else None)
+            key = (req_key, devices, untainted, sid, pod.priority, pod.scheduler_name, gang,
+                   extra(pod) if extra else None)
             cls = seen.get(key)
             if cls is None:
-                req = {**pod.requests, keys.RES_DRA_DEVICES: devices} if devices else pod.requests
+                req = ({**pod.requests, keys.RES_DRA_DEVICES: devices, keys.RES_DRA_UNTAINTED: untainted}
+                       if devices else pod.requests)
                 nz = tuple(sorted((index[n], v) for n, v in req.items() if v > 0))
                 cls = seen[key] = PodClass(pod, nz, sid, gang)
                 cls.gpus = pod.requests.get(keys.RES_GPU, 0) if keys.RES_GPU in index else 0
@@ -484,7 +489,7 @@ class Packer:
         free = list(slot.empty)
         dev = self.index.get(keys.RES_DRA_DEVICES)
         if dev is not None:
-            free[dev] = slot.devices
+            free[dev] = free[self.index[keys.RES_DRA_UNTAINTED]] = slot.devices  # (a template's are untainted)
         b = self.add_bin(node, free, "new", slot.group, slot.pool.name, slot.zone)
         b.name = name
         if self._journal is not None:

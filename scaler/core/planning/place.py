@@ -22,7 +22,7 @@ from scaler.core.scheduling.filters import PodCheck
 
 class Placer:
     def __init__(self, snapshot: Snapshot, config: ScalerConfig, adv: Advanced) -> None:
-        self.usage = usage(snapshot.nodes, config.gang_label, snapshot.memo)
+        self.usage = usage(snapshot.nodes, config.gang_label, adv.memo)
         self.packer, slots = build_packer(snapshot, config, adv, self.usage)
         pending = [p for p in snapshot.pending if not is_daemonset(p)]
         self.filtered = Filtered(self.packer, snapshot.nodes, pending, snapshot.storage, snapshot.namespaces,

@@ -3,41 +3,48 @@
 `plan` decides everything the actuator does: sizes, replacements ahead of interruptions, the
 instances that never registered to terminate, drains. It is built from `advance` (what outlives a
 pass), `interruptions` (notices and drains in progress), `scaleup` and `scaledown`. The core's entry
-`decide.decide` calls it, after adding the ProvisioningRequests in play. See docs/planner.md.
+`decide.decide` calls it, after adding the pods-to-be of the ProvisioningRequests and CapacityBuffers in
+play. See docs/planner.md.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 
 from scaler.core.config.settings import ScalerConfig
 from scaler.core.config.warm import RUNNING_START, standing_price
-from scaler.core.planning import buffers
+from scaler.core.model.objects import Pod
 from scaler.core.planning.advance import advance, record_scale_ups
 from scaler.core.planning.decisions import Plan, SetSize, WarmStanding
 from scaler.core.planning.interruptions import ending_blocks, read_notices
+from scaler.core.planning.memo import Memo
 from scaler.core.planning.repair import plan_repairs
+from scaler.core.planning.room import Room
 from scaler.core.planning.scaledown import plan_scale_down
 from scaler.core.planning.scaleup import plan_scale_up
 from scaler.core.planning.snapshot import Snapshot
 from scaler.core.planning.state import State
 
 
-def plan(snapshot: Snapshot, state: State, config: ScalerConfig) -> tuple[Plan, State]:
-    """Decide scale-ups, size resets and drains for one pass. The input state is not changed."""
-    adv = advance(snapshot, state, config)
-    leaving = read_notices(snapshot, adv.gone)
+def plan(snapshot: Snapshot, state: State, config: ScalerConfig, memo: Memo | None = None,
+         placeholders: Sequence[Pod] = ()) -> tuple[Plan, State]:
+    """Decide scale-ups, size resets and drains for one pass. The input state is not changed; `memo`: what
+    the last passes worked out (never changes the plan); `placeholders`: the CapacityBuffers' pods-to-be,
+    planned after every real pending and displaced pod."""
+    adv = advance(snapshot, state, config, memo)
+    leaving = read_notices(snapshot, adv.state.notices, adv.gone)
     ending_blocks(snapshot, leaving, config.gang_label)
     fix = plan_repairs(snapshot, adv.state, adv.gone)
     adv.leaving = leaving.nodes | fix.nodes
     seen = {p.key for p in leaving.displaced}
     displaced = [*leaving.displaced, *(p for p in fix.displaced if p.key not in seen)]
     # Placeholders of the CapacityBuffers go last, at the lowest priority: real pods always win the room.
-    pending, held = buffers.inject(snapshot.buffers, [*snapshot.pending, *displaced] if displaced else snapshot.pending)
-    view = dataclasses.replace(snapshot, pending=pending) if pending is not snapshot.pending else snapshot
+    extra = [*displaced, *placeholders]
+    view = dataclasses.replace(snapshot, pending=[*snapshot.pending, *extra]) if extra else snapshot
     up = plan_scale_up(view, config, adv)
     record_scale_ups(adv.state, up.scale_ups, snapshot.now, config)
-    down = plan_scale_down(view, config, adv, up)
+    down = plan_scale_down(view, config, adv, up.scale_ups, Room(up.packer, up.filtered))
     up.packer.release()
     result = Plan(
         now=snapshot.now,
@@ -60,7 +67,6 @@ def plan(snapshot: Snapshot, state: State, config: ScalerConfig) -> tuple[Plan, 
         recovered=fix.recovered,
         warm=warm_pools(snapshot, config),
     )
-    result.buffers = buffers.outcomes(snapshot.buffers, held, result.verdicts, snapshot.now)
     stop_refused(result, adv.state)
     if not snapshot.fresh:
         hold_back(result, snapshot)

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 
 from scaler.core.config.settings import ScalerConfig
 from scaler.core.model import keys
@@ -46,6 +45,7 @@ from scaler.core.model.provreq import (
     ProvisioningRequest,
 )
 from scaler.core.planning.decisions import Plan, PodVerdict
+from scaler.core.planning.injected import Injected
 from scaler.core.planning.planner import plan
 from scaler.core.planning.snapshot import PoolObservation, Snapshot
 from scaler.core.planning.state import State
@@ -87,6 +87,7 @@ def stand_ins(req: ProvisioningRequest, config: ScalerConfig, count: int | None 
             out.append(dataclasses.replace(
                 t, name=f"{req.name}-provreq-{i}-{j}", namespace=req.namespace, uid="", node_name=None,
                 phase="Pending", owner_kind=None, created_at=req.created_at,
+                scheduling_group=None,  # the request's own gang, not the PodGroup its template's pods name
                 labels={**t.labels, config.gang_label: gang},
                 annotations={**t.annotations, config.gang_min_annotation: str(req.total)}))
     return out[:count] if count is not None else out
@@ -109,22 +110,12 @@ def booked(req: ProvisioningRequest, now: float, ttl: float) -> bool:
         and now < cond.at + ttl
 
 
-@dataclass(slots=True)
-class Injected:
-    """What `inject` did to the snapshot, for `conditions` to read back."""
-
-    asking: dict[str, list[str]] = field(default_factory=dict)  # request -> its stand-in pods' keys (pending)
-    booked: dict[str, frozenset[str]] = field(default_factory=dict)  # booked request -> the nodes it holds
-    lost: dict[str, list[str]] = field(default_factory=dict)  # booked request -> its nodes that are gone
-
-
 def inject(snapshot: Snapshot, requests: Iterable[ProvisioningRequest], config: ScalerConfig,
-           state: State | None = None) -> Injected:
+           state: State, out: Injected) -> None:
     """Put the requests into the snapshot (its pending list and nodes' pod lists changed in place; give it
     copies): an accepted atomic request not yet provisioned asks as pending stand-ins; a booked one holds its
     nodes with stand-ins placed on them. `state.booked`: the nodes each booking held in earlier passes."""
-    out = Injected()
-    remembered = state.booked if state is not None else {}
+    remembered = state.booked
     present = {n.name for n in snapshot.nodes}
     running = [p for n in snapshot.nodes for p in n.pods]
     for req in requests:
@@ -148,7 +139,6 @@ def inject(snapshot: Snapshot, requests: Iterable[ProvisioningRequest], config: 
             pods = stand_ins(req, config)
             snapshot.pending.extend(pods)
             out.asking[req.key] = [p.key for p in pods]
-    return out
 
 
 def book_checks(snapshot: Snapshot, requests: Iterable[ProvisioningRequest], config: ScalerConfig,

@@ -12,16 +12,20 @@ the pool's budget of nodes are in repair at once, and `max_per_pass` start per p
 the others wait and the pool's repairs are reported paused. A node whose signal clears while its drain
 is still running is named `recovered`: the actuator stops the drain and uncordons it.
 
-DRA device taints (ResourceSlices) are not a signal yet: the DRA model here carries no device taints.
+A DRA GPU tainted NoSchedule or NoExecute with one of the pool's `device_taints` keys (by its driver's
+health checks, or a DeviceTaintRule) is a signal beside the conditions, held for `condition_grace` from the
+taint's timeAdded.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from scaler.core.config.repair import RepairSpec
+from scaler.core.model.dra import BLOCKING_EFFECTS, DeviceTaint, DraObjects
 from scaler.core.model.objects import Node, Pod
 from scaler.core.model.workload import blocker, gpu_devices, node_pool, to_evict
 from scaler.core.planning.decisions import NodeEvent, Repair, ScaleDown
@@ -49,8 +53,20 @@ class Signal:
     grace: float
 
 
-def signals(node: Node, spec: RepairSpec) -> list[Signal]:
-    """The health signals a node shows now."""
+def device_taints(dra: DraObjects) -> dict[str, list[tuple[str, DeviceTaint]]]:
+    """Node -> (device, taint) of the devices its slices publish with a taint that blocks allocation."""
+    out: dict[str, list[tuple[str, DeviceTaint]]] = {}
+    for s in dra.slices:
+        if s.node_name:
+            for d in s.devices:
+                for t in d.taints:
+                    if t.effect in BLOCKING_EFFECTS:
+                        out.setdefault(s.node_name, []).append((d.name, t))
+    return out
+
+
+def signals(node: Node, spec: RepairSpec, taints: Sequence[tuple[str, DeviceTaint]] = ()) -> list[Signal]:
+    """The health signals a node shows now; `taints`: its devices' (`device_taints`)."""
     out = []
     if node.capacity:  # (not given: nothing to compare)
         capacity, allocatable = gpu_devices(node.capacity), gpu_devices(node.allocatable)
@@ -61,6 +77,9 @@ def signals(node: Node, spec: RepairSpec) -> list[Signal]:
         if spec.conditions.get(cond.type) == cond.status:
             why = f" ({cond.reason})" if cond.reason else ""
             out.append(Signal(f"condition {cond.type}={cond.status}{why}", cond.since, spec.condition_grace))
+    for device, taint in taints:
+        if taint.key in spec.device_taints:
+            out.append(Signal(f"device {device} tainted {taint}", taint.since, spec.condition_grace))
     if not node.ready:
         since = next((c.since for c in node.conditions if c.type == "Ready"), 0.0)
         out.append(Signal("NotReady", since, spec.not_ready_timeout))
@@ -75,6 +94,7 @@ def plan_repairs(snapshot: Snapshot, state: State, gone: set[str]) -> Repairs:
     seen: dict[str, float] = {}
     due: dict[str, list[tuple[float, Node, str]]] = defaultdict(list)
     size: dict[str, int] = defaultdict(int)
+    tainted = device_taints(snapshot.dra)
     for node in snapshot.nodes:
         name = node_pool(node)
         obs = snapshot.pools.get(name) if name else None
@@ -82,7 +102,7 @@ def plan_repairs(snapshot: Snapshot, state: State, gone: set[str]) -> Repairs:
             continue
         size[name] += 1
         drain = snapshot.draining.get(node.name)
-        found = signals(node, obs.pool.repair) if obs.pool.repair.enabled else []
+        found = signals(node, obs.pool.repair, tainted.get(node.name, ())) if obs.pool.repair.enabled else []
         if not found:
             if drain is not None and drain.repair:
                 out.recovered.append(node.name)

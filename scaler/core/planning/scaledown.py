@@ -5,15 +5,13 @@ requested / allocatable GPUs; DRA nodes: GPUs its pods' allocated ResourceClaims
 GPUs; others: the larger of the cpu and memory shares, DaemonSets and mirror pods not counted).
 After its pool's unneeded time (`timings.unneeded_time`, or chosen each pass from the pool's idle
 periods: `idle_time`) it is removed if every pod on it may be evicted and fits on the remaining nodes
-(re-placed with the same Packer as the scale-up, so nothing is double-booked), within the pool's min,
+(re-placed on the room the scale-up left, `room.Room`, so nothing is double-booked), within the pool's min,
 the PDBs and the per-pass budget. Empty nodes go first.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from scaler.core.config.pool import Pool
 from scaler.core.config.settings import ScalerConfig
@@ -21,34 +19,20 @@ from scaler.core.model import keys
 from scaler.core.model.objects import Node, Pod, PodDisruptionBudget
 from scaler.core.model.workload import TERMINATED_PHASES, gpu_devices, node_pool, to_evict
 from scaler.core.planning.advance import Advanced, may_still_boot, outside_pools
-from scaler.core.planning.constrained import Filtered
 from scaler.core.planning.decisions import ScaleDown, ScaleUp
 from scaler.core.planning.dra_use import DraUse
-from scaler.core.planning.drainable import Drainable, FullKey, drainable, full_key
+from scaler.core.planning.drainable import Drainable, drainable
 from scaler.core.planning.homes import Homes, cheaper_home
 from scaler.core.planning.idle_time import keep_times, observe, removed, taken_elsewhere
 from scaler.core.planning.memo import Memo
-from scaler.core.planning.packing import Bin, Packer, Placement, PodClass
+from scaler.core.planning.packing import Bin
+from scaler.core.planning.room import Room
 from scaler.core.planning.snapshot import Snapshot
 from scaler.core.planning.state import Held
-from scaler.core.planning.trial import Trial
 
 _EXISTING = frozenset({"existing"})
 
 
-class AfterScaleUp(Protocol):
-    """What the scale-down reads of the pass's scale-up (scaleup.ScaleUpResult is one): the cluster as it
-    left it (the Packer, kube-scheduler's other filters) and the scale-ups it asked for. Scale-down does
-    not import the scale-up planner."""
-
-    @property
-    def packer(self) -> Packer: ...
-
-    @property
-    def filtered(self) -> Filtered | None: ...
-
-    @property
-    def scale_ups(self) -> list[ScaleUp]: ...
 NOTE_EXAMPLES = 5
 
 
@@ -138,18 +122,20 @@ class Removable:
     since: float  # unneeded since (a NotReady node: since it was created)
 
 
-def plan_scale_down(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, up: AfterScaleUp) -> ScaleDownResult:
+def plan_scale_down(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, scale_ups: list[ScaleUp],
+                    room: Room) -> ScaleDownResult:
     """Update `adv.state.unneeded_since` and choose the nodes to remove this pass: the candidates, each
-    tried in turn (its pods re-placed on the other nodes in a Trial), each decision with its reason."""
+    tried in turn (its pods re-placed on the other nodes: `room`, as this pass's scale-ups left them), each
+    decision with its reason."""
     out = ScaleDownResult()
     if not config.scale_down.enabled:
         adv.state.unneeded_since, adv.state.unneeded_until = {}, {}
         return out
-    candidates = _candidates(snapshot, config, adv, up, out)
+    candidates = _candidates(snapshot, config, adv, scale_ups, room, out)
     if not snapshot.fresh:
         out.notes.append("scale-down skipped: the cluster snapshot is not fresh")
         return out
-    trial = _Removals(snapshot, config, adv, up)
+    trial = _Removals(snapshot, config, adv, scale_ups, room)
     kept: list[str] = []  # unneeded nodes that stay, and why
     for c in sorted(candidates, key=lambda c: c.order):
         if len(out.scale_downs) >= trial.budget or trial.attempts <= 0:
@@ -167,7 +153,7 @@ def plan_scale_down(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, up:
     return out
 
 
-def _candidates(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, up: AfterScaleUp,
+def _candidates(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, scale_ups: list[ScaleUp], room: Room,
                 out: ScaleDownResult) -> list[Removable]:
     """The unneeded nodes (recorded in `out.unneeded` and the state) whose pool's unneeded time is up; the
     nodes busy again and this pass's scale-ups go into the pools' idle history first."""
@@ -186,7 +172,7 @@ def _candidates(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, up: Aft
             continue  # not a pool of ours
         if node.name in snapshot.draining or node.name in adv.gone or node.name in adv.leaving or node.name in held:
             continue  # being drained already, its instance is gone, or its budgets refused a drain
-        b = up.packer.by_node.get(node.name)
+        b = room.bin(node.name)
         if b is None and _broken(node, now, config) and not to_evict(node.pods):
             # Registered, never (or no longer) ready for longer than a node takes to boot, and
             # nothing on it to lose: a paid-for node that will not take pods.
@@ -200,7 +186,7 @@ def _candidates(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, up: Aft
         disrupting = any(t.key == keys.TAINT_DISRUPTING for t in node.taints)
         if node.unschedulable and not disrupting:
             continue  # cordoned by someone else: theirs to decide
-        util = _utilization(node, obs.pool, dra, snapshot.memo)
+        util = _utilization(node, obs.pool, dra, adv.memo)
         if util >= threshold and not disrupting:
             if node.name in since_before:
                 busy_again.append((obs.pool.name, since_before[node.name]))
@@ -213,7 +199,7 @@ def _candidates(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, up: Aft
                                    util, since))
     adv.state.unneeded_since = dict(out.unneeded)
     adv.state.unneeded_until = {n: t for n, t in adv.state.unneeded_until.items() if n in out.unneeded}
-    observe(adv.state, now, config, up.scale_ups, busy_again)
+    observe(adv.state, now, config, scale_ups, busy_again)
     taken_elsewhere(adv.state, snapshot, config)
     return found
 
@@ -240,13 +226,14 @@ def _wait(keep: float, empty: bool, config: ScalerConfig) -> float:
 
 class _Removals:
     """This pass's removals so far: the budget, each pool's room above its min, the PDBs' disruptions
-    left, and the cluster as the scale-up left it (the Packer and the filters), which a removal changes."""
+    left, and the cluster as the scale-up left it (`others`: the room on the other nodes), which a removal
+    changes."""
 
-    def __init__(self, snapshot: Snapshot, config: ScalerConfig, adv: Advanced, up: AfterScaleUp) -> None:
+    def __init__(self, snapshot: Snapshot, config: ScalerConfig, adv: Advanced, scale_ups: list[ScaleUp],
+                 others: Room) -> None:
         self.snapshot, self.config, self.adv = snapshot, config, adv
-        self.packer = up.packer
-        self.filtered = up.filtered if up.filtered is not None else Filtered(up.packer, (), ())
-        self.scaled_up = {s.pool for s in up.scale_ups}
+        self.others = others
+        self.scaled_up = {s.pool for s in scale_ups}
         self.budget = max(1, int(config.scale_down.budget_fraction * len(snapshot.nodes)))
         self.attempts = max(4 * self.budget, 20)
         self.room = {n: min(adv.desired.get(n, o.desired), adv.registered.get(n, 0)) - o.pool.min_size
@@ -255,19 +242,15 @@ class _Removals:
             if not drain.notice:
                 self.room[drain.pool] = self.room.get(drain.pool, 0) - 1
         self.allowed = [b.disruptions_allowed for b in snapshot.pdbs]
-        self.homes = Homes.kept(snapshot.memo, config, adv, snapshot.now)
-        # Evicted pods' classes (`full_key`) that found no room on the other nodes: the one bin that may still
-        # have some (the node then tried), or None. Bins only lose room while the candidates are tried (a
-        # failed try gives back exactly what it took), and only the node tried comes back into play.
-        self.full: dict[FullKey, Bin | None] = {}
+        self.homes = Homes.kept(adv.memo, config, adv, snapshot.now)
 
     def try_remove(self, c: Removable, moves: dict[str, str]) -> ScaleDown | str | None:
         """The ScaleDown for the candidate, or why it stays (None: not this pass, nothing to say)."""
         node, pool, pdbs = c.node, c.pool, self.snapshot.pdbs
-        b = self.packer.by_node.get(node.name)
+        b = self.others.bin(node.name)
         if pool.name in self.scaled_up or self.room.get(pool.name, 0) <= 0 or (b is not None and b.touched):
             return None
-        drain = drainable(node, self.snapshot.memo)
+        drain = drainable(node, self.adv.memo)
         if drain.blocker is not None:
             return drain.blocker
         evict = drain.evict
@@ -286,8 +269,7 @@ class _Removals:
             if not moved:
                 return consolidation
         elif b is not None:
-            b.removed = True
-            self.filtered.remove(b)
+            self.others.remove(b)
         for i, n in need.items():
             self.allowed[i] -= n
         self.room[pool.name] -= 1
@@ -303,33 +285,13 @@ class _Removals:
         """Re-place the node's pods on the other nodes (kept on success: the targets are taken): (True,
         None) when they all fit; (True, why) when new nodes of cheaper pools would hold them for less
         (consolidation); (False, why the node stays) otherwise."""
-        packer, filtered, evict = self.packer, self.filtered, drain.evict
-        with Trial(packer, filtered) as trial:
-            b.removed = True
-            filtered.remove(b)
-            placement: Placement = []
-            classes: list[PodClass] = []
-            class_keys: Sequence[FullKey] | None = drain.keys if not filtered.active else None
-            if class_keys is None:  # the classes' keys as this pass classifies them (devices, constrained classes)
-                classes = packer.classify(evict, None, filtered.class_key if filtered.active else None)
-                class_keys = [self._key(cls) for cls in classes
-                              if not (filtered.active and filtered.is_constrained(cls))]
-            if not self._surely_full(class_keys):
-                classes = classes or packer.classify(evict, None, None)
-                if all(self._fill(cls, placement, b) for cls in classes):
-                    trial.keep()
-        if trial.kept:
-            pods_by_class = iter(p for cls in classes for p in cls.pods)  # fill placed them in this order
-            for target, k in placement:
-                target.touched = True
-                for _ in range(k):
-                    moves[next(pods_by_class).key] = target.name
+        others, evict = self.others, drain.evict
+        if others.move(b, drain, moves):
             return True, None
-        b.group.bound = None  # it may have been tightened without this node
         consolidation = None
-        if self.config.scale_down.consolidate and filtered.active:
+        if self.config.scale_down.consolidate and others.constrained:
             def admits(pod: Pod, template: Node) -> bool:
-                return not filtered.constrained(pod) or filtered.admits_without(pod, template, b.name)
+                return others.admits_without(pod, template, b.name)
 
             consolidation = cheaper_home(evict, pool, self.config, self.adv, self.snapshot.now, admits, self.homes)
         elif self.config.scale_down.consolidate:  # the answer for the same pods, pool and Homes is the last one
@@ -342,38 +304,3 @@ class _Removals:
             b.removed = False
             return False, "its pods do not fit on the other nodes"
         return True, consolidation
-
-    def _fill(self, cls: PodClass, placement: Placement, tried: Bin) -> bool:
-        """Place a class of evicted pods (of the bin tried) on existing nodes, as kube-scheduler would; False
-        if one is left."""
-        packer, filtered = self.packer, self.filtered
-        groups = packer.eligible_real(cls.static_id)
-        if filtered.active and filtered.is_constrained(cls):
-            # kube-scheduler's other filters decide where it may go (anti-affinity, volume zone, ...)
-            return not filtered.fill(cls, groups, cls.pods, _EXISTING, placement)
-        before = len(placement)
-        placed = packer.fill(cls, groups, len(cls.pods), _EXISTING, placement)
-        if placed < len(cls.pods):
-            if not placed and not before:  # not one pod on the nodes as they were: remember it
-                key = self._key(cls)
-                self.full[key] = None if key in self.full else tried  # (two different nodes tried: none has room)
-            return False
-        filtered.record_placement(cls.pods, placement[before:])
-        return True
-
-    def _key(self, cls: PodClass) -> FullKey:
-        names = self.packer.resources
-        return full_key(cls.rep, [(names[i], a) for i, a in cls.nz])
-
-    def _surely_full(self, keys: Iterable[FullKey]) -> bool:
-        """A class of the pods (of those keys: constrained classes are left out) has no room on the nodes, as
-        an earlier try of this pass found, without one placement of this try (the pods' own node is out of
-        play during it)."""
-        full, index = self.full, self.packer.index
-        for key in keys:
-            if key not in full:
-                continue
-            b = full[key]
-            if b is None or b.removed or any(b.free[index[r]] < a for r, a in key[3]):
-                return True
-        return False

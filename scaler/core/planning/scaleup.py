@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from scaler.core.config.settings import ScalerConfig
 from scaler.core.model.objects import Node, Pod
+from scaler.core.model.podgroup import HELD_WITHOUT_GROUP, gang_key, group_of
 from scaler.core.model.workload import is_daemonset
 from scaler.core.planning.advance import Advanced
 from scaler.core.planning.constrained import Filtered
@@ -50,25 +51,47 @@ class ScaleUpResult:
     quotas: dict[str, str] = field(default_factory=dict)  # quota -> why it stopped a pool this pass
 
 
-def _gangs(snapshot: Snapshot, config: ScalerConfig, bound: dict[str, int]
-           ) -> tuple[dict[str, str], dict[str, int], dict[str, int]]:
-    """pod key -> gang id, gang -> minimum members, gang -> members already bound (of `bound`: the active
-    pods on the nodes per gang, `capacity.Usage.gangs`)."""
-    label = config.gang_label
-    gang_of: dict[str, str] = {}
-    minimum: dict[str, int] = {}
+@dataclass(slots=True)
+class _Gangs:
+    """Who is in which gang, each gang's minimum and members already bound, and the pods held back."""
+
+    of: dict[str, str] = field(default_factory=dict)  # pod key -> gang key
+    minimum: dict[str, int] = field(default_factory=dict)  # gang key -> minCount / minMember
+    running: dict[str, int] = field(default_factory=dict)  # gang key -> active members on the nodes
+    held: dict[str, str] = field(default_factory=dict)  # pod key -> why its scheduler holds it back
+
+
+def _gangs(snapshot: Snapshot, config: ScalerConfig, bound: dict[str, int]) -> _Gangs:
+    """The pending pods' gangs (scaler.core.model.podgroup), of `bound` (the active pods on the nodes per
+    gang, `capacity.Usage.gangs`). A pod whose Workload or Volcano PodGroup is missing is held back, as its
+    scheduler holds it; a group without a gang policy leaves its pods single; a coscheduling label without
+    its PodGroup is read as before (all the label's pending pods, or the min-member annotation's count)."""
+    out = _Gangs()
+    groups = snapshot.pod_groups
     for pod in snapshot.pending:
-        g = pod.labels.get(label)
-        if not g:
+        ref = group_of(pod, config.gang_label)
+        if ref is None:
             continue
-        gid = f"{pod.namespace}/{g}"
-        gang_of[pod.key] = gid
+        api, name = ref
+        gid = gang_key(api, pod.namespace, name)
+        group = groups.get(gid)
+        if group is None and api in HELD_WITHOUT_GROUP:
+            out.held[pod.key] = (f"its PodGroup {pod.namespace}/{name} ({api}) does not exist: the scheduler "
+                                 "holds the pod back until it does; nothing is bought for it")
+            continue
+        if group is not None and group.min_count is None:
+            continue  # no gang policy: a single pod
+        out.of[pod.key] = gid
+        if group is not None:
+            out.minimum[gid] = group.min_count or 0
+            continue
         raw = pod.annotations.get(config.gang_min_annotation)
         if raw is not None:
             with contextlib.suppress(ValueError):
-                minimum[gid] = max(minimum.get(gid, 0), int(raw))
-    gangs = set(gang_of.values())
-    return gang_of, minimum, {gid: n for gid, n in bound.items() if gid in gangs}
+                out.minimum[gid] = max(out.minimum.get(gid, 0), int(raw))
+    gangs = set(out.of.values())
+    out.running = {gid: n for gid, n in bound.items() if gid in gangs}
+    return out
 
 
 def _verdicts(cls: PodClass, placement: Placement, reasons: dict[str, str], rest: Outcome, rest_reason: str | None,
@@ -124,13 +147,16 @@ def _segments(singles: list[PodClass], gang_keys: list[tuple[float, float]],
         for p in c.pods:
             parts.setdefault(bisect.bisect_right(gang_keys, (-c.priority, p.created_at)), []).append(p)
         for i, pods in parts.items():
-            part = c
-            if len(parts) > 1:
-                part = PodClass(c.rep, c.nz, c.static_id, None)
-                part.pods, part.gpus, part.origin = pods, c.gpus, c
-                info[id(part)] = info[id(c)]
-            out[i].append(part)
+            out[i].append(_part(c, pods, info) if len(parts) > 1 else c)
     return out
+
+
+def _part(c: PodClass, pods: list[Pod], info: dict[int, tuple[list[SlotOption], dict[str, str]]]) -> PodClass:
+    """Some of a class's pods as a class of their own (single pods), sharing its candidates and reasons."""
+    part = PodClass(c.rep, c.nz, c.static_id, None)
+    part.pods, part.gpus, part.origin = pods, c.gpus, c
+    info[id(part)] = info[id(c)]
+    return part
 
 
 def plan_scale_up(snapshot: Snapshot, config: ScalerConfig, adv: Advanced) -> ScaleUpResult:
@@ -139,47 +165,43 @@ def plan_scale_up(snapshot: Snapshot, config: ScalerConfig, adv: Advanced) -> Sc
     verdicts: dict[str, PodVerdict] = {}
     placed_on: dict[str, str] = {}
     new_pods: dict[int, list[Pod]] = {}
+    gangs = _gangs(snapshot, config, planner.usage.gangs)
     pending = []
     for pod in snapshot.pending:
         if is_daemonset(pod):
             verdicts[pod.key] = PodVerdict(pod.key, "unschedulable", reasons={
                 "*": "a DaemonSet pod is placed by its controller on its own node, not by a scale-up"})
+        elif pod.key in gangs.held:
+            verdicts[pod.key] = PodVerdict(pod.key, "waiting", reasons={"*": gangs.held[pod.key]})
         else:
             pending.append(pod)
-    gang_of, minimum, running = _gangs(snapshot, config, planner.usage.gangs)
     filtered = planner.filtered
-    classes = packer.classify(pending, gang_of, filtered.class_key if filtered.active else None)
+    classes = packer.classify(pending, gangs.of, filtered.class_key if filtered.active else None)
     info = {id(c): planner.expander.candidates(c) for c in classes}
-    gangs: dict[str, list[PodClass]] = {}
+    members: dict[str, list[PodClass]] = {}
     singles: list[PodClass] = []
     for c in classes:
         if c.gang is None:
             singles.append(c)
         else:
-            gangs.setdefault(c.gang, []).append(c)
+            members.setdefault(c.gang, []).append(c)
     # Gangs and single pods in kube-scheduler's queue order (priority, then creation time): the single
     # pods queued before a gang are placed before it, so it does not take the node coming for them.
-    ordered = sorted(gangs.items(), key=lambda kv: _queue_key(kv[1]))
+    ordered = sorted(members.items(), key=lambda kv: _queue_key(kv[1]))
     segments = _segments(singles, [_queue_key(m) for _, m in ordered], info)
     choosers: dict[int, Chooser] = {}
     out = _Verdicts(verdicts, new_pods, placed_on)
     for i, run in enumerate(segments):
-        on_existing = place_in_queue_order(packer, run, choosers, filtered)
-        # Largest first; among pods alike, those fewer pools take first (a pod that fits any zone after the
-        # ones pinned to one), so the pods left over are matched to the nodes coming, not just poured into them.
-        run.sort(key=lambda c: (*planner.expander.sort_key(c), len(info[id(c)][0])))
-        for c in run:
-            cands, reasons = info[id(c)]
-            placement = planner.place(c, cands, reasons, on_existing[id(c)])
-            rest: Outcome = "waiting" if cands else "unschedulable"
-            out.add(c, placement, reasons, rest, None if cands else "fits no pool's template")
+        _place_singles(planner, run, choosers, info, out)
         if i < len(ordered):
-            gid, members = ordered[i]
-            _place_gang(planner, gid, members, info, minimum.get(gid), running.get(gid, 0), out)
+            gid, classes_of = ordered[i]
+            beyond = _place_gang(planner, gid, classes_of, info, gangs.minimum.get(gid), gangs.running.get(gid, 0),
+                                 out)
+            _place_singles(planner, beyond, choosers, info, out)
     _own_reasons(planner, verdicts)
     new_nodes = _new_nodes(packer, new_pods)
-    return ScaleUpResult(_scale_ups(new_nodes, adv), verdicts, new_nodes, placed_on, packer, filtered=filtered,
-                         quotas=dict(planner.caps.exhausted))
+    return ScaleUpResult(_scale_ups(new_nodes, adv), verdicts, new_nodes, placed_on, packer, notes=out.notes,
+                         filtered=filtered, quotas=dict(planner.caps.exhausted))
 
 
 @dataclass(slots=True)
@@ -189,37 +211,83 @@ class _Verdicts:
     verdicts: dict[str, PodVerdict]
     new_pods: dict[int, list[Pod]]
     placed_on: dict[str, str]
+    notes: list[str] = field(default_factory=list)  # one per gang that found no room, saying why
 
     def add(self, cls: PodClass, placement: Placement, reasons: dict[str, str], rest: Outcome,
             rest_reason: str | None) -> None:
         _verdicts(cls, placement, reasons, rest, rest_reason, self.verdicts, self.new_pods, self.placed_on)
 
 
+def _place_singles(planner: Placer, run: list[PodClass], choosers: dict[int, Chooser],
+                   info: dict[int, tuple[list[SlotOption], dict[str, str]]], out: _Verdicts) -> None:
+    """Single pods: on existing and coming nodes in queue order, then the rest on new nodes."""
+    on_existing = place_in_queue_order(planner.packer, run, choosers, planner.filtered)
+    # Largest first; among pods alike, those fewer pools take first (a pod that fits any zone after the
+    # ones pinned to one), so the pods left over are matched to the nodes coming, not just poured into them.
+    run.sort(key=lambda c: (*planner.expander.sort_key(c), len(info[id(c)][0])))
+    for c in run:
+        cands, reasons = info[id(c)]
+        placement = planner.place(c, cands, reasons, on_existing[id(c)])
+        rest: Outcome = "waiting" if cands else "unschedulable"
+        out.add(c, placement, reasons, rest, None if cands else "fits no pool's template")
+
+
 def _place_gang(planner: Placer, gid: str, members: list[PodClass],
                 info: dict[int, tuple[list[SlotOption], dict[str, str]]], minimum: int | None, running: int,
-                out: _Verdicts) -> None:
-    """All of a gang's pending pods, or none: placed in a Trial kept only when every one found room."""
+                out: _Verdicts) -> list[PodClass]:
+    """Room for the gang's minimum together, or for none of it: the members the minimum still needs (beyond
+    those bound) are placed in a Trial kept only when every one found room. Returns the members beyond the
+    minimum, to be planned as single pods after it (none when the gang found no room: they wait with it)."""
     pending_n = sum(len(c.pods) for c in members)
     need = minimum if minimum is not None else pending_n + running
     if pending_n + running < need:
         for c in members:
             out.add(c, [], info[id(c)][1], "waiting", f"gang {gid}: {pending_n + running} of {need} members exist")
-        return
+        return []
+    first, beyond = _split(members, max(0, need - running), info)
     with Trial(planner) as trial:
         planner.caps.gang = True
-        placements = [planner.place(c, *info[id(c)]) for c in members]
+        placements = [planner.place(c, *info[id(c)]) for c in first]
         planner.caps.gang = False
         got = sum(k for p in placements for _, k in p)
-        if got == pending_n:
+        wanted = sum(len(c.pods) for c in first)
+        if got == wanted:
             trial.keep()
     if trial.kept:
-        for c, p in zip(members, placements, strict=True):
+        for c, p in zip(first, placements, strict=True):
             out.add(c, p, info[id(c)][1], "waiting", None)
-        return
-    for c in members:
+        return beyond
+    why = f"gang {gid}: room for {got} of the {wanted} members it needs together; all or none"
+    out.notes.append(f"{why}: nothing bought for it ({_limit(first, info)})")
+    for c in [*first, *beyond]:
         no_home = not info[id(c)][0] and not planner.packer.eligible_real(c.static_id)
-        out.add(c, [], info[id(c)][1], "unschedulable" if no_home else "waiting",
-                f"gang {gid}: room for {got} of {pending_n} pending members; all or none")
+        out.add(c, [], info[id(c)][1], "unschedulable" if no_home else "waiting", why)
+    return []
+
+
+def _split(members: list[PodClass], k: int, info: dict[int, tuple[list[SlotOption], dict[str, str]]]
+           ) -> tuple[list[PodClass], list[PodClass]]:
+    """The first `k` members (in queue order: creation time) and the rest, as classes."""
+    pods = sorted(((p.created_at, p.name, p, c) for c in members for p in c.pods), key=lambda t: t[:2])
+    if k >= len(pods):
+        return members, []
+    first: dict[int, list[Pod]] = {}
+    rest: dict[int, list[Pod]] = {}
+    by_id = {id(c): c for c in members}
+    for i, (_, _, p, c) in enumerate(pods):
+        (first if i < k else rest).setdefault(id(c), []).append(p)
+
+    def parts(chosen: dict[int, list[Pod]]) -> list[PodClass]:
+        return [by_id[i] if len(ps) == len(by_id[i].pods) else _part(by_id[i], ps, info) for i, ps in chosen.items()]
+    return parts(first), parts(rest)
+
+
+def _limit(members: list[PodClass], info: dict[int, tuple[list[SlotOption], dict[str, str]]]) -> str:
+    """What stops a gang, in the words of the pools' reasons (pool max, quota, limits, no template fits)."""
+    reasons: dict[str, str] = {}
+    for c in members:
+        reasons.update(info[id(c)][1])
+    return "; ".join(f"{pool}: {why}" for pool, why in sorted(reasons.items())) or "no pool holds it all"
 
 
 def _own_reasons(planner: Placer, verdicts: dict[str, PodVerdict]) -> None:

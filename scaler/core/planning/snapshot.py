@@ -14,8 +14,8 @@ from scaler.core.model.dra import DraObjects
 from scaler.core.model.drain import DrainState
 from scaler.core.model.interruption import Interruption
 from scaler.core.model.objects import Node, Pod, PodDisruptionBudget
+from scaler.core.model.podgroup import PodGroup
 from scaler.core.model.provreq import ProvisioningRequest
-from scaler.core.planning.memo import Memo
 from scaler.core.scheduling.filters import Storage
 
 FailureKind = Literal["capacity", "price", "quota", "config", "timeout", "other"]
@@ -71,12 +71,13 @@ class Snapshot:
     pdbs: list[PodDisruptionBudget] = field(default_factory=list)
     fresh: bool = True  # False when pods or nodes could not be refreshed: nothing removed then
     pdbs_fresh: bool = True  # False when the PodDisruptionBudget watch fails: no drain then
-    interruptions: list[Interruption] = field(default_factory=list)  # notices not handled yet
+    interruptions: list[Interruption] = field(default_factory=list)  # the notices the clouds handed out this pass
     draining: dict[str, DrainState] = field(default_factory=dict)  # node name -> drain in progress
     # What the actuator met in the last pass: drains given up because evictions were refused (node ->
     # the refused pods), and cloud refusals that cannot succeed on retry (pool -> the error).
     abandoned: dict[str, tuple[str, ...]] = field(default_factory=dict)
     refused: dict[str, str] = field(default_factory=dict)
+    acknowledged: list[Interruption] = field(default_factory=list)  # notices the last pass acted on to the end
     # What kube-scheduler's volume and namespaceSelector filters read (scaler.core.scheduling.filters): claims,
     # volumes, classes, CSINodes; namespace -> labels (None: only the name label is known).
     storage: Storage = field(default_factory=Storage)
@@ -87,6 +88,5 @@ class Snapshot:
     buffers: list[CapacityBuffer] = field(default_factory=list)
     # ProvisioningRequests still in play (scaler.core.planning.provreq): their pods are planned with the others.
     requests: list[ProvisioningRequest] = field(default_factory=list)
-    # What the last passes worked out that this one may reuse (the Reconciler keeps it): never changes a plan.
-    # None: a plan from scratch (a snapshot file, a test), without the cost of keeping anything.
-    memo: Memo | None = field(default=None, repr=False, compare=False)
+    # The gangs' own objects (scaler.core.model.podgroup), by PodGroup.key: Workload API, coscheduling, Volcano.
+    pod_groups: dict[str, PodGroup] = field(default_factory=dict)

@@ -1,11 +1,15 @@
-"""What outlives one pass: in-flight requests, backoff, unavailable offerings, held drains, bookings.
-Re-derivable from the cloud and the cluster after a restart (`advance` folds each Snapshot in).
+"""What outlives one pass: in-flight requests, backoff, unavailable offerings, held drains, bookings, the
+interruption notices not decided on yet. Written by the decision only (`decide` returns the next State; the
+input is not changed); re-derivable from the cloud and the cluster after a restart (`advance` folds each
+Snapshot in).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+
+from scaler.core.model.interruption import Interruption
 
 
 def fmt_time(t: float) -> str:
@@ -71,3 +75,6 @@ class State:
     # node -> first pass that saw a health signal on it (scaler.core.planning.repair); pools whose repairs wait
     unhealthy_since: dict[str, float] = field(default_factory=dict)
     repair_paused: frozenset[str] = frozenset()
+    # The clouds' interruption notices read and not acted on to the end yet: a pass decides on all it holds, and
+    # forgets those the next Snapshot says were acknowledged; a pass that stopped before decides on them again.
+    notices: list[Interruption] = field(default_factory=list)

@@ -11,7 +11,7 @@ from core_builders import config, node_of, pod, snapshot
 from scaler.core.model.buffers import CapacityBuffer, ScalableRef
 from scaler.core.model.resources import parse_resources
 from scaler.core.planning.buffers import desired
-from scaler.core.planning.planner import plan
+from scaler.core.planning.decide import decide
 from scaler.core.planning.state import State
 
 POOLS = [
@@ -57,7 +57,7 @@ def test_placeholders_buy_nodes_and_stay_out_of_the_pods_verdicts() -> None:
     cfg = config(POOLS)
     snap = snapshot(cfg, [])
     snap.buffers = [buffer(2)]
-    result, _ = plan(snap, State(), cfg)
+    result, _ = decide(snap, State(), cfg)
     assert [(u.pool, u.count) for u in result.scale_ups] == [("gpu1", 2)]
     assert result.verdicts == {}  # no Event, metric or log line about pods that do not exist
     out = result.buffers["ml/ready"]
@@ -74,7 +74,7 @@ def test_a_real_pending_pod_wins_the_free_room_and_the_buffer_asks_for_more() ->
     real = dataclasses.replace(pod("job", cpu="2", memory="8Gi", gpu=1), created_at=999.0)
     snap = snapshot(cfg, [real], [node])
     snap.buffers = [buffer(1)]
-    result, _ = plan(snap, State(), cfg)
+    result, _ = decide(snap, State(), cfg)
     assert result.verdicts["default/job"].node == "n1"
     assert result.buffers["ml/ready"].where() == {"capacity-buffer-ready-1": "a new gpu1 node (scale-up)"}
     assert [(u.pool, u.count) for u in result.scale_ups] == [("gpu1", 1)]
@@ -88,7 +88,7 @@ def test_a_node_holding_only_a_placeholder_is_not_idle() -> None:
         for now in (1000.0, 2000.0):  # empty for longer than the unneeded time
             snap = snapshot(cfg, [], [node_of(cfg, "gpu1", "n1")], now=now)
             snap.buffers = buffers
-            result, state = plan(snap, state, cfg)
+            result, state = decide(snap, state, cfg)
         removed[len(buffers)] = [d.node for d in result.scale_downs]
     assert removed == {0: ["n1"], 1: []}
     assert result.buffers["ml/ready"].where() == {"capacity-buffer-ready-1": "node n1"}
@@ -100,7 +100,7 @@ def test_placeholders_never_evict_and_stop_at_the_pools_max() -> None:
     busy = [node_of(cfg, "gpu1", f"n{i}", [pod(f"run{i}", cpu="2", gpu=1, node=f"n{i}")]) for i in range(3)]
     snap = snapshot(cfg, [], busy)
     snap.buffers = [buffer(3)]
-    result, _ = plan(snap, State(), cfg)
+    result, _ = decide(snap, State(), cfg)
     assert result.scale_downs == []
     assert [(u.pool, u.count, u.new_desired) for u in result.scale_ups] == [("gpu1", 1, 4)]  # max 4
     where = result.buffers["ml/ready"].where()
@@ -122,7 +122,7 @@ def test_a_bad_buffer_is_answered_in_its_status_and_the_pass_goes_on(buf: Capaci
     snap = snapshot(cfg, [pod("job", cpu="2", memory="8Gi", gpu=1)])
     snap.buffers = [buf, buffer(1, template_ref="ok")]
     snap.buffers[1].name = "ok"
-    result, _ = plan(snap, State(), cfg)
+    result, _ = decide(snap, State(), cfg)
     out = result.buffers[buf.key]
     assert out.error.startswith(message)
     ready, prov = out.status.conditions["ReadyForProvisioning"], out.status.conditions["Provisioning"]
@@ -136,6 +136,6 @@ def test_zero_replicas_is_an_empty_buffer() -> None:
     cfg = config(POOLS)
     snap = snapshot(cfg, [])
     snap.buffers = [buffer(0)]
-    result, _ = plan(snap, State(), cfg)
+    result, _ = decide(snap, State(), cfg)
     prov = result.buffers["ml/ready"].status.conditions["Provisioning"]
     assert (prov.status, prov.reason) == ("False", "BufferIsEmpty") and result.scale_ups == []

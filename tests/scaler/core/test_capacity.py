@@ -33,8 +33,7 @@ def test_a_taint_keeps_a_pod_off_the_one_node_of_its_pool_that_has_it(tainted_fi
         if memo is not None:
             memo.next_pass()
         snap = snapshot(CFG, [pod("p", cpu="3")], nodes, now=1000.0)
-        snap.memo = memo
-        result, _ = plan(snap, State(), CFG)
+        result, _ = plan(snap, State(), CFG, memo)
         verdict = result.verdicts["default/p"]
         assert verdict.outcome == outcome, (name, verdict)
         if outcome == "fits-existing":

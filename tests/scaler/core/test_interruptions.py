@@ -35,6 +35,20 @@ def test_a_spot_interruption_drains_the_node_and_plans_its_replacement_ahead() -
     assert state.in_flight["gpu1-spot-a"][0].count == 1
 
 
+def test_a_notice_read_by_a_pass_that_stopped_is_decided_again_until_acknowledged() -> None:
+    """The State keeps a notice until the actuator reports it acknowledged: a pass that stopped before acting
+    (the lease ran out, an SQS notice is invisible to other readers for a while) loses no two-minute warning."""
+    cfg, snap = _interrupted()
+    notices = snap.interruptions
+    _, state = plan(snap, State(), cfg)  # decided; then the pass stopped before the actuator acknowledged it
+    snap.interruptions = []  # not handed out again by the queue
+    again, state = plan(snap, state, cfg)
+    assert [d.node for d in again.scale_downs] == ["a1"] and again.handled == notices
+    snap.acknowledged = notices  # this time the pass acted to the end
+    done, state = plan(snap, state, cfg)
+    assert done.handled == [] and state.notices == []
+
+
 def test_a_replacement_obeys_the_cluster_limits_like_any_scale_up() -> None:
     cfg, snap = _interrupted(max_gpus=2)  # two 1-GPU nodes run: no room for a third GPU
     result, _ = plan(snap, State(), cfg)

@@ -20,10 +20,10 @@ from core_builders import POOLS, config, node_of, pod, snapshot
 from scaler.core.config.settings import ScalerConfig
 from scaler.core.model.keys import LABEL_POOL, RES_CPU, RES_GPU, RES_MEMORY, RES_PODS
 from scaler.core.model.objects import Node, Pod, Taint
-from scaler.core.planning import scaledown
 from scaler.core.planning.memo import Memo
 from scaler.core.planning.packing import PodClass
 from scaler.core.planning.planner import plan
+from scaler.core.planning.room import Room
 from scaler.core.planning.state import Backoff, State
 from scaler.core.scheduling.scoring import BINPACK_SCHEDULER_NAME
 
@@ -145,7 +145,7 @@ def twice(cluster: Cluster, state: State, memo: Memo, now: float) -> tuple[str, 
     next state from scratch."""
     snap = snapshot(cluster.cfg, list(cluster.pending), cluster.nodes_now(), now=now)
     memo.next_pass()
-    kept, kept_state = plan(dataclasses.replace(snap, memo=memo), state, cluster.cfg)
+    kept, kept_state = plan(snap, state, cluster.cfg, memo)
     snap = snapshot(cluster.cfg, list(cluster.pending), cluster.nodes_now(), now=now)
     fresh, fresh_state = plan(snap, state, cluster.cfg)  # no memo: from scratch
     return repr(kept), repr(fresh), repr(kept_state) == repr(fresh_state), fresh_state
@@ -190,16 +190,16 @@ SKIPPED: list[int] = []
 def test_candidates_not_tried_for_want_of_room_give_the_plans_of_trying_them(seed: int,
                                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     """Scale-down remembers, within a pass, the evicted pods that found no room on the other nodes
-    (`_Removals.full`) and gives up on later candidates with such pods without a trial: the plans and next
+    (`Room.full`) and gives up on later candidates with such pods without a trial: the plans and next
     states are those of trying every candidate."""
     rng = random.Random(seed)
     cluster = Cluster(rng, crowded=True)
     now = 1000.0
     state = State(unneeded_since={n: 0.0 for n in cluster.nodes})
-    surely_full = scaledown._Removals._surely_full
+    surely_full = Room._surely_full
     skipped = 0
 
-    def counting(self: scaledown._Removals, classes: list[PodClass]) -> bool:
+    def counting(self: Room, classes: list[PodClass]) -> bool:
         nonlocal skipped
         full = surely_full(self, classes)
         skipped += full
@@ -208,11 +208,11 @@ def test_candidates_not_tried_for_want_of_room_give_the_plans_of_trying_them(see
     for step in range(STEPS):
         what = ", ".join(cluster.change() for _ in range(rng.randint(1, 4))) if step else "start"
         with monkeypatch.context() as m:
-            m.setattr(scaledown._Removals, "_surely_full", lambda self, classes: False)
+            m.setattr(Room, "_surely_full", lambda self, classes: False)
             tried, tried_state = plan(snapshot(cluster.cfg, list(cluster.pending), cluster.nodes_now(), now=now),
                                       state, cluster.cfg)
         with monkeypatch.context() as m:
-            m.setattr(scaledown._Removals, "_surely_full", counting)
+            m.setattr(Room, "_surely_full", counting)
             skipping, state = plan(snapshot(cluster.cfg, list(cluster.pending), cluster.nodes_now(), now=now),
                                    state, cluster.cfg)
         assert repr(skipping) == repr(tried), f"seed {seed}, step {step} ({what}): the plans differ"
@@ -256,7 +256,7 @@ def test_a_pass_leaves_its_nodes_as_they_were(seed: int) -> None:
         before = [(repr(n), n.pods, list(n.pods)) for n in nodes]
         memo.next_pass()
         snap = snapshot(cluster.cfg, list(cluster.pending), nodes, now=now)
-        _, state = plan(dataclasses.replace(snap, memo=memo) if step % 2 else snap, state, cluster.cfg)
+        _, state = plan(snap, state, cluster.cfg, memo if step % 2 else None)
         after = [(repr(n), n.pods, list(n.pods)) for n in nodes]
         assert all(b[0] == a[0] and b[1] is a[1] and b[2] == a[2] for b, a in zip(before, after, strict=True)), \
             f"seed {seed}, step {step}: the pass changed a node"

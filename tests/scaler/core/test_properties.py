@@ -22,6 +22,7 @@ from scaler.core.model.resources import fits, total
 from scaler.core.model.workload import blocker
 from scaler.core.planning.advance import advance
 from scaler.core.planning.planner import plan
+from scaler.core.planning.room import Room
 from scaler.core.planning.scaledown import plan_scale_down
 from scaler.core.planning.scaleup import plan_scale_up
 from scaler.core.planning.snapshot import LaunchFailure, PoolObservation, Snapshot
@@ -149,7 +150,7 @@ def test_scale_down_moves_evicted_pods_without_double_booking(snap: Snapshot) ->
     state = State(unneeded_since={n.name: 0.0 for n in snap.nodes})
     adv = advance(snap, state, cfg)
     up = plan_scale_up(snap, cfg, adv)
-    down = plan_scale_down(snap, cfg, adv, up)
+    down = plan_scale_down(snap, cfg, adv, up.scale_ups, Room(up.packer, up.filtered))
     gone = {d.node for d in down.scale_downs}
     evicted = {k for d in down.scale_downs for k in d.evict}
     # Evicted pods move to a remaining node, or, when their node is consolidated, wait for a new

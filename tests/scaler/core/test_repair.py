@@ -11,6 +11,7 @@ from core_builders import POOLS, config, node_of, pod, snapshot
 
 from scaler.core.config.settings import ConfigError, ScalerConfig
 from scaler.core.model import keys
+from scaler.core.model.dra import Device, DeviceTaint, DraObjects, PoolRef, ResourceSlice
 from scaler.core.model.drain import DrainState
 from scaler.core.model.objects import Node, NodeCondition
 from scaler.core.planning.planner import plan
@@ -156,3 +157,25 @@ def test_force_evict_deletes_only_a_pod_that_holds_every_gpu_of_the_broken_node(
     assert drains == {
         "b1": (("default/train-0", "default/sidecar-0"), ("default/train-0",) if force else ()),
         "b2": (("default/train-1",), ())}
+
+
+def test_a_dra_gpu_tainted_by_the_drivers_health_check_is_a_signal() -> None:
+    """A GPU whose ResourceSlice device carries the NVIDIA DRA driver's health taint (NoSchedule or NoExecute)
+    is broken as a health condition is: repaired after condition_grace from the taint's timeAdded. A taint of
+    another key (a user's maintenance rule) or of effect None is not a health signal."""
+    cfg = _config(condition_grace=60, max_unhealthy_percent=100, max_per_pass=10)
+
+    def dra_node(name: str, *taints: DeviceTaint) -> tuple[Node, ResourceSlice]:
+        devices = tuple(Device(f"gpu-{i}", taints=taints if i == 3 else ()) for i in range(8))
+        return _healthy(cfg, name), ResourceSlice(f"{name}-gpu", "gpu.nvidia.com", PoolRef(name), node_name=name,
+                                                  devices=devices)
+
+    pairs = [dra_node("t1", DeviceTaint("gpu.nvidia.com/xid", "79", "NoSchedule", since=900.0)),
+             dra_node("t2", DeviceTaint("gpu.nvidia.com/gpu-lost", "", "NoExecute", since=990.0)),
+             dra_node("t3", DeviceTaint("example.com/maintenance", "", "NoSchedule", since=900.0)),
+             dra_node("t4", DeviceTaint("gpu.nvidia.com/xid", "79", "None", since=900.0))]
+    snap = snapshot(cfg, [], [n for n, _ in pairs], now=1000.0)
+    snap.dra = DraObjects(slices=[s for _, s in pairs])
+    result, _ = plan(snap, State(), cfg)
+    assert {r.node: r.signal for r in result.repairs} == {"t1": "device gpu-3 tainted gpu.nvidia.com/xid=79:NoSchedule"}
+    assert result.unhealthy == {"gpu8-spot-a": 2}  # t2: tainted 10 s of its 60

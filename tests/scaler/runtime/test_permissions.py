@@ -10,6 +10,7 @@ from typing import Any
 from scaler import permissions
 from scaler.cli import main as cli_main
 from scaler.core.model import keys
+from scaler.kube import convert_podgroup as podgroups
 
 
 def test_aws_policy_scopes_every_mutating_action_to_the_clusters_tagged_groups() -> None:
@@ -84,6 +85,7 @@ KUBE_METHODS = {
     "list_resource_claim_for_all_namespaces": ("resource.k8s.io", "resourceclaims", "list"),
     "list_resource_claim_template_for_all_namespaces": ("resource.k8s.io", "resourceclaimtemplates", "list"),
     "list_resource_slice": ("resource.k8s.io", "resourceslices", "list"),
+    "list_device_taint_rule": ("resource.k8s.io", "devicetaintrules", "list"),
     "patch_node": ("", "nodes", "patch"),
     "delete_node": ("", "nodes", "delete"),
     "create_namespaced_pod_eviction": ("", "pods/eviction", "create"),
@@ -129,6 +131,8 @@ def test_rbac_is_exactly_what_the_adapter_calls() -> None:
     needed = {KUBE_METHODS[m] for m in used} | {CUSTOM_METHODS[c] for c in custom}
     needed |= {(*KUBE_METHODS[m][:2], "watch") for m in informed if m in KUBE_METHODS}  # informers watch
     needed.add((*CUSTOM_METHODS[("scaler/kube/cache.py", "list_cluster_custom_object")][:2], "watch"))
+    # cache.py's custom-object informers also watch the gangs' PodGroups of each API it reads them from
+    needed |= {(group, podgroups.PLURAL, v) for group, _ in podgroups.SOURCES for v in ("list", "watch")}
     assert granted_kube(permissions.KUBERNETES_RBAC_RULES) | granted_kube(permissions.KUBERNETES_ROLE_RULES) \
         == needed | LEASE
 

@@ -13,7 +13,7 @@ from sim_helpers import ROOT, write_trace
 from scaler.cli import main
 from scaler.configfile import load_config
 from scaler.core.model import keys
-from scaler.core.planning.planner import plan
+from scaler.core.planning.decide import decide
 from scaler.core.planning.state import State
 from scaler.sim.plan_command import load_snapshot
 
@@ -86,5 +86,5 @@ def test_plan_json_names_the_placeholders_and_the_status_configmap_only_counts(
     assert not any("capacity-buffer" in k for k in data["pods"])
 
     config = load_config(POOLS)
-    result, _ = plan(load_snapshot(snap, config)[0], State(), config)
+    result, _ = decide(load_snapshot(snap, config)[0], State(), config)
     assert result.to_dict(pods=False)["buffers"] == {"ml/ready": {"replicas": 2, "error": ""}}

@@ -10,6 +10,7 @@ from scaler.core.config.settings import ScalerConfig, parse_config
 from scaler.core.model import keys
 from scaler.core.planning.decide import decide
 from scaler.core.planning.decisions import Plan
+from scaler.core.planning.memo import Memo
 from scaler.core.planning.snapshot import Snapshot
 from scaler.core.planning.state import State
 from scaler.core.scheduling.scoring import BINPACK, DEFAULT, ScoringProfile
@@ -146,8 +147,8 @@ def test_a_spot_outage_with_zone_pinned_pods_completes_without_extra_nodes(tmp_p
     jobs = load_trace(write_trace(tmp_path / "t.csv", rows))
     seen: list[tuple[str, int, int]] = []
 
-    def watched(snapshot: Snapshot, state: State, cfg: ScalerConfig) -> tuple[Plan, State]:
-        result, new = decide(snapshot, state, cfg)
+    def watched(snapshot: Snapshot, state: State, cfg: ScalerConfig, memo: Memo | None) -> tuple[Plan, State]:
+        result, new = decide(snapshot, state, cfg, memo)
         registered = {n.provider_id for n in snapshot.nodes}
         for zone in ("us-east-1a", "us-east-1b"):
             waiting = sum(1 for p in snapshot.pending if p.node_selector.get(keys.LABEL_ZONE) == zone)

@@ -13,6 +13,7 @@ from scaler.core.model import keys
 from scaler.core.planning import provreq
 from scaler.core.planning.decide import decide
 from scaler.core.planning.decisions import Plan
+from scaler.core.planning.memo import Memo
 from scaler.core.planning.snapshot import Snapshot
 from scaler.core.planning.state import State
 from scaler.providers.sim import SimProvider
@@ -32,9 +33,9 @@ ROWS = [
 def _run(config: ScalerConfig, tmp_path: Path, rows: list[str]) -> tuple[SimResult, dict[str, object], list[Snapshot]]:
     seen: list[Snapshot] = []
 
-    def watched(snapshot: Snapshot, state: State, cfg: ScalerConfig) -> tuple[Plan, State]:
+    def watched(snapshot: Snapshot, state: State, cfg: ScalerConfig, memo: Memo | None) -> tuple[Plan, State]:
         seen.append(snapshot)
-        return decide(snapshot, state, cfg)
+        return decide(snapshot, state, cfg, memo)
 
     jobs = load_trace(write_trace(tmp_path / "t.csv", rows))
     result = Engine(config, jobs, SimProvider(config), watched, provisioning_requests=True).run()

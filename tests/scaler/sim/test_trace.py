@@ -11,7 +11,7 @@ from scaler.configfile import load_config
 from scaler.core.config.settings import ScalerConfig
 from scaler.core.model import keys
 from scaler.core.scheduling.predicates import fits
-from scaler.sim.trace import TraceError, gang_split, job_pods, load_trace
+from scaler.sim.trace import TraceError, gang_split, job_group, job_pods, load_trace
 
 
 @pytest.mark.parametrize(
@@ -87,8 +87,8 @@ def test_big_job_becomes_a_gang_that_tolerates_only_what_it_reaches(small_config
     jobs = load_trace(write_trace(tmp_path / "t.csv", ["j1,0,32,600,16", "j2,1,1,60,1"]))
     gang = job_pods(jobs[0], small_config)
     assert len(gang) == 4
-    assert {p.labels[small_config.gang_label] for p in gang} == {"j1"}
-    assert {p.annotations[small_config.gang_min_annotation] for p in gang} == {"4"}
+    assert {p.scheduling_group for p in gang} == {"j1"}  # one Workload API PodGroup, minCount all four
+    assert {job_group(p, len(gang)).min_count for p in gang} == {4}
     assert all(p.requests[keys.RES_GPU] == 8 for p in gang)
     by_pool = {p.name: p.template_node() for p in small_config.pools}
     assert fits(gang[0], by_pool["gpu8-spot-a"])

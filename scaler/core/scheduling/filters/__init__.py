@@ -68,7 +68,7 @@ class PodCheck:
         self.pod = pod
         self.volumes = VolumeCheck(placed, cluster.storage, pod) if pod.claims else None
         self.pod_reason = self.volumes.pod_reason if self.volumes is not None else None
-        self.dra = DraCheck(cluster.dra, pod) if pod.resource_claims else None
+        self.dra = DraCheck(cluster.dra, pod) if pod.resource_claims or cluster.dra.asks_extended(pod) else None
         if self.pod_reason is None and self.dra is not None:
             self.pod_reason = self.dra.pod_reason
         self.spread = SpreadCheck(placed, pod) if pod.spread else None
@@ -155,14 +155,17 @@ class Cluster:
         self.placed.place(pod, node_name)
         if counted is not None:
             self.dra.counted.place(pod, self.placed.nodes[node_name], counted)
-        elif pod.resource_claims:
+        elif pod.resource_claims or self.dra.asks_extended(pod):
             last = self.dra.last
             check = last if last is not None and last.pod is pod else DraCheck(self.dra, pod)
-            self.dra.place(pod, self.placed.nodes[node_name], check.claims, check.generated, check.spec)
+            node = self.placed.nodes[node_name]
+            claims, spec = check.claims_on(node)
+            generated = check.generated | {c.key for c in claims[len(check.claims):]}
+            self.dra.place(pod, node, claims, generated, spec)
 
     def unplace(self, pod: Pod, node_name: str) -> None:
         self.placed.unplace(pod, node_name)
-        if pod.resource_claims:
+        if pod.resource_claims or self.dra.asks_extended(pod):
             self.dra.unplace(pod)
 
     def expect(self, pods: Iterable[Pod]) -> None:
@@ -172,7 +175,7 @@ class Cluster:
 
     def needs_check(self, pod: Pod) -> bool:
         """Whether these filters can refuse the pod anywhere now; False: predicates alone decide."""
-        return own_constraints(pod) or blocked_by_existing(self.placed, pod)
+        return own_constraints(pod) or self.dra.asks_extended(pod) or blocked_by_existing(self.placed, pod)
 
     def counted_claims(self, pod: Pod) -> tuple[int, ...] | None:
         """When the pod's plain claims (DraState.counted) are all these filters can refuse it for: their

@@ -18,19 +18,25 @@ from collections.abc import Mapping, Sequence
 from scaler.core.dra import simple
 from scaler.core.dra.allocator import Allocator
 from scaler.core.dra.celkey import content_key, reads
+from scaler.core.dra.extended import extended_resource_claim, served
 from scaler.core.dra.pools import NodeRef, gather_pools
 from scaler.core.dra.search import AllocationError
 from scaler.core.dra.simple import Candidates, is_simple
 from scaler.core.model.dra import (
+    BLOCKING_EFFECTS,
     EXACT_COUNT,
     FIRST_AVAILABLE_MAX_SIZE,
     Allocation,
     ClaimSpec,
+    Device,
     DeviceID,
     DeviceRequest,
+    DeviceToleration,
     DraObjects,
+    ExactRequest,
     ResourceClaim,
     ResourceSlice,
+    blocking_taints,
 )
 from scaler.core.model.objects import Node, Pod, PodResourceClaim
 from scaler.core.model.selectors import term_matches
@@ -74,6 +80,10 @@ class DraState:
         for s in objects.slices:
             (self.by_node.setdefault(s.node_name, []) if s.node_name else self.anywhere).append(s)
         self.held = {r.device_id for c in objects.claims.values() if c.allocation for r in c.allocation.results}
+        self.extended = served(objects.classes.values())  # extended resource -> the DeviceClass serving it
+        # devices `node_devices` does not count: a NoSchedule/NoExecute taint keeps them from most claims
+        self.blocked = {DeviceID(s.driver, s.pool.name, d.name) for s in objects.slices for d in s.devices
+                        if d.taints and _blocked(d)}
         self.given: dict[str, set[DeviceID]] = {}  # node -> devices this pass gave
         self.allocated: dict[str, tuple[str, Allocation, int]] = {}  # claim -> (node, allocation, pod id)
         self.by_pod: dict[int, tuple[str, list[str], set[DeviceID]]] = {}
@@ -94,6 +104,11 @@ class DraState:
         self._in_use: dict[str, set[DeviceID]] = {}  # node -> its devices held or given
         # (id(node's own slices), spec id) -> (those slices, the one claim's candidates or None: dra.simple)
         self.simple_cands: dict[tuple[int, int], tuple[object, Candidates | None]] = {}
+
+    def asks_extended(self, pod: Pod) -> bool:
+        """The pod requests an extended resource a DeviceClass serves (then the DRA filter has a say)."""
+        extended = self.extended
+        return bool(extended) and any(v > 0 and r in extended for r, v in pod.requests.items())
 
     def spec_info(self, spec: ClaimSpec) -> tuple[int, tuple[str, ...], int]:
         """(its id: equal specs share one, the classes it names that do not exist, the fewest devices it
@@ -241,12 +256,14 @@ class DraState:
 class DraCheck:
     """One pod's claims against a DraState: the PreFilter (resolve the claims) and the Filter."""
 
-    __slots__ = ("claims", "generated", "keys", "needed", "pinned", "pod", "pod_reason", "prioritized", "spec",
-                 "state")
+    __slots__ = ("claims", "extended", "generated", "keys", "needed", "pinned", "pod", "pod_reason", "prioritized",
+                 "spec", "state")
 
     def __init__(self, state: DraState, pod: Pod) -> None:
         self.state, self.pod = state, pod
         self.pod_reason: str | None = None
+        # extended resources a DeviceClass serves: on a node without them, an implicit claim (`claims_on`)
+        self.extended = {r: v for r, v in pod.requests.items() if v > 0 and r in state.extended}
         self.claims: list[ResourceClaim] = []  # to allocate on the node
         self.generated: set[str] = set()  # those made from a template for this pod
         self.pinned: list[tuple[str, Allocation | str]] = []  # already allocated: (claim, selector or node)
@@ -295,9 +312,25 @@ class DraCheck:
             elif where.node_selector and not any(term_matches(t, node.labels, node.name)
                                                  for t in where.node_selector):
                 return f"ResourceClaim {key} is allocated on devices this node cannot reach"
-        if not self.claims:
+        if not self.extended:
+            return self._allocate(node, self.claims, self.keys, self.spec, self.needed) if self.claims else None
+        claims, spec = self.claims_on(node)
+        if not claims:
             return None
-        return self._allocate(node)
+        if len(claims) == len(self.claims):
+            return self._allocate(node, claims, self.keys, spec, self.needed)
+        implicit = claims[-1]
+        least = self.state.spec_info(implicit.spec)[2]
+        return self._allocate(node, claims, (*self.keys, implicit.key), spec, self.needed + least)
+
+    def claims_on(self, node: Node) -> tuple[list[ResourceClaim], tuple[int, ...]]:
+        """The claims to allocate on the node and their spec ids: with the claim standing for the pod's
+        extended resources the node does not advertise itself (`scaler.core.dra.extended`)."""
+        implicit = (extended_resource_claim(self.pod.key, self.extended, node.allocatable, self.state.extended)
+                    if self.extended else None)
+        if implicit is None:
+            return self.claims, self.spec
+        return [*self.claims, implicit], (*self.spec, self.state.spec_info(implicit.spec)[0])
 
     def priority_score(self, node: Node) -> int:
         """DynamicResources' Score before normalisation (kube-scheduler 1.37,
@@ -326,16 +359,17 @@ class DraCheck:
                         score += FIRST_AVAILABLE_MAX_SIZE - i
         return score
 
-    def _allocate(self, node: Node) -> str | None:
+    def _allocate(self, node: Node, claims: list[ResourceClaim], keys: tuple[str, ...], spec: tuple[int, ...],
+                  needed: int) -> str | None:
         """Whether the claims allocate on the node: the allocator depends on the claims' specs and the
         node's free devices only, so a verdict is reused for the next pod whose claims share the specs
         (the reason names this pod's claims)."""
-        state, keys = self.state, self.keys
+        state = self.state
         per_node = state.verdicts.get(node.name)
         if per_node is None:
             per_node = state.verdicts[node.name] = {}
         else:
-            hit = per_node.get(self.spec)
+            hit = per_node.get(spec)
             if hit is not None:
                 reason, named, _ = hit
                 if reason is not None and named != keys:
@@ -343,42 +377,44 @@ class DraCheck:
                         reason = reason.replace(old, new)
                 return reason
         free = state.free(node)
-        if free < self.needed:  # the allocator would say so after a search (and an explanation)
-            reason = (f"cannot allocate the pod's ResourceClaims: {', '.join(keys)}: {self.needed} device(s) "
+        if free < needed:  # the allocator would say so after a search (and an explanation)
+            reason = (f"cannot allocate the pod's ResourceClaims: {', '.join(keys)}: {needed} device(s) "
                       f"needed, {free} free on the node")
-            per_node[self.spec] = (reason, keys, None)
+            per_node[spec] = (reason, keys, None)
             return reason
-        if len(self.claims) == 1:
-            allocation = state.simple(node, self.claims[0], self.spec[0])
+        if len(claims) == 1:
+            allocation = state.simple(node, claims[0], spec[0])
             if allocation is not None:
-                per_node[self.spec] = (None, keys, (allocation,))
+                per_node[spec] = (None, keys, (allocation,))
                 return None
-        outcome = state.allocator(node).allocate(state.node_ref(node), self.claims)
+        outcome = state.allocator(node).allocate(state.node_ref(node), claims)
         if outcome.ok:
             reason = None
         else:
             first = outcome.reason.strip().splitlines()[0] if outcome.reason.strip() else "no devices"
             reason = f"cannot allocate the pod's ResourceClaims: {first}"
-        per_node[self.spec] = (reason, keys, outcome.allocations)
+        per_node[spec] = (reason, keys, outcome.allocations)
         return reason
 
 
-def devices_at_least(objects: DraObjects, pod: Pod) -> int:
+def devices_at_least(objects: DraObjects, pod: Pod, untainted: bool = False) -> int:
     """The fewest devices the pod's claims made from templates take on its node (claims of their own:
     no other pod shares them). A lower bound the packer counts per node to skip nodes with fewer free
-    devices before asking the allocator; claims by name (maybe shared, maybe allocated) count 0."""
+    devices before asking the allocator; claims by name (maybe shared, maybe allocated) count 0.
+    `untainted`: of the devices without a NoSchedule/NoExecute taint (a request tolerating a taint: 0)."""
     n = 0
     for ref in pod.resource_claims:
         if ref.template_name and not ref.claim_name and not ref.generated:
             tmpl = objects.templates.get(f"{pod.namespace}/{ref.template_name}")
             if tmpl is not None:
-                n += sum(_least(q) for q in tmpl.spec.requests)
+                n += sum(_least(q) for q in tmpl.spec.requests if not (untainted and _tolerates(q)))
     return n
 
 
-def node_devices(objects: DraObjects) -> dict[str, int] | None:
-    """Per node, the devices its slices publish that no allocated claim holds; None when some slice's
-    devices are not tied to one node (a pod could allocate them anywhere: no per-node bound)."""
+def node_devices(objects: DraObjects, untainted: bool = False) -> dict[str, int] | None:
+    """Per node, the devices its slices publish that no allocated claim holds (`untainted`: of those, the
+    ones without a NoSchedule/NoExecute taint); None when some slice's devices are not tied to one node (a
+    pod could allocate them anywhere: no per-node bound)."""
     where: dict[DeviceID, str] = {}
     free: dict[str, int] = {}
     for s in objects.slices:
@@ -386,8 +422,9 @@ def node_devices(objects: DraObjects) -> dict[str, int] | None:
             continue
         if not s.node_name:
             return None
-        free[s.node_name] = free.get(s.node_name, 0) + len(s.devices)
-        for d in s.devices:
+        counted = [d for d in s.devices if not (untainted and d.taints and _blocked(d))]
+        free[s.node_name] = free.get(s.node_name, 0) + len(counted)
+        for d in counted:
             where[DeviceID(s.driver, s.pool.name, d.name)] = s.node_name
     held = {r.device_id for c in objects.claims.values() if c.allocation for r in c.allocation.results}
     for device in held:
@@ -395,6 +432,11 @@ def node_devices(objects: DraObjects) -> dict[str, int] | None:
         if node is not None:
             free[node] -= 1
     return free
+
+
+def _tolerates(request: DeviceRequest) -> bool:
+    """The request tolerates some taint: it may take devices `node_devices` does not count."""
+    return any(r.tolerations for r in ([request.exactly] if request.exactly else request.first_available))
 
 
 def _least(request: DeviceRequest) -> int:
@@ -416,6 +458,13 @@ def _least(request: DeviceRequest) -> int:
 # never asked in a pass. Pure.
 
 Shape = tuple[object, ...]
+Matching = tuple[str, tuple[str, ...], tuple[DeviceToleration, ...]]  # what `uniform` reads of a request
+
+
+def _matching(exact: ExactRequest) -> Matching:
+    """A request's class, selectors and tolerations: requests alike in them but their count (a workload's
+    templates of 1, 2, 4, 8 GPUs) share the answer."""
+    return (exact.device_class_name, exact.selectors, exact.tolerations)
 
 
 class CountedClaims:
@@ -427,9 +476,9 @@ class CountedClaims:
         self._owed_at: dict[int, str] = {}  # id(pod) -> its node, while owed
         self._selectors: Allocator | None = None  # over every slice: its pools and selector results
         # (id(node's own slices), class, request selectors) -> (those slices, every device may be taken)
-        self._uniform: dict[tuple[int, str, tuple[str, ...]], tuple[object, bool]] = {}
+        self._uniform: dict[tuple[int, Matching], tuple[object, bool]] = {}
         # (the slices' shape: `_shape`, class, request selectors) -> every device may be taken
-        self._by_shape: dict[tuple[Shape, str, tuple[str, ...]], bool] = {}
+        self._by_shape: dict[tuple[Shape, Matching], bool] = {}
         self._specs: dict[tuple[str, tuple[PodResourceClaim, ...]], tuple[int, ...] | None] = {}
 
     def specs(self, pod: Pod) -> tuple[int, ...] | None:
@@ -447,8 +496,8 @@ class CountedClaims:
             if not ref.template_name or ref.claim_name or ref.generated:
                 return None
             tmpl = state.objects.templates.get(f"{pod.namespace}/{ref.template_name}")
-            if tmpl is None or not is_simple(tmpl.spec):
-                return None
+            if tmpl is None or not is_simple(tmpl.spec) or _tolerates(tmpl.spec.requests[0]):
+                return None  # (a claim tolerating a taint is counted no device: `devices_at_least`)
             spec_id, missing, _ = state.spec_info(tmpl.spec)
             if missing:
                 return None
@@ -467,21 +516,24 @@ class CountedClaims:
         for spec_id in specs:
             exact = state.by_id[spec_id].requests[0].exactly
             assert exact is not None
-            key = (id(own), exact.device_class_name, exact.selectors)
+            key = (id(own), _matching(exact))
             hit = self._uniform.get(key)
             if hit is None or hit[0] is not own:
-                hit = self._uniform[key] = (own, self._all_match(node, own, exact.device_class_name, exact.selectors))
+                hit = self._uniform[key] = (own, self._all_match(node, own, exact))
             if not hit[1]:
                 return False
         return True
 
-    def _all_match(self, node: Node, own: Sequence[ResourceSlice], class_name: str, selectors: tuple[str, ...]) -> bool:
+    def _all_match(self, node: Node, own: Sequence[ResourceSlice], exact: ExactRequest) -> bool:
+        """Every device the node counts untainted (`node_devices`) the request may take, and it takes no
+        other: a tainted device is fine only when the request does not tolerate it (then it is neither
+        counted nor taken)."""
         state = self.state
-        expressions = (*state.objects.classes[class_name].selectors, *selectors)
+        expressions = (*state.objects.classes[exact.device_class_name].selectors, *exact.selectors)
         read = [reads(e) for e in expressions]
         names = [n for n in read if n is not None]
         shape = _shape(own, frozenset().union(*names)) if len(names) == len(read) else None
-        key = (shape, class_name, selectors) if shape is not None else None
+        key = (shape, _matching(exact)) if shape is not None else None
         if key is not None and key in self._by_shape:
             return self._by_shape[key]
         if self._selectors is None:  # selector results only (cached per device): no node's allocator needed
@@ -494,8 +546,9 @@ class CountedClaims:
         ok = ok and len(found) == sum(len(s.devices) for s in own)
         try:
             ok = ok and all(not s.per_device_node_selection and not d.consumes_counters
-                            and all(allocator.selector_matches(e, s.driver, d, "plain", i)
-                                    for i, e in enumerate(expressions)) for d, s in found)
+                            and (not blocking_taints(d.taints, exact.tolerations) if _blocked(d) else
+                                 all(allocator.selector_matches(e, s.driver, d, "plain", i)
+                                     for i, e in enumerate(expressions))) for d, s in found)
         except AllocationError:
             ok = False
         if key is not None:
@@ -552,14 +605,22 @@ def _shape(own: Sequence[ResourceSlice], names: frozenset[str]) -> Shape | None:
         if s.node_name != target or s.node_selector is not None or s.all_nodes or s.per_device_node_selection \
                 or s.shared_counters:
             return None
-        devices = tuple((d.name, bool(d.consumes_counters), content_key(s.driver, d, names)) for d in s.devices)
+        devices = tuple((d.name, bool(d.consumes_counters), d.taints, content_key(s.driver, d, names))
+                        for d in s.devices)
         out.append((s.driver, pools.setdefault((s.driver, s.pool.name), len(pools)), s.pool.generation,
                     s.pool.resource_slice_count, devices))
     return tuple(out)
+
+
+def _blocked(device: Device) -> bool:
+    """A taint that keeps the device from a claim without tolerations: the device is not counted untainted
+    (`node_devices`), and a claim that tolerates it is allocated by the allocator, not by the count."""
+    return any(t.effect in BLOCKING_EFFECTS for t in device.taints)
 
 
 def _in_pool_order(own: Sequence[ResourceSlice]) -> Candidates:
     """The node's devices as the allocator visits them: pools sorted by (driver, name), slices and devices
     as published (`scaler.core.dra.pools.gather_pools`, on a node whose own slices are complete pools)."""
     ordered = sorted(range(len(own)), key=lambda i: (own[i].driver, own[i].pool.name))  # stable: slices in order
-    return [(DeviceID(own[i].driver, own[i].pool.name, d.name), d, own[i]) for i in ordered for d in own[i].devices]
+    return [(DeviceID(own[i].driver, own[i].pool.name, d.name), d, own[i]) for i in ordered for d in own[i].devices
+            if not _blocked(d)]
