@@ -43,6 +43,7 @@ from scaler.sim.plan_command import reasons_by_text
 from scaler.sim.prepaid import section as prepaid_section
 from scaler.sim.prepaid import summary_lines as prepaid_lines
 from scaler.sim.records import JobRun, SimResult
+from scaler.sim.spot import spot_line
 from scaler.sim.trace import fractional_gpus
 from scaler.sim.warm import warm_section
 
@@ -332,6 +333,9 @@ def summary(report: dict[str, Any]) -> str:
     lines += [f"  {k:<{width}}  {warm_text(report[k]) if k == 'warm_pools' else report[k]}" for k in SUMMARY_KEYS]
     lines += prepaid_lines(report.get("prepaid") or {}, width)
     lines += failure_lines(report.get("failures") or {}, width)
+    spot = spot_line(report.get("spot"))
+    if spot:
+        lines.append(spot)
     lines.append(baseline_line(report))
     requests = report.get("provisioning_requests")
     if requests is not None:

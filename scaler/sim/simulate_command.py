@@ -42,8 +42,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "Standard-on-demand) at VCPUS, as Service Quotas would (repeatable)")
     parser.add_argument("--scheduler", choices=sorted(PROFILES), default="default",
                         help="placement: kube-scheduler's default profile or gpuburst's binpack profile")
-    parser.add_argument("--interruption-rate", type=float, default=0.0,
-                        help=f"spot reclaims per spot instance-hour (default 0, at most {MAX_INTERRUPTION_RATE:g})")
+    parser.add_argument("--interruption-rate", type=float, default=None, metavar="R",
+                        help="spot reclaims per spot instance-hour for every spot pool, at most "
+                             f"{MAX_INTERRUPTION_RATE:g} (default: each pool's from the EC2 Spot Advisor's interruption "
+                             "bucket of its type and region; docs/simulator.md)")
+    parser.add_argument("--spot-price-factor", type=float, default=None, metavar="F",
+                        help="charge every spot pool without its own price on-demand x F, 0 < F <= 1 (default: "
+                             "on-demand less the EC2 Spot Advisor's savings of its type and region)")
     parser.add_argument("--device-plugin-delay", type=float, default=0.0, metavar="S",
                         help="GPU nodes register Ready with 0 GPUs and publish them S seconds later (default 0)")
     parser.add_argument("--gpu-sharing", action="store_true",
@@ -124,7 +129,11 @@ def main(args: argparse.Namespace) -> int:
         if value is not None and (not math.isfinite(value) or value < low or (strict and value == low)):
             print(f"{option} {value}: must be a finite number {'>' if strict else '>='} {low:g}", file=sys.stderr)
             return 2
-    if args.interruption_rate > MAX_INTERRUPTION_RATE:
+    if args.spot_price_factor is not None and not 0 < args.spot_price_factor <= 1:
+        print(f"--spot-price-factor {args.spot_price_factor:g}: must be above 0 and at most 1 (a share of the "
+              "on-demand price)", file=sys.stderr)
+        return 2
+    if args.interruption_rate is not None and args.interruption_rate > MAX_INTERRUPTION_RATE:
         print(f"--interruption-rate {args.interruption_rate:g}: at most {MAX_INTERRUPTION_RATE:g} reclaims per spot "
               "instance-hour (one every 6 minutes, less than a GPU node's boot)", file=sys.stderr)
         return 2
@@ -148,6 +157,7 @@ def main(args: argparse.Namespace) -> int:
             args.provisioning_requests, "quotas": args.quota, "dra": args.dra, "gpu_failure_rate":
             args.gpu_failure_rate, "checkpoint_interval": args.checkpoint_interval, "repair": not args.no_repair,
             "buffer_gpus": args.buffer, "warm_size": args.warm, "warm_start": args.warm_start,
+            "spot_price_factor": args.spot_price_factor,
         }
         for option, given in (("--ray", args.ray), ("--workers", args.workers)):
             if given is not None and not args.sweep:
