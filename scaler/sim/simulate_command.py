@@ -22,7 +22,7 @@ from scaler.core.scheduling.scoring import PROFILES
 from scaler.sim.batch import RayError, check_ray
 from scaler.sim.buffer import buffer_line
 from scaler.sim.plot import plot_timeline
-from scaler.sim.report import summary
+from scaler.sim.report import ca_section, summary
 from scaler.sim.simulation import InputError as InputError  # noqa: PLC0414 - re-exported: the command's
 from scaler.sim.simulation import check_output
 from scaler.sim.simulation import simulate as simulate  # noqa: PLC0414 - inputs and run, named from here too
@@ -79,6 +79,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--warm-start", type=float, default=None, metavar="S",
                         help="a stopped warm-pool instance is a Ready node S seconds after a scale-out takes it "
                              "(default: the pools file's timings.warm_start, 90)")
+    parser.add_argument("--compare-cluster-autoscaler", action="store_true",
+                        help="also replay the trace under cluster-autoscaler's defaults on the same pools "
+                             "(scaler/sim/ca_baseline.py) and quote the saving against it: twice the run time")
+    parser.add_argument("--policy", choices=("gpuburst", "cluster-autoscaler"), default="gpuburst",
+                        help="whose policy scales the pools: gpuburst's, or cluster-autoscaler's defaults (the "
+                             "baseline alone, with its whole report)")
     parser.add_argument("--report", help="write the JSON report here")
     parser.add_argument("--plot", help="write the timeline here (.png, .svg or .pdf)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random spot reclaims")
@@ -157,8 +163,11 @@ def main(args: argparse.Namespace) -> int:
             args.provisioning_requests, "quotas": args.quota, "dra": args.dra, "gpu_failure_rate":
             args.gpu_failure_rate, "checkpoint_interval": args.checkpoint_interval, "repair": not args.no_repair,
             "buffer_gpus": args.buffer, "warm_size": args.warm, "warm_start": args.warm_start,
-            "spot_price_factor": args.spot_price_factor,
+            "spot_price_factor": args.spot_price_factor, "policy": args.policy,
         }
+        if args.compare_cluster_autoscaler and args.policy != "gpuburst":
+            raise InputError("--compare-cluster-autoscaler compares gpuburst's policy with it; with --policy "
+                             f"{args.policy} it would compare the baseline with itself")
         for option, given in (("--ray", args.ray), ("--workers", args.workers)):
             if given is not None and not args.sweep:
                 raise InputError(f"{option} {given}: only --sweep runs simulations in parallel; a single run "
@@ -167,6 +176,9 @@ def main(args: argparse.Namespace) -> int:
             check_sweep(args)
             return run_sweep(args, kwargs)
         result, report = simulate(args.trace, args.pools, quiet=args.quiet, **kwargs)
+        if args.compare_cluster_autoscaler:
+            _, ca = simulate(args.trace, args.pools, quiet=args.quiet, **{**kwargs, "policy": "cluster-autoscaler"})
+            report["cluster_autoscaler"] = ca_section(ca)
     except (ConfigError, TraceError, InputError, RayError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -21,6 +21,7 @@ from scaler.core.scheduling.scoring import PROFILES
 from scaler.ports import Planner
 from scaler.providers.sim import Outage, SimProvider
 from scaler.sim.buffer import buffer_report, gpu_buffer
+from scaler.sim.ca_baseline import ca_config, repair_off
 from scaler.sim.dra import dra_config
 from scaler.sim.engine import Engine
 from scaler.sim.failures import GpuFailures
@@ -125,11 +126,13 @@ def simulate(
     gpu_failure_rate: float = 0.0, checkpoint_interval: float = 1800.0, repair: bool = True,
     buffer_gpus: int = 0,
     warm_size: int = 0, warm_start: float | None = None, spot_price_factor: float | None = None,
+    policy: str = "gpuburst",
 ) -> tuple[SimResult, dict[str, Any]]:
     """Run one simulation; returns the raw result and the report (raises on bad input). `warm_size`: a warm pool
     of that size on each pool that may have one (scaler.sim.warm); `warm_start`: its instances' time to Ready.
     `spot_price_factor` / `interruption_rate`: None prices and reclaims Spot as the advisor says (scaler.sim.spot),
-    a number overrides that for every spot pool."""
+    a number overrides that for every spot pool. `policy` "cluster-autoscaler": the same run under its defaults
+    (scaler.sim.ca_baseline), the baseline."""
     plain = load_config(pools)
     spot = spot_model(plain, spot_price_factor, interruption_rate)
     config = priced(dra_config(pools) if dra else plain, spot)
@@ -146,8 +149,9 @@ def simulate(
     if not repair:
         if not gpu_failure_rate:
             raise InputError("--no-repair: without --gpu-failure-rate no GPU breaks, so it would change nothing")
-        config = config.model_copy(update={"pools": [
-            p.model_copy(update={"repair": p.repair.model_copy(update={"enabled": False})}) for p in config.pools]})
+        config = repair_off(config)
+    if policy == "cluster-autoscaler":
+        config = ca_config(config)
     specs = list(outages or [])
     parsed = parse_outages(specs, config)
     caps = parse_quotas(list(quotas or []), config)
@@ -188,4 +192,5 @@ def simulate(
     report["quotas"] = {family_name(k): v for k, v in caps.items()}
     report["buffer"] = buffer_report(result.jobs, buffers)
     report["spot"] = spot.section()
+    report["policy"] = policy
     return result, report
