@@ -427,4 +427,6 @@ def one_line(report: dict[str, Any]) -> str:
             "demand_fractional_gpu_hours", "paid_gpu_hours", "paid_over_demand", "paid_over_demand_done",
             "cost_usd", "lower_bound_cost_usd", "spot_share", "pending_p50_s", "pending_p95_s", "pending_max_s",
             "pending_1gpu_p95_s", "fallback_events", "fallback_delay_max_s", "plan_p50_s", "plan_max_s", "wall_s")
-    return " ".join(f"{k}={report[k]}" for k in keys)
+    ca = report.get("cluster_autoscaler")
+    return " ".join(f"{k}={report[k]}" for k in keys) + f" on_demand_only_cost_usd={report['on_demand_only_cost_usd']}" \
+        + (f" cluster_autoscaler_cost_usd={ca['cost_usd']}" if ca else "")
