@@ -135,7 +135,8 @@ def runs(traces: Path, pools: str, untainted: str | None) -> list[tuple[str, dic
     return out
 
 
-# What a cluster-autoscaler replay keeps of a run: the trace, pools, placement and cloud events, not gpuburst's features.
+# What a cluster-autoscaler replay keeps of a run: the trace, pools, placement and cloud events (not gpuburst's
+# own features).
 CA_KEYS = ("trace", "pools", "scheduler", "outages", "interruption_rate", "checkpoint_interval", "gpu_failure_rate",
            "gpu_sharing", "dra")
 

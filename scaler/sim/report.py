@@ -39,10 +39,10 @@ from scaler.core.model.workload import gpu_devices
 from scaler.core.planning.planner import plan
 from scaler.core.planning.snapshot import PoolObservation, Snapshot
 from scaler.core.scheduling.predicates import fits
+from scaler.sim.ca_baseline import LABEL as CA_LABEL
 from scaler.sim.plan_command import reasons_by_text
 from scaler.sim.prepaid import section as prepaid_section
 from scaler.sim.prepaid import summary_lines as prepaid_lines
-from scaler.sim.ca_baseline import LABEL as CA_LABEL
 from scaler.sim.records import JobRun, SimResult
 from scaler.sim.spot import spot_line
 from scaler.sim.trace import fractional_gpus
@@ -428,5 +428,6 @@ def one_line(report: dict[str, Any]) -> str:
             "cost_usd", "lower_bound_cost_usd", "spot_share", "pending_p50_s", "pending_p95_s", "pending_max_s",
             "pending_1gpu_p95_s", "fallback_events", "fallback_delay_max_s", "plan_p50_s", "plan_max_s", "wall_s")
     ca = report.get("cluster_autoscaler")
-    return " ".join(f"{k}={report[k]}" for k in keys) + f" on_demand_only_cost_usd={report['on_demand_only_cost_usd']}" \
-        + (f" cluster_autoscaler_cost_usd={ca['cost_usd']}" if ca else "")
+    line = " ".join(f"{k}={report[k]}" for k in keys)
+    return f"{line} on_demand_only_cost_usd={report['on_demand_only_cost_usd']}" + \
+        (f" cluster_autoscaler_cost_usd={ca['cost_usd']}" if ca else "")

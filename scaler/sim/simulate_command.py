@@ -44,8 +44,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="placement: kube-scheduler's default profile or gpuburst's binpack profile")
     parser.add_argument("--interruption-rate", type=float, default=None, metavar="R",
                         help="spot reclaims per spot instance-hour for every spot pool, at most "
-                             f"{MAX_INTERRUPTION_RATE:g} (default: each pool's from the EC2 Spot Advisor's interruption "
-                             "bucket of its type and region; docs/simulator.md)")
+                             f"{MAX_INTERRUPTION_RATE:g} (default: each pool's from the EC2 Spot Advisor's "
+                             "interruption bucket of its type and region; docs/simulator.md)")
     parser.add_argument("--spot-price-factor", type=float, default=None, metavar="F",
                         help="charge every spot pool without its own price on-demand x F, 0 < F <= 1 (default: "
                              "on-demand less the EC2 Spot Advisor's savings of its type and region)")

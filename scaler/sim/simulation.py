@@ -27,8 +27,8 @@ from scaler.sim.engine import Engine
 from scaler.sim.failures import GpuFailures
 from scaler.sim.prepaid import check_blocks
 from scaler.sim.records import SimResult
-from scaler.sim.spot import priced, spot_model
 from scaler.sim.report import build_report
+from scaler.sim.spot import priced, spot_model
 from scaler.sim.trace import Job, job_pods, load_trace
 from scaler.sim.warm import with_warm
 
