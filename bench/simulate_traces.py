@@ -5,8 +5,8 @@ block, replacements planned by the core), PHILLY-A's gang jobs queued behind Pro
 Kueue queues them (`--provisioning-requests`) and the Alibaba trace's GPU-sharing pods on time-sliced pools
 (examples/pools-aws-shared.yaml, `--gpu-sharing`), and PHILLY-A with a 32-GPU Capacity Block for its first
 5 days in front of the spot/on-demand ladder (examples/pools-aws-reserved.yaml), both traces on the same
-pools as DRA pools with each job's GPUs as a ResourceClaim (`--dra`, issue 24), PHILLY-A with random GPU
-failures (0.001 per GPU-hour) with and without the scaler's repair, PHILLY-A with a CapacityBuffer of 8 1-GPU
+pools as DRA pools with each job's GPUs as a ResourceClaim (`--dra`, issue 24), both traces with random GPU
+failures (0.001 and 0.01 per GPU-hour) with and without the scaler's repair, PHILLY-A with a CapacityBuffer of 8 1-GPU
 pods (`--buffer 8`), PHILLY-A with warm pools on the cheapest on-demand 1-GPU pools (`--warm`), and both
 traces on the shared two-shapes
 pools (../shared/pools/two-shapes.yaml: one 1-GPU and one 8-GPU shape, the adaptive unneeded time's
@@ -48,7 +48,7 @@ from scaler.sim.simulate_command import simulate  # noqa: E402
 
 OUTAGE = "us-east-1a:36000:43200"  # hours 10 to 12 of PHILLY-A: the first busy morning
 INTERRUPTION_RATE = 0.05  # spot reclaims per spot instance-hour
-GPU_FAILURE_RATE = 0.001  # GPU failures per GPU-hour
+GPU_FAILURE_RATES = (0.001, 0.01)  # GPU failures per GPU-hour (issue 40: repair must pay at both)
 CHECKPOINT = 1800.0  # seconds of run between a job's checkpoints (the simulator's default)
 SHARED_POOLS = "examples/pools-aws-shared.yaml"
 MIG_POOLS = "examples/pools-aws-mig.yaml"  # pools-aws.yaml plus MIG mixed p4d pools (A100s)
@@ -91,10 +91,12 @@ def runs(traces: Path, pools: str, untainted: str | None) -> list[tuple[str, dic
     out.append((f"PHILLY-A.csv default, spot reclaims {INTERRUPTION_RATE}/instance-h, checkpoints {CHECKPOINT:g} s",
                 {"trace": str(traces / "PHILLY-A.csv"), "pools": pools, "scheduler": "default", "outages": [],
                  "interruption_rate": INTERRUPTION_RATE, "checkpoint_interval": CHECKPOINT}))
-    for repair in (True, False):
-        out.append((f"PHILLY-A.csv default, GPU failures {GPU_FAILURE_RATE}/GPU-h, repair {'on' if repair else 'off'}",
-                    {"trace": str(traces / "PHILLY-A.csv"), "pools": pools, "scheduler": "default", "outages": [],
-                     "gpu_failure_rate": GPU_FAILURE_RATE, "repair": repair}))
+    for trace in ("PHILLY-A.csv", "ALIBABA-OPENB2023-A.csv"):
+        for rate in GPU_FAILURE_RATES:
+            for repair in (True, False):
+                out.append((f"{trace} default, GPU failures {rate}/GPU-h, repair {'on' if repair else 'off'}",
+                            {"trace": str(traces / trace), "pools": pools, "scheduler": "default", "outages": [],
+                             "gpu_failure_rate": rate, "repair": repair}))
     out.append(("PHILLY-A.csv default, gangs queued as ProvisioningRequests (--provisioning-requests)",
                 {"trace": str(traces / "PHILLY-A.csv"), "pools": pools, "scheduler": "default", "outages": [],
                  "provisioning_requests": True}))
