@@ -19,6 +19,7 @@ environment: gpuburst's own features, a buffer, warm pools, ProvisioningRequests
 command line of each run and one line of figures; these are the figures docs/simulator.md and the README quote.
 
     .venv/bin/python bench/simulate_traces.py [--traces DIR] [--pools FILE] [--out DIR] [--jobs N] [--readme FILE]
+                                              [--plots DIR]
                                               [--unneeded-time S]
 
 With --unneeded-time, every run's pools file gets `timings: {unneeded_time: S}`: the fixed timer the adaptive
@@ -43,6 +44,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from scaler.sim.repair_plot import plot_repair, repair_pairs  # noqa: E402
 from scaler.sim.report import ca_section, one_line  # noqa: E402
 from scaler.sim.simulate_command import simulate  # noqa: E402
 
@@ -263,6 +265,8 @@ def main() -> int:
     parser.add_argument("--out", help="also write each run's JSON report into this directory")
     parser.add_argument("--jobs", type=int, default=2, help="runs in parallel (default 2)")
     parser.add_argument("--readme", help="rewrite the results table between the markers in this file")
+    parser.add_argument("--plots", metavar="DIR", help="write DIR/repair.png: the GPU failure runs, repair on beside "
+                        "off (needs matplotlib)")
     parser.add_argument("--unneeded-time", type=float, metavar="S",
                         help="every pools file with timings.unneeded_time: S (the fixed timer, as a baseline)")
     parser.add_argument("--no-untainted", action="store_true",
@@ -293,6 +297,11 @@ def main() -> int:
             out.mkdir(parents=True, exist_ok=True)
             name = label.replace(" ", "_").replace(",", "").replace(":", "-").replace("/", "-").replace(".csv", "")
             (out / f"{name}.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    if args.plots:
+        Path(args.plots).mkdir(parents=True, exist_ok=True)
+        plot_repair(repair_pairs([(kw, r) for (_, kw), r in zip(todo, reports, strict=True)]),
+                    Path(args.plots) / "repair.png")
+        print(f"plot: {Path(args.plots) / 'repair.png'}")
     if args.readme:
         rows = [(label, kw, r) for (label, kw), r in zip(todo, reports, strict=True)]
         write_readme(Path(args.readme), markdown(rows))

@@ -18,6 +18,7 @@ import yaml
 from sim_helpers import ROOT, SMALL_POOLS, write_trace
 
 from scaler.core.config.catalogue import CATALOGUE, spot_advice
+from scaler.sim.repair_plot import plot_repair, repair_pairs
 from scaler.sim.report import summary
 from scaler.sim.simulate_command import simulate
 from scaler.sim.spot_advisor_derive import derive
@@ -100,3 +101,17 @@ def test_bad_spot_and_baseline_flags_are_one_line_and_exit_2(tmp_path: Path, arg
                          capture_output=True, text=True, cwd=ROOT, check=False)
     assert out.returncode == 2 and out.stdout == ""
     assert len(out.stderr.splitlines()) == 1 and message in out.stderr, out.stderr
+
+
+def test_the_repair_plot_puts_repair_on_beside_off_for_each_trace_and_rate(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    runs = [({"trace": f"/t/{t}.csv", "gpu_failure_rate": rate, "repair": repair},
+             {"cost_usd": 100.0 + repair, "failures": {"gpu_hours_lost": 5.0 - repair}})
+            for t in ("PHILLY-A", "ALIBABA") for rate in (0.001, 0.01) for repair in (True, False)]
+    runs.append(({"trace": "/t/PHILLY-A.csv"}, {"cost_usd": 1.0}))  # no failures: not in the chart
+    pairs = repair_pairs(runs)
+    assert sorted(pairs) == ["ALIBABA, 0.001/GPU-h", "ALIBABA, 0.01/GPU-h", "PHILLY-A, 0.001/GPU-h",
+                             "PHILLY-A, 0.01/GPU-h"]
+    assert {k: sorted(v) for k, v in pairs.items()} == {k: [False, True] for k in pairs}
+    plot_repair(pairs, tmp_path / "repair.png")
+    assert (tmp_path / "repair.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
