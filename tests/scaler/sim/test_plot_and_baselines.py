@@ -35,7 +35,8 @@ def test_static_fleet_is_sized_for_the_peak_and_on_demand_only_reprices_the_same
     assert report["on_demand_only_cost_usd"] == pytest.approx(report["cost_usd"] / 0.4, rel=1e-3)
     line = summary(report).splitlines()[-1]
     assert re.fullmatch(r"  cost \$[\d,]+ against cluster-autoscaler defaults: not run "
-                        r"\(--compare-cluster-autoscaler\); on-demand only \$[\d,]+ \(saves 60%\); static fleet for the peak "
+                        r"\(--compare-cluster-autoscaler\); on-demand only \$[\d,]+ \(saves 60%\); "
+                        r"static fleet for the peak "
                         r"\(10 GPUs, 1 h\) \$[\d,]+ \(saves \d+%\)", line), line
 
 
