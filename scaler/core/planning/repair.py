@@ -11,7 +11,8 @@ the broken GPU is deleted instead) and exactly its instance given back. A node t
 still runs pods on its healthy ones is kept while a drain would lose more work than its dead GPUs have stood
 idle since the signal began (`hold_reason`: each pod's GPUs x its run since its last checkpoint, from its start
 and its `gpuburst.io/checkpoint-interval`; all its run without one), so it goes when it is idle or just after its
-pods checkpoint, and after the pool's `repair.max_hold` at the latest. At most
+pods checkpoint, and after the pool's `repair.max_hold` at the latest; one that runs no GPU pod is replaced
+at once, without waiting for its grace. At most
 the pool's budget of nodes are in repair at once, and `max_per_pass` start per pass; past the budget
 the others wait and the pool's repairs are reported paused. A node whose signal clears while its drain
 is still running is named `recovered`: the actuator stops the drain and uncordons it.
@@ -53,6 +54,7 @@ class Signal:
     text: str
     since: float  # when it began, as the node says; 0: unknown (the first pass that saw it counts)
     grace: float
+    lost_devices: bool = False  # the device plugin advertises fewer GPU devices than the node has
 
 
 def signals(node: Node, spec: RepairSpec) -> list[Signal]:
@@ -62,7 +64,7 @@ def signals(node: Node, spec: RepairSpec) -> list[Signal]:
         capacity, allocatable = gpu_devices(node.capacity), gpu_devices(node.allocatable)
         if allocatable < capacity:
             out.append(Signal(f"{capacity - allocatable} of {capacity} GPU devices not allocatable", 0.0,
-                              spec.lost_gpu_grace))
+                              spec.lost_gpu_grace, lost_devices=True))
     for cond in node.conditions:
         if spec.conditions.get(cond.type) == cond.status:
             why = f" ({cond.reason})" if cond.reason else ""
@@ -95,7 +97,11 @@ def plan_repairs(snapshot: Snapshot, state: State, gone: set[str]) -> Repairs:
             continue
         out.unhealthy[name] = out.unhealthy.get(name, 0) + 1
         seen[node.name] = state.unhealthy_since.get(node.name, now)
-        ready = [(s.since or seen[node.name], s) for s in found if now - (s.since or seen[node.name]) >= s.grace]
+        # A node that lost GPU devices and runs no GPU pod is replaced at once: nothing is lost by it, and its grace
+        # would only keep paying for it (scale-down would remove it sooner).
+        idle = not any(gpu_devices(p.requests) for p in to_evict(node.pods))
+        ready = [(s.since or seen[node.name], s) for s in found
+                 if now - (s.since or seen[node.name]) >= s.grace or (idle and s.lost_devices)]
         if ready:
             since, first = min(ready, key=lambda r: r[0])
             due[name].append((since, node, first.text))

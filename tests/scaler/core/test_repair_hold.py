@@ -72,3 +72,10 @@ def test_a_broken_node_is_never_held_past_the_bound() -> None:
     # ends the hold.
     node = _broken(cfg, [_train(0.0, checkpoint=None)])
     assert _drained_at(cfg, node, [FIRST_SEEN + 3590.0, FIRST_SEEN + 3610.0]) == [False, True]
+
+
+def test_a_broken_node_with_no_gpu_pod_is_replaced_without_waiting_for_its_grace() -> None:
+    cfg = _config(lost_gpu_grace=600)
+    state = State()
+    result, _ = plan(snapshot(cfg, [], [_broken(cfg, [])], now=FIRST_SEEN), state, cfg)
+    assert [(d.node, d.repair) for d in result.scale_downs] == [("b1", True)]
