@@ -165,6 +165,9 @@ def main(args: argparse.Namespace) -> int:
             "buffer_gpus": args.buffer, "warm_size": args.warm, "warm_start": args.warm_start,
             "spot_price_factor": args.spot_price_factor, "policy": args.policy,
         }
+        if args.compare_cluster_autoscaler and (args.sweep or args.sweep_out):
+            raise InputError("--compare-cluster-autoscaler: a --sweep compares its runs with each other; sweep "
+                             "with --policy cluster-autoscaler for the baseline's figures")
         if args.compare_cluster_autoscaler and args.policy != "gpuburst":
             raise InputError("--compare-cluster-autoscaler compares gpuburst's policy with it; with --policy "
                              f"{args.policy} it would compare the baseline with itself")

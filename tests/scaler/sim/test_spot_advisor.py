@@ -93,6 +93,8 @@ def test_the_saving_is_quoted_against_cluster_autoscalers_defaults_on_the_same_p
     (["--spot-price-factor", "nan"], "--spot-price-factor nan: must be above 0 and at most 1"),
     (["--policy", "cluster-autoscaler", "--compare-cluster-autoscaler"],
      "--compare-cluster-autoscaler compares gpuburst's policy with it"),
+    (["--compare-cluster-autoscaler", "--sweep", "unneeded_time=60", "--sweep-out", "x"],
+     "--compare-cluster-autoscaler: a --sweep compares its runs with each other"),
 ])
 def test_bad_spot_and_baseline_flags_are_one_line_and_exit_2(tmp_path: Path, args: list[str], message: str) -> None:
     trace = write_trace(tmp_path / "t.csv", ROWS[:1])
