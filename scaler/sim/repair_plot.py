@@ -4,6 +4,7 @@ work it lost (bench/simulate_traces.py --plots DIR writes DIR/repair.png). matpl
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,18 @@ def repair_pairs(runs: list[tuple[dict[str, Any], dict[str, Any]]]) -> dict[str,
     return {k: v for k, v in out.items() if len(v) == 2}
 
 
+def _cost(report: dict[str, Any]) -> float:
+    return float(report["cost_usd"])
+
+
+def _lost(report: dict[str, Any]) -> float:
+    return float(report["failures"]["gpu_hours_lost"])
+
+
+def _hours(value: float) -> str:
+    return f"{value:,.0f}"
+
+
 def plot_repair(pairs: dict[str, dict[bool, dict[str, Any]]], path: str | Path) -> None:
     """Two panels, cost and GPU-hours lost since the last checkpoint, each group repair on beside off."""
     import matplotlib  # noqa: PLC0415 - imported only when a plot is asked for
@@ -31,10 +44,9 @@ def plot_repair(pairs: dict[str, dict[bool, dict[str, Any]]], path: str | Path) 
 
     groups = sorted(pairs)
     fig, axes = plt.subplots(1, 2, figsize=(max(8.0, 2.4 * len(groups)), 4.5))
-    for ax, (title, value, fmt) in zip(axes, (
-            ("cost", lambda r: r["cost_usd"], money),
-            ("GPU-hours lost since the last checkpoint", lambda r: r["failures"]["gpu_hours_lost"],
-             lambda v: f"{v:,.0f}")), strict=True):
+    panels: list[tuple[str, Callable[[dict[str, Any]], float], Callable[[float], str]]] = [
+        ("cost", _cost, money), ("GPU-hours lost since the last checkpoint", _lost, _hours)]
+    for ax, (title, value, fmt) in zip(axes, panels, strict=True):
         for offset, repair, colour in ((-0.2, True, ON), (0.2, False, OFF)):
             heights = [value(pairs[g][repair]) for g in groups]
             bars = ax.bar([i + offset for i in range(len(groups))], heights, width=0.4, color=colour,
