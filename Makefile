@@ -74,7 +74,7 @@ chart: setup
 # Prints the figures the README quotes; the simulation table in README.md is rewritten from this run.
 bench: setup
 	$(PY) bench/plan_scale.py
-	$(PY) bench/simulate_traces.py --readme README.md
+	$(PY) bench/simulate_traces.py --readme README.md --plots out  # out/repair.png: repair on beside off
 
 clean:
 	rm -rf $(VENV) .cache/kube/run .mypy_cache .ruff_cache .pytest_cache .hypothesis demo-report.json demo-timeline.png

@@ -5,17 +5,21 @@ block, replacements planned by the core), PHILLY-A's gang jobs queued behind Pro
 Kueue queues them (`--provisioning-requests`) and the Alibaba trace's GPU-sharing pods on time-sliced pools
 (examples/pools-aws-shared.yaml, `--gpu-sharing`), and PHILLY-A with a 32-GPU Capacity Block for its first
 5 days in front of the spot/on-demand ladder (examples/pools-aws-reserved.yaml), both traces on the same
-pools as DRA pools with each job's GPUs as a ResourceClaim (`--dra`, issue 24), PHILLY-A with random GPU
-failures (0.001 per GPU-hour) with and without the scaler's repair, PHILLY-A with a CapacityBuffer of 8 1-GPU
+pools as DRA pools with each job's GPUs as a ResourceClaim (`--dra`, issue 24), both traces with random GPU
+failures (0.001 and 0.01 per GPU-hour) with and without the scaler's repair, PHILLY-A with a CapacityBuffer of 8 1-GPU
 pods (`--buffer 8`), PHILLY-A with warm pools on the cheapest on-demand 1-GPU pools (`--warm`), and both
 traces on the shared two-shapes
 pools (../shared/pools/two-shapes.yaml: one 1-GPU and one 8-GPU shape, the adaptive unneeded time's
 acceptance, issue 27), and PHILLY-A on the pools `scaler tune` wrote from those two shapes' candidates
 (examples/pools-aws-tuned.yaml, issue 30). Every stopped job loses the work since its last checkpoint (every
-1800 s). Prints the command line of each run and one line of figures; these are the figures docs/simulator.md
-and the README quote.
+1800 s). Spot is priced and reclaimed as the EC2 Spot Advisor's data says (scaler/sim/spot.py) unless a row
+overrides it. Every run is compared with cluster-autoscaler's defaults on the same pools (scaler/sim/ca_baseline.py):
+the same trace, pools, placement and cloud events replayed once more under its policy (one replay per distinct
+environment: gpuburst's own features, a buffer, warm pools, ProvisioningRequests, repair, are not CA's). Prints the
+command line of each run and one line of figures; these are the figures docs/simulator.md and the README quote.
 
     .venv/bin/python bench/simulate_traces.py [--traces DIR] [--pools FILE] [--out DIR] [--jobs N] [--readme FILE]
+                                              [--plots DIR]
                                               [--unneeded-time S]
 
 With --unneeded-time, every run's pools file gets `timings: {unneeded_time: S}`: the fixed timer the adaptive
@@ -40,12 +44,13 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from scaler.sim.report import one_line  # noqa: E402
+from scaler.sim.repair_plot import plot_repair, repair_pairs  # noqa: E402
+from scaler.sim.report import ca_section, one_line  # noqa: E402
 from scaler.sim.simulate_command import simulate  # noqa: E402
 
 OUTAGE = "us-east-1a:36000:43200"  # hours 10 to 12 of PHILLY-A: the first busy morning
 INTERRUPTION_RATE = 0.05  # spot reclaims per spot instance-hour
-GPU_FAILURE_RATE = 0.001  # GPU failures per GPU-hour
+GPU_FAILURE_RATES = (0.001, 0.01)  # GPU failures per GPU-hour (issue 40: repair must pay at both)
 CHECKPOINT = 1800.0  # seconds of run between a job's checkpoints (the simulator's default)
 SHARED_POOLS = "examples/pools-aws-shared.yaml"
 MIG_POOLS = "examples/pools-aws-mig.yaml"  # pools-aws.yaml plus MIG mixed p4d pools (A100s)
@@ -88,10 +93,12 @@ def runs(traces: Path, pools: str, untainted: str | None) -> list[tuple[str, dic
     out.append((f"PHILLY-A.csv default, spot reclaims {INTERRUPTION_RATE}/instance-h, checkpoints {CHECKPOINT:g} s",
                 {"trace": str(traces / "PHILLY-A.csv"), "pools": pools, "scheduler": "default", "outages": [],
                  "interruption_rate": INTERRUPTION_RATE, "checkpoint_interval": CHECKPOINT}))
-    for repair in (True, False):
-        out.append((f"PHILLY-A.csv default, GPU failures {GPU_FAILURE_RATE}/GPU-h, repair {'on' if repair else 'off'}",
-                    {"trace": str(traces / "PHILLY-A.csv"), "pools": pools, "scheduler": "default", "outages": [],
-                     "gpu_failure_rate": GPU_FAILURE_RATE, "repair": repair}))
+    for trace in ("PHILLY-A.csv", "ALIBABA-OPENB2023-A.csv"):
+        for rate in GPU_FAILURE_RATES:
+            for repair in (True, False):
+                out.append((f"{trace} default, GPU failures {rate}/GPU-h, repair {'on' if repair else 'off'}",
+                            {"trace": str(traces / trace), "pools": pools, "scheduler": "default", "outages": [],
+                             "gpu_failure_rate": rate, "repair": repair}))
     out.append(("PHILLY-A.csv default, gangs queued as ProvisioningRequests (--provisioning-requests)",
                 {"trace": str(traces / "PHILLY-A.csv"), "pools": pools, "scheduler": "default", "outages": [],
                  "provisioning_requests": True}))
@@ -132,9 +139,20 @@ def runs(traces: Path, pools: str, untainted: str | None) -> list[tuple[str, dic
     return out
 
 
+# What a cluster-autoscaler replay keeps of a run: the trace, pools, placement and cloud events (not gpuburst's
+# own features).
+CA_KEYS = ("trace", "pools", "scheduler", "outages", "interruption_rate", "checkpoint_interval", "gpu_failure_rate",
+           "gpu_sharing", "dra")
+
+
+def ca_run(kw: dict[str, Any]) -> dict[str, Any]:
+    """The cluster-autoscaler replay of a run (CA_KEYS of it, its policy)."""
+    return {**{k: kw[k] for k in CA_KEYS if k in kw}, "policy": "cluster-autoscaler"}
+
+
 def command_line(kw: dict[str, Any]) -> str:
     outages = "".join(f" --spot-outage {o}" for o in kw["outages"])
-    if kw.get("interruption_rate"):
+    if kw.get("interruption_rate") is not None:
         outages += f" --interruption-rate {kw['interruption_rate']}"
     if kw.get("gpu_sharing"):
         outages += " --gpu-sharing"
@@ -154,6 +172,8 @@ def command_line(kw: dict[str, Any]) -> str:
         outages += " (pools file with timings.unneeded_time set)"
     if "untainted-" in kw["pools"]:
         return f"(pools: {Path(kw['pools']).name[len('untainted-'):]} with every min_pod_gpus removed)"
+    if kw.get("policy"):
+        outages += f" --policy {kw['policy']}"
     return (f"python -m scaler simulate --trace {kw['trace']} --pools {kw['pools']} "
             f"--scheduler {kw['scheduler']}{outages}")
 
@@ -167,8 +187,9 @@ def markdown(rows: list[tuple[str, dict[str, Any], dict[str, Any]]]) -> str:
     ratio on the work actually done (demand counts jobs that never ran)."""
     lines = [
         "| run | jobs done | never started | demand GPU-h | fractional demand GPU-h | paid GPU-h | paid / demand "
-        "| cost $ | lower bound $ | spot share | pending p50 / p95 / max s | fallbacks (max delay s) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| cost $ | cluster-autoscaler defaults $ (gpuburst saves) | on-demand only $ | lower bound $ | spot share "
+        "| pending p50 / p95 / max s | fallbacks (max delay s) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name_of_run, kw, r in rows:
         label = name_of_run
@@ -201,11 +222,18 @@ def markdown(rows: list[tuple[str, dict[str, Any], dict[str, Any]]]) -> str:
         lines.append(
             f"| {label} | {r['jobs_completed']}/{r['jobs_total']} | {r['jobs_never_started']} "
             f"| {r['demand_gpu_hours']:,.1f} | {r['demand_fractional_gpu_hours']:,.1f} | {r['paid_gpu_hours']:,.1f} "
-            f"| {ratio} | {r['cost_usd']:,.0f} "
-            f"| {r['lower_bound_cost_usd']:,.0f} | {r['spot_share']} "
+            f"| {ratio} | {r['cost_usd']:,.0f} | {versus(r['cost_usd'], r.get('cluster_autoscaler'))} "
+            f"| {r['on_demand_only_cost_usd']:,.0f} | {r['lower_bound_cost_usd']:,.0f} | {r['spot_share']} "
             f"| {r['pending_p50_s']:.0f} / **{r['pending_p95_s']:.0f}** / {r['pending_max_s']:.0f} | {fallback} |"
         )
     return "\n".join(lines)
+
+
+def versus(cost: float, ca: dict[str, Any] | None) -> str:
+    """The cluster-autoscaler replay's cost, with what gpuburst saves against it."""
+    if not ca or not ca["cost_usd"]:
+        return "-"
+    return f"{ca['cost_usd']:,.0f} ({1 - cost / ca['cost_usd']:.0%})"
 
 
 def write_readme(path: Path, table: str) -> None:
@@ -218,11 +246,12 @@ def write_readme(path: Path, table: str) -> None:
 
 def _one(kw: dict[str, Any]) -> dict[str, Any]:
     _, report = simulate(kw["trace"], kw["pools"], scheduler=kw["scheduler"], outages=kw["outages"],
-                         interruption_rate=kw.get("interruption_rate", 0.0), gpu_sharing=kw.get("gpu_sharing", False),
+                         interruption_rate=kw.get("interruption_rate"), gpu_sharing=kw.get("gpu_sharing", False),
                          provisioning_requests=kw.get("provisioning_requests", False), dra=kw.get("dra", False),
                          gpu_failure_rate=kw.get("gpu_failure_rate", 0.0), repair=kw.get("repair", True),
                          checkpoint_interval=kw.get("checkpoint_interval", CHECKPOINT),
-                         buffer_gpus=kw.get("buffer_gpus", 0), warm_size=kw.get("warm_size", 0))
+                         buffer_gpus=kw.get("buffer_gpus", 0), warm_size=kw.get("warm_size", 0),
+                         policy=kw.get("policy", "gpuburst"))
     return report
 
 
@@ -236,6 +265,8 @@ def main() -> int:
     parser.add_argument("--out", help="also write each run's JSON report into this directory")
     parser.add_argument("--jobs", type=int, default=2, help="runs in parallel (default 2)")
     parser.add_argument("--readme", help="rewrite the results table between the markers in this file")
+    parser.add_argument("--plots", metavar="DIR", help="write DIR/repair.png: the GPU failure runs, repair on beside "
+                        "off (needs matplotlib)")
     parser.add_argument("--unneeded-time", type=float, metavar="S",
                         help="every pools file with timings.unneeded_time: S (the fixed timer, as a baseline)")
     parser.add_argument("--no-untainted", action="store_true",
@@ -251,16 +282,26 @@ def main() -> int:
         if args.unneeded_time is not None:
             todo = [(label, {**kw, "pools": with_fixed_timer(kw["pools"], args.unneeded_time, Path(tmp))})
                     for label, kw in todo]
+        baselines = list({json.dumps(ca_run(kw), sort_keys=True): ca_run(kw) for _, kw in todo}.values())
         with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-            reports = list(pool.map(_one, [kw for _, kw in todo]))
+            done = list(pool.map(_one, [kw for _, kw in todo] + baselines))
+        reports, ca_reports = done[:len(todo)], done[len(todo):]
+        by_env = {json.dumps(kw, sort_keys=True): ca_section(r) for kw, r in zip(baselines, ca_reports, strict=True)}
+        for (_, kw), report in zip(todo, reports, strict=True):
+            report["cluster_autoscaler"] = by_env[json.dumps(ca_run(kw), sort_keys=True)]
     for (label, kw), report in zip(todo, reports, strict=True):
-        print(f"# {label}: {command_line(kw)}")
+        print(f"# {label}: {command_line(kw)} (against: {command_line(ca_run(kw))})")
         print(one_line(report))
         if args.out:
             out = Path(args.out)
             out.mkdir(parents=True, exist_ok=True)
             name = label.replace(" ", "_").replace(",", "").replace(":", "-").replace("/", "-").replace(".csv", "")
             (out / f"{name}.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    if args.plots:
+        Path(args.plots).mkdir(parents=True, exist_ok=True)
+        plot_repair(repair_pairs([(kw, r) for (_, kw), r in zip(todo, reports, strict=True)]),
+                    Path(args.plots) / "repair.png")
+        print(f"plot: {Path(args.plots) / 'repair.png'}")
     if args.readme:
         rows = [(label, kw, r) for (label, kw), r in zip(todo, reports, strict=True)]
         write_readme(Path(args.readme), markdown(rows))

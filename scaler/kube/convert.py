@@ -174,6 +174,7 @@ def pod_from_json(obj: JSON) -> Pod:
             scheduler_name=_text(spec, "schedulerName", "spec") or "default-scheduler",
             phase=_text(obj.get("status") or {}, "phase", "status", "Pending"),
             created_at=timestamp(meta.get("creationTimestamp")),
+            started_at=timestamp((obj.get("status") or {}).get("startTime")) or None,
             resource_claims=resource_claims(spec, obj.get("status") or {}),
             scheduling_group=_text(spec.get("schedulingGroup") or {}, "podGroupName", "spec.schedulingGroup") or None,
             **_scheduling_fields(meta, spec),

@@ -29,7 +29,7 @@ from __future__ import annotations
 import heapq
 import math
 import random
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -124,13 +124,14 @@ class SimProvider:
         config: ScalerConfig,
         *,
         outages: Iterable[Outage] = (),
-        interruption_rate: float = 0.0,
+        interruption_rate: float | Mapping[str, float] = 0.0,
         seed: int = 0,
         retry_interval: float = 60.0,
         quotas: dict[tuple[str, bool], int] | None = None,
         warm_start: float | None = None,
     ) -> None:
-        """`interruption_rate`: expected reclaims per spot instance-hour (0 disables them); `quotas`: EC2 quota
+        """`interruption_rate`: expected reclaims per spot instance-hour (0 disables them), one for every pool or
+        per pool name (a pool not named: none); `quotas`: EC2 quota
         family (class, spot) -> vCPU limit; `warm_start`: a stopped warm instance's time to Ready (default the
         config's timings.warm_start)."""
         self.quotas = dict(quotas or {})
@@ -363,8 +364,10 @@ class SimProvider:
                 gpus=pool.gpus, price_per_hour=group.price, requested_at=self.now,
                 ready_at=self.now + (group.boot if boot is None else boot),
             )
-            if spot and self.interruption_rate > 0:
-                inst.interrupt_at = self.now + self._rng.expovariate(self.interruption_rate / 3600)
+            rate = self.interruption_rate if isinstance(self.interruption_rate, float | int) else \
+                self.interruption_rate.get(pool.name, 0.0)
+            if spot and rate > 0:
+                inst.interrupt_at = self.now + self._rng.expovariate(rate / 3600)
                 heapq.heappush(self._reclaims, (inst.interrupt_at, inst.provider_id))
                 notice = max(self.now, inst.interrupt_at - NOTICE_LEAD[pool.cloud])
                 heapq.heappush(self._notices, (notice, inst.provider_id))

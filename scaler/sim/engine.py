@@ -30,6 +30,7 @@ from collections.abc import Callable
 
 from scaler.actuator import Actuator
 from scaler.core.config.settings import ScalerConfig
+from scaler.core.model import keys
 from scaler.core.model.buffers import CapacityBuffer
 from scaler.core.model.objects import Pod, PodDisruptionBudget
 from scaler.core.model.podgroup import PodGroup
@@ -88,6 +89,10 @@ class Engine:
         self.runs = [JobRun(j, [on_claims(p) for p in job_pods(j, config, profile.scheduler_name, gpu_sharing)]
                             if dra else job_pods(j, config, profile.scheduler_name, gpu_sharing)) for j in jobs]
         self.run_of: dict[str, JobRun] = {p.key: r for r in self.runs for p in r.pods}
+        for run in self.runs:  # the trace's jobs checkpoint every --checkpoint-interval seconds of run, and say so
+            for pod in run.pods:
+                pod.annotations = {**pod.annotations,
+                                   keys.ANNOTATION_CHECKPOINT_INTERVAL: f"{self.failures.checkpoint:g}"}
         self._run_index = {id(r): i for i, r in enumerate(self.runs)}
         self.plan_nonempty = False
         last_end = max((j.submit_s + j.duration_s for j in jobs), default=0.0)
@@ -234,6 +239,8 @@ class Engine:
                 self.running_gangs[id(run)] = run
             if run.bound == len(run.pods) and run.completed_at is None:
                 run.run_started = now
+                for started in run.pods:  # status.startTime: what a repair reads checkpoints from
+                    started.started_at = now
                 if run.first_start is None:
                     run.first_start = now
                 self._push(now + max(run.job.duration_s - run.done_s, 0.0), "complete",
@@ -286,7 +293,7 @@ class Engine:
         times += list(self.state.unavailable.values())
         times += self.kueue.booking_ends(self.config.timings.booking_ttl)
         times += block_times(self.config.pools)  # a block opens, closes to new nodes, starts its drain
-        times += self.failures.timers(self.state, self.binder.nodes, self.config)  # a repair's grace ends
+        times += self.failures.timers(self.state, self.binder.nodes, self.config, now)  # a repair's grace, hold
         future = [x for x in times if x > now]
         return min(future, default=math.inf)
 

@@ -23,6 +23,7 @@ from scaler.core.config.settings import ScalerConfig
 from scaler.core.model import keys
 from scaler.core.model.objects import Node, Pod
 from scaler.core.model.workload import node_pool
+from scaler.core.planning.repair import checkpoint_interval
 from scaler.core.planning.state import State
 from scaler.sim.binder import Binder
 
@@ -106,13 +107,20 @@ class GpuFailures:
         self._due = [d for d in self._due if d[1] != node]
         heapq.heapify(self._due)
 
-    def timers(self, state: State, nodes: dict[str, Node], config: ScalerConfig) -> list[float]:
-        """When an unhealthy node's grace ends: the planner decides differently then on its own."""
+    def timers(self, state: State, nodes: dict[str, Node], config: ScalerConfig, now: float) -> list[float]:
+        """When the planner could decide differently on an unhealthy node on its own: its grace ends, its hold
+        ends (repair.max_hold), or a pod on it checkpoints (what a drain loses drops then)."""
         out = []
         for name, since in state.unhealthy_since.items():
             pool = node_pool(nodes[name]) if name in nodes else None
-            if pool is not None:
-                out.append(since + config.pool(pool).repair.lost_gpu_grace)
+            if pool is None:
+                continue
+            spec = config.pool(pool).repair
+            out += [since + spec.lost_gpu_grace, since + spec.max_hold]
+            for pod in nodes[name].pods:
+                interval = checkpoint_interval(pod)
+                if pod.started_at is not None and interval:
+                    out.append(pod.started_at + (math.floor((now - pod.started_at) / interval) + 1) * interval)
         return out
 
     def section(self) -> dict[str, object]:

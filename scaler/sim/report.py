@@ -39,10 +39,12 @@ from scaler.core.model.workload import gpu_devices
 from scaler.core.planning.planner import plan
 from scaler.core.planning.snapshot import PoolObservation, Snapshot
 from scaler.core.scheduling.predicates import fits
+from scaler.sim.ca_baseline import LABEL as CA_LABEL
 from scaler.sim.plan_command import reasons_by_text
 from scaler.sim.prepaid import section as prepaid_section
 from scaler.sim.prepaid import summary_lines as prepaid_lines
 from scaler.sim.records import JobRun, SimResult
+from scaler.sim.spot import spot_line
 from scaler.sim.trace import fractional_gpus, job_group
 from scaler.sim.warm import warm_section
 
@@ -334,6 +336,9 @@ def summary(report: dict[str, Any]) -> str:
     lines += [f"  {k:<{width}}  {warm_text(report[k]) if k == 'warm_pools' else report[k]}" for k in SUMMARY_KEYS]
     lines += prepaid_lines(report.get("prepaid") or {}, width)
     lines += failure_lines(report.get("failures") or {}, width)
+    spot = spot_line(report.get("spot"))
+    if spot:
+        lines.append(spot)
     lines.append(baseline_line(report))
     requests = report.get("provisioning_requests")
     if requests is not None:
@@ -367,13 +372,29 @@ def failure_lines(failures: dict[str, Any], width: int) -> list[str]:
 
 
 def baseline_line(report: dict[str, Any]) -> str:
-    """The run's cost against the two fleets without gpuburst (report.baselines)."""
+    """The run's cost against the fleets without gpuburst: cluster-autoscaler's defaults on the same pools (when
+    run: report.cluster_autoscaler), and report.baselines."""
     cost, static = report["cost_usd"], report["static_fleet"]
+    ca = report.get("cluster_autoscaler")
+    others = [(f"{CA_LABEL}, same pools", ca["cost_usd"] if ca else None),
+              ("on-demand only", report["on_demand_only_cost_usd"]),
+              (f"static fleet for the peak ({static['gpus']} GPUs, {static['hours']:g} h)",
+               report["static_fleet_cost_usd"])]
     parts = [f"{label} ${other:,.0f} ({'saves' if cost <= other else 'costs'} {abs(1 - cost / other):.0%})"
-             for label, other in (("on-demand only", report["on_demand_only_cost_usd"]),
-                                  (f"static fleet for the peak ({static['gpus']} GPUs, {static['hours']:g} h)",
-                                   report["static_fleet_cost_usd"])) if other]
-    return f"  cost ${cost:,.0f} against " + ("; ".join(parts) if parts else "no baseline")
+             for label, other in others if other]
+    if report.get("policy") == "cluster-autoscaler":
+        return f"  cost ${cost:,.0f} ({CA_LABEL}) against " + ("; ".join(parts[1:]) or "no baseline")
+    if ca is None:
+        parts.insert(0, f"{CA_LABEL}: not run (--compare-cluster-autoscaler)")
+    return f"  cost ${cost:,.0f} against " + "; ".join(parts)
+
+
+def ca_section(ca: dict[str, Any]) -> dict[str, Any]:
+    """The figures of the same run under cluster-autoscaler's defaults that the report quotes beside its own."""
+    failures = ca.get("failures") or {}
+    return {k: ca[k] for k in ("cost_usd", "paid_gpu_hours", "paid_over_demand", "spot_share", "pending_p95_s",
+                               "jobs_completed", "jobs_never_started")} | {
+        "gpu_hours_lost": failures.get("gpu_hours_lost")}
 
 
 def provisioning_requests_lines(requests: dict[str, Any]) -> list[str]:
@@ -408,4 +429,7 @@ def one_line(report: dict[str, Any]) -> str:
             "demand_fractional_gpu_hours", "paid_gpu_hours", "paid_over_demand", "paid_over_demand_done",
             "cost_usd", "lower_bound_cost_usd", "spot_share", "pending_p50_s", "pending_p95_s", "pending_max_s",
             "pending_1gpu_p95_s", "fallback_events", "fallback_delay_max_s", "plan_p50_s", "plan_max_s", "wall_s")
-    return " ".join(f"{k}={report[k]}" for k in keys)
+    ca = report.get("cluster_autoscaler")
+    line = " ".join(f"{k}={report[k]}" for k in keys)
+    return f"{line} on_demand_only_cost_usd={report['on_demand_only_cost_usd']}" + \
+        (f" cluster_autoscaler_cost_usd={ca['cost_usd']}" if ca else "")

@@ -22,7 +22,7 @@ from scaler.core.scheduling.scoring import PROFILES
 from scaler.sim.batch import RayError, check_ray
 from scaler.sim.buffer import buffer_line
 from scaler.sim.plot import plot_timeline
-from scaler.sim.report import summary
+from scaler.sim.report import ca_section, summary
 from scaler.sim.simulation import InputError as InputError  # noqa: PLC0414 - re-exported: the command's
 from scaler.sim.simulation import check_output
 from scaler.sim.simulation import simulate as simulate  # noqa: PLC0414 - inputs and run, named from here too
@@ -42,8 +42,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "Standard-on-demand) at VCPUS, as Service Quotas would (repeatable)")
     parser.add_argument("--scheduler", choices=sorted(PROFILES), default="default",
                         help="placement: kube-scheduler's default profile or gpuburst's binpack profile")
-    parser.add_argument("--interruption-rate", type=float, default=0.0,
-                        help=f"spot reclaims per spot instance-hour (default 0, at most {MAX_INTERRUPTION_RATE:g})")
+    parser.add_argument("--interruption-rate", type=float, default=None, metavar="R",
+                        help="spot reclaims per spot instance-hour for every spot pool, at most "
+                             f"{MAX_INTERRUPTION_RATE:g} (default: each pool's from the EC2 Spot Advisor's "
+                             "interruption bucket of its type and region; docs/simulator.md)")
+    parser.add_argument("--spot-price-factor", type=float, default=None, metavar="F",
+                        help="charge every spot pool without its own price on-demand x F, 0 < F <= 1 (default: "
+                             "on-demand less the EC2 Spot Advisor's savings of its type and region)")
     parser.add_argument("--device-plugin-delay", type=float, default=0.0, metavar="S",
                         help="GPU nodes register Ready with 0 GPUs and publish them S seconds later (default 0)")
     parser.add_argument("--gpu-sharing", action="store_true",
@@ -74,6 +79,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--warm-start", type=float, default=None, metavar="S",
                         help="a stopped warm-pool instance is a Ready node S seconds after a scale-out takes it "
                              "(default: the pools file's timings.warm_start, 90)")
+    parser.add_argument("--compare-cluster-autoscaler", action="store_true",
+                        help="also replay the trace under cluster-autoscaler's defaults on the same pools "
+                             "(scaler/sim/ca_baseline.py) and quote the saving against it: twice the run time")
+    parser.add_argument("--policy", choices=("gpuburst", "cluster-autoscaler"), default="gpuburst",
+                        help="whose policy scales the pools: gpuburst's, or cluster-autoscaler's defaults (the "
+                             "baseline alone, with its whole report)")
     parser.add_argument("--report", help="write the JSON report here")
     parser.add_argument("--plot", help="write the timeline here (.png, .svg or .pdf)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random spot reclaims")
@@ -124,7 +135,11 @@ def main(args: argparse.Namespace) -> int:
         if value is not None and (not math.isfinite(value) or value < low or (strict and value == low)):
             print(f"{option} {value}: must be a finite number {'>' if strict else '>='} {low:g}", file=sys.stderr)
             return 2
-    if args.interruption_rate > MAX_INTERRUPTION_RATE:
+    if args.spot_price_factor is not None and not 0 < args.spot_price_factor <= 1:
+        print(f"--spot-price-factor {args.spot_price_factor:g}: must be above 0 and at most 1 (a share of the "
+              "on-demand price)", file=sys.stderr)
+        return 2
+    if args.interruption_rate is not None and args.interruption_rate > MAX_INTERRUPTION_RATE:
         print(f"--interruption-rate {args.interruption_rate:g}: at most {MAX_INTERRUPTION_RATE:g} reclaims per spot "
               "instance-hour (one every 6 minutes, less than a GPU node's boot)", file=sys.stderr)
         return 2
@@ -148,7 +163,14 @@ def main(args: argparse.Namespace) -> int:
             args.provisioning_requests, "quotas": args.quota, "dra": args.dra, "gpu_failure_rate":
             args.gpu_failure_rate, "checkpoint_interval": args.checkpoint_interval, "repair": not args.no_repair,
             "buffer_gpus": args.buffer, "warm_size": args.warm, "warm_start": args.warm_start,
+            "spot_price_factor": args.spot_price_factor, "policy": args.policy,
         }
+        if args.compare_cluster_autoscaler and (args.sweep or args.sweep_out):
+            raise InputError("--compare-cluster-autoscaler: a --sweep compares its runs with each other; sweep "
+                             "with --policy cluster-autoscaler for the baseline's figures")
+        if args.compare_cluster_autoscaler and args.policy != "gpuburst":
+            raise InputError("--compare-cluster-autoscaler compares gpuburst's policy with it; with --policy "
+                             f"{args.policy} it would compare the baseline with itself")
         for option, given in (("--ray", args.ray), ("--workers", args.workers)):
             if given is not None and not args.sweep:
                 raise InputError(f"{option} {given}: only --sweep runs simulations in parallel; a single run "
@@ -157,6 +179,9 @@ def main(args: argparse.Namespace) -> int:
             check_sweep(args)
             return run_sweep(args, kwargs)
         result, report = simulate(args.trace, args.pools, quiet=args.quiet, **kwargs)
+        if args.compare_cluster_autoscaler:
+            _, ca = simulate(args.trace, args.pools, quiet=args.quiet, **{**kwargs, "policy": "cluster-autoscaler"})
+            report["cluster_autoscaler"] = ca_section(ca)
     except (ConfigError, TraceError, InputError, RayError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

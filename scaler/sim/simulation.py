@@ -21,12 +21,14 @@ from scaler.core.scheduling.scoring import PROFILES
 from scaler.ports import Planner
 from scaler.providers.sim import Outage, SimProvider
 from scaler.sim.buffer import buffer_report, gpu_buffer
+from scaler.sim.ca_baseline import ca_config, repair_off
 from scaler.sim.dra import dra_config
 from scaler.sim.engine import Engine
 from scaler.sim.failures import GpuFailures
 from scaler.sim.prepaid import check_blocks
 from scaler.sim.records import SimResult
 from scaler.sim.report import build_report
+from scaler.sim.spot import priced, spot_model
 from scaler.sim.trace import Job, job_pods, load_trace
 from scaler.sim.warm import with_warm
 
@@ -118,16 +120,22 @@ def check_sharing(config: ScalerConfig, jobs: list[Job], pools: str, trace: str)
 
 def simulate(
     trace: str, pools: str, *, hours: float | None = None, outages: list[str] | None = None,
-    scheduler: str = "default", interruption_rate: float = 0.0, seed: int = 0, quiet: bool = True,
+    scheduler: str = "default", interruption_rate: float | None = None, seed: int = 0, quiet: bool = True,
     planner: Planner = decide, device_plugin_delay: float = 0.0, gpu_sharing: bool = False,
     provisioning_requests: bool = False, quotas: list[str] | None = None, dra: bool = False,
     gpu_failure_rate: float = 0.0, checkpoint_interval: float = 1800.0, repair: bool = True,
     buffer_gpus: int = 0,
-    warm_size: int = 0, warm_start: float | None = None,
+    warm_size: int = 0, warm_start: float | None = None, spot_price_factor: float | None = None,
+    policy: str = "gpuburst",
 ) -> tuple[SimResult, dict[str, Any]]:
     """Run one simulation; returns the raw result and the report (raises on bad input). `warm_size`: a warm pool
-    of that size on each pool that may have one (scaler.sim.warm); `warm_start`: its instances' time to Ready."""
-    config = dra_config(pools) if dra else load_config(pools)
+    of that size on each pool that may have one (scaler.sim.warm); `warm_start`: its instances' time to Ready.
+    `spot_price_factor` / `interruption_rate`: None prices and reclaims Spot as the advisor says (scaler.sim.spot),
+    a number overrides that for every spot pool. `policy` "cluster-autoscaler": the same run under its defaults
+    (scaler.sim.ca_baseline), the baseline."""
+    plain = load_config(pools)
+    spot = spot_model(plain, spot_price_factor, interruption_rate)
+    config = priced(dra_config(pools) if dra else plain, spot)
     if warm_size:
         try:
             config = with_warm(config, warm_size)
@@ -141,8 +149,9 @@ def simulate(
     if not repair:
         if not gpu_failure_rate:
             raise InputError("--no-repair: without --gpu-failure-rate no GPU breaks, so it would change nothing")
-        config = config.model_copy(update={"pools": [
-            p.model_copy(update={"repair": p.repair.model_copy(update={"enabled": False})}) for p in config.pools]})
+        config = repair_off(config)
+    if policy == "cluster-autoscaler":
+        config = ca_config(config)
     specs = list(outages or [])
     parsed = parse_outages(specs, config)
     caps = parse_quotas(list(quotas or []), config)
@@ -162,7 +171,7 @@ def simulate(
         buffers = gpu_buffer(buffer_gpus, config, PROFILES[scheduler].scheduler_name)
     except ValueError as err:
         raise InputError(f"--buffer {buffer_gpus}: {pools}: {err}") from None
-    provider = SimProvider(config, outages=parsed, interruption_rate=interruption_rate, seed=seed, quotas=caps)
+    provider = SimProvider(config, outages=parsed, interruption_rate=spot.rates(), seed=seed, quotas=caps)
 
     def progress(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
@@ -174,7 +183,7 @@ def simulate(
                     failures=GpuFailures(gpu_failure_rate, seed, checkpoint_interval), buffers=buffers)
     result = engine.run()
     if dra:  # the baselines price each job's GPUs on the same pools with the device plugin
-        plain = load_config(pools)
+        plain = priced(plain, spot)
         result = dataclasses.replace(result, config=plain, jobs=[
             dataclasses.replace(r, pods=job_pods(r.job, plain, PROFILES[scheduler].scheduler_name, gpu_sharing))
             for r in result.jobs])
@@ -182,4 +191,6 @@ def simulate(
                           wall_s=time.monotonic() - started)
     report["quotas"] = {family_name(k): v for k, v in caps.items()}
     report["buffer"] = buffer_report(result.jobs, buffers)
+    report["spot"] = spot.section()
+    report["policy"] = policy
     return result, report

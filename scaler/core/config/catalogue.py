@@ -3,13 +3,18 @@
 Prices are Linux on-demand list prices per hour in one region per cloud, as stated in
 `PRICE_SOURCE`; they drift, so every pool can override `price_per_hour` and a pools file can
 override or add whole entries under `catalogue:`. Spot / low-priority prices are not listed (they
-move hourly): a spot pool without an explicit price is charged `spot_price_factor` x on-demand.
+move hourly): a spot pool without an explicit price is charged `spot_price_factor` x on-demand by the planner.
+`spot_advice` gives the EC2 Spot Instance Advisor's savings and interruption bucket of an AWS type per region
+(scaler/core/config/spot_advisor.py, derived from the advisor's data): what the simulator prices and reclaims
+Spot by.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Final, Literal
+
+from scaler.core.config import spot_advisor
 
 Cloud = Literal["aws", "azure"]
 
@@ -101,6 +106,30 @@ _TYPES: Final = [
 ]
 
 CATALOGUE: Final[dict[str, InstanceType]] = {t.name: t for t in _TYPES}
+
+# The advisor's interruption frequency buckets: the share of a type's Spot instances in a region that EC2
+# interrupted during the trailing month.
+SPOT_ADVICE_SOURCE: Final = spot_advisor.SOURCE
+INTERRUPTION_BUCKETS: Final = ("<5%", "5-10%", "10-15%", "15-20%", ">20%")
+
+
+@dataclass(frozen=True, slots=True)
+class SpotAdvice:
+    """The EC2 Spot Instance Advisor's figures of one type in one region (`SPOT_ADVICE_SOURCE`)."""
+
+    savings_pct: int  # the Spot price's average saving over On-Demand in the trailing month
+    bucket: int  # index into INTERRUPTION_BUCKETS
+
+    @property
+    def bucket_label(self) -> str:
+        return INTERRUPTION_BUCKETS[self.bucket]
+
+
+def spot_advice(name: str, region: str) -> SpotAdvice | None:
+    """The advisor's savings and interruption bucket of an instance type in a region; None when it has no entry
+    (an Azure size, a type outside the catalogue, or a type EC2 does not sell as Spot in that region)."""
+    entry = spot_advisor.ADVICE.get(name, {}).get(region)
+    return None if entry is None else SpotAdvice(*entry)
 
 # The types EC2 sells as Capacity Blocks for ML (of this catalogue's: p4d and p5; the others as AWS lists them).
 CAPACITY_BLOCK_TYPES: Final = frozenset({

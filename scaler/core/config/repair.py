@@ -6,7 +6,9 @@ health condition held for 10 minutes (`AcceleratedHardwareReady=False`, EKS's no
 "Repair after 10m"; `GpuXidError=True`, a node-problem-detector rule), a DRA GPU tainted by the NVIDIA DRA
 driver's health checks (`gpu.nvidia.com/xid`, `gpu.nvidia.com/gpu-lost`) for 10 minutes, NotReady for 30 minutes (EKS
 auto repair's Ready timeout). At most 20 % of a pool's nodes are in repair at once (EKS and Karpenter
-stop at 20 % unhealthy): a broken driver rollout must not drain the fleet. Pure.
+stop at 20 % unhealthy): a broken driver rollout must not drain the fleet. A node whose pods still run on
+its healthy GPUs is drained when that loses less work than the dead GPUs have stood idle, or after
+`max_hold` at the latest (scaler.core.planning.repair). Pure.
 """
 
 from __future__ import annotations
@@ -42,6 +44,9 @@ class RepairSpec(StrictModel):
     # At most this share of the pool's nodes in repair at once (at least one node while above 0).
     max_unhealthy_percent: float = Field(default=20, ge=0, le=100)
     max_per_pass: int = Field(default=1, ge=1, le=1000)
+    # The longest a node that lost GPU devices is kept for the pods still running on its healthy ones, from the
+    # signal's start: then it is drained whatever its pods lose. 0: drained as soon as the grace ends.
+    max_hold: float = Field(default=4 * 3600, ge=0, le=WEEK)
     # Opt-in: a pod provably on the broken GPU (it holds every GPU device of the node, so whichever broke was
     # one of its) is deleted (its grace period honoured) at the repair's start instead of evicted, so its
     # PodDisruptionBudget cannot hold a broken node. Other pods are always evicted with their budgets honoured.

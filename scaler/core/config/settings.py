@@ -12,7 +12,7 @@ the region, and caps no node of a pool could ever fit under.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -116,6 +116,9 @@ class ScalerConfig(BaseModel):
     gang_label: str = keys.LABEL_POD_GROUP
     gang_min_annotation: str = keys.ANNOTATION_POD_GROUP_MIN
     discover: bool = Field(default=False, description="also adopt groups found by cluster-autoscaler tags")
+    # Which pool new nodes come from: "price" (the cheapest per pod, spot first, then the least waste), or
+    # cluster-autoscaler's "random" (its default) and "least-waste" (ties at random), for comparing with it.
+    expander: Literal["price", "least-waste", "random"] = "price"
     limits: Limits = Limits()
     timings: Timings = Timings()
     scale_down: ScaleDownSettings = ScaleDownSettings()

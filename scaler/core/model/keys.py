@@ -86,6 +86,9 @@ ANNOTATION_OPENAI_DO_NOT_DRAIN: Final = "openai/do-not-drain"
 ANNOTATION_MIRROR_POD: Final = "kubernetes.io/config.mirror"
 LABEL_POD_GROUP: Final = "scheduling.x-k8s.io/pod-group"
 ANNOTATION_POD_GROUP_MIN: Final = "scheduling.x-k8s.io/min-member"
+# Seconds of run between a pod's checkpoints, as its workload declares them: a GPU repair drains a node when its
+# pods have just checkpointed (scaler.core.planning.repair). Without it, all a pod ran is taken as at stake.
+ANNOTATION_CHECKPOINT_INTERVAL: Final = f"{DOMAIN}/checkpoint-interval"
 
 # --- gangs' own objects (scaler.core.model.podgroup) ---------------------------------------------------
 # The Workload API's PodGroups (KEP-4671; pods name theirs by spec.schedulingGroup.podGroupName).

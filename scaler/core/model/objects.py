@@ -61,6 +61,7 @@ class Pod:
     scheduler_name: str = "default-scheduler"
     phase: str = "Pending"
     created_at: float = 0.0  # seconds since the epoch; with priority, the scheduler's queue order
+    started_at: float | None = None  # status.startTime: when the kubelet started it on its node
     # --- what kube-scheduler's other filters read (scaler.core.scheduling.filters) ---
     spread: tuple[SpreadConstraint, ...] = ()  # topologySpreadConstraints with DoNotSchedule
     pod_affinity: tuple[PodAffinityTerm, ...] = ()  # podAffinity required...DuringExecution

@@ -3,6 +3,7 @@ offerings and the fallback chain. It chooses; `place.Placer` places. Pure."""
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -24,9 +25,11 @@ class Expander:
     other pools cannot take it), ranked by price per pod, spot first, then waste; `pick` applies the caps
     and hands a pool that cannot launch now to its fallback."""
 
-    def __init__(self, packer: Packer, slots: list[Slot], caps: Caps) -> None:
+    def __init__(self, packer: Packer, slots: list[Slot], caps: Caps, policy: str = "price", now: float = 0.0) -> None:
         self.packer = packer
         self.caps = caps
+        self.policy = policy  # ScalerConfig.expander
+        self.now = now
         self.by_pool: dict[str, list[Slot]] = {}
         for s in slots:
             self.by_pool.setdefault(s.pool.name, []).append(s)
@@ -94,7 +97,12 @@ class Expander:
         terms = c.waste_terms
         waste = sum((e - m * u) / e for e, u in terms) / len(terms) if terms else 0.0
         cold = 0 if self.caps.warm and self.caps.warm_left(c.slot.pool.name) > 0 else 1
-        return cold, c.slot.price / m, 0 if c.slot.spot else 1, waste, c.slot.pool.name, c.slot.zone
+        if self.policy == "price":
+            return cold, c.slot.price / m, 0 if c.slot.spot else 1, waste, c.slot.pool.name, c.slot.zone
+        # cluster-autoscaler's expanders ignore price: a draw per pod and pass (deterministic, so a run replays).
+        draw = zlib.crc32(f"{c.slot.pool.name}/{c.slot.zone}/{cls.rep.key}/{self.now:g}".encode())
+        first = round(waste, 6) if self.policy == "least-waste" else 0.0
+        return cold, first, draw, 0.0, c.slot.pool.name, c.slot.zone
 
     def pick(self, cls: PodClass, cands: list[SlotOption], n: int, excluded: set[int], reasons: dict[str, str],
               only: str | None = None, seen: set[str] | None = None,

@@ -28,7 +28,7 @@ class Placer:
         self.filtered = Filtered(self.packer, snapshot.nodes, pending, snapshot.storage, snapshot.namespaces,
                                  dra_state(snapshot, self.packer), on_nodes=self.usage.filtered)
         self.caps = Caps(snapshot, config, adv)
-        self.expander = Expander(self.packer, slots, self.caps)
+        self.expander = Expander(self.packer, slots, self.caps, config.expander, snapshot.now)
         self.refused_everywhere: set[str] = set()  # pods kube-scheduler's filters keep off every pool
         self.pod_reasons: dict[str, dict[str, str]] = {}  # pod -> pool -> the filters' refusal
         self.in_flight_groups = self.packer.in_flight_groups

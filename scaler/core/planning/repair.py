@@ -7,7 +7,12 @@ Ready not True (its instance still exists: a gone instance is `advance`'s). Past
 node is repaired like an interrupted one: its pods are planned as pending by the scale-up planner (same
 pool or its fallback chain: the replacement is bought ahead), and it is drained (cordon, evictions
 through the Eviction API, PodDisruptionBudgets honoured; with the pool's `force_evict`, a pod provably on
-the broken GPU is deleted instead) and exactly its instance given back. At most
+the broken GPU is deleted instead) and exactly its instance given back. A node that lost GPU devices but
+still runs pods on its healthy ones is kept while a drain would lose more work than its dead GPUs have stood
+idle since the signal began (`hold_reason`: each pod's GPUs x its run since its last checkpoint, from its start
+and its `gpuburst.io/checkpoint-interval`; all its run without one), so it goes when it is idle or just after its
+pods checkpoint, and after the pool's `repair.max_hold` at the latest; one that runs no GPU pod is replaced
+at once, without waiting for its grace. At most
 the pool's budget of nodes are in repair at once, and `max_per_pass` start per pass; past the budget
 the others wait and the pool's repairs are reported paused. A node whose signal clears while its drain
 is still running is named `recovered`: the actuator stops the drain and uncordons it.
@@ -20,11 +25,13 @@ taint's timeAdded.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from scaler.core.config.repair import RepairSpec
+from scaler.core.model import keys
 from scaler.core.model.dra import BLOCKING_EFFECTS, DeviceTaint, DraObjects
 from scaler.core.model.objects import Node, Pod
 from scaler.core.model.workload import blocker, gpu_devices, node_pool, to_evict
@@ -51,6 +58,7 @@ class Signal:
     text: str
     since: float  # when it began, as the node says; 0: unknown (the first pass that saw it counts)
     grace: float
+    lost_devices: bool = False  # the device plugin advertises fewer GPU devices than the node has
 
 
 def device_taints(dra: DraObjects) -> dict[str, list[tuple[str, DeviceTaint]]]:
@@ -72,7 +80,7 @@ def signals(node: Node, spec: RepairSpec, taints: Sequence[tuple[str, DeviceTain
         capacity, allocatable = gpu_devices(node.capacity), gpu_devices(node.allocatable)
         if allocatable < capacity:
             out.append(Signal(f"{capacity - allocatable} of {capacity} GPU devices not allocatable", 0.0,
-                              spec.lost_gpu_grace))
+                              spec.lost_gpu_grace, lost_devices=True))
     for cond in node.conditions:
         if spec.conditions.get(cond.type) == cond.status:
             why = f" ({cond.reason})" if cond.reason else ""
@@ -109,7 +117,11 @@ def plan_repairs(snapshot: Snapshot, state: State, gone: set[str]) -> Repairs:
             continue
         out.unhealthy[name] = out.unhealthy.get(name, 0) + 1
         seen[node.name] = state.unhealthy_since.get(node.name, now)
-        ready = [(s.since or seen[node.name], s) for s in found if now - (s.since or seen[node.name]) >= s.grace]
+        # A node that lost GPU devices and runs no GPU pod is replaced at once: nothing is lost by it, and its grace
+        # would only keep paying for it (scale-down would remove it sooner).
+        idle = not any(gpu_devices(p.requests) for p in to_evict(node.pods))
+        ready = [(s.since or seen[node.name], s) for s in found
+                 if now - (s.since or seen[node.name]) >= s.grace or (idle and s.lost_devices)]
         if ready:
             since, first = min(ready, key=lambda r: r[0])
             due[name].append((since, node, first.text))
@@ -141,6 +153,11 @@ def _pool_repairs(snapshot: Snapshot, name: str, size: int, due: list[tuple[floa
             out.notes.append(f"node {node.name} is unhealthy ({text}) but not repaired: {why}")
             out.repairs.append(Repair(node.name, name, f"{text}; blocked: {why}", since, started=False))
             continue
+        held = hold_reason(node, since, snapshot.now, spec)
+        if held is not None:
+            out.notes.append(f"node {node.name} is unhealthy ({text}) but kept: {held}")
+            out.repairs.append(Repair(node.name, name, f"{text}; kept: {held}", since, started=False))
+            continue
         if room <= 0 or per_pass <= 0:
             waiting += room <= 0
             out.repairs.append(Repair(node.name, name, text, since, started=False))
@@ -159,6 +176,48 @@ def _pool_repairs(snapshot: Snapshot, name: str, size: int, due: list[tuple[floa
         out.paused[name] = (f"{len(in_repair) + started} of {size} node(s) in repair, the budget "
                             f"({spec.max_unhealthy_percent:g} %); {waiting} more unhealthy node(s) wait")
         out.notes.append(f"pool {name}: repairs paused: {out.paused[name]}")
+
+
+def at_stake(pod: Pod, now: float) -> float:
+    """GPU-seconds of work a drain would cost the pod now: its GPUs x its run since its last checkpoint (its
+    `gpuburst.io/checkpoint-interval`; 0 checkpoints continuously); all its run without one; inf when its start
+    is unknown."""
+    gpus = gpu_devices(pod.requests)
+    if not gpus:
+        return 0.0
+    if pod.started_at is None:
+        return math.inf
+    run = max(now - pod.started_at, 0.0)
+    interval = checkpoint_interval(pod)
+    return gpus * (run if interval is None else run % interval if interval > 0 else 0.0)
+
+
+def checkpoint_interval(pod: Pod) -> float | None:
+    """The pod's declared seconds of run between checkpoints; None when it declares none (or not a number)."""
+    text = pod.annotations.get(keys.ANNOTATION_CHECKPOINT_INTERVAL)
+    try:
+        value = float(text) if text is not None else None
+    except ValueError:
+        return None
+    return value if value is not None and math.isfinite(value) and value >= 0 else None
+
+
+def hold_reason(node: Node, since: float, now: float, spec: RepairSpec) -> str | None:
+    """Why a node that lost GPU devices is kept for the pods running on its healthy ones, or None to drain it:
+    idle, past `max_hold`, or when its pods' work at stake is no more than the GPU-seconds its dead devices
+    have stood idle since `since` (the ski-rental rule: keep paying for the dead GPU until it has cost what a
+    drain would lose, so neither choice costs more than twice the better one)."""
+    dead = gpu_devices(node.capacity) - gpu_devices(node.allocatable) if node.capacity else 0
+    if dead <= 0 or now - since >= spec.max_hold:
+        return None
+    stake = sum(at_stake(p, now) for p in to_evict(node.pods))
+    idle = dead * (now - since)
+    if stake <= idle:
+        return None
+    lose = "all they ran (no checkpoint interval known)" if math.isinf(stake) else \
+        f"{stake / 3600:.2f} GPU-h since their last checkpoints"
+    return (f"a drain would lose {lose}, more than the {idle / 3600:.2f} GPU-h its {dead} dead GPU device(s) stood "
+            f"idle; drained by {fmt_time(since + spec.max_hold)} at the latest")
 
 
 def on_broken_gpu(pod: Pod, node: Node) -> bool:

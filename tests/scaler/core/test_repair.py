@@ -21,6 +21,9 @@ GPU8 = [p for p in POOLS if p["name"].startswith("gpu8")]
 
 
 def _config(**repair: Any) -> ScalerConfig:
+    # These cases are about the drain itself: drained as the grace ends (max_hold 0). The hold for the pods on a
+    # node's healthy GPUs has its own cases (test_repair_hold.py).
+    repair = {"max_hold": 0, **repair}
     pools = [{**p, "repair": repair} if p["name"] == "gpu8-spot-a" else p for p in GPU8]
     return config(pools, timings={"scan_interval": 10})
 

@@ -24,17 +24,19 @@ ROWS = ["j1,0,1,3600,1", "j2,0,1,1800,1", "j3,1800,8,1800,1"]
 def test_static_fleet_is_sized_for_the_peak_and_on_demand_only_reprices_the_same_nodes(
         tmp_path: Path, pools_file: Path) -> None:
     trace = write_trace(tmp_path / "t.csv", ROWS)
-    _, report = simulate(str(trace), str(pools_file))
+    _, report = simulate(str(trace), str(pools_file), spot_price_factor=0.4, interruption_rate=0.0)
     l4, l40s8 = CATALOGUE["g6.xlarge"].price_per_hour, CATALOGUE["g6.48xlarge"].price_per_hour
     # Two 1-GPU jobs at once, one 8-GPU job; on-demand nodes up for the hour the trace lasts with no wait.
     assert report["static_fleet"]["nodes"] == {"gpu1-od": 2, "gpu8-od": 1}
     assert report["static_fleet"]["gpus"] == 10
     assert report["static_fleet_cost_usd"] == pytest.approx(2 * l4 + l40s8, abs=0.01)
-    # Every node ran on spot at 0.4 x on-demand: the same nodes on demand cost 2.5 x.
+    # Every node ran on spot at 0.4 x on-demand (--spot-price-factor 0.4): the same nodes on demand cost 2.5 x.
     assert report["spot_share"] == 1.0
     assert report["on_demand_only_cost_usd"] == pytest.approx(report["cost_usd"] / 0.4, rel=1e-3)
     line = summary(report).splitlines()[-1]
-    assert re.fullmatch(r"  cost \$[\d,]+ against on-demand only \$[\d,]+ \(saves 60%\); static fleet for the peak "
+    assert re.fullmatch(r"  cost \$[\d,]+ against cluster-autoscaler defaults: not run "
+                        r"\(--compare-cluster-autoscaler\); on-demand only \$[\d,]+ \(saves 60%\); "
+                        r"static fleet for the peak "
                         r"\(10 GPUs, 1 h\) \$[\d,]+ \(saves \d+%\)", line), line
 
 
