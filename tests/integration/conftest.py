@@ -12,7 +12,13 @@ stays here for what a test injects that the real server cannot be made to do on 
   goes on;
 - list pages of a forced size, a PDB whose cached view lags the server (`quiet=True`), an evicted pod that
   comes back (`recreate_evicted`);
-and for the loop scenarios not yet moved (test_loop*.py), whose World binds pods itself (tests/fakes/world.py)."""
+and for the loop scenarios (test_loop*.py), whose World drives a clock of the test's own (tests/fakes/world.py):
+they jump minutes and hours (provision deadlines, repair graces, notice deadlines, five minutes of API outage)
+in one step, and the fake API server stamps its objects with that clock, where the real one stamps wall time.
+What they check that needs only a real server (scale-up bound by the scheduler, idle nodes drained through
+policy/v1 Evictions a PDB limits, a restart mid scale-up, the Lease, Events, DRA claims, CapacityBuffers,
+ProvisioningRequests) runs against the real control plane in tests/controlplane/test_end_to_end.py,
+test_scaler_run.py, test_capacity_buffers.py and test_provisioning_requests.py."""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
 """The control loop end to end: real planner, AWS provider on moto's server, kube adapter on the fake
-API server. Each fault of the issue has its own test."""
+API server. Each fault of the issue has its own test.
+
+On the fake API server, not the real control plane: the test's clock jumps minutes at a step (see
+tests/integration/conftest.py)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,9 @@
 """The loop on Azure: the real SDK clients against the fake ARM, the kube adapter against the fake API
 server. A pending pod grows an AKS agent pool; an evicted Spot instance of a scale set is drained,
-replaced in the fallback pool and deleted."""
+replaced in the fallback pool and deleted.
+
+On the fake API server, not the real control plane: the test's clock jumps minutes at a step (see
+tests/integration/conftest.py)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,10 @@
 ResourceClaimTemplates and ResourceSlices (resource.k8s.io/v1) from the fake API server, and the real
 loop scales up the DRA pool for a pending pod whose only GPU request is a claim. An API server without
 resource.k8s.io/v1 is an empty DRA part, not a failing watch; an object that does not convert is skipped
-and named."""
+and named.
+
+On the fake API server, not the real control plane: the test's clock jumps minutes at a step (see
+tests/integration/conftest.py)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,9 @@
 """GPU repair end to end (issue 26): real planner and actuator, the AWS provider on moto's server, the kube
 adapter on the fake API server. A node whose device plugin stops advertising a GPU is replaced; a fleet
-going unhealthy at once is repaired only up to the budget; a GPU that comes back stops its repair."""
+going unhealthy at once is repaired only up to the budget; a GPU that comes back stops its repair.
+
+On the fake API server, not the real control plane: the test's clock jumps minutes at a step (see
+tests/integration/conftest.py)."""
 
 from __future__ import annotations
 

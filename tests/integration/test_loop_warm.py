@@ -1,5 +1,8 @@
 """A warm pool through the whole loop, on moto's server: the scaler reads the group's warm instances ready to start
-(DescribeWarmPool, answered in its own shape: moto lists none) and starts them before any cold spot node."""
+(DescribeWarmPool, answered in its own shape: moto lists none) and starts them before any cold spot node.
+
+On the fake API server, not the real control plane: the test's clock jumps minutes at a step (see
+tests/integration/conftest.py)."""
 
 from __future__ import annotations
 
