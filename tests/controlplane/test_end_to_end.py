@@ -172,17 +172,23 @@ def test_a_mixed_workload_is_bound_by_the_real_scheduler_then_scaled_down_throug
 
         # A web service runs beside the jobs, one replica on each of two GPU nodes (two Deployments, each
         # preferring its node), under one budget of minAvailable 1; then the jobs finish.
-        hosts = sorted(world.names.values())[:2]
+        # Two nodes of the cheapest pool: on a dearer node (the MIG one) the scaler may rightly consolidate the
+        # replicas onto a new 1-GPU node instead, and the nodes' names (hence a pick by name) are random.
+        cheapest = sorted(n for n in world.names.values()
+                          if cluster.core.read_node(n).metadata.labels.get(keys.LABEL_POOL, "").startswith("gpu1-"))
+        hosts = cheapest[:2]
         create_all(cluster.admin, [*(web_deployment(f"web-{i}", host) for i, host in enumerate(hosts)), {
             "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
             "metadata": {"name": "web", "namespace": "default"},
             "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}}}])
         cluster.wait(lambda: len(web_ready(world)) == 2, "the web replicas run")
+        assert {p.spec.node_name for p in world.pods() if p.metadata.name.startswith("web-")} == set(hosts)
         for pod in world.pods():
             if not pod.metadata.name.startswith("web-"):
                 cluster.core.delete_namespaced_pod(pod.metadata.name, "default", grace_period_seconds=0)
         fewest, seen = 2, set(web_ready(world))
         for _ in range(25):
+            world.register()  # a node the scaler buys meanwhile boots, as a real one would
             world.step(20)
             ready = web_ready(world)
             fewest, seen = min(fewest, len(ready)), seen | set(ready)
