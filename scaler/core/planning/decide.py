@@ -18,6 +18,7 @@ import dataclasses
 from scaler.core.config.settings import ScalerConfig
 from scaler.core.model.provreq import PROVISIONED
 from scaler.core.planning import buffers, provreq
+from scaler.core.planning.context import planning_context
 from scaler.core.planning.decisions import Plan
 from scaler.core.planning.injected import Injected
 from scaler.core.planning.memo import Memo
@@ -31,6 +32,7 @@ def decide(snapshot: Snapshot, state: State, config: ScalerConfig, memo: Memo | 
     booked nodes kept from scale-down, each request's conditions in `Plan.requests`, each buffer's outcome in
     `Plan.buffers`) and the next state. The input state is not changed. `memo`: what the last passes worked
     out that this one may reuse (the Reconciler's; None: from scratch); a plan is the same with it or without."""
+    ctx = planning_context(config, memo)  # what the planners read of the settings (the whole tree stops here)
     injected = Injected()
     requests, view = snapshot.requests, snapshot
     answers: dict[str, tuple[bool, str]] = {}
@@ -38,17 +40,17 @@ def decide(snapshot: Snapshot, state: State, config: ScalerConfig, memo: Memo | 
         # `inject` adds stand-ins to the nodes' pod lists and changes nothing else: each node gets a list of its own.
         view = dataclasses.replace(snapshot, pending=list(snapshot.pending),
                                    nodes=[dataclasses.replace(n, pods=list(n.pods), version=0) for n in snapshot.nodes])
-        provreq.inject(view, requests, config, state, injected)
-        answers = provreq.book_checks(view, requests, config, injected)
+        provreq.inject(view, requests, ctx, state, injected)
+        answers = provreq.book_checks(view, requests, ctx, injected)
     buffers.inject(snapshot.buffers, injected)
-    result, new_state = plan(view, state, config, memo, injected.placeholders)
+    result, new_state = plan(view, state, ctx, memo, injected.placeholders)
     result.buffers = buffers.outcomes(snapshot.buffers, injected, result.verdicts, snapshot.now)
     new_state.booked = {k: v for k, v in injected.booked.items() if not injected.lost.get(k)}
     nodes = {n.name: n for n in snapshot.nodes}
     for req in requests:
         live = not req.done and provreq.refusal(req) is None and not req.true(PROVISIONED)
-        never = provreq.check(req, snapshot, config) if live and req.key in injected.asking else None
+        never = provreq.check(req, snapshot, ctx) if live and req.key in injected.asking else None
         result.requests[req.key] = provreq.conditions(
             req, now=snapshot.now, plan=result, injected=injected, nodes=nodes, checked=answers.get(req.key),
-            never=never, ttl=config.timings.booking_ttl)
+            never=never, ttl=ctx.timings.booking_ttl)
     return result, new_state
