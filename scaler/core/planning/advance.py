@@ -25,9 +25,9 @@ CAPACITY_KINDS = frozenset({"capacity", "price", "quota"})
 
 
 
-def may_still_boot(node: Node, now: float, timings: Timings) -> bool:
+def may_still_boot(node: Node, now: float, provision_timeout: float) -> bool:
     """Younger than the provision timeout, or of unknown age: a node not ready yet may still become so."""
-    return node.created_at <= 0 or now - node.created_at < timings.provision_timeout
+    return node.created_at <= 0 or now - node.created_at < provision_timeout
 
 
 def copy_state(state: State) -> State:

@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from scaler.core.config.pool import Pool
-from scaler.core.config.settings import Timings
 from scaler.core.dra.extended import served
 from scaler.core.model import keys
 from scaler.core.model.objects import Node, Pod
@@ -190,7 +189,7 @@ def _affinity_keys(pod: Pod, out: set[str], seen: set[int]) -> None:
         out.update([r.key for p in preferred for r in p.term])
 
 
-def is_coming(node: Node, pool: Pool | None, now: float, timings: Timings,
+def is_coming(node: Node, pool: Pool | None, now: float, provision_timeout: float,
               published: Collection[str] = (), gpus: int | None = None) -> bool:
     """A registered node that will take pods soon: not ready yet, or a GPU node whose device plugin
     has not published its GPUs yet (a DRA pool's: whose driver has not published its ResourceSlices,
@@ -203,16 +202,16 @@ def is_coming(node: Node, pool: Pool | None, now: float, timings: Timings,
                 return False
         elif pool.gpus <= 0 or (gpu_devices(node.allocatable) if gpus is None else gpus) > 0:
             return False
-    return may_still_boot(node, now, timings)
+    return may_still_boot(node, now, provision_timeout)
 
 
-def is_fresh(node: Node, now: float, timings: Timings) -> bool:
+def is_fresh(node: Node, now: float, provision_timeout: float) -> bool:
     """A node that registered within the provision timeout and holds no pod but DaemonSet and mirror pods: capacity
     coming like a booting node. Which pending pod kube-scheduler binds to it first depends on the order of its
     queue after retries and on which node registered first, so the pending pods are matched against it and the
     nodes still booting together, however the scheduler will shuffle them, and no node is bought on a guess that
     another pod takes it."""
-    if node.created_at <= 0 or now - node.created_at >= timings.provision_timeout:
+    if node.created_at <= 0 or now - node.created_at >= provision_timeout:
         return False
     return all(p.phase in TERMINATED_PHASES or is_daemonset(p) or is_mirror(p) for p in node.pods)
 
@@ -279,7 +278,7 @@ def build_packer(snapshot: Snapshot, ctx: PlanningContext, adv: Advanced, usage:
         packer.claim_untainted = lambda pod: counts(pod)[1]
     packer.set_min_request([*(p.requests for p in snapshot.pending), *map(dict, usage.requests)])
     delegated = _delegated(packer, snapshot)
-    registered = _node_bins(packer, snapshot, ctx.timings, adv, usage, templates, devices, delegated)
+    registered = _node_bins(packer, snapshot, ctx.timings.provision_timeout, adv, usage, templates, devices, delegated)
     slots: list[Slot] = []
     shapes: dict[tuple[int, ...], int] = {}
     for name, obs in snapshot.pools.items():
@@ -339,7 +338,7 @@ def _delegate(free: list[int], node: Node, delegated: Mapping[str, int]) -> None
 Recipe = tuple[int, tuple[int, ...], tuple[int, ...], tuple[object, ...], int]
 
 
-def _node_bins(packer: Packer, snapshot: Snapshot, timings: Timings, adv: Advanced, usage: Usage,
+def _node_bins(packer: Packer, snapshot: Snapshot, provision_timeout: float, adv: Advanced, usage: Usage,
                templates: Mapping[str, Node], devices: Mapping[str, tuple[int, int]] | None,
                delegated: Mapping[str, int]) -> set[str]:
     """The bins of the existing and coming nodes; returns the provider ids of the registered nodes. An
@@ -365,7 +364,7 @@ def _node_bins(packer: Packer, snapshot: Snapshot, timings: Timings, adv: Advanc
         r = old.get(node.name)
         if r is not None and r[0] != node.version:
             r = None
-        if is_coming(node, pool, now, timings, published, r[4] if r is not None else None):
+        if is_coming(node, pool, now, provision_timeout, published, r[4] if r is not None else None):
             assert pool is not None
             alloc = dict(node.allocatable)
             if pool.gpus and not pool.dra and gpu_devices(alloc) <= 0:
@@ -383,7 +382,7 @@ def _node_bins(packer: Packer, snapshot: Snapshot, timings: Timings, adv: Advanc
                 free[index[res]] -= v
             group = packer.group_for(node, tuple(t for t in node.taints if t.key not in keys.STARTUP_TAINTS))
             b = packer.add_bin(node, free, "coming", group, pname, node.labels.get(keys.LABEL_ZONE), vec_alloc)
-            b.fresh = is_fresh(node, now, timings)
+            b.fresh = is_fresh(node, now, provision_timeout)
             continue
         if not node.ready:
             continue  # NotReady for long: no capacity, not ours to guess about
@@ -402,7 +401,7 @@ def _node_bins(packer: Packer, snapshot: Snapshot, timings: Timings, adv: Advanc
         group = packer.real_group(r[3], node)  # (add_bin's, inlined: no placement yet, so no bound nor skyline)
         b = Bin(list(r[1]), "existing", node.name, pname, node.labels.get(keys.LABEL_ZONE), group, node, list(r[2]))
         if pool is not None:
-            b.fresh = is_fresh(node, now, timings)
+            b.fresh = is_fresh(node, now, provision_timeout)
         group.bins.append(b)
         group.epoch += 1
         bins.append(b)

@@ -65,7 +65,7 @@ def plan(snapshot: Snapshot, state: State, ctx: PlanningContext, memo: Memo | No
         unhealthy=fix.unhealthy,
         repair_paused=fix.paused,
         recovered=fix.recovered,
-        warm=warm_pools(snapshot, ctx),
+        warm=warm_pools(snapshot, ctx.timings.warm_start, ctx.spot_price_factor),
     )
     stop_refused(result, adv.state)
     if not snapshot.fresh:
@@ -75,15 +75,16 @@ def plan(snapshot: Snapshot, state: State, ctx: PlanningContext, memo: Memo | No
     return result, adv.state
 
 
-def warm_pools(snapshot: Snapshot, ctx: PlanningContext) -> dict[str, WarmStanding]:
-    """Each warm pool's ready instances, time to Ready and standing cost (the plan's cost of keeping it)."""
+def warm_pools(snapshot: Snapshot, warm_start: float, spot_price_factor: float) -> dict[str, WarmStanding]:
+    """Each warm pool's ready instances, time to Ready (a stopped instance's: `warm_start`) and standing cost (the
+    plan's cost of keeping it)."""
     out = {}
     for name, obs in snapshot.pools.items():
         w = obs.pool.warm
         if w is None or not w.size:
             continue
-        ready_in = RUNNING_START if w.state == "running" else ctx.timings.warm_start
-        price = standing_price(w, obs.pool.list_price(ctx.spot_price_factor), obs.pool.root_volume_gib)
+        ready_in = RUNNING_START if w.state == "running" else warm_start
+        price = standing_price(w, obs.pool.list_price(spot_price_factor), obs.pool.root_volume_gib)
         out[name] = WarmStanding(w.size, obs.warm, w.state, ready_in, price)
     return out
 

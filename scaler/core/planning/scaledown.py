@@ -14,7 +14,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from scaler.core.config.pool import Pool
-from scaler.core.config.settings import Timings
 from scaler.core.model import keys
 from scaler.core.model.objects import Node, Pod, PodDisruptionBudget
 from scaler.core.model.workload import TERMINATED_PHASES, gpu_devices, node_pool, to_evict
@@ -78,9 +77,9 @@ def _pdbs_of(pod: Pod, pdbs: list[PodDisruptionBudget]) -> list[int]:
             and all(pod.labels.get(k) == v for k, v in b.selector.items())]
 
 
-def _broken(node: Node, now: float, timings: Timings) -> bool:
+def _broken(node: Node, now: float, provision_timeout: float) -> bool:
     """NotReady, with a known creation time older than the provision timeout."""
-    return not node.ready and not may_still_boot(node, now, timings)
+    return not node.ready and not may_still_boot(node, now, provision_timeout)
 
 
 @dataclass(slots=True)
@@ -91,7 +90,7 @@ class ScaleDownResult:
     moves: dict[str, str] = field(default_factory=dict)  # evicted pod key -> the node it was re-placed on
 
 
-def _hold(snapshot: Snapshot, timings: Timings, adv: Advanced) -> set[str]:
+def _hold(snapshot: Snapshot, backoff_max: float, adv: Advanced) -> set[str]:
     """Nodes not to drain again yet: their last drain was given up because PodDisruptionBudgets refused
     its evictions. They stay schedulable until the long backoff ends, or one of those budgets allows
     more disruptions than it did then (so a budget that never frees does not make the node flap)."""
@@ -105,7 +104,7 @@ def _hold(snapshot: Snapshot, timings: Timings, adv: Advanced) -> set[str]:
             continue
         budgets = {f"{snapshot.pdbs[i].namespace}/{snapshot.pdbs[i].name}"
                    for p in node.pods if p.key in refused for i in _pdbs_of(p, snapshot.pdbs)}
-        state.held[name] = Held(now + timings.backoff_max, tuple(sorted((k, allowed[k]) for k in budgets)))
+        state.held[name] = Held(now + backoff_max, tuple(sorted((k, allowed[k]) for k in budgets)))
     for name, h in list(state.held.items()):
         if h.until <= now or name not in by_name or any(allowed.get(k, 0) > a for k, a in h.allowed):
             del state.held[name]
@@ -162,8 +161,10 @@ def _candidates(snapshot: Snapshot, ctx: PlanningContext, adv: Advanced, scale_u
     since_before = adv.state.unneeded_since
     busy_again: list[tuple[str, float]] = []
     keep = keep_times(adv.state, ctx, [o.pool for o in snapshot.pools.values()])
-    held = _hold(snapshot, ctx.timings, adv) | outside_pools(snapshot)  # or not an instance of its pool any more
+    # held after a refused drain, or not an instance of its pool any more
+    held = _hold(snapshot, ctx.timings.backoff_max, adv) | outside_pools(snapshot)
     threshold = ctx.scale_down.utilization_threshold
+    fixed, most = ctx.timings.unneeded_time is not None, ctx.scale_down.unneeded_time_max
     found: list[Removable] = []
     dra = DraUse(snapshot.dra)
     for node in snapshot.nodes:
@@ -174,7 +175,7 @@ def _candidates(snapshot: Snapshot, ctx: PlanningContext, adv: Advanced, scale_u
         if node.name in snapshot.draining or node.name in adv.gone or node.name in adv.leaving or node.name in held:
             continue  # being drained already, its instance is gone, or its budgets refused a drain
         b = room.bin(node.name)
-        if b is None and _broken(node, now, ctx.timings) and not to_evict(node.pods):
+        if b is None and _broken(node, now, ctx.timings.provision_timeout) and not to_evict(node.pods):
             # Registered, never (or no longer) ready for longer than a node takes to boot, and
             # nothing on it to lose: a paid-for node that will not take pods.
             out.unneeded[node.name] = since_before.get(node.name, now)
@@ -194,7 +195,7 @@ def _candidates(snapshot: Snapshot, ctx: PlanningContext, adv: Advanced, scale_u
             continue
         since = out.unneeded[node.name] = since_before.get(node.name, now)
         empty = not to_evict(node.pods)
-        until = adv.state.unneeded_until[node.name] = since + _wait(keep[obs.pool.name], empty, ctx)
+        until = adv.state.unneeded_until[node.name] = since + _wait(keep[obs.pool.name], empty, fixed, most)
         if disrupting or now >= until:
             found.append(Removable((0 if disrupting else 1, 0 if empty else 1, util, node.name), node, obs.pool,
                                    util, since))
@@ -218,11 +219,11 @@ def _utilization(node: Node, pool: Pool, dra: DraUse, memo: Memo | None) -> floa
     return util  # type: ignore[no-any-return]
 
 
-def _wait(keep: float, empty: bool, ctx: PlanningContext) -> float:
-    """How long an unneeded node waits: the adaptive time for an empty one, `unneeded_time_max` for one with pods
-    to move (their restart, the work since their last checkpoint, is a cost the rule cannot see: on a short timer
-    consolidation evicts them over and over), a fixed `timings.unneeded_time` for every node."""
-    return keep if empty or ctx.timings.unneeded_time is not None else max(keep, ctx.scale_down.unneeded_time_max)
+def _wait(keep: float, empty: bool, fixed: bool, most: float) -> float:
+    """How long an unneeded node waits: the adaptive time for an empty one, `most` (`unneeded_time_max`) for one
+    with pods to move (their restart, the work since their last checkpoint, is a cost the rule cannot see: on a
+    short timer consolidation evicts them over and over), a `fixed` (`timings.unneeded_time`) one for every node."""
+    return keep if empty or fixed else max(keep, most)
 
 
 class _Removals:

@@ -61,7 +61,7 @@ class _Gangs:
     held: dict[str, str] = field(default_factory=dict)  # pod key -> why its scheduler holds it back
 
 
-def _gangs(snapshot: Snapshot, ctx: PlanningContext, bound: dict[str, int]) -> _Gangs:
+def _gangs(snapshot: Snapshot, label: str, min_annotation: str, bound: dict[str, int]) -> _Gangs:
     """The pending pods' gangs (scaler.core.model.podgroup), of `bound` (the active pods on the nodes per
     gang, `capacity.Usage.gangs`). A pod whose Workload or Volcano PodGroup is missing is held back, as its
     scheduler holds it; a group without a gang policy leaves its pods single; a coscheduling label without
@@ -69,7 +69,7 @@ def _gangs(snapshot: Snapshot, ctx: PlanningContext, bound: dict[str, int]) -> _
     out = _Gangs()
     groups = snapshot.pod_groups
     for pod in snapshot.pending:
-        ref = group_of(pod, ctx.gang_label)
+        ref = group_of(pod, label)
         if ref is None:
             continue
         api, name = ref
@@ -85,7 +85,7 @@ def _gangs(snapshot: Snapshot, ctx: PlanningContext, bound: dict[str, int]) -> _
         if group is not None:
             out.minimum[gid] = group.min_count or 0
             continue
-        raw = pod.annotations.get(ctx.gang_min_annotation)
+        raw = pod.annotations.get(min_annotation)
         if raw is not None:
             with contextlib.suppress(ValueError):
                 out.minimum[gid] = max(out.minimum.get(gid, 0), int(raw))
@@ -165,7 +165,7 @@ def plan_scale_up(snapshot: Snapshot, ctx: PlanningContext, adv: Advanced) -> Sc
     verdicts: dict[str, PodVerdict] = {}
     placed_on: dict[str, str] = {}
     new_pods: dict[int, list[Pod]] = {}
-    gangs = _gangs(snapshot, ctx, planner.usage.gangs)
+    gangs = _gangs(snapshot, ctx.gang_label, ctx.gang_min_annotation, planner.usage.gangs)
     pending = []
     for pod in snapshot.pending:
         if is_daemonset(pod):
