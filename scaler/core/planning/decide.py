@@ -5,6 +5,7 @@ the planner places with the real ones (as cluster-autoscaler's pod list processo
 the ProvisioningRequests in the Snapshot (`provreq`: stand-ins for a request's pod sets, and the stand-ins of
 the bookings it holds placed on their nodes), and the CapacityBuffers (`buffers`: placeholders, planned after
 the real pending and displaced pods, at the lowest priority). `plan` (planner.py) decides everything else.
+The settings tree stops here: the planners get the pass's `PlanningContext` (context.py), what they read of it.
 The Plan carries each request's conditions (`Plan.requests`) beside each buffer's outcome (`Plan.buffers`);
 only this pass writes the next State (bookings and interruption notices included).
 `scaler.reconcile.Reconciler` calls it for `scaler run` and the simulator alike, and `plan` / `explain`

@@ -1,10 +1,10 @@
-"""One pass of decisions: Snapshot + State + config -> Plan + next State. Pure.
+"""One pass of decisions: Snapshot + State + the settings' PlanningContext -> Plan + next State. Pure.
 
 `plan` decides everything the actuator does: sizes, replacements ahead of interruptions, the
 instances that never registered to terminate, drains. It is built from `advance` (what outlives a
 pass), `interruptions` (notices and drains in progress), `scaleup` and `scaledown`. The core's entry
-`decide.decide` calls it, after adding the pods-to-be of the ProvisioningRequests and CapacityBuffers in
-play. See docs/planner.md.
+`decide.decide` calls it, after making the context from the settings (`context`) and adding the pods-to-be of
+the ProvisioningRequests and CapacityBuffers in play. See docs/planner.md.
 """
 
 from __future__ import annotations
