@@ -64,6 +64,7 @@ from scaler.core.model.objects import (
     Toleration,
 )
 from scaler.core.model.resources import parse_resources
+from scaler.core.planning.context import planning_context
 from scaler.core.planning.planner import plan
 from scaler.core.planning.snapshot import PoolObservation, Snapshot
 from scaler.core.planning.state import State
@@ -246,12 +247,13 @@ def run_one(n_pods: int, repeat: int, seed: int, workloads: int, mix: str = "pla
     # Every node has been under the threshold for long: the pass also runs the scale-down planner's
     # drain simulation (budget 10% of the nodes), not only the scale-up.
     state = State(unneeded_since={n.name: 0.0 for n in snap.nodes})
+    ctx = planning_context(cfg)
     times, cpu = [], []
     for _ in range(repeat):
         gc.collect()  # start each pass from a clean heap (the snapshot's construction left garbage behind)
         t0, c0 = time.perf_counter(), time.process_time()
         with no_cycle_collection():  # as every pass runs in production (scaler/reconcile.py, Reconciler.run)
-            result, _ = plan(snap, state, cfg)
+            result, _ = plan(snap, state, ctx)
         times.append(time.perf_counter() - t0)
         cpu.append(time.process_time() - c0)
         assert len(result.verdicts) == len(snap.pending)
@@ -299,7 +301,7 @@ def run_digests(seed: int, workloads: int) -> None:
             cfg = dra_config(pools())
             snap = to_dra(snap, cfg)
         state = State(unneeded_since={n.name: 0.0 for n in snap.nodes})
-        result, after = plan(snap, state, cfg)
+        result, after = plan(snap, state, planning_context(cfg))
         print(f"digest {mix}-{DIGEST_PODS} {digest(result, after)}", flush=True)
     import plan_scale_xl as xl  # noqa: PLC0415 - bench/ is on the path when run
 

@@ -1,11 +1,17 @@
-"""How far the settings object (ScalerConfig) travels from the core's entry (issue 38's measure).
+"""How far the settings travel from the core's entry (issue 38's measure).
 
-From the entry function, follow every call that hands the whole settings object on (the settings parameter,
-or an attribute of `self` it was stored in), depth first, each function once, as a reader would: into each
-callee and back out to its caller. Prints the calls followed (functions reached), the files they are in,
-and how many steps of that walk (into a callee or back out of it) land in a file the walk had already
-left; then the core functions that take the whole ScalerConfig. Static and approximate (calls are resolved
-by name within scaler/core), the same way before and after.
+From the entry function, follow every call that hands the settings on, depth first, each function once, as a
+reader would: into each callee and back out to its caller. Prints the calls followed (functions reached), the
+files they are in, and how many steps of that walk (into a callee or back out of it) land in a file the walk
+had already left; then how many core functions take the whole ScalerConfig, and the PlanningContext.
+
+"The settings" is the whole settings object, the ScalerConfig or the PlanningContext the entry makes from it
+(scaler/core/planning/context.py): a parameter annotated with either, a local assigned from a call that returns
+one (`ctx = planning_context(config, memo)`), or an attribute of `self` one was stored in. The second line
+follows their parts too (Timings, ScaleDownSettings, Limits: a parameter of that type, or `ctx.timings`
+passed on), which is where the settings still go once the whole object stops. Static and approximate (calls
+are resolved by name within scaler/core), the same way before and after; before the PlanningContext the
+first line is what the first version of this script printed (it followed the ScalerConfig alone).
 
 Usage: python bench/settings_travel.py [ENTRY]     (ENTRY: module:function, default the core's entry)
 """
@@ -22,17 +28,25 @@ CORE = ROOT / "scaler" / "core"
 Func = tuple[str, str]  # (file relative to the repo, qualified name)
 
 
+WHOLE = ("ScalerConfig", "PlanningContext")
+PARTS = ("Timings", "ScaleDownSettings", "Limits")
+PART_ATTRS = frozenset({"timings", "scale_down", "limits"})  # the parts, as attributes of the whole
+KINDS: list[str] = list(WHOLE)  # what the walk follows (main sets it)
 STORED: dict[str, set[str]] = {}  # class -> attributes of self that hold the settings
+RETURNS: dict[str, str] = {}  # function name -> its return annotation
 
 
 def _functions() -> dict[Func, ast.FunctionDef]:
     out: dict[Func, ast.FunctionDef] = {}
+    STORED.clear()
     for path in sorted(CORE.rglob("*.py")):
         rel = str(path.relative_to(ROOT))
         tree = ast.parse(path.read_text(), rel)
         for node in tree.body:
             if isinstance(node, ast.FunctionDef):
                 out[(rel, node.name)] = node
+                if node.returns is not None:
+                    RETURNS[node.name] = ast.unparse(node.returns)
             elif isinstance(node, ast.ClassDef):
                 for item in node.body:
                     if isinstance(item, ast.FunctionDef):
@@ -47,9 +61,34 @@ def _functions() -> dict[Func, ast.FunctionDef]:
     return out
 
 
-def _settings_params(fn: ast.FunctionDef) -> set[str]:
+def _takes(fn: ast.FunctionDef, kinds: tuple[str, ...]) -> set[str]:
+    """The parameters annotated with one of `kinds`."""
     args = [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs]
-    return {a.arg for a in args if a.annotation is not None and "ScalerConfig" in ast.unparse(a.annotation)}
+    return {a.arg for a in args if a.annotation is not None
+            and any(k in ast.unparse(a.annotation) for k in kinds)}
+
+
+def _settings_params(fn: ast.FunctionDef) -> set[str]:
+    """The names in `fn` that hold the settings: its parameters of the kinds followed, and the locals assigned
+    from a call to a function that returns one."""
+    names = _takes(fn, tuple(KINDS))
+    for a in ast.walk(fn):
+        if isinstance(a, ast.Assign) and isinstance(a.value, ast.Call):
+            callee = _callee_name(a.value)
+            if callee is not None and any(k in RETURNS.get(callee, "") for k in KINDS):
+                names.update(t.id for t in a.targets if isinstance(t, ast.Name))
+    return names
+
+
+def _hands_on(a: ast.expr, names: set[str], stored: set[str]) -> bool:
+    """Whether the argument is the settings (or, when parts are followed, a part of them: `ctx.timings`)."""
+    if isinstance(a, ast.Name):
+        return a.id in names
+    if isinstance(a, ast.Attribute) and isinstance(a.value, ast.Name):
+        if a.value.id == "self" and a.attr in stored:
+            return True
+        return tuple(KINDS) != WHOLE and a.attr in PART_ATTRS and a.value.id in names
+    return False
 
 
 def _callee_name(call: ast.Call) -> str | None:
@@ -81,8 +120,7 @@ def walk(entry: Func, funcs: dict[Func, ast.FunctionDef]) -> list[Func]:
             if not isinstance(call, ast.Call):
                 continue
             passed = [*call.args, *(k.value for k in call.keywords)]
-            if not any((isinstance(a, ast.Name) and a.id in names) or (isinstance(a, ast.Attribute) and a.attr in stored
-                       and isinstance(a.value, ast.Name) and a.value.id == "self") for a in passed):
+            if not any(_hands_on(a, names, stored) for a in passed):
                 continue
             name = _callee_name(call)
             targets = [t for t in by_name.get(name or "", []) if t[0] == key[0]] or by_name.get(name or "", [])
@@ -99,21 +137,35 @@ def walk(entry: Func, funcs: dict[Func, ast.FunctionDef]) -> list[Func]:
 TOUR: list[str] = []
 
 
-def main(argv: list[str]) -> int:
+def _travel(entry: Func) -> tuple[int, int, int]:
+    """(calls followed, files, steps into a file already left) from the entry, for the kinds in KINDS."""
     funcs = _functions()
-    spec = argv[0] if argv else ("scaler/core/planning/decide.py:decide" if (CORE / "planning" / "decide.py").exists()
-                                 else "scaler/core/planning/provreq.py:serve")
-    file, _, name = spec.partition(":")
-    order = walk((file, name), funcs)
+    order = walk(entry, funcs)
     left: set[str] = set()
     back = 0
     for prev, cur in itertools.pairwise(TOUR):
         if cur != prev:
             left.add(prev)
             back += cur in left
-    takers = sum(1 for f in funcs.values() if _settings_params(f))
-    print(f"settings travel from {spec}: {len(order) - 1} calls followed, {len({f for f, _ in order})} files, "
-          f"{back} into a file already left; {takers} core functions take the whole ScalerConfig")
+    return len(order) - 1, len({f for f, _ in order}), back
+
+
+def main(argv: list[str]) -> int:
+    spec = argv[0] if argv else ("scaler/core/planning/decide.py:decide" if (CORE / "planning" / "decide.py").exists()
+                                 else "scaler/core/planning/provreq.py:serve")
+    file, _, name = spec.partition(":")
+    KINDS[:] = WHOLE
+    calls, files, back = _travel((file, name))
+    funcs = _functions()
+    whole = sum(1 for f in funcs.values() if _takes(f, ("ScalerConfig",)))
+    ctx = sum(1 for f in funcs.values() if _takes(f, ("PlanningContext",)))
+    print(f"settings travel from {spec}: {calls} calls followed, {files} files, {back} into a file already left; "
+          f"{whole} core functions take the whole ScalerConfig, {ctx} the PlanningContext")
+    KINDS[:] = WHOLE + PARTS
+    calls, files, back = _travel((file, name))
+    parts = sum(1 for f in funcs.values() if _takes(f, PARTS) and not _takes(f, WHOLE))
+    print(f"  with their parts ({', '.join(PARTS)}): {calls} calls followed, {files} files, {back} into a file "
+          f"already left; {parts} core functions take only a part")
     return 0
 
 

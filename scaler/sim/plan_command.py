@@ -38,6 +38,7 @@ from scaler.core.model.buffers import SCALABLE_KINDS, CapacityBuffer
 from scaler.core.model.dra import DraObjects
 from scaler.core.planning import idle_time
 from scaler.core.planning.capacity import zone_hints
+from scaler.core.planning.context import planning_context
 from scaler.core.planning.decide import decide
 from scaler.core.planning.decisions import Plan
 from scaler.core.planning.repair import device_taints, signals
@@ -269,8 +270,9 @@ def main(args: argparse.Namespace) -> int:
         return 2
     result, state = decide(snapshot, State(), config)
     with_nodes = {n.pool for n in snapshot.nodes}
+    ctx = planning_context(config)
     notes = [*notes, *zone_hints(config.pools),
-             *(f"unneeded time: {idle_time.explain(state, config, p)}" for p in config.pools if p.name in with_nodes),
+             *(f"unneeded time: {idle_time.explain(state, ctx, p)}" for p in config.pools if p.name in with_nodes),
              *(f"warm pool of {name}: {w.ready} of {w.size} {w.state} instances ready to start, each a node in "
                f"{w.ready_in:g} s rather than a boot; it stands at ${w.usd_per_hour:.3f}/h"
                for name, w in sorted(result.warm.items()))]

@@ -36,6 +36,7 @@ from scaler.core.model import keys
 from scaler.core.model.objects import Pod
 from scaler.core.model.provreq import FAILED, PROVISIONED
 from scaler.core.model.workload import gpu_devices
+from scaler.core.planning.context import planning_context
 from scaler.core.planning.planner import plan
 from scaler.core.planning.snapshot import PoolObservation, Snapshot
 from scaler.core.scheduling.predicates import fits
@@ -200,7 +201,7 @@ def never_started(result: SimResult) -> dict[str, Any]:
     groups_of = [job_group(r.pods[0], len(r.pods)) for r in runs if r.pods and r.pods[0].scheduling_group]
     snapshot = Snapshot(now=result.end, pending=waiting, nodes=result.nodes, pools=pools,
                         pod_groups={g.key: g for g in groups_of})
-    verdicts = plan(snapshot, result.state, config)[0].verdicts
+    verdicts = plan(snapshot, result.state, planning_context(config))[0].verdicts
     groups: dict[tuple[object, ...], dict[str, Any]] = {}
 
     def count(outcome: str, reasons: dict[str, str], pod: Pod) -> None:

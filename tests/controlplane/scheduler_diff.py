@@ -35,6 +35,7 @@ from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
 from scaler.core.config.settings import ScalerConfig
+from scaler.core.planning.context import planning_context
 from scaler.core.planning.decisions import PodVerdict
 from scaler.core.planning.planner import plan
 from scaler.core.planning.snapshot import Snapshot
@@ -192,7 +193,7 @@ class Diff:
     # --- one pod -------------------------------------------------------------------------------
     def verdict(self, pod: JSON) -> tuple[PodVerdict, Snapshot]:
         snapshot = self._snapshot([pod])
-        result, _ = plan(snapshot, State(), self.cfg)
+        result, _ = plan(snapshot, State(), planning_context(self.cfg))
         return result.verdicts[f"{NS}/{pod['metadata']['name']}"], snapshot
 
     def _snapshot(self, pods: list[JSON], extra: Iterable[JSON] = ()) -> Snapshot:
@@ -312,7 +313,7 @@ class Diff:
         the scheduler, when it binds at least minCount of them. The gang is removed after (the next starts from
         the same cluster)."""
         snapshot = self._snapshot(g.pods, [g.group])
-        result, _ = plan(snapshot, State(), self.cfg)
+        result, _ = plan(snapshot, State(), planning_context(self.cfg))
         verdicts = [result.verdicts[f"{NS}/{p['metadata']['name']}"] for p in g.pods]
         planned = sum(v.outcome == "fits-existing" for v in verdicts)
         groups = f"/apis/scheduling.k8s.io/v1beta1/namespaces/{NS}/podgroups"

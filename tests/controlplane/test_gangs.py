@@ -16,6 +16,7 @@ from kubernetes.client.rest import ApiException
 
 from scaler.cli import main
 from scaler.core.config.settings import ScalerConfig, parse_config
+from scaler.core.planning.context import planning_context
 from scaler.core.planning.planner import plan as plan_of
 from scaler.core.planning.state import State
 from scaler.sim.plan_command import load_snapshot
@@ -79,7 +80,7 @@ def test_the_gang_that_fits_binds_and_the_one_that_never_can_buys_nothing(world:
     assert sorted((o["apiVersion"], o["metadata"]["name"]) for o in groups) == \
         [("scheduling.k8s.io/v1beta1", "big"), ("scheduling.k8s.io/v1beta1", "pair")]
     snapshot, _ = load_snapshot(path, world.config)
-    again, _ = plan_of(snapshot, State(), world.config)
+    again, _ = plan_of(snapshot, State(), planning_context(world.config))
     assert [(u.pool, u.count, sorted(u.pods)) for u in again.scale_ups] == \
         [("gpu8", 2, ["default/pair-0", "default/pair-1"])]
     world.register()

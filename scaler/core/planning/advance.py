@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from scaler.core.config.settings import ScalerConfig
+from scaler.core.config.settings import Timings
 from scaler.core.model.objects import Node
 from scaler.core.model.workload import node_pool
 from scaler.core.planning.decisions import ScaleUp, SetSize
@@ -25,9 +25,9 @@ CAPACITY_KINDS = frozenset({"capacity", "price", "quota"})
 
 
 
-def may_still_boot(node: Node, now: float, config: ScalerConfig) -> bool:
+def may_still_boot(node: Node, now: float, provision_timeout: float) -> bool:
     """Younger than the provision timeout, or of unknown age: a node not ready yet may still become so."""
-    return node.created_at <= 0 or now - node.created_at < config.timings.provision_timeout
+    return node.created_at <= 0 or now - node.created_at < provision_timeout
 
 
 def copy_state(state: State) -> State:
@@ -68,8 +68,7 @@ class Advanced:
         return max(0, self.desired.get(pool, 0) - self.registered.get(pool, 0))
 
 
-def _bump_backoff(state: State, pool: str, now: float, config: ScalerConfig) -> Backoff:
-    t = config.timings
+def _bump_backoff(state: State, pool: str, now: float, t: Timings) -> Backoff:
     prev = state.backoff.get(pool)
     failures = (prev.failures if prev else 0) + 1
     delay = min(t.backoff_initial * 2 ** (failures - 1), t.backoff_max)
@@ -82,10 +81,9 @@ def mark_unavailable(state: State, pool: str, zone: str, until: float) -> None:
     state.unavailable[(pool, zone)] = max(state.unavailable.get((pool, zone), 0.0), until)
 
 
-def advance(snapshot: Snapshot, state: State, config: ScalerConfig, memo: Memo | None = None) -> Advanced:
+def advance(snapshot: Snapshot, state: State, t: Timings, memo: Memo | None = None) -> Advanced:
     """Fold launch failures, registrations and timeouts into a new State (the input is not changed)."""
     now = snapshot.now
-    t = config.timings
     new = copy_state(state)
     new.notices = [n for n in state.notices if n not in snapshot.acknowledged]
     for notice in snapshot.interruptions:  # the provider hands a notice out again until it is acknowledged
@@ -106,9 +104,9 @@ def advance(snapshot: Snapshot, state: State, config: ScalerConfig, memo: Memo |
         out.notes.append(f"pool {name}: the cloud refused ({message}); its actions stop until "
                          f"{fmt_time(now + t.backoff_max)}")
     for name, obs in snapshot.pools.items():
-        desired = _failures(obs, registered.get(name, 0), now, config, out)
-        records = _in_flight(snapshot, obs, desired - registered.get(name, 0), now, config, new)
-        desired, records = _timeouts(obs, records, desired, registered.get(name, 0), now, config, out)
+        desired = _failures(obs, registered.get(name, 0), now, t, out)
+        records = _in_flight(snapshot, obs, desired - registered.get(name, 0), now, t.provision_timeout, new)
+        desired, records = _timeouts(obs, records, desired, registered.get(name, 0), now, t, out)
         # Forget old failures once the pool has been quiet for a whole maximum backoff.
         b = new.backoff.get(name)
         if b is not None and b.until + t.backoff_max <= now:
@@ -124,10 +122,10 @@ def advance(snapshot: Snapshot, state: State, config: ScalerConfig, memo: Memo |
     return out
 
 
-def _failures(obs: PoolObservation, registered: int, now: float, config: ScalerConfig, out: Advanced) -> int:
+def _failures(obs: PoolObservation, registered: int, now: float, t: Timings, out: Advanced) -> int:
     """A pool's launch failures: capacity ones mark their offering unavailable, the others back the pool
     off; the size is given back to what exists. Returns the pool's desired size after that."""
-    t, new, pool, name = config.timings, out.state, obs.pool, obs.pool.name
+    new, pool, name = out.state, obs.pool, obs.pool.name
     desired = obs.desired
     if not obs.failures:
         return desired
@@ -142,7 +140,7 @@ def _failures(obs: PoolObservation, registered: int, now: float, config: ScalerC
         else:
             other = failure
     if other is not None:  # one step of backoff per pass, however many activities failed
-        step = _bump_backoff(new, name, now, config)
+        step = _bump_backoff(new, name, now, t)
         out.notes.append(f"pool {name}: launch failed ({other.reason}); backoff until {fmt_time(step.until)}")
     floor = max(obs.instances, registered, pool.min_size)
     if desired > floor:
@@ -152,7 +150,7 @@ def _failures(obs: PoolObservation, registered: int, now: float, config: ScalerC
     return desired
 
 
-def _in_flight(snapshot: Snapshot, obs: PoolObservation, outstanding: int, now: float, config: ScalerConfig,
+def _in_flight(snapshot: Snapshot, obs: PoolObservation, outstanding: int, now: float, timeout: float,
                new: State) -> list[InFlight]:
     """In flight = desired - registered, matched against the recorded requests, oldest first."""
     name = obs.pool.name
@@ -173,8 +171,7 @@ def _in_flight(snapshot: Snapshot, obs: PoolObservation, outstanding: int, now: 
         return kept
     if recorded < outstanding:
         # Not asked for by this process (it restarted): due after the instances' launch, as the
-        # cloud reports it, oldest first; what has not launched yet from now.
-        timeout = config.timings.provision_timeout
+        # cloud reports it, oldest first; what has not launched yet from now (due `timeout` later).
         missing = outstanding - recorded
         ids = {n.provider_id for n in snapshot.nodes}
         launched = sorted(m.launched_at for m in obs.members if m.launched_at > 0 and m.provider_id not in ids)
@@ -186,10 +183,10 @@ def _in_flight(snapshot: Snapshot, obs: PoolObservation, outstanding: int, now: 
 
 
 def _timeouts(obs: PoolObservation, records: list[InFlight], desired: int, registered: int, now: float,
-              config: ScalerConfig, out: Advanced) -> tuple[int, list[InFlight]]:
+              t: Timings, out: Advanced) -> tuple[int, list[InFlight]]:
     """Requests past their provision deadline: the size is given back, the pool backs off and its zones
     are unavailable. Returns the desired size and the requests still in flight."""
-    t, pool, name = config.timings, obs.pool, obs.pool.name
+    pool, name = obs.pool, obs.pool.name
     late = sum(r.count for r in records if r.deadline <= now)
     if not late:
         return desired, records
@@ -199,7 +196,7 @@ def _timeouts(obs: PoolObservation, records: list[InFlight], desired: int, regis
         out.resets.append(SetSize(name, target, f"{late} node(s) did not register within "
                                                 f"{t.provision_timeout:.0f}s"))
         desired = target
-    b = _bump_backoff(out.state, name, now, config)
+    b = _bump_backoff(out.state, name, now, t)
     for zone in pool.zones:
         mark_unavailable(out.state, name, zone, now + t.unavailable_ttl)
     out.notes.append(f"pool {name}: {late} node(s) timed out; backoff until {fmt_time(b.until)}")
@@ -242,9 +239,9 @@ def gone_nodes(snapshot: Snapshot) -> set[str]:
     return out
 
 
-def record_scale_ups(state: State, scale_ups: Iterable[ScaleUp], now: float, config: ScalerConfig) -> None:
-    """Remember this pass's requests with their provision deadline."""
+def record_scale_ups(state: State, scale_ups: Iterable[ScaleUp], now: float, timeout: float) -> None:
+    """Remember this pass's requests with their provision deadline (`timeout` from now)."""
     for up in scale_ups:
         state.in_flight.setdefault(up.pool, []).append(
-            InFlight(up.pool, up.count, now, now + config.timings.provision_timeout, up.zone)
+            InFlight(up.pool, up.count, now, now + timeout, up.zone)
         )

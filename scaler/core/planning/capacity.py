@@ -8,13 +8,13 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from scaler.core.config.pool import Pool
-from scaler.core.config.settings import ScalerConfig
 from scaler.core.dra.extended import served
 from scaler.core.model import keys
 from scaler.core.model.objects import Node, Pod
 from scaler.core.model.podgroup import gang_of
 from scaler.core.model.workload import TERMINATED_PHASES, gpu_devices, is_daemonset, is_mirror, node_pool
 from scaler.core.planning.advance import Advanced, may_still_boot
+from scaler.core.planning.context import PlanningContext
 from scaler.core.planning.memo import Memo
 from scaler.core.planning.packing import Bin, Group, Packer, Slot
 from scaler.core.planning.snapshot import Snapshot
@@ -189,7 +189,7 @@ def _affinity_keys(pod: Pod, out: set[str], seen: set[int]) -> None:
         out.update([r.key for p in preferred for r in p.term])
 
 
-def is_coming(node: Node, pool: Pool | None, now: float, config: ScalerConfig,
+def is_coming(node: Node, pool: Pool | None, now: float, provision_timeout: float,
               published: Collection[str] = (), gpus: int | None = None) -> bool:
     """A registered node that will take pods soon: not ready yet, or a GPU node whose device plugin
     has not published its GPUs yet (a DRA pool's: whose driver has not published its ResourceSlices,
@@ -202,16 +202,16 @@ def is_coming(node: Node, pool: Pool | None, now: float, config: ScalerConfig,
                 return False
         elif pool.gpus <= 0 or (gpu_devices(node.allocatable) if gpus is None else gpus) > 0:
             return False
-    return may_still_boot(node, now, config)
+    return may_still_boot(node, now, provision_timeout)
 
 
-def is_fresh(node: Node, now: float, config: ScalerConfig) -> bool:
+def is_fresh(node: Node, now: float, provision_timeout: float) -> bool:
     """A node that registered within the provision timeout and holds no pod but DaemonSet and mirror pods: capacity
     coming like a booting node. Which pending pod kube-scheduler binds to it first depends on the order of its
     queue after retries and on which node registered first, so the pending pods are matched against it and the
     nodes still booting together, however the scheduler will shuffle them, and no node is bought on a guess that
     another pod takes it."""
-    if node.created_at <= 0 or now - node.created_at >= config.timings.provision_timeout:
+    if node.created_at <= 0 or now - node.created_at >= provision_timeout:
         return False
     return all(p.phase in TERMINATED_PHASES or is_daemonset(p) or is_mirror(p) for p in node.pods)
 
@@ -254,9 +254,9 @@ def _template(pool: Pool, region: str) -> Node:
                 is_template=True, slices=tmpl.slices)
 
 
-def build_packer(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, usage: Usage) -> tuple[Packer, list[Slot]]:
+def build_packer(snapshot: Snapshot, ctx: PlanningContext, adv: Advanced, usage: Usage) -> tuple[Packer, list[Slot]]:
     """Bins for existing, coming and in-flight nodes, and one template slot per pool."""
-    templates = {name: _template(obs.pool, config.region) for name, obs in snapshot.pools.items()}
+    templates = {name: _template(obs.pool, ctx.region) for name, obs in snapshot.pools.items()}
     devices = _counted_devices(snapshot)
     names = _resource_names(snapshot, [t.allocatable for t in templates.values()], usage.names)
     packer = Packer([keys.RES_DRA_DEVICES, keys.RES_DRA_UNTAINTED, *names] if devices is not None  # devices first:
@@ -278,7 +278,7 @@ def build_packer(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, usage:
         packer.claim_untainted = lambda pod: counts(pod)[1]
     packer.set_min_request([*(p.requests for p in snapshot.pending), *map(dict, usage.requests)])
     delegated = _delegated(packer, snapshot)
-    registered = _node_bins(packer, snapshot, config, adv, usage, templates, devices, delegated)
+    registered = _node_bins(packer, snapshot, ctx.timings.provision_timeout, adv, usage, templates, devices, delegated)
     slots: list[Slot] = []
     shapes: dict[tuple[int, ...], int] = {}
     for name, obs in snapshot.pools.items():
@@ -290,7 +290,7 @@ def build_packer(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, usage:
             empty[dev] = empty[dev + 1] = UNCOUNTED  # (keys.RES_DRA_UNTAINTED follows)
         if pool.dra:
             _delegate(empty, tmpl, delegated)
-        slot = Slot(pool, zone, packer.group_for(tmpl, tmpl.taints, own=("slot", name)), empty, config.price(pool),
+        slot = Slot(pool, zone, packer.group_for(tmpl, tmpl.taints, own=("slot", name)), empty, ctx.price(pool),
                     pool.capacity_type == "spot", shapes.setdefault(tuple(empty), len(shapes)), _devices(tmpl))
         slots.append(slot)
         count = min(adv.in_flight(name), MAX_IN_FLIGHT_BINS)
@@ -305,7 +305,7 @@ def build_packer(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, usage:
                     booting[m.zone] = booting.get(m.zone, 0) + 1
         i = 0
         for where, n in [*booting.items(), ("", count)]:
-            group = _zonal_group(packer, pool, where, config.region) if where else slot.group
+            group = _zonal_group(packer, pool, where, ctx.region) if where else slot.group
             free = packer.vec(predicates.free_resources(group.node)) if where else slot.empty
             if where and pool.dra:
                 _delegate(free, group.node, delegated)
@@ -338,7 +338,7 @@ def _delegate(free: list[int], node: Node, delegated: Mapping[str, int]) -> None
 Recipe = tuple[int, tuple[int, ...], tuple[int, ...], tuple[object, ...], int]
 
 
-def _node_bins(packer: Packer, snapshot: Snapshot, config: ScalerConfig, adv: Advanced, usage: Usage,
+def _node_bins(packer: Packer, snapshot: Snapshot, provision_timeout: float, adv: Advanced, usage: Usage,
                templates: Mapping[str, Node], devices: Mapping[str, tuple[int, int]] | None,
                delegated: Mapping[str, int]) -> set[str]:
     """The bins of the existing and coming nodes; returns the provider ids of the registered nodes. An
@@ -364,7 +364,7 @@ def _node_bins(packer: Packer, snapshot: Snapshot, config: ScalerConfig, adv: Ad
         r = old.get(node.name)
         if r is not None and r[0] != node.version:
             r = None
-        if is_coming(node, pool, now, config, published, r[4] if r is not None else None):
+        if is_coming(node, pool, now, provision_timeout, published, r[4] if r is not None else None):
             assert pool is not None
             alloc = dict(node.allocatable)
             if pool.gpus and not pool.dra and gpu_devices(alloc) <= 0:
@@ -382,7 +382,7 @@ def _node_bins(packer: Packer, snapshot: Snapshot, config: ScalerConfig, adv: Ad
                 free[index[res]] -= v
             group = packer.group_for(node, tuple(t for t in node.taints if t.key not in keys.STARTUP_TAINTS))
             b = packer.add_bin(node, free, "coming", group, pname, node.labels.get(keys.LABEL_ZONE), vec_alloc)
-            b.fresh = is_fresh(node, now, config)
+            b.fresh = is_fresh(node, now, provision_timeout)
             continue
         if not node.ready:
             continue  # NotReady for long: no capacity, not ours to guess about
@@ -401,7 +401,7 @@ def _node_bins(packer: Packer, snapshot: Snapshot, config: ScalerConfig, adv: Ad
         group = packer.real_group(r[3], node)  # (add_bin's, inlined: no placement yet, so no bound nor skyline)
         b = Bin(list(r[1]), "existing", node.name, pname, node.labels.get(keys.LABEL_ZONE), group, node, list(r[2]))
         if pool is not None:
-            b.fresh = is_fresh(node, now, config)
+            b.fresh = is_fresh(node, now, provision_timeout)
         group.bins.append(b)
         group.epoch += 1
         bins.append(b)

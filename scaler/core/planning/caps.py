@@ -7,10 +7,10 @@ instances that exist) is lessened by the nodes asked for and not launched yet an
 
 from __future__ import annotations
 
-from scaler.core.config.settings import ScalerConfig
 from scaler.core.model import keys
 from scaler.core.model.workload import node_pool
 from scaler.core.planning.advance import Advanced
+from scaler.core.planning.context import PlanningContext
 from scaler.core.planning.packing import Slot
 from scaler.core.planning.snapshot import Snapshot
 from scaler.core.planning.state import fmt_time
@@ -20,11 +20,10 @@ class Caps:
     """Pool room and the cluster limits, as counters a `Trial` can roll back; why a slot may not open
     a node now (backoff, an unavailable offering, a refusal) or at all (a cap)."""
 
-    def __init__(self, snapshot: Snapshot, config: ScalerConfig, adv: Advanced) -> None:
-        self.config = config
+    def __init__(self, snapshot: Snapshot, ctx: PlanningContext, adv: Advanced) -> None:
         self.now = snapshot.now
         self.state = adv.state
-        lim = config.limits
+        lim = ctx.limits
         self.room = {n: max(0, o.pool.max_size - adv.desired.get(n, o.desired)) for n, o in snapshot.pools.items()}
         self.max_size = {n: o.pool.max_size for n, o in snapshot.pools.items()}
         unmanaged = sum(1 for node in snapshot.nodes if node_pool(node) not in snapshot.pools)
@@ -32,7 +31,7 @@ class Caps:
         self.gpus = sum(n.allocatable.get(keys.RES_GPU, 0) for n in snapshot.nodes
                         if node_pool(n) not in snapshot.pools)
         self.gpus += sum(adv.desired.get(n, 0) * o.pool.gpus for n, o in snapshot.pools.items())
-        self.cost = sum(adv.desired.get(n, 0) * config.price(o.pool) for n, o in snapshot.pools.items())
+        self.cost = sum(adv.desired.get(n, 0) * ctx.price(o.pool) for n, o in snapshot.pools.items())
         self.added: dict[str, int] = {}
         self.this_pass = 0
         self.limits = lim

@@ -7,11 +7,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from scaler.core.config.pool import Pool
-from scaler.core.config.settings import ScalerConfig
 from scaler.core.model.objects import Node, Pod
 from scaler.core.model.podgroup import gang_of
 from scaler.core.model.resources import Resources
 from scaler.core.planning.advance import Advanced
+from scaler.core.planning.context import PlanningContext
 from scaler.core.planning.memo import Memo
 from scaler.core.scheduling.predicates import fits, free_resources
 
@@ -20,8 +20,8 @@ class Homes:
     """What `cheaper_home` works out once a pass: each pool's price and available templates (with their
     free resources), and the templates a pod of a given shape fits (they are only read)."""
 
-    def __init__(self, config: ScalerConfig, adv: Advanced, now: float) -> None:
-        self.config, self.adv, self.now = config, adv, now
+    def __init__(self, ctx: PlanningContext, adv: Advanced, now: float) -> None:
+        self.ctx, self.adv, self.now = ctx, adv, now
         self.prices: dict[str, float] = {}
         self.templates: dict[str, list[tuple[Node, Resources]]] = {}
         self.fitting: dict[tuple[str, object], list[Node]] = {}
@@ -29,13 +29,13 @@ class Homes:
         self.bests: dict[tuple[str, object], tuple[float, str] | None] = {}
 
     @staticmethod
-    def kept(memo: Memo | None, config: ScalerConfig, adv: Advanced, now: float) -> Homes:
+    def kept(memo: Memo | None, ctx: PlanningContext, adv: Advanced, now: float) -> Homes:
         """The last passes' Homes while the pools in backoff and the unavailable offerings are the same."""
         if memo is None:
-            return Homes(config, adv, now)
-        key = ("homes", id(config), frozenset(p for p, b in adv.state.backoff.items() if b.until > now),
+            return Homes(ctx, adv, now)
+        key = ("homes", id(ctx), frozenset(p for p, b in adv.state.backoff.items() if b.until > now),
                frozenset(k for k, until in adv.state.unavailable.items() if until > now))
-        homes = memo.get(key, lambda: Homes(config, adv, now))  # (it holds the config: its id stays its own)
+        homes = memo.get(key, lambda: Homes(ctx, adv, now))  # (it holds the context: its id stays its own)
         homes.adv, homes.now = adv, now
         return homes
 
@@ -66,7 +66,7 @@ class Homes:
         if out is None:
             price = self.price(pool)
             out = self.smaller[pool.name] = sorted(
-                (o for o in self.config.pools if self.price(o) < price
+                (o for o in self.ctx.pools if self.price(o) < price
                  and (o.itype.gpus < pool.itype.gpus if pool.itype.gpus else o.itype.vcpu < pool.itype.vcpu)),
                 key=self.price)
         return out
@@ -74,7 +74,7 @@ class Homes:
     def price(self, pool: Pool) -> float:
         p = self.prices.get(pool.name)
         if p is None:
-            p = self.prices[pool.name] = self.config.price(pool)
+            p = self.prices[pool.name] = self.ctx.price(pool)
         return p
 
     @staticmethod
@@ -97,7 +97,7 @@ class Homes:
         return hit
 
 
-def cheaper_home(pods: list[Pod], pool: Pool, config: ScalerConfig, adv: Advanced, now: float,
+def cheaper_home(pods: list[Pod], pool: Pool, ctx: PlanningContext, adv: Advanced, now: float,
                  admits: Callable[[Pod, Node], bool] | None = None, homes: Homes | None = None) -> str | None:
     """Why the pods may leave their node for new nodes of cheaper pools, or None.
 
@@ -108,9 +108,9 @@ def cheaper_home(pods: list[Pod], pool: Pool, config: ScalerConfig, adv: Advance
     pod's other kube-scheduler filters on a template (a volume's zone, anti-affinity). `homes`: kept by
     the caller for the calls of one pass.
     """
-    homes = Homes(config, adv, now) if homes is None else homes
+    homes = Homes(ctx, adv, now) if homes is None else homes
     price = homes.price(pool)
-    if any(gang_of(p, config.gang_label) is not None for p in pods):
+    if any(gang_of(p, ctx.gang_label) is not None for p in pods):
         return None
     total, homes_used = 0.0, set()
     for pod in pods:

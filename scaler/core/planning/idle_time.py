@@ -23,20 +23,21 @@ import math
 from dataclasses import replace
 
 from scaler.core.config.pool import Pool
-from scaler.core.config.settings import ScalerConfig
+from scaler.core.config.settings import ScaleDownSettings
 from scaler.core.model.workload import gpu_devices, node_pool, to_evict
+from scaler.core.planning.context import PlanningContext
 from scaler.core.planning.decisions import ScaleUp
 from scaler.core.planning.snapshot import Snapshot
 from scaler.core.planning.state import IdleHistory, State
 from scaler.core.scheduling import scoring
 
 
-def rebuy_seconds(pool: Pool, config: ScalerConfig) -> float:
+def rebuy_seconds(pool: Pool, ctx: PlanningContext) -> float:
     """What removing a node and booting one back costs, in seconds of that node's price."""
-    t = config.timings
+    t = ctx.timings
     if not pool.gpus:
         return t.cpu_boot
-    return t.gpu_boot * (1 + config.scale_down.rebuy_weight * (pool.gpus - 1))
+    return t.gpu_boot * (1 + ctx.scale_down.rebuy_weight * (pool.gpus - 1))
 
 
 def choose(gaps: tuple[float, ...], rebuy: float, low: float, high: float, step: float) -> float:
@@ -58,11 +59,11 @@ def _remember(history: IdleHistory, gap: float, kept: int) -> IdleHistory:
     return replace(history, gaps=(*history.gaps, gap)[-kept:])
 
 
-def observe(state: State, now: float, config: ScalerConfig, scale_ups: list[ScaleUp],
+def observe(state: State, now: float, sd: ScaleDownSettings, scale_ups: list[ScaleUp],
             busy_again: list[tuple[str, float]]) -> None:
     """Fold this pass into the history: nodes busy again (pool, unneeded-since), scale-ups that ask back
     removed capacity (latest removal first), removals never asked back within the maximum time."""
-    high, kept = config.scale_down.unneeded_time_max, config.scale_down.idle_history
+    high, kept = sd.unneeded_time_max, sd.idle_history
     for pool, since in busy_again:
         state.idle[pool] = _remember(state.idle.get(pool, IdleHistory()), now - since, kept)
     for up in scale_ups:
@@ -90,7 +91,7 @@ def _ask_back(history: IdleHistory, now: float, count: int, kept: int) -> IdleHi
     return h
 
 
-def taken_elsewhere(state: State, snapshot: Snapshot, config: ScalerConfig) -> None:
+def taken_elsewhere(state: State, snapshot: Snapshot, ctx: PlanningContext) -> None:
     """Removed capacity asked back by pods that started since on a node of a bigger, pricier pool that takes them
     too (no min-GPUs taint keeps them off): a pod the removed node could have held pins a node that would otherwise
     have emptied (PHILLY-A on pools without taints: 2- to 4-GPU pods on half-used 8-GPU nodes). While the pool still
@@ -117,9 +118,9 @@ def taken_elsewhere(state: State, snapshot: Snapshot, config: ScalerConfig) -> N
             g for other, g, created, packs in started
             if created > h.seen and (packs or name not in idle)
             and max(pool.min_pod_gpus, 1) <= g <= pool.gpus < other.gpus
-            and config.price(other) > config.price(pool))
+            and ctx.price(other) > ctx.price(pool))
         state.idle[name] = replace(_ask_back(h, now, -(-asked // pool.gpus) if asked else 0,
-                                             config.scale_down.idle_history), seen=now)
+                                             ctx.scale_down.idle_history), seen=now)
 
 
 def removed(state: State, pool: str, since: float, now: float) -> None:
@@ -128,35 +129,35 @@ def removed(state: State, pool: str, since: float, now: float) -> None:
     state.idle[pool] = replace(h, removed=(*h.removed, since), seen=h.seen if h.removed else now)
 
 
-def keep_times(state: State, config: ScalerConfig, pools: list[Pool]) -> dict[str, float]:
+def keep_times(state: State, ctx: PlanningContext, pools: list[Pool]) -> dict[str, float]:
     """Each pool's unneeded time this pass (recorded in `state.unneeded_time`). Prepaid pools: the maximum
     (an idle node there costs nothing)."""
-    fixed = config.timings.unneeded_time
-    sd = config.scale_down
+    fixed = ctx.timings.unneeded_time
+    sd = ctx.scale_down
     out = {}
     for pool in pools:
         if fixed is not None:
             out[pool.name] = fixed
-        elif config.price(pool) <= 0:
+        elif ctx.price(pool) <= 0:
             out[pool.name] = sd.unneeded_time_max
         else:
             h = state.idle.get(pool.name, IdleHistory())
-            out[pool.name] = choose(h.gaps, rebuy_seconds(pool, config), sd.unneeded_time_min,
-                                    sd.unneeded_time_max, config.timings.scan_interval)
+            out[pool.name] = choose(h.gaps, rebuy_seconds(pool, ctx), sd.unneeded_time_min,
+                                    sd.unneeded_time_max, ctx.timings.scan_interval)
     state.unneeded_time = out
     return out
 
 
-def explain(state: State, config: ScalerConfig, pool: Pool) -> str:
+def explain(state: State, ctx: PlanningContext, pool: Pool) -> str:
     """One line: the pool's unneeded time and why."""
     keep = state.unneeded_time.get(pool.name)
     if keep is None:
         return f"{pool.name}: no unneeded time chosen yet"
-    if config.timings.unneeded_time is not None:
+    if ctx.timings.unneeded_time is not None:
         return f"{pool.name}: unneeded nodes removed after {keep:.0f}s (timings.unneeded_time)"
     h = state.idle.get(pool.name, IdleHistory())
-    rebuy = (f"re-buying a node costs {rebuy_seconds(pool, config):.0f}s of its price; a node with pods to move "
-             f"waits {max(keep, config.scale_down.unneeded_time_max):.0f}s")
+    rebuy = (f"re-buying a node costs {rebuy_seconds(pool, ctx):.0f}s of its price; a node with pods to move "
+             f"waits {max(keep, ctx.scale_down.unneeded_time_max):.0f}s")
     if not h.gaps:
         return f"{pool.name}: unneeded nodes removed after {keep:.0f}s (adaptive: {rebuy}; no idle periods seen yet)"
     back = sorted(d for d in h.gaps if math.isfinite(d))

@@ -10,7 +10,7 @@ whose pods may all be moved; a node that is already stopping ("terminating") is 
 While such a drain is in progress its node's capacity does not count and its pods keep their home.
 A Capacity Block's nodes are drained the same way (forced, evictions PodDisruptionBudget-respecting)
 from `drain_lead` before the block's end, their replacements planned ahead. A gang (pods sharing
-`config.gang_label`) is moved together: its budget (minAvailable = all its pods, as gang schedulers
+the `gang_label` setting) is moved together: its budget (minAvailable = all its pods, as gang schedulers
 create it) refuses every eviction, and EC2 would take its pods at the block's end anyway, losing the
 work since its last checkpoint; its pods on the block are deleted at the drain's start instead (their
 grace period lets the job checkpoint), and come back pending on the replacements bought on the next rung.

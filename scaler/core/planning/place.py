@@ -5,7 +5,6 @@ filters' view of the cluster, the caps and the nodes it opened, and rolls them b
 
 from __future__ import annotations
 
-from scaler.core.config.settings import ScalerConfig
 from scaler.core.model import keys
 from scaler.core.model.objects import Pod
 from scaler.core.model.workload import is_daemonset
@@ -13,6 +12,7 @@ from scaler.core.planning.advance import Advanced
 from scaler.core.planning.capacity import build_packer, dra_state, usage
 from scaler.core.planning.caps import Caps
 from scaler.core.planning.constrained import Filtered, append_one
+from scaler.core.planning.context import PlanningContext
 from scaler.core.planning.expander import Expander, SlotOption
 from scaler.core.planning.packing import FRESH, Bin, Group, Placement, PodClass, Slot
 from scaler.core.planning.queue_order import Chooser
@@ -21,14 +21,14 @@ from scaler.core.scheduling.filters import PodCheck
 
 
 class Placer:
-    def __init__(self, snapshot: Snapshot, config: ScalerConfig, adv: Advanced) -> None:
-        self.usage = usage(snapshot.nodes, config.gang_label, adv.memo)
-        self.packer, slots = build_packer(snapshot, config, adv, self.usage)
+    def __init__(self, snapshot: Snapshot, ctx: PlanningContext, adv: Advanced) -> None:
+        self.usage = usage(snapshot.nodes, ctx.gang_label, adv.memo)
+        self.packer, slots = build_packer(snapshot, ctx, adv, self.usage)
         pending = [p for p in snapshot.pending if not is_daemonset(p)]
         self.filtered = Filtered(self.packer, snapshot.nodes, pending, snapshot.storage, snapshot.namespaces,
                                  dra_state(snapshot, self.packer), on_nodes=self.usage.filtered)
-        self.caps = Caps(snapshot, config, adv)
-        self.expander = Expander(self.packer, slots, self.caps, config.expander, snapshot.now)
+        self.caps = Caps(snapshot, ctx, adv)
+        self.expander = Expander(self.packer, slots, self.caps, ctx.expander, snapshot.now)
         self.refused_everywhere: set[str] = set()  # pods kube-scheduler's filters keep off every pool
         self.pod_reasons: dict[str, dict[str, str]] = {}  # pod -> pool -> the filters' refusal
         self.in_flight_groups = self.packer.in_flight_groups

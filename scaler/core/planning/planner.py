@@ -1,10 +1,10 @@
-"""One pass of decisions: Snapshot + State + config -> Plan + next State. Pure.
+"""One pass of decisions: Snapshot + State + the settings' PlanningContext -> Plan + next State. Pure.
 
 `plan` decides everything the actuator does: sizes, replacements ahead of interruptions, the
 instances that never registered to terminate, drains. It is built from `advance` (what outlives a
 pass), `interruptions` (notices and drains in progress), `scaleup` and `scaledown`. The core's entry
-`decide.decide` calls it, after adding the pods-to-be of the ProvisioningRequests and CapacityBuffers in
-play. See docs/planner.md.
+`decide.decide` calls it, after making the context from the settings (`context`) and adding the pods-to-be of
+the ProvisioningRequests and CapacityBuffers in play. See docs/planner.md.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from scaler.core.config.settings import ScalerConfig
 from scaler.core.config.warm import RUNNING_START, standing_price
 from scaler.core.model.objects import Pod
 from scaler.core.planning.advance import advance, record_scale_ups
+from scaler.core.planning.context import PlanningContext
 from scaler.core.planning.decisions import Plan, SetSize, WarmStanding
 from scaler.core.planning.interruptions import ending_blocks, read_notices
 from scaler.core.planning.memo import Memo
@@ -27,14 +27,14 @@ from scaler.core.planning.snapshot import Snapshot
 from scaler.core.planning.state import State
 
 
-def plan(snapshot: Snapshot, state: State, config: ScalerConfig, memo: Memo | None = None,
+def plan(snapshot: Snapshot, state: State, ctx: PlanningContext, memo: Memo | None = None,
          placeholders: Sequence[Pod] = ()) -> tuple[Plan, State]:
     """Decide scale-ups, size resets and drains for one pass. The input state is not changed; `memo`: what
     the last passes worked out (never changes the plan); `placeholders`: the CapacityBuffers' pods-to-be,
     planned after every real pending and displaced pod."""
-    adv = advance(snapshot, state, config, memo)
+    adv = advance(snapshot, state, ctx.timings, memo)
     leaving = read_notices(snapshot, adv.state.notices, adv.gone)
-    ending_blocks(snapshot, leaving, config.gang_label)
+    ending_blocks(snapshot, leaving, ctx.gang_label)
     fix = plan_repairs(snapshot, adv.state, adv.gone)
     adv.leaving = leaving.nodes | fix.nodes
     seen = {p.key for p in leaving.displaced}
@@ -42,9 +42,9 @@ def plan(snapshot: Snapshot, state: State, config: ScalerConfig, memo: Memo | No
     # Placeholders of the CapacityBuffers go last, at the lowest priority: real pods always win the room.
     extra = [*displaced, *placeholders]
     view = dataclasses.replace(snapshot, pending=[*snapshot.pending, *extra]) if extra else snapshot
-    up = plan_scale_up(view, config, adv)
-    record_scale_ups(adv.state, up.scale_ups, snapshot.now, config)
-    down = plan_scale_down(view, config, adv, up.scale_ups, Room(up.packer, up.filtered))
+    up = plan_scale_up(view, ctx, adv)
+    record_scale_ups(adv.state, up.scale_ups, snapshot.now, ctx.timings.provision_timeout)
+    down = plan_scale_down(view, ctx, adv, up.scale_ups, Room(up.packer, up.filtered))
     up.packer.release()
     result = Plan(
         now=snapshot.now,
@@ -56,7 +56,7 @@ def plan(snapshot: Snapshot, state: State, config: ScalerConfig, memo: Memo | No
         handled=leaving.handled,
         events=[*leaving.events, *fix.events],
         delete_nodes=sorted(n for n, since in adv.state.gone_since.items()
-                            if snapshot.now - since >= config.timings.node_gone_grace),
+                            if snapshot.now - since >= ctx.timings.node_gone_grace),
         refused={p: m for p, m in snapshot.refused.items() if p in snapshot.pools},
         in_flight={name: adv.in_flight(name) for name in snapshot.pools},
         notes=[*adv.notes, *leaving.notes, *fix.notes, *up.notes, *down.notes, *up.quotas.values()],
@@ -65,7 +65,7 @@ def plan(snapshot: Snapshot, state: State, config: ScalerConfig, memo: Memo | No
         unhealthy=fix.unhealthy,
         repair_paused=fix.paused,
         recovered=fix.recovered,
-        warm=warm_pools(snapshot, config),
+        warm=warm_pools(snapshot, ctx.timings.warm_start, ctx.spot_price_factor),
     )
     stop_refused(result, adv.state)
     if not snapshot.fresh:
@@ -75,15 +75,16 @@ def plan(snapshot: Snapshot, state: State, config: ScalerConfig, memo: Memo | No
     return result, adv.state
 
 
-def warm_pools(snapshot: Snapshot, config: ScalerConfig) -> dict[str, WarmStanding]:
-    """Each warm pool's ready instances, time to Ready and standing cost (the plan's cost of keeping it)."""
+def warm_pools(snapshot: Snapshot, warm_start: float, spot_price_factor: float) -> dict[str, WarmStanding]:
+    """Each warm pool's ready instances, time to Ready (a stopped instance's: `warm_start`) and standing cost (the
+    plan's cost of keeping it)."""
     out = {}
     for name, obs in snapshot.pools.items():
         w = obs.pool.warm
         if w is None or not w.size:
             continue
-        ready_in = RUNNING_START if w.state == "running" else config.timings.warm_start
-        price = standing_price(w, obs.pool.list_price(config.spot_price_factor), obs.pool.root_volume_gib)
+        ready_in = RUNNING_START if w.state == "running" else warm_start
+        price = standing_price(w, obs.pool.list_price(spot_price_factor), obs.pool.root_volume_gib)
         out[name] = WarmStanding(w.size, obs.warm, w.state, ready_in, price)
     return out
 

@@ -32,7 +32,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping
 
-from scaler.core.config.settings import ScalerConfig
 from scaler.core.model import keys
 from scaler.core.model.conditions import Condition, set_condition
 from scaler.core.model.objects import Node, Pod
@@ -44,6 +43,7 @@ from scaler.core.model.provreq import (
     PROVISIONED,
     ProvisioningRequest,
 )
+from scaler.core.planning.context import PlanningContext
 from scaler.core.planning.decisions import Plan, PodVerdict
 from scaler.core.planning.injected import Injected
 from scaler.core.planning.planner import plan
@@ -77,7 +77,7 @@ def refusal(req: ProvisioningRequest) -> str | None:
     return None
 
 
-def stand_ins(req: ProvisioningRequest, config: ScalerConfig, count: int | None = None) -> list[Pod]:
+def stand_ins(req: ProvisioningRequest, ctx: PlanningContext, count: int | None = None) -> list[Pod]:
     """The request's pods as the planner sees them: one gang of all of them (or the first `count`)."""
     out: list[Pod] = []
     gang = f"{keys.PROVREQ_GANG_PREFIX}{req.name}"
@@ -88,8 +88,8 @@ def stand_ins(req: ProvisioningRequest, config: ScalerConfig, count: int | None 
                 t, name=f"{req.name}-provreq-{i}-{j}", namespace=req.namespace, uid="", node_name=None,
                 phase="Pending", owner_kind=None, created_at=req.created_at,
                 scheduling_group=None,  # the request's own gang, not the PodGroup its template's pods name
-                labels={**t.labels, config.gang_label: gang},
-                annotations={**t.annotations, config.gang_min_annotation: str(req.total)}))
+                labels={**t.labels, ctx.gang_label: gang},
+                annotations={**t.annotations, ctx.gang_min_annotation: str(req.total)}))
     return out[:count] if count is not None else out
 
 
@@ -110,7 +110,7 @@ def booked(req: ProvisioningRequest, now: float, ttl: float) -> bool:
         and now < cond.at + ttl
 
 
-def inject(snapshot: Snapshot, requests: Iterable[ProvisioningRequest], config: ScalerConfig,
+def inject(snapshot: Snapshot, requests: Iterable[ProvisioningRequest], ctx: PlanningContext,
            state: State, out: Injected) -> None:
     """Put the requests into the snapshot (its pending list and nodes' pod lists changed in place; give it
     copies): an accepted atomic request not yet provisioned asks as pending stand-ins; a booked one holds its
@@ -121,12 +121,12 @@ def inject(snapshot: Snapshot, requests: Iterable[ProvisioningRequest], config: 
     for req in requests:
         if req.done or refusal(req) is not None:
             continue
-        if booked(req, snapshot.now, config.timings.booking_ttl):
+        if booked(req, snapshot.now, ctx.timings.booking_ttl):
             # Room is held for every pod of the request not running yet (a consumer back to pending after
             # its node went needs room again). While it is all held, the booking's pending pods are its own,
             # not a reason for another scale-up; when it is not, the booking is revoked and they ask again.
             mine = consumers(req, running)
-            hosts = _place(stand_ins(req, config, max(0, req.total - len(mine))), snapshot.nodes)
+            hosts = _place(stand_ins(req, ctx, max(0, req.total - len(mine))), snapshot.nodes)
             if hosts is not None:
                 taken = {p.key for p in consumers(req, snapshot.pending)}
                 snapshot.pending = [p for p in snapshot.pending if p.key not in taken]
@@ -136,12 +136,12 @@ def inject(snapshot: Snapshot, requests: Iterable[ProvisioningRequest], config: 
             out.booked[req.key] = held
             out.lost[req.key] = sorted(held - present)
         elif not req.true(PROVISIONED) and req.class_name == ATOMIC_SCALE_UP and not expired(req, snapshot.now):
-            pods = stand_ins(req, config)
+            pods = stand_ins(req, ctx)
             snapshot.pending.extend(pods)
             out.asking[req.key] = [p.key for p in pods]
 
 
-def book_checks(snapshot: Snapshot, requests: Iterable[ProvisioningRequest], config: ScalerConfig,
+def book_checks(snapshot: Snapshot, requests: Iterable[ProvisioningRequest], ctx: PlanningContext,
                 injected: Injected) -> dict[str, tuple[bool, str]]:
     """Answer the check-capacity requests not provisioned yet, oldest first, from the nodes that are up:
     one whose pods all fit books that room at once (its stand-ins are placed on the snapshot's nodes and
@@ -154,10 +154,10 @@ def book_checks(snapshot: Snapshot, requests: Iterable[ProvisioningRequest], con
     running = [p for n in snapshot.nodes for p in n.pods]
     # The nodes coming for an atomic request are its own before it is Provisioned: while they register, the
     # room its stand-ins take on the nodes up is no check-capacity request's (held for the answers, then let go).
-    held = _hold([p for r in requests if _coming_for(r) for p in stand_ins(r, config)], snapshot.nodes)
+    held = _hold([p for r in requests if _coming_for(r) for p in stand_ins(r, ctx)], snapshot.nodes)
     for req in sorted(live, key=lambda r: (r.created_at, r.key)):
         mine = consumers(req, running)
-        hosts = _place(stand_ins(req, config, max(0, req.total - len(mine))), snapshot.nodes)
+        hosts = _place(stand_ins(req, ctx, max(0, req.total - len(mine))), snapshot.nodes)
         if hosts is None:
             out[req.key] = (False, f"Capacity is not found: the {req.total} pods do not all fit on the nodes "
                                    "that are up (check-capacity adds no node); asked again next pass")
@@ -165,7 +165,7 @@ def book_checks(snapshot: Snapshot, requests: Iterable[ProvisioningRequest], con
         injected.booked[req.key] = frozenset({p.node_name for p in mine if p.node_name} | hosts)
         injected.lost[req.key] = []
         out[req.key] = (True, f"Capacity is found in the cluster: all {req.total} pods fit on the nodes that are "
-                              f"up, booked for {config.timings.booking_ttl:g} s")
+                              f"up, booked for {ctx.timings.booking_ttl:g} s")
     for node, pod in held:
         node.pods.remove(pod)
     return out
@@ -203,13 +203,13 @@ def _place(pods: list[Pod], nodes: list[Node]) -> set[str] | None:
     return {node.name for node, _ in placed}
 
 
-def check(req: ProvisioningRequest, snapshot: Snapshot, config: ScalerConfig) -> tuple[bool, str]:
+def check(req: ProvisioningRequest, snapshot: Snapshot, ctx: PlanningContext) -> tuple[bool, str]:
     """Plan the request's pods alone on an empty cluster whose pools may all grow to their max: False there
     means never."""
-    pending = stand_ins(req, config)
+    pending = stand_ins(req, ctx)
     pools = {name: PoolObservation(pool=obs.pool, desired=0, instances=0) for name, obs in snapshot.pools.items()}
     alone = Snapshot(now=snapshot.now, pending=pending, nodes=[], pools=pools)
-    result, _ = plan(alone, State(), config)
+    result, _ = plan(alone, State(), ctx)
     verdicts = [result.verdicts[p.key] for p in pending if p.key in result.verdicts]
     stuck = [v for v in verdicts if v.outcome not in _FITS]
     if len(verdicts) == req.total and not stuck:

@@ -14,11 +14,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from scaler.core.config.pool import Pool
-from scaler.core.config.settings import ScalerConfig
 from scaler.core.model import keys
 from scaler.core.model.objects import Node, Pod, PodDisruptionBudget
 from scaler.core.model.workload import TERMINATED_PHASES, gpu_devices, node_pool, to_evict
 from scaler.core.planning.advance import Advanced, may_still_boot, outside_pools
+from scaler.core.planning.context import PlanningContext
 from scaler.core.planning.decisions import ScaleDown, ScaleUp
 from scaler.core.planning.dra_use import DraUse
 from scaler.core.planning.drainable import Drainable, drainable
@@ -77,9 +77,9 @@ def _pdbs_of(pod: Pod, pdbs: list[PodDisruptionBudget]) -> list[int]:
             and all(pod.labels.get(k) == v for k, v in b.selector.items())]
 
 
-def _broken(node: Node, now: float, config: ScalerConfig) -> bool:
+def _broken(node: Node, now: float, provision_timeout: float) -> bool:
     """NotReady, with a known creation time older than the provision timeout."""
-    return not node.ready and not may_still_boot(node, now, config)
+    return not node.ready and not may_still_boot(node, now, provision_timeout)
 
 
 @dataclass(slots=True)
@@ -90,7 +90,7 @@ class ScaleDownResult:
     moves: dict[str, str] = field(default_factory=dict)  # evicted pod key -> the node it was re-placed on
 
 
-def _hold(snapshot: Snapshot, config: ScalerConfig, adv: Advanced) -> set[str]:
+def _hold(snapshot: Snapshot, backoff_max: float, adv: Advanced) -> set[str]:
     """Nodes not to drain again yet: their last drain was given up because PodDisruptionBudgets refused
     its evictions. They stay schedulable until the long backoff ends, or one of those budgets allows
     more disruptions than it did then (so a budget that never frees does not make the node flap)."""
@@ -104,7 +104,7 @@ def _hold(snapshot: Snapshot, config: ScalerConfig, adv: Advanced) -> set[str]:
             continue
         budgets = {f"{snapshot.pdbs[i].namespace}/{snapshot.pdbs[i].name}"
                    for p in node.pods if p.key in refused for i in _pdbs_of(p, snapshot.pdbs)}
-        state.held[name] = Held(now + config.timings.backoff_max, tuple(sorted((k, allowed[k]) for k in budgets)))
+        state.held[name] = Held(now + backoff_max, tuple(sorted((k, allowed[k]) for k in budgets)))
     for name, h in list(state.held.items()):
         if h.until <= now or name not in by_name or any(allowed.get(k, 0) > a for k, a in h.allowed):
             del state.held[name]
@@ -122,20 +122,20 @@ class Removable:
     since: float  # unneeded since (a NotReady node: since it was created)
 
 
-def plan_scale_down(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, scale_ups: list[ScaleUp],
+def plan_scale_down(snapshot: Snapshot, ctx: PlanningContext, adv: Advanced, scale_ups: list[ScaleUp],
                     room: Room) -> ScaleDownResult:
     """Update `adv.state.unneeded_since` and choose the nodes to remove this pass: the candidates, each
     tried in turn (its pods re-placed on the other nodes: `room`, as this pass's scale-ups left them), each
     decision with its reason."""
     out = ScaleDownResult()
-    if not config.scale_down.enabled:
+    if not ctx.scale_down.enabled:
         adv.state.unneeded_since, adv.state.unneeded_until = {}, {}
         return out
-    candidates = _candidates(snapshot, config, adv, scale_ups, room, out)
+    candidates = _candidates(snapshot, ctx, adv, scale_ups, room, out)
     if not snapshot.fresh:
         out.notes.append("scale-down skipped: the cluster snapshot is not fresh")
         return out
-    trial = _Removals(snapshot, config, adv, scale_ups, room)
+    trial = _Removals(snapshot, ctx, adv, scale_ups, room)
     kept: list[str] = []  # unneeded nodes that stay, and why
     for c in sorted(candidates, key=lambda c: c.order):
         if len(out.scale_downs) >= trial.budget or trial.attempts <= 0:
@@ -153,16 +153,18 @@ def plan_scale_down(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, sca
     return out
 
 
-def _candidates(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, scale_ups: list[ScaleUp], room: Room,
+def _candidates(snapshot: Snapshot, ctx: PlanningContext, adv: Advanced, scale_ups: list[ScaleUp], room: Room,
                 out: ScaleDownResult) -> list[Removable]:
     """The unneeded nodes (recorded in `out.unneeded` and the state) whose pool's unneeded time is up; the
     nodes busy again and this pass's scale-ups go into the pools' idle history first."""
     now = snapshot.now
     since_before = adv.state.unneeded_since
     busy_again: list[tuple[str, float]] = []
-    keep = keep_times(adv.state, config, [o.pool for o in snapshot.pools.values()])
-    held = _hold(snapshot, config, adv) | outside_pools(snapshot)  # or not an instance of its pool any more
-    threshold = config.scale_down.utilization_threshold
+    keep = keep_times(adv.state, ctx, [o.pool for o in snapshot.pools.values()])
+    # held after a refused drain, or not an instance of its pool any more
+    held = _hold(snapshot, ctx.timings.backoff_max, adv) | outside_pools(snapshot)
+    threshold = ctx.scale_down.utilization_threshold
+    fixed, most = ctx.timings.unneeded_time is not None, ctx.scale_down.unneeded_time_max
     found: list[Removable] = []
     dra = DraUse(snapshot.dra)
     for node in snapshot.nodes:
@@ -173,7 +175,7 @@ def _candidates(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, scale_u
         if node.name in snapshot.draining or node.name in adv.gone or node.name in adv.leaving or node.name in held:
             continue  # being drained already, its instance is gone, or its budgets refused a drain
         b = room.bin(node.name)
-        if b is None and _broken(node, now, config) and not to_evict(node.pods):
+        if b is None and _broken(node, now, ctx.timings.provision_timeout) and not to_evict(node.pods):
             # Registered, never (or no longer) ready for longer than a node takes to boot, and
             # nothing on it to lose: a paid-for node that will not take pods.
             out.unneeded[node.name] = since_before.get(node.name, now)
@@ -193,14 +195,14 @@ def _candidates(snapshot: Snapshot, config: ScalerConfig, adv: Advanced, scale_u
             continue
         since = out.unneeded[node.name] = since_before.get(node.name, now)
         empty = not to_evict(node.pods)
-        until = adv.state.unneeded_until[node.name] = since + _wait(keep[obs.pool.name], empty, config)
+        until = adv.state.unneeded_until[node.name] = since + _wait(keep[obs.pool.name], empty, fixed, most)
         if disrupting or now >= until:
             found.append(Removable((0 if disrupting else 1, 0 if empty else 1, util, node.name), node, obs.pool,
                                    util, since))
     adv.state.unneeded_since = dict(out.unneeded)
     adv.state.unneeded_until = {n: t for n, t in adv.state.unneeded_until.items() if n in out.unneeded}
-    observe(adv.state, now, config, scale_ups, busy_again)
-    taken_elsewhere(adv.state, snapshot, config)
+    observe(adv.state, now, ctx.scale_down, scale_ups, busy_again)
+    taken_elsewhere(adv.state, snapshot, ctx)
     return found
 
 
@@ -217,11 +219,11 @@ def _utilization(node: Node, pool: Pool, dra: DraUse, memo: Memo | None) -> floa
     return util  # type: ignore[no-any-return]
 
 
-def _wait(keep: float, empty: bool, config: ScalerConfig) -> float:
-    """How long an unneeded node waits: the adaptive time for an empty one, `unneeded_time_max` for one with pods
-    to move (their restart, the work since their last checkpoint, is a cost the rule cannot see: on a short timer
-    consolidation evicts them over and over), a fixed `timings.unneeded_time` for every node."""
-    return keep if empty or config.timings.unneeded_time is not None else max(keep, config.scale_down.unneeded_time_max)
+def _wait(keep: float, empty: bool, fixed: bool, most: float) -> float:
+    """How long an unneeded node waits: the adaptive time for an empty one, `most` (`unneeded_time_max`) for one
+    with pods to move (their restart, the work since their last checkpoint, is a cost the rule cannot see: on a
+    short timer consolidation evicts them over and over), a `fixed` (`timings.unneeded_time`) one for every node."""
+    return keep if empty or fixed else max(keep, most)
 
 
 class _Removals:
@@ -229,12 +231,12 @@ class _Removals:
     left, and the cluster as the scale-up left it (`others`: the room on the other nodes), which a removal
     changes."""
 
-    def __init__(self, snapshot: Snapshot, config: ScalerConfig, adv: Advanced, scale_ups: list[ScaleUp],
+    def __init__(self, snapshot: Snapshot, ctx: PlanningContext, adv: Advanced, scale_ups: list[ScaleUp],
                  others: Room) -> None:
-        self.snapshot, self.config, self.adv = snapshot, config, adv
+        self.snapshot, self.ctx, self.adv = snapshot, ctx, adv
         self.others = others
         self.scaled_up = {s.pool for s in scale_ups}
-        self.budget = max(1, int(config.scale_down.budget_fraction * len(snapshot.nodes)))
+        self.budget = max(1, int(ctx.scale_down.budget_fraction * len(snapshot.nodes)))
         self.attempts = max(4 * self.budget, 20)
         self.room = {n: min(adv.desired.get(n, o.desired), adv.registered.get(n, 0)) - o.pool.min_size
                      for n, o in snapshot.pools.items()}
@@ -242,7 +244,7 @@ class _Removals:
             if not drain.notice:
                 self.room[drain.pool] = self.room.get(drain.pool, 0) - 1
         self.allowed = [b.disruptions_allowed for b in snapshot.pdbs]
-        self.homes = Homes.kept(adv.memo, config, adv, snapshot.now)
+        self.homes = Homes.kept(adv.memo, ctx, adv, snapshot.now)
 
     def try_remove(self, c: Removable, moves: dict[str, str]) -> ScaleDown | str | None:
         """The ScaleDown for the candidate, or why it stays (None: not this pass, nothing to say)."""
@@ -273,7 +275,7 @@ class _Removals:
         for i, n in need.items():
             self.allowed[i] -= n
         self.room[pool.name] -= 1
-        sd = self.config.scale_down
+        sd = self.ctx.scale_down
         what = "NotReady since created" if c.util < 0 else "empty (only DaemonSets)" if not evict else \
             f"utilization {c.util:.2f} under {sd.utilization_threshold:.2f}"
         if consolidation:
@@ -289,15 +291,15 @@ class _Removals:
         if others.move(b, drain, moves):
             return True, None
         consolidation = None
-        if self.config.scale_down.consolidate and others.constrained:
+        if self.ctx.scale_down.consolidate and others.constrained:
             def admits(pod: Pod, template: Node) -> bool:
                 return others.admits_without(pod, template, b.name)
 
-            consolidation = cheaper_home(evict, pool, self.config, self.adv, self.snapshot.now, admits, self.homes)
-        elif self.config.scale_down.consolidate:  # the answer for the same pods, pool and Homes is the last one
+            consolidation = cheaper_home(evict, pool, self.ctx, self.adv, self.snapshot.now, admits, self.homes)
+        elif self.ctx.scale_down.consolidate:  # the answer for the same pods, pool and Homes is the last one
             home = drain.home
             if home is None or home[0] is not self.homes or home[1] != pool.name:
-                home = drain.home = (self.homes, pool.name, cheaper_home(evict, pool, self.config, self.adv,
+                home = drain.home = (self.homes, pool.name, cheaper_home(evict, pool, self.ctx, self.adv,
                                                                           self.snapshot.now, None, self.homes))
             consolidation = home[2]
         if consolidation is None:

@@ -13,12 +13,12 @@ import bisect
 import contextlib
 from dataclasses import dataclass, field
 
-from scaler.core.config.settings import ScalerConfig
 from scaler.core.model.objects import Node, Pod
 from scaler.core.model.podgroup import HELD_WITHOUT_GROUP, gang_key, group_of
 from scaler.core.model.workload import is_daemonset
 from scaler.core.planning.advance import Advanced
 from scaler.core.planning.constrained import Filtered
+from scaler.core.planning.context import PlanningContext
 from scaler.core.planning.decisions import Outcome, PodVerdict, ScaleUp
 from scaler.core.planning.expander import SlotOption
 from scaler.core.planning.packing import Packer, Placement, PodClass
@@ -61,7 +61,7 @@ class _Gangs:
     held: dict[str, str] = field(default_factory=dict)  # pod key -> why its scheduler holds it back
 
 
-def _gangs(snapshot: Snapshot, config: ScalerConfig, bound: dict[str, int]) -> _Gangs:
+def _gangs(snapshot: Snapshot, label: str, min_annotation: str, bound: dict[str, int]) -> _Gangs:
     """The pending pods' gangs (scaler.core.model.podgroup), of `bound` (the active pods on the nodes per
     gang, `capacity.Usage.gangs`). A pod whose Workload or Volcano PodGroup is missing is held back, as its
     scheduler holds it; a group without a gang policy leaves its pods single; a coscheduling label without
@@ -69,7 +69,7 @@ def _gangs(snapshot: Snapshot, config: ScalerConfig, bound: dict[str, int]) -> _
     out = _Gangs()
     groups = snapshot.pod_groups
     for pod in snapshot.pending:
-        ref = group_of(pod, config.gang_label)
+        ref = group_of(pod, label)
         if ref is None:
             continue
         api, name = ref
@@ -85,7 +85,7 @@ def _gangs(snapshot: Snapshot, config: ScalerConfig, bound: dict[str, int]) -> _
         if group is not None:
             out.minimum[gid] = group.min_count or 0
             continue
-        raw = pod.annotations.get(config.gang_min_annotation)
+        raw = pod.annotations.get(min_annotation)
         if raw is not None:
             with contextlib.suppress(ValueError):
                 out.minimum[gid] = max(out.minimum.get(gid, 0), int(raw))
@@ -159,13 +159,13 @@ def _part(c: PodClass, pods: list[Pod], info: dict[int, tuple[list[SlotOption], 
     return part
 
 
-def plan_scale_up(snapshot: Snapshot, config: ScalerConfig, adv: Advanced) -> ScaleUpResult:
-    planner = Placer(snapshot, config, adv)
+def plan_scale_up(snapshot: Snapshot, ctx: PlanningContext, adv: Advanced) -> ScaleUpResult:
+    planner = Placer(snapshot, ctx, adv)
     packer = planner.packer
     verdicts: dict[str, PodVerdict] = {}
     placed_on: dict[str, str] = {}
     new_pods: dict[int, list[Pod]] = {}
-    gangs = _gangs(snapshot, config, planner.usage.gangs)
+    gangs = _gangs(snapshot, ctx.gang_label, ctx.gang_min_annotation, planner.usage.gangs)
     pending = []
     for pod in snapshot.pending:
         if is_daemonset(pod):

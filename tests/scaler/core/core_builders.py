@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +11,12 @@ from scaler.core.config.settings import ScalerConfig, parse_config
 from scaler.core.model import keys
 from scaler.core.model.objects import Node, Pod, SelectorRequirement, Toleration
 from scaler.core.model.resources import parse_resources
+from scaler.core.planning import planner
+from scaler.core.planning.context import planning_context
+from scaler.core.planning.decisions import Plan
+from scaler.core.planning.memo import Memo
 from scaler.core.planning.snapshot import LaunchFailure, PoolObservation, Snapshot
+from scaler.core.planning.state import State
 from scaler.core.scheduling.predicates import effective_request
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -116,3 +122,9 @@ def snapshot(cfg: ScalerConfig, pending: list[Pod], nodes: list[Node] | None = N
         for p in cfg.pools
     }
     return Snapshot(now=now, pending=pending, nodes=nodes, pools=pools, fresh=fresh)
+
+
+def plan(snapshot: Snapshot, state: State, config: ScalerConfig, memo: Memo | None = None,
+         placeholders: Sequence[Pod] = ()) -> tuple[Plan, State]:
+    """The planner's pass on a config, its settings read as `decide` reads them (`planning_context`)."""
+    return planner.plan(snapshot, state, planning_context(config, memo), memo, placeholders)

@@ -4,11 +4,10 @@ a label a pod looks at are told apart, however the pass builds their bins."""
 from __future__ import annotations
 
 import pytest
-from core_builders import example_config, node_of, pod, snapshot
+from core_builders import example_config, node_of, plan, pod, snapshot
 
 from scaler.core.model.objects import Taint
 from scaler.core.planning.memo import Memo
-from scaler.core.planning.planner import plan
 from scaler.core.planning.state import State
 
 CFG = example_config()

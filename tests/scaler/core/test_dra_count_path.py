@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from core_builders import plan
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -37,7 +38,6 @@ from scaler.core.model.dra import (
 from scaler.core.model.objects import Node, Pod, PodResourceClaim, SelectorRequirement, Toleration
 from scaler.core.planning import constrained, planner
 from scaler.core.planning.decisions import Plan
-from scaler.core.planning.planner import plan
 from scaler.core.planning.scaleup import ScaleUpResult, plan_scale_up
 from scaler.core.planning.snapshot import PoolObservation, Snapshot
 from scaler.core.planning.state import State

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from core_builders import plan
+
 from scaler.configfile import load_config
 from scaler.core.dra.nvidia import DEVICE_CLASSES, GPU_CLASS
 from scaler.core.model import keys
 from scaler.core.model.dra import ClaimSpec, DeviceRequest, ExactRequest, ResourceClaimTemplate
 from scaler.core.model.objects import Node, Pod, PodResourceClaim, Toleration
-from scaler.core.planning.planner import plan
 from scaler.core.planning.snapshot import PoolObservation, Snapshot
 from scaler.core.planning.state import State
 from scaler.core.scheduling import scoring

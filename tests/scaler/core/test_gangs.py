@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import dataclasses
 
-from core_builders import GPU_TOL, config, node_of, pod, snapshot
+from core_builders import GPU_TOL, config, node_of, plan, pod, snapshot
 
 from scaler.core.model import keys
 from scaler.core.model.objects import Pod
 from scaler.core.model.podgroup import COSCHEDULING, VOLCANO, WORKLOAD, GroupApi, PodGroup
 from scaler.core.planning.decisions import Plan
-from scaler.core.planning.planner import plan
 from scaler.core.planning.state import State
 
 CFG = config([

@@ -6,10 +6,10 @@ from __future__ import annotations
 import math
 
 import pytest
-from core_builders import POOLS, config, node_of, pod, snapshot
+from core_builders import POOLS, config, node_of, plan, pod, snapshot
 
+from scaler.core.planning.context import planning_context
 from scaler.core.planning.idle_time import choose, explain, rebuy_seconds
-from scaler.core.planning.planner import plan
 from scaler.core.planning.state import IdleHistory, State
 from scaler.core.scheduling.scoring import BINPACK_SCHEDULER_NAME, DEFAULT_SCHEDULER_NAME
 
@@ -52,7 +52,7 @@ def test_a_fixed_unneeded_time_overrides_the_history() -> None:
     early, state = plan(snapshot(fixed, [], nodes, now=T0 + 590), state, fixed)
     late, state = plan(snapshot(fixed, [], nodes, now=T0 + 600), state, fixed)
     assert early.scale_downs == [] and [d.node for d in late.scale_downs] == ["idle"]
-    assert "600s (timings.unneeded_time)" in explain(state, fixed, fixed.pool("cpu-spot"))
+    assert "600s (timings.unneeded_time)" in explain(state, planning_context(fixed), fixed.pool("cpu-spot"))
 
 
 def test_a_removal_asked_back_by_a_scale_up_becomes_a_gap() -> None:
@@ -69,7 +69,7 @@ def test_a_removal_asked_back_by_a_scale_up_becomes_a_gap() -> None:
     _, state = plan(snapshot(CFG, [], [], now=T0 + 410), state, CFG)
     assert state.unneeded_time["cpu-spot"] == 20
     assert "1 recent idle periods, 0 never needed again, the others after 400s" in \
-        explain(state, CFG, CFG.pool("cpu-spot"))
+        explain(state, planning_context(CFG), CFG.pool("cpu-spot"))
 
 
 UNTAINTED = config([
@@ -128,7 +128,8 @@ def test_the_rule_weighs_keeping_against_buying_back() -> None:
     assert choose((100.0,) * 9 + (math.inf,), 240, low, high, step) == 110  # mostly back in 100 s: keep
     assert choose((500.0,) * 5 + (math.inf,) * 5, 240, low, high, step) == 30  # back late or never: remove
     # An 8-GPU node costs more to buy back than a 1-GPU one: the same history keeps it longer.
-    big, small = rebuy_seconds(CFG.pool("gpu8-spot-a"), CFG), rebuy_seconds(CFG.pool("gpu1-spot-a"), CFG)
+    big, small = rebuy_seconds(CFG.pool("gpu8-spot-a"), planning_context(CFG)), \
+        rebuy_seconds(CFG.pool("gpu1-spot-a"), planning_context(CFG))
     assert big > small == CFG.timings.gpu_boot
     gaps = (400.0,) * 5 + (math.inf,) * 5
     assert choose(gaps, small, low, high, step) == 30 and choose(gaps, big, low, high, step) == 410
@@ -146,4 +147,4 @@ def test_a_node_with_pods_to_move_waits_the_maximum_not_the_adaptive_time() -> N
         result, state = plan(snapshot(CFG, [], nodes, now=T0 + t), state, CFG)
         removals[t] = [d.node for d in result.scale_downs]
     assert removals == {120: [], 300: [], 590: [], 600: ["light"]}
-    assert "a node with pods to move waits 600s" in explain(state, CFG, CFG.pool("cpu-spot"))
+    assert "a node with pods to move waits 600s" in explain(state, planning_context(CFG), CFG.pool("cpu-spot"))

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from core_builders import POOLS, config, example_config, node_of, pod, snapshot
+from core_builders import POOLS, config, example_config, node_of, plan, pod, snapshot
 
 from scaler.core.config.settings import ScalerConfig
 from scaler.core.model.drain import DrainState
 from scaler.core.model.interruption import Interruption
-from scaler.core.planning.planner import plan
 from scaler.core.planning.snapshot import Snapshot
 from scaler.core.planning.state import Backoff, State
 

@@ -15,14 +15,13 @@ from collections.abc import Callable
 from functools import cache
 
 import pytest
-from core_builders import POOLS, config, node_of, pod, snapshot
+from core_builders import POOLS, config, node_of, plan, pod, snapshot
 
 from scaler.core.config.settings import ScalerConfig
 from scaler.core.model.keys import LABEL_POOL, RES_CPU, RES_GPU, RES_MEMORY, RES_PODS
 from scaler.core.model.objects import Node, Pod, Taint
 from scaler.core.planning.memo import Memo
 from scaler.core.planning.packing import PodClass
-from scaler.core.planning.planner import plan
 from scaler.core.planning.room import Room
 from scaler.core.planning.state import Backoff, State
 from scaler.core.scheduling.scoring import BINPACK_SCHEDULER_NAME

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from core_builders import example_config, node_of, pod, snapshot
+from core_builders import example_config, node_of, plan, pod, snapshot
 
 from scaler.core.model import keys
-from scaler.core.planning.planner import plan
 from scaler.core.planning.state import State
 
 CFG = example_config()

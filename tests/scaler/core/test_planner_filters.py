@@ -5,7 +5,7 @@ says fits an existing node passes every filter on that node."""
 
 from __future__ import annotations
 
-from core_builders import config, example_config, node_of, pod, snapshot
+from core_builders import config, example_config, node_of, plan, pod, snapshot
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -23,7 +23,6 @@ from scaler.core.model.objects import (
     StorageClass,
 )
 from scaler.core.planning.decisions import Plan
-from scaler.core.planning.planner import plan
 from scaler.core.planning.state import State
 from scaler.core.scheduling.filters import Cluster, Storage, reasons
 from scaler.core.scheduling.predicates import REASON_SELECTOR

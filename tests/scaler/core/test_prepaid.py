@@ -5,13 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from core_builders import POOLS, config, node_of, pod, snapshot
+from core_builders import POOLS, config, node_of, plan, pod, snapshot
 
 from scaler.core.config.pool import Pool
 from scaler.core.config.settings import parse_config
 from scaler.core.model import keys
 from scaler.core.planning.decisions import Plan
-from scaler.core.planning.planner import plan
 from scaler.core.planning.state import State
 
 HOUR = 3600.0

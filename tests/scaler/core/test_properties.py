@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from core_builders import GPU_TOL, MIN_GPUS_TOL, POOLS, config, node_of, pod
+from core_builders import GPU_TOL, MIN_GPUS_TOL, POOLS, config, node_of, plan, pod
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -21,7 +21,7 @@ from scaler.core.model.objects import Node, Pod, SelectorRequirement
 from scaler.core.model.resources import fits, total
 from scaler.core.model.workload import blocker
 from scaler.core.planning.advance import advance
-from scaler.core.planning.planner import plan
+from scaler.core.planning.context import planning_context
 from scaler.core.planning.room import Room
 from scaler.core.planning.scaledown import plan_scale_down
 from scaler.core.planning.scaleup import plan_scale_up
@@ -103,8 +103,8 @@ def fits_some_template(p: Pod) -> bool:
 @SETTINGS
 @given(clusters())
 def test_scale_up_respects_max_and_every_placement_rechecks(snap: Snapshot) -> None:
-    adv = advance(snap, State(), CFG)
-    up = plan_scale_up(snap, CFG, adv)
+    adv = advance(snap, State(), CFG.timings)
+    up = plan_scale_up(snap, planning_context(CFG), adv)
     # every pending pod has a verdict
     assert set(up.verdicts) == {p.key for p in snap.pending}
     # never beyond a pool's max
@@ -148,9 +148,10 @@ def test_scale_up_respects_max_and_every_placement_rechecks(snap: Snapshot) -> N
 def test_scale_down_moves_evicted_pods_without_double_booking(snap: Snapshot) -> None:
     cfg = CFG.model_copy(update={"scale_down": CFG.scale_down.model_copy(update={"budget_fraction": 1.0})})
     state = State(unneeded_since={n.name: 0.0 for n in snap.nodes})
-    adv = advance(snap, state, cfg)
-    up = plan_scale_up(snap, cfg, adv)
-    down = plan_scale_down(snap, cfg, adv, up.scale_ups, Room(up.packer, up.filtered))
+    ctx = planning_context(cfg)
+    adv = advance(snap, state, cfg.timings)
+    up = plan_scale_up(snap, ctx, adv)
+    down = plan_scale_down(snap, ctx, adv, up.scale_ups, Room(up.packer, up.filtered))
     gone = {d.node for d in down.scale_downs}
     evicted = {k for d in down.scale_downs for k in d.evict}
     # Evicted pods move to a remaining node, or, when their node is consolidated, wait for a new
@@ -210,7 +211,7 @@ def test_in_flight_always_equals_desired_minus_registered(passes: list[tuple[int
         fails = [LaunchFailure(None, "other", "x", "y", now)] if failed else []
         snap = Snapshot(now=now, pending=[], nodes=nodes,
                         pools={pool.name: PoolObservation(pool, desired, instances, fails)})
-        adv = advance(snap, state, CFG)
+        adv = advance(snap, state, CFG.timings)
         state = adv.state
         assert sum(r.count for r in state.in_flight.get(pool.name, [])) == adv.in_flight(pool.name)
         assert adv.desired[pool.name] >= min(desired, registered)  # a reset never cuts below what registered

@@ -3,9 +3,8 @@ exhausted quota sends the pods down the pool's ladder in the same pass, naming t
 
 from __future__ import annotations
 
-from core_builders import example_config, pod, snapshot
+from core_builders import example_config, plan, pod, snapshot
 
-from scaler.core.planning.planner import plan
 from scaler.core.planning.snapshot import Quota, Snapshot
 from scaler.core.planning.state import State
 

@@ -7,14 +7,13 @@ import dataclasses
 from typing import Any
 
 import pytest
-from core_builders import POOLS, config, node_of, pod, snapshot
+from core_builders import POOLS, config, node_of, plan, pod, snapshot
 
 from scaler.core.config.settings import ConfigError, ScalerConfig
 from scaler.core.model import keys
 from scaler.core.model.dra import Device, DeviceTaint, DraObjects, PoolRef, ResourceSlice
 from scaler.core.model.drain import DrainState
 from scaler.core.model.objects import Node, NodeCondition
-from scaler.core.planning.planner import plan
 from scaler.core.planning.state import Backoff, State
 
 GPU8 = [p for p in POOLS if p["name"].startswith("gpu8")]

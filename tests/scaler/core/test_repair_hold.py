@@ -6,12 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from core_builders import POOLS, config, node_of, pod, snapshot
+from core_builders import POOLS, config, node_of, plan, pod, snapshot
 
 from scaler.core.config.settings import ScalerConfig
 from scaler.core.model import keys
 from scaler.core.model.objects import Node, Pod
-from scaler.core.planning.planner import plan
 from scaler.core.planning.state import State
 
 GPU8 = [p for p in POOLS if p["name"].startswith("gpu8")]

@@ -5,13 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from core_builders import POOLS, config, example_config, node_of, pod, snapshot
+from core_builders import POOLS, config, example_config, node_of, plan, pod, snapshot
 
 from scaler.core.config.settings import ScalerConfig
 from scaler.core.model import keys
 from scaler.core.model.objects import Node, PodDisruptionBudget
 from scaler.core.planning.decisions import Plan
-from scaler.core.planning.planner import plan
 from scaler.core.planning.snapshot import Snapshot
 from scaler.core.planning.state import State
 

@@ -5,12 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from core_builders import POOLS, config, example_config, node_of, pod, snapshot
+from core_builders import POOLS, config, example_config, node_of, plan, pod, snapshot
 
 from scaler.core.model import keys
 from scaler.core.model.objects import Taint
 from scaler.core.planning.decisions import Plan
-from scaler.core.planning.planner import plan
 from scaler.core.planning.snapshot import CloudInstance, LaunchFailure
 from scaler.core.planning.state import Backoff, State
 

@@ -7,11 +7,10 @@ import dataclasses
 import random
 
 import pytest
-from core_builders import example_config, node_of, pod, snapshot
+from core_builders import example_config, node_of, plan, pod, snapshot
 
 from scaler.core.model.objects import Node, Pod
 from scaler.core.model.resources import fits
-from scaler.core.planning.planner import plan
 from scaler.core.planning.state import State
 from scaler.core.scheduling import scoring
 from scaler.core.scheduling.predicates import free_resources, static_reason

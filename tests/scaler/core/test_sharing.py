@@ -119,9 +119,8 @@ def _mig_pod(name: str) -> Any:
 
 
 def test_a_mig_pod_scales_up_a_mig_pool_and_explain_says_why_not_the_others() -> None:
-    from core_builders import snapshot
+    from core_builders import plan, snapshot
 
-    from scaler.core.planning.planner import plan
     from scaler.core.planning.state import State
     cfg = _planning_config(MIG_POOL)
     result, _ = plan(snapshot(cfg, [_mig_pod(f"m{i}") for i in range(20)]), State(), cfg)
@@ -137,10 +136,9 @@ def test_a_mig_pod_scales_up_a_mig_pool_and_explain_says_why_not_the_others() ->
 
 
 def test_time_sliced_pool_takes_only_pods_that_opt_in() -> None:
-    from core_builders import GPU_TOL, pod, snapshot
+    from core_builders import GPU_TOL, plan, pod, snapshot
 
     from scaler.core.model.objects import Toleration
-    from scaler.core.planning.planner import plan
     from scaler.core.planning.state import State
     cfg = _planning_config(SHARED_POOL)
     sharing_tol = Toleration(keys.TAINT_GPU_SHARING, "Equal", "time-slicing", "NoSchedule")
@@ -173,9 +171,8 @@ def test_a_shared_gpu_counts_as_used_while_any_replica_is() -> None:
 def test_a_ready_mig_mixed_node_with_its_slices_published_is_not_coming() -> None:
     """A MIG mixed node advertises MIG devices and no whole GPU: once Ready with every slice published it
     is an existing node (a pod on it fits existing; idle, it is unneeded), not one still booting."""
-    from core_builders import node_of, snapshot
+    from core_builders import node_of, plan, snapshot
 
-    from scaler.core.planning.planner import plan
     from scaler.core.planning.state import State
     cfg = _planning_config(MIG_POOL)
     now = 1000.0

@@ -6,10 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from core_builders import POOLS, config, pod, snapshot
+from core_builders import POOLS, config, plan, pod, snapshot
 
 from scaler.core.config.settings import ConfigError, parse_config
-from scaler.core.planning.planner import plan
 from scaler.core.planning.state import State
 
 T0 = 1000.0

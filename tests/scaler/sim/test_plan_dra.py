@@ -15,6 +15,7 @@ from dra_snapshot import pod, snapshot
 
 from scaler.cli import main
 from scaler.configfile import load_config
+from scaler.core.planning.context import planning_context
 from scaler.core.planning.decisions import Plan
 from scaler.core.planning.planner import plan
 from scaler.core.planning.state import State
@@ -30,7 +31,7 @@ def _plan(tmp_path: Path, data: dict[str, Any], pools: Path = POOLS) -> Plan:
     path.write_text(json.dumps(data), encoding="utf-8")
     config = load_config(pools)
     snap, _ = load_snapshot(path, config)
-    return plan(snap, State(), config)[0]
+    return plan(snap, State(), planning_context(config))[0]
 
 
 def _only(data: dict[str, Any], *pods: str) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from typing import Any
 from dra_snapshot import MEM, cel, classes, exactly, node, pod, slice_, template
 
 from scaler.configfile import load_config
+from scaler.core.planning.context import planning_context
 from scaler.core.planning.decisions import Plan
 from scaler.core.planning.planner import plan
 from scaler.core.planning.state import State
@@ -27,7 +28,7 @@ def _plan(tmp_path: Path, items: list[dict[str, Any]]) -> Plan:
     path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}), encoding="utf-8")
     config = load_config(POOLS)
     snap, _ = load_snapshot(path, config)
-    return plan(snap, State(), config)[0]
+    return plan(snap, State(), planning_context(config))[0]
 
 
 def _running(name: str, cpu: str, claim: str | None = None, on: str = NODE) -> dict[str, Any]:
@@ -96,7 +97,7 @@ def _drain_plan(tmp_path: Path, items: list[dict[str, Any]], unneeded: str) -> P
     path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}), encoding="utf-8")
     config = load_config(POOLS)
     snap, _ = load_snapshot(path, config)
-    return plan(snap, State(unneeded_since={unneeded: snap.now - 3600}), config)[0]
+    return plan(snap, State(unneeded_since={unneeded: snap.now - 3600}), planning_context(config))[0]
 
 
 X, Y = "ip-10-0-1-30.ec2.internal", "ip-10-0-1-31.ec2.internal"
@@ -149,7 +150,7 @@ def test_two_drains_do_not_count_the_same_free_gpu(tmp_path: Path) -> None:
     config = load_config(POOLS)
     snap, _ = load_snapshot(path, config)
     result = plan(snap, State(unneeded_since={X: snap.now - 3600, z[0]["metadata"]["name"]: snap.now - 3600}),
-                  config)[0]
+                  planning_context(config))[0]
     assert len(result.scale_downs) == 1
 
 

@@ -16,6 +16,7 @@ from dra_snapshot import snapshot, template
 
 from scaler.cli import main
 from scaler.configfile import load_config
+from scaler.core.planning.context import planning_context
 from scaler.core.planning.decisions import Plan
 from scaler.core.planning.planner import plan
 from scaler.core.planning.state import State
@@ -45,7 +46,7 @@ def _write(tmp_path: Path, data: dict[str, Any]) -> Path:
 def _plan(tmp_path: Path, data: dict[str, Any]) -> Plan:
     config = load_config(POOLS)
     snap, _ = load_snapshot(_write(tmp_path, data), config)
-    return plan(snap, State(), config)[0]
+    return plan(snap, State(), planning_context(config))[0]
 
 
 def _tolerate(data: dict[str, Any], toleration: dict[str, Any]) -> None:
