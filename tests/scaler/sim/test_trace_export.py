@@ -142,6 +142,8 @@ def test_the_documented_commands_export_and_simulate(
     values = {"--prometheus": prometheus[0], "--start": str(T0), "--end": str(END)}
     export = [values.get(export[i - 1], a) if i else a for i, a in enumerate(export)]
     monkeypatch.chdir(tmp_path)
+    assert "mkdir -p out" in (ROOT / "docs/simulator.md").read_text(encoding="utf-8")
+    (tmp_path / "out").mkdir()  # the page's `mkdir -p out`, before its commands
     simulate = [str(ROOT / a) if a.startswith("examples/") else a for a in simulate]
     assert main(export) == 0, capsys.readouterr().err
     assert main([*simulate, "--hours", "1", "--quiet"]) == 0, capsys.readouterr().err
