@@ -456,7 +456,7 @@ AKS_POOLS = OUR_CHART / "ci" / "aks-pools.yaml"
 
 
 @pytest.mark.parametrize(("config", "key", "message"), [
-    ({"expander": "least-waste"}, "expander", "at '/config': additional properties 'expander' not allowed"),
+    ({"expandr": "least-waste"}, "expandr", "at '/config': additional properties 'expandr' not allowed"),
     ({"timings": {"provision_timeout": 60}}, "timings.provision_timeout",
      "at '/config/timings/provision_timeout': minimum: got 60, want 250"),
     ({"timings": {"provisoin_timeout": 600}}, "timings.provisoin_timeout",
