@@ -24,11 +24,13 @@ POOL = "gpu8"
 
 
 def _config(**repair: Any) -> ScalerConfig:
+    # max_hold 0: a broken node is repaired after its grace even while its pods' work since their last checkpoint
+    # is at stake; that hold is the planner's own rule (tests/scaler/core/test_repair.py), these are the loop's.
     return parse_config({
         "cluster": "burst", "cloud": "aws", "region": "us-east-1",
         "timings": {"scan_interval": 10, "unneeded_time": 600, "provision_timeout": 600, "drain_timeout": 30},
         "pools": [{"name": POOL, "instance_types": ["g6.48xlarge"], "zones": ["us-east-1a"], "max": 20,
-                   "repair": {"lost_gpu_grace": 60, **repair}}],
+                   "repair": {"lost_gpu_grace": 60, "max_hold": 0, **repair}}],
     }, "test")
 
 
