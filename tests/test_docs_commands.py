@@ -363,6 +363,7 @@ def test_no_command_writes_into_the_clone_where_git_would_see_it() -> None:
     assert found == []
 
 
+@pytest.mark.skipif(not (ROOT / ".git").exists(), reason="not a git clone: no .gitignore to check against")
 def test_the_output_check_catches_a_file_in_the_root() -> None:
     text = ".venv/bin/python -m scaler simulate --trace t.csv --pools p.yaml --report outage.json --plot out/o.png"
     assert written_into_the_clone(Command("doc.md", 1, text, True)) == ["outage.json"]
