@@ -18,13 +18,14 @@ from typing import Literal
 from pydantic import Field
 
 from scaler.core.config.specs import StrictModel
+from scaler.core.model import keys
 
 ConditionStatus = Literal["True", "False", "Unknown"]
 WEEK = 7 * 86400.0
 
 DEFAULT_CONDITIONS: dict[str, ConditionStatus] = {"AcceleratedHardwareReady": "False", "GpuXidError": "True"}
 # DRA device taint keys the NVIDIA DRA driver sets on a GPU's health events (issue 39).
-DEFAULT_DEVICE_TAINTS = ["gpu.nvidia.com/xid", "gpu.nvidia.com/gpu-lost"]
+DEFAULT_DEVICE_TAINTS = [keys.DEVICE_TAINT_GPU_XID, keys.DEVICE_TAINT_GPU_LOST]
 
 
 class RepairSpec(StrictModel):

@@ -61,6 +61,9 @@ MIG_RESOURCE_PREFIX: Final = "nvidia.com/mig-"
 # --- taints ----------------------------------------------------------------------------------
 TAINT_GPU: Final = "nvidia.com/gpu"
 TAINT_GPU_VALUE: Final = "present"
+# The NVIDIA DRA driver's device taints on health events (an XID error, a GPU fallen off the bus).
+DEVICE_TAINT_GPU_XID: Final = "gpu.nvidia.com/xid"
+DEVICE_TAINT_GPU_LOST: Final = "gpu.nvidia.com/gpu-lost"
 # Multi-GPU pools: only pods that ask for at least the pool's minimum GPUs tolerate it.
 TAINT_MIN_GPUS: Final = f"{DOMAIN}/min-gpus"
 # Pools whose nvidia.com/gpu is a share (time-slicing, MIG single): only pods that opt in land there.
