@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import csv
 import inspect
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -154,8 +155,24 @@ def test_tune_writes_pools_that_pay_what_it_says(short_trace: Path, candidates: 
     assert {"cpu-spot"} <= {p.name for p in config.pools}  # the file's CPU pool kept
     _, report = simulate(str(short_trace), str(out), seed=3)
     assert report["jobs_completed"] == report["jobs_total"]
-    assert f"paid/demand {report['paid_over_demand']}, p95 {report['pending_p95_s']} s" in said
+    assert f"cost ${report['cost_usd']:,.0f}, p95 {report['pending_p95_s']} s, paid/demand " \
+           f"{report['paid_over_demand']}" in said
     assert out.with_suffix(".png").read_bytes().startswith(PNG)
+
+
+def test_tune_without_out_writes_under_out_and_its_progress_leads_with_cost(
+        short_trace: Path, candidates: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The progress names the best so far by what tune ranks by (cost), and the default file is git-ignored."""
+    run = tmp_path / "clone"
+    run.mkdir()
+    monkeypatch.chdir(run)
+    assert main(["tune", "--trace", str(short_trace), "--pools", str(candidates), "--p95-max", "600",
+                 "--candidates", "3", "--seed", "3", "--workers", "1", "--hours", "0.5"]) == 0
+    assert sorted(p.name for p in run.iterdir()) == ["out"]
+    assert (run / "out/pools-tuned.yaml").is_file() and (run / "out/pools-tuned.png").is_file()
+    progress = [line for line in capsys.readouterr().err.splitlines() if "best so far: " in line]
+    assert progress and all(re.search(r"best so far: [^:]+: cost \$[\d,]+, p95 ", line) for line in progress)
 
 
 @pytest.mark.usefixtures("local_ray")
