@@ -25,8 +25,9 @@ command line of each run and one line of figures; these are the figures docs/sim
 With --unneeded-time, every run's pools file gets `timings: {unneeded_time: S}`: the fixed timer the adaptive
 unneeded time is measured against (600: cluster-autoscaler's 10 minutes).
 
-With --readme, the table between the markers README_BEGIN and README_END in that file is replaced by
-the figures of this run, so the README never quotes a figure typed by hand.
+With --readme, the table between the markers `<!-- bench/simulate_traces.py: begin -->` and its end marker in
+that file is replaced by the figures of this run (bench/doc_blocks.py), so the README never quotes a figure
+typed by hand.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from doc_blocks import write_block
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -178,10 +180,6 @@ def command_line(kw: dict[str, Any]) -> str:
             f"--scheduler {kw['scheduler']}{outages}")
 
 
-README_BEGIN = "<!-- bench/simulate_traces.py: begin -->"
-README_END = "<!-- bench/simulate_traces.py: end -->"
-
-
 def markdown(rows: list[tuple[str, dict[str, Any], dict[str, Any]]]) -> str:
     """The README table. A run with jobs that never started says how many, and its paid / demand also shows the
     ratio on the work actually done (demand counts jobs that never ran)."""
@@ -234,14 +232,6 @@ def versus(cost: float, ca: dict[str, Any] | None) -> str:
     if not ca or not ca["cost_usd"]:
         return "-"
     return f"{ca['cost_usd']:,.0f} ({1 - cost / ca['cost_usd']:.0%})"
-
-
-def write_readme(path: Path, table: str) -> None:
-    text = path.read_text(encoding="utf-8")
-    start, end = text.find(README_BEGIN), text.find(README_END)
-    if start < 0 or end < start:
-        raise SystemExit(f"{path}: markers {README_BEGIN!r} ... {README_END!r} not found")
-    path.write_text(text[: start + len(README_BEGIN)] + "\n" + table + "\n" + text[end:], encoding="utf-8")
 
 
 def _one(kw: dict[str, Any]) -> dict[str, Any]:
@@ -304,7 +294,7 @@ def main() -> int:
         print(f"plot: {Path(args.plots) / 'repair.png'}")
     if args.readme:
         rows = [(label, kw, r) for (label, kw), r in zip(todo, reports, strict=True)]
-        write_readme(Path(args.readme), markdown(rows))
+        write_block(Path(args.readme), "bench/simulate_traces.py", markdown(rows))
     return 0
 
 
