@@ -5,13 +5,13 @@ block, replacements planned by the core), PHILLY-A's gang jobs queued behind Pro
 Kueue queues them (`--provisioning-requests`) and the Alibaba trace's GPU-sharing pods on time-sliced pools
 (examples/pools-aws-shared.yaml, `--gpu-sharing`), and PHILLY-A with a 32-GPU Capacity Block for its first
 5 days in front of the spot/on-demand ladder (examples/pools-aws-reserved.yaml), both traces on the same
-pools as DRA pools with each job's GPUs as a ResourceClaim (`--dra`, issue 24), both traces with random GPU
+pools as DRA pools with each job's GPUs as a ResourceClaim (`--dra`), both traces with random GPU
 failures (0.001 and 0.01 per GPU-hour) with and without the scaler's repair, PHILLY-A with a CapacityBuffer of 8 1-GPU
 pods (`--buffer 8`), PHILLY-A with warm pools on the cheapest on-demand 1-GPU pools (`--warm`), and both
 traces on the shared two-shapes
 pools (../shared/pools/two-shapes.yaml: one 1-GPU and one 8-GPU shape, the adaptive unneeded time's
-acceptance, issue 27), and PHILLY-A on the pools `scaler tune` wrote from those two shapes' candidates
-(examples/pools-aws-tuned.yaml, issue 30). Every stopped job loses the work since its last checkpoint (every
+acceptance), and PHILLY-A on the pools `scaler tune` wrote from those two shapes' candidates
+(examples/pools-aws-tuned.yaml). Every stopped job loses the work since its last checkpoint (every
 1800 s). Spot is priced and reclaimed as the EC2 Spot Advisor's data says (scaler/sim/spot.py) unless a row
 overrides it. Every run is compared with cluster-autoscaler's defaults on the same pools (scaler/sim/ca_baseline.py):
 the same trace, pools, placement and cloud events replayed once more under its policy (one replay per distinct
