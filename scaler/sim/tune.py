@@ -99,7 +99,7 @@ def race(args: argparse.Namespace, space: Space, cands: list[Candidate], trace: 
             top = min(done)
             f = figures[top[1]]
             assert f is not None
-            return f"{jobs[top[1]].label}: {figures_said(f)}"
+            return f"{jobs[top[1]].label}: {tradeoff.said(f)}"
 
         done = batch.run_batch(jobs, workers=args.workers, ray_address=args.ray, best=best, quiet=args.quiet,
                                what=f"rung {rung + 1}/{RUNGS} ({len(jobs)} candidates on {where})")
@@ -113,11 +113,6 @@ def race(args: argparse.Namespace, space: Space, cands: list[Candidate], trace: 
             return results, True, runs, cpu, scored_hours
         alive = [alive[n] for _, n in scored[:max(1, math.ceil(len(alive) / ETA))]]
     return results, False, runs, cpu, scored_hours
-
-
-def figures_said(f: dict[str, Any]) -> str:
-    """A design's figures in the order tune ranks them by: cost, then paid / demand (p95 is only a bound)."""
-    return f"cost ${f['cost_usd']:,.0f}, p95 {f['pending_p95_s']} s, paid/demand {f['paid_over_demand']}"
 
 
 def main(args: argparse.Namespace) -> int:
@@ -216,7 +211,7 @@ def report(args: argparse.Namespace, space: Space, results: list[tuple[Candidate
         return 130 if interrupted else 1
     chosen = results[[r["candidate"] for r in rows].index(rows[ok[0]]["candidate"])][0]
     write_pools(args, space, chosen, interrupted, hours)
-    print(f"pools: {args.out} ({chosen.label}: {figures_said(rows[ok[0]])} on {on(hours)}"
+    print(f"pools: {args.out} ({chosen.label}: {tradeoff.said(rows[ok[0]])} on {on(hours)}"
           f"{', best so far: interrupted' if interrupted else ''})")
     if chosen.buffer_gpus:  # a buffer is a cluster object, not a pool: say what to create beside the pools
         print(f"buffer: create a CapacityBuffer of {chosen.buffer_gpus} replicas of a 1-GPU PodTemplate "

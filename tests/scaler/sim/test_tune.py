@@ -100,7 +100,7 @@ def test_ctrl_c_returns_what_finished(short_trace: Path, candidates: Path) -> No
 
 def test_sweep_writes_table_and_plot_with_the_default_marked(short_trace: Path, candidates: Path, tmp_path: Path,
                                                              capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["simulate", "--trace", str(short_trace), "--pools", str(candidates), "--hours", "6", "--quiet",
+    code = main(["simulate", "--trace", str(short_trace), "--pools", str(candidates), "--hours", "6",
                  "--sweep", "unneeded_time_max=60,1800", "--sweep", "unneeded_time_min=10,30", "--sweep-out",
                  str(tmp_path), "--workers", "2"])
     assert code == 0
@@ -110,8 +110,10 @@ def test_sweep_writes_table_and_plot_with_the_default_marked(short_trace: Path, 
     assert {(r["unneeded_time_max"], r["unneeded_time_min"]) for r in rows[1:]} == \
         {("60.0", "10.0"), ("60.0", "30.0"), ("1800.0", "10.0"), ("1800.0", "30.0")}
     assert (tmp_path / "sweep.png").read_bytes().startswith(PNG)
-    out = capsys.readouterr().out
-    assert "today's default" in out and "paid_over_demand" in out
+    said = capsys.readouterr()
+    assert "today's default" in said.out and "paid_over_demand" in said.out
+    progress = [line for line in said.err.splitlines() if "best so far: " in line]  # the bill first, as the plot
+    assert progress and all(re.search(r"best so far: (none yet|[^:]+: cost \$[\d,]+, p95 )", ln) for ln in progress)
 
 
 @pytest.mark.parametrize(("sweep", "said"), [
