@@ -624,3 +624,30 @@ Not figures: a target p50 ≤ 0.5 s, the 10 s pass and 15 min provision timeout 
         "doc.md:1: 0.375 - 0.428 s", "doc.md:1: 700 MB", "doc.md:1: $1,200",
         "doc.md:4: plan_p50_s=0.182", "doc.md:4: plan_max_s=0.196", "doc.md:4: rss_mb=68",
         "doc.md:9: 210,250 (cost $)", "doc.md:9: 248 (p95 s)"]
+
+
+def _bench_recipe() -> list[list[str]]:
+    """The commands of the Makefile's bench target, as argv after $(PY), output options (`--plots DIR`) left out."""
+    text = (ROOT / "Makefile").read_text(encoding="utf-8")
+    recipe = re.search(r"^bench:.*\n((?:\t.*\n)+)", text, re.M)
+    assert recipe is not None, "the Makefile has no bench target"
+    out = []
+    for line in recipe.group(1).splitlines():
+        argv = shlex.split(line.split(" # ")[0].strip())
+        if argv[:1] == ["$(PY)"]:
+            argv = argv[1:]
+            out.append([a for i, a in enumerate(argv) if a != "--plots" and (i == 0 or argv[i - 1] != "--plots")])
+    return out
+
+
+def test_make_bench_rewrites_every_block_of_figures() -> None:
+    """A block no `make bench` command writes would keep its figures for ever: each block's command (its marker's
+    name) is run by the bench target with `--readme <its page>`."""
+    written = set()
+    for argv in _bench_recipe():
+        if "--readme" in argv:
+            at = argv.index("--readme")
+            written.add((argv[at + 1], " ".join(argv[:at] + argv[at + 2:])))
+    blocks = {(str(page.relative_to(ROOT)), m.group("name")) for page in DOCS
+              for m in GENERATED.finditer(page.read_text(encoding="utf-8"))}
+    assert len(blocks) >= 4 and blocks - written == set()
