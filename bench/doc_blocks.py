@@ -65,16 +65,18 @@ class _Tee(io.TextIOBase):
 
 @contextlib.contextmanager
 def quoting(path: str | None, name: str) -> Iterator[None]:
-    """While the block runs, keep what it prints on stdout; when it ends without an error, write those lines into
-    `path` between NAME's markers (`printed`, the command `.venv/bin/python NAME`). The markers are looked for
-    first, so a missing one stops the bench before it runs. `path` None: print only."""
+    """While the block runs, keep what it prints (stdout and stderr, in order: a bench's CPU time and load average
+    go to stderr); when it ends without an error, write those lines into `path` between NAME's markers (`printed`,
+    the command `.venv/bin/python NAME`). The markers are looked for first, so a missing one stops the bench before
+    it runs. `path` None: print only."""
     if path is None:
         yield
         return
     _bounds(Path(path), name)
     load = os.getloadavg()[0]
-    tee = _Tee(sys.stdout)  # type: ignore[arg-type]
-    with contextlib.redirect_stdout(tee):
+    out, err = _Tee(sys.stdout), _Tee(sys.stderr)  # type: ignore[arg-type]
+    err.kept = out.kept
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         yield
-    lines = [line for line in tee.kept.getvalue().splitlines() if line.strip()]
+    lines = [line for line in out.kept.getvalue().splitlines() if line.strip()]
     write_block(Path(path), name, printed(f".venv/bin/python {name}", lines, (load, os.getloadavg()[0])))
