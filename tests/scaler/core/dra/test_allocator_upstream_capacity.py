@@ -16,7 +16,7 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
-from dra_builders import CLASS_A, DRIVER_A, NODE1, class_, claim, device, exact, first_available, match, request, slice_
+from dra_builders import CLASS_A, DRIVER_A, NODE1, claim, class_, device, exact, first_available, match, request, slice_
 
 from scaler.core.dra.allocator import Allocator
 from scaler.core.dra.pools import NodeRef
