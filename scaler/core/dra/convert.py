@@ -322,8 +322,9 @@ def resource_claim(obj: Obj) -> ResourceClaim:
 
         def result(r: Obj, where: str) -> DeviceResult:
             consumed = at.get(r, "consumedCapacity", where, dict, {})
-            return DeviceResult(*(at.get(r, k, where, str, "") for k in ("request", "driver", "pool", "device")),
-                                share_id=at.get(r, "shareID", where, str, "") or None,
+            request, driver, pool, device = (at.get(r, k, where, str, "")
+                                             for k in ("request", "driver", "pool", "device"))
+            return DeviceResult(request, driver, pool, device, share_id=at.get(r, "shareID", where, str, "") or None,
                                 consumed=tuple((str(k), at.quantity(v, f"{where}.consumedCapacity[{k}]"))
                                                for k, v in sorted(consumed.items())))
 

@@ -112,7 +112,7 @@ def _mig_device(gpu: GpuModel, node: str, minor: int, p: MigInstance) -> Device:
                       counter_name(i): Decimal(1) for i in range(p.start, p.start + p.size)}),))
 
 
-def _shared(gpu: GpuModel) -> dict[str, object]:
+def _shared(gpu: GpuModel) -> dict[str, CapacityPolicy]:
     """A GPU shared by memory (consumable capacity): it allows multiple allocations, and its `memory` is
     consumed in steps (requestPolicy validRange min = step = the pool's step); a claim that asks for no memory
     consumes the default, every whole step of the GPU: no other share fits beside it (the whole GPU)."""
@@ -120,7 +120,7 @@ def _shared(gpu: GpuModel) -> dict[str, object]:
         return {}
     step = Decimal(gpu.share_step)
     whole = step * (gpu.memory // gpu.share_step)
-    return {"allow_multiple": True, "policies": {"memory": CapacityPolicy(whole, min=step, step=step)}}
+    return {"memory": CapacityPolicy(whole, min=step, step=step)}
 
 
 def counter_name(memory_slice: int) -> str:
@@ -144,7 +144,7 @@ def node_slices(node: str, gpu: GpuModel, generation: int = 1) -> tuple[Resource
             attrs = _common(gpu, node, minor)
             attrs["type"] = "gpu"
             devices.append(Device(f"gpu-{minor}", attributes=attrs, capacity={"memory": Decimal(gpu.memory)},
-                                  **_shared(gpu)))
+                                  allow_multiple=bool(gpu.share_step), policies=_shared(gpu)))
     if not counters:
         return (ResourceSlice(f"{node}-{DRIVER}", DRIVER, PoolRef(node, generation, 1), node_name=node,
                               devices=tuple(devices)),)

@@ -95,6 +95,7 @@ class _ReqData:
 
 
 _Key = tuple[int, int, int]  # (claim, request, subrequest)
+_Share = tuple[str, tuple[tuple[str, Decimal], ...]]  # a share's id and what it consumes
 
 
 class _MatchAttribute:
@@ -140,8 +141,8 @@ class Search:
         self.constraints: list[list[_MatchAttribute]] = []
         self.allocating: dict[DeviceID, set[int]] = {}
         self.consumed: dict[PoolKey, dict[str, dict[str, Decimal]]] = {}
-        # per claim: (request, device, (share id, consumed) of a shared device or ())
-        self.results: list[list[tuple[_ReqData, _Candidate, tuple[object, ...]]]] = [[] for _ in claims]
+        # per claim: (request, device, its share of a shared device: (share id, consumed), else None)
+        self.results: list[list[tuple[_ReqData, _Candidate, _Share | None]]] = [[] for _ in claims]
         self.selectable: dict[tuple[_Key, int], bool] = {}
         self.cands: dict[_Key, list[_Candidate]] = {}
         self.sharing: dict[DeviceID, list[dict[str, Decimal]]] = {}  # shares this attempt gives, per device
@@ -161,7 +162,7 @@ class Search:
         allocations = []
         for picked in self.results:
             allocations.append(Allocation(
-                results=tuple(DeviceResult(d.result_name, c.id.driver, c.id.pool, c.id.device, *share)
+                results=tuple(DeviceResult(d.result_name, c.id.driver, c.id.pool, c.id.device, *(share or (None, ())))
                               for d, c, share in picked),
                 node_selector=node_selector_for([(c.device, c.slice) for _, c, _ in picked]),
             ))
@@ -374,7 +375,7 @@ class Search:
             if charged:
                 self._uncharge(cand)
             return None
-        share: tuple[object, ...] = ()
+        share: _Share | None = None
         if multiple:
             self.sharing.setdefault(cand.id, []).append(use)
             self.shares += 1
