@@ -334,8 +334,8 @@ class Search:
 
     def _capacity(self, data: _ReqData, device: Device, shares: object) -> dict[str, Decimal] | None:
         """What the request consumes of the device beside `shares` (upstream CmpRequestOverCapacity), or None."""
-        if not device.capacity and not data.request.capacity:
-            return {}
+        if not data.request.capacity and not device.allow_multiple and not device.policies:
+            return {}  # an exclusive device taken whole by a request naming no capacity: it always fits
         try:
             return consumption(data.request.capacity, device, shares)  # type: ignore[arg-type]
         except CapacityError as err:
