@@ -55,8 +55,8 @@ def content_key(driver: str, device: Device, names: frozenset[str]) -> tuple[obj
     attributes, capacity = device.attributes, device.capacity
     akeys, avalues = tuple(attributes), tuple(attributes.values())
     ckeys, cvalues = tuple(capacity), tuple(capacity.values())
-    return (driver, akeys, tuple(map(type, avalues)), tuple(avalues[i] for i in _read(akeys, names)),
-            ckeys, tuple(str(cvalues[i]) for i in _read(ckeys, names)))
+    return (driver, device.allow_multiple, akeys, tuple(map(type, avalues)),
+            tuple(avalues[i] for i in _read(akeys, names)), ckeys, tuple(str(cvalues[i]) for i in _read(ckeys, names)))
 
 
 @functools.lru_cache(maxsize=4096)
