@@ -12,6 +12,7 @@ import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -325,8 +326,7 @@ def test_a_removed_node_stays_cordoned_until_it_leaves(world: World, kube: FakeK
     world.node_gc = True
     world.step()
     assert kube.get("nodes", f"/{node}") is None
-    actuator = world.runtime.actuator
-    assert isinstance(actuator, Actuator) and actuator.removed == set()
+    assert world.runtime.state.removed == {}  # forgotten once the node left the cluster
 
 
 def test_restart_gives_back_a_node_an_earlier_process_left_cordoned(world: World, kube: FakeKube) -> None:
@@ -580,6 +580,31 @@ def test_a_drain_a_pdb_blocks_does_not_flap(world: World, kube: FakeKube) -> Non
         obj = kube.get("nodes", f"/{idle}")
         assert obj is not None and not obj["spec"].get("unschedulable")
     assert sum(1 for e in kube.objects("events") if e["reason"] == "ScaleDownFailed") == 1
+
+
+def test_a_drain_given_up_is_still_held_when_the_next_decision_fails(world: World, kube: FakeKube) -> None:
+    """The drains in progress are the State's, and what the actuator did reaches the State through the next
+    Snapshot: a pass that fails while deciding (here a crash injected into the planner: the real one has no
+    switch for it) loses none of it. Before, the actuator's report of a drain given up was told once, to the pass
+    that crashed, and the node was cordoned again."""
+    idle = pdb_blocked_drain(world, kube)
+    assert set(world.runtime.state.drains) == {idle}
+    world.step(600)  # abandoned: uncordoned
+    decide, calls = world.runtime.reconciler.planner, iter([1])
+
+    def crash_once(*args: Any) -> Any:
+        if next(calls, None) is not None:
+            raise RuntimeError("a bug met while deciding")
+        return decide(*args)
+
+    world.runtime.reconciler.planner = crash_once
+    with pytest.raises(RuntimeError):
+        world.step()
+    for _ in range(20):
+        world.step()
+        obj = kube.get("nodes", f"/{idle}")
+        assert obj is not None and not obj["spec"].get("unschedulable")
+    assert world.runtime.state.drains == {} and idle in world.runtime.state.held
 
 
 def test_a_provision_deadline_counts_from_the_launch_across_restarts(world: World, kube: FakeKube) -> None:
