@@ -607,6 +607,28 @@ def test_a_drain_given_up_is_still_held_when_the_next_decision_fails(world: Worl
     assert world.runtime.state.drains == {} and idle in world.runtime.state.held
 
 
+def test_a_leader_that_lost_the_lease_mid_drain_gives_the_node_back_when_it_leads_again(world: World,
+                                                                                       kube: FakeKube) -> None:
+    """Losing the lease drops the drains in progress from the State (the actuator reports it): whoever leads next,
+    this process again included, gives the cordoned node back unless it proves the node safe to drain anew (here a
+    budget still refuses every eviction)."""
+    idle = pdb_blocked_drain(world, kube)
+    assert set(world.runtime.state.drains) == {idle}
+    blocked = kube.get("poddisruptionbudgets", "default/web")
+    assert blocked is not None
+    kube.put("poddisruptionbudgets", blocked)  # the watch now says it too: no drain of the node is proven safe
+    leader = world.runtime.leader
+    assert leader is not None
+    leader.holds = lambda: False  # type: ignore[method-assign]
+    assert world.step() is None
+    del leader.holds
+    world.step()
+    obj = kube.get("nodes", f"/{idle}")
+    assert obj is not None and not obj["spec"].get("unschedulable")
+    assert all(t["key"] != keys.TAINT_DISRUPTING for t in obj["spec"]["taints"])
+    assert world.runtime.state.drains == {} and len(world.instance_ids("gpu-od")) == 2
+
+
 def test_a_provision_deadline_counts_from_the_launch_across_restarts(world: World, kube: FakeKube) -> None:
     """Issue 6: a restart gave an instance that never registers a new provision_timeout."""
     world.provider.observe(0)
