@@ -377,7 +377,7 @@ NOT_PATHS: dict[tuple[str, str], str] = {
     ("docs/platform.md", "pulumi/actions"): "the GitHub Action pulumi/actions",
     ("docs/platform.md", "pulumi/auth-actions"): "the GitHub Action pulumi/auth-actions",
 }
-TOP_LEVEL = {p.name for p in ROOT.iterdir()} - {".git"}
+TOP_LEVEL = {p.name for p in ROOT.iterdir()} - {".git", "out"}  # out/: where the documented commands write (ignored)
 
 
 def _alternatives(text: str) -> list[str]:
@@ -512,6 +512,11 @@ QUOTED: dict[tuple[str, str], str] = {
     ("docs/simulator.md", "60 s"): "Kueue's retry backoff, the trace export's gang window, EC2's retry: constants",
     ("docs/simulator.md", "9 hours"): "what the trace export's test replays",
     ("docs/simulator.md", "12 GiB"): "the trace loader's memory per GPU when a trace has none",
+    ("docs/gpu-sharing.md", "22.5 GiB"): "an L4's memory as NVML reports it, from the catalogue",
+    ("docs/gpu-sharing.md", "12 GiB"): "the worked example's claim sizes (tests/scaler/sim/test_plan_dra_shares.py)",
+    ("docs/gpu-sharing.md", "4 GiB"): "the worked example's step and claim size",
+    ("docs/planner.md", "4 GiB"): "the worked example's step and request sizes",
+    ("docs/planner.md", "12 GiB"): "the worked example's request sizes",
     ("docs/simulator.md", "$13"): "g6.48xlarge's list price per hour, from the catalogue",
     ("docs/simulator.md", "30-1200 s"): "a bound tune searches (scaler/sim/tune_space.py)",
     ("docs/simulator.md", "5%"): "the plot's margin past the last submission",
