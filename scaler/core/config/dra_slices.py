@@ -42,7 +42,7 @@ def gpu_model(itype: InstanceType, sharing: SharingPlan | None) -> GpuModel | No
                     ofa_engines=int(p.memory == MEMORY_SLICES)))
                 start += p.memory
     return GpuModel(facts.product_name, facts.architecture, facts.memory_mib * MiB, facts.compute_capability,
-                    count=itype.gpus, mig=tuple(migs))
+                    count=itype.gpus, mig=tuple(migs), mig_gpus=sharing.cut if sharing is not None and migs else None)
 
 
 def template_slices(node_name: str, itype: InstanceType, sharing: SharingPlan | None) -> tuple[ResourceSlice, ...]:
