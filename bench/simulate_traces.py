@@ -146,8 +146,8 @@ def runs(traces: Path, pools: str, untainted: str | None) -> list[tuple[str, dic
 
 # What a cluster-autoscaler replay keeps of a run: the trace, pools, placement and cloud events (not gpuburst's
 # own features).
-CA_KEYS = ("trace", "start_hour", "pools", "scheduler", "outages", "interruption_rate", "checkpoint_interval", "gpu_failure_rate",
-           "gpu_sharing", "dra")
+CA_KEYS = ("trace", "start_hour", "pools", "scheduler", "outages", "interruption_rate", "checkpoint_interval",
+           "gpu_failure_rate", "gpu_sharing", "dra")
 
 
 def ca_run(kw: dict[str, Any]) -> dict[str, Any]:

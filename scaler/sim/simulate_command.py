@@ -162,7 +162,8 @@ def main(args: argparse.Namespace) -> int:
         if args.plot and importlib.util.find_spec("matplotlib") is None:
             raise InputError("--plot: needs matplotlib (pip install 'gpuburst[plot]')")
         kwargs: dict[str, Any] = {
-            "hours": args.hours, "start_hour": args.start_hour, "outages": args.spot_outage, "scheduler": args.scheduler,
+            "hours": args.hours, "start_hour": args.start_hour, "outages": args.spot_outage,
+            "scheduler": args.scheduler,
             "interruption_rate": args.interruption_rate, "seed": args.seed, "device_plugin_delay":
             args.device_plugin_delay, "gpu_sharing": args.gpu_sharing, "provisioning_requests":
             args.provisioning_requests, "quotas": args.quota, "dra": args.dra, "gpu_failure_rate":
