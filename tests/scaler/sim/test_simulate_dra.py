@@ -56,7 +56,7 @@ MIG_POOLS = ROOT / "examples" / "pools-aws-mig.yaml"
 
 
 def test_fractional_jobs_ask_for_their_mig_slice_through_a_claim(tmp_path: Path) -> None:
-    # jobs of a tenth, a quarter and 0.4 of a GPU: 1g.5gb, 2g.10gb and 3g.20gb slices of the MIG pools
+    # jobs of a tenth, a quarter and 0.4 of a GPU: 2g.10gb (the smallest slice the layout has) and 3g.20gb slices
     trace = tmp_path / "shares.csv"
     rows = [f"j{i},{i * 60},1,{1800 + 300 * (i % 4)},{(100, 250, 400)[i % 3]},2,8192,LS,Running" for i in range(24)]
     trace.write_text("\n".join([HEADER, *rows]) + "\n")
