@@ -62,6 +62,7 @@ BUFFER_GPUS = 8  # a CapacityBuffer of 8 1-GPU placeholder pods (issue 27)
 # wrote it (issue 30)
 TUNED_POOLS = "examples/pools-aws-tuned.yaml"
 TWO_SHAPES = "two-shapes.yaml"  # beside the traces' folder: ../shared/pools (issue 27)
+WEEK_2 = 168.0  # hours: the Alibaba trace's second week, a held-out slice (`--start-hour`)
 WARM = 16  # stopped instances in each warm pool of `--warm` (the cheapest on-demand 1-GPU pools; issue 27)
 
 
@@ -107,6 +108,10 @@ def runs(traces: Path, pools: str, untainted: str | None) -> list[tuple[str, dic
     out.append(("ALIBABA-OPENB2023-A.csv default, time-sliced pools (--gpu-sharing)",
                 {"trace": str(traces / "ALIBABA-OPENB2023-A.csv"), "pools": SHARED_POOLS, "scheduler": "default",
                  "outages": [], "gpu_sharing": True}))
+    # issue 40: the same on a held-out slice, the trace's second week replayed on its own
+    out.append((f"ALIBABA-OPENB2023-A.csv second week (--start-hour {WEEK_2:g}), time-sliced pools (--gpu-sharing)",
+                {"trace": str(traces / "ALIBABA-OPENB2023-A.csv"), "pools": SHARED_POOLS, "scheduler": "default",
+                 "outages": [], "gpu_sharing": True, "start_hour": WEEK_2}))
     for trace in ("PHILLY-A.csv", "ALIBABA-OPENB2023-A.csv"):  # issue 24: the same pools as DRA pools
         out.append((f"{trace} default, DRA pools, GPUs as ResourceClaims (--dra)",
                     {"trace": str(traces / trace), "pools": pools, "scheduler": "default", "outages": [],
@@ -143,8 +148,8 @@ def runs(traces: Path, pools: str, untainted: str | None) -> list[tuple[str, dic
 
 # What a cluster-autoscaler replay keeps of a run: the trace, pools, placement and cloud events (not gpuburst's
 # own features).
-CA_KEYS = ("trace", "pools", "scheduler", "outages", "interruption_rate", "checkpoint_interval", "gpu_failure_rate",
-           "gpu_sharing", "dra")
+CA_KEYS = ("trace", "start_hour", "pools", "scheduler", "outages", "interruption_rate", "checkpoint_interval",
+           "gpu_failure_rate", "gpu_sharing", "dra")
 
 
 def ca_run(kw: dict[str, Any]) -> dict[str, Any]:
@@ -154,6 +159,8 @@ def ca_run(kw: dict[str, Any]) -> dict[str, Any]:
 
 def command_line(kw: dict[str, Any]) -> str:
     outages = "".join(f" --spot-outage {o}" for o in kw["outages"])
+    if kw.get("start_hour"):
+        outages += f" --start-hour {kw['start_hour']:g}"
     if kw.get("interruption_rate") is not None:
         outages += f" --interruption-rate {kw['interruption_rate']}"
     if kw.get("gpu_sharing"):
@@ -235,7 +242,8 @@ def versus(cost: float, ca: dict[str, Any] | None) -> str:
 
 
 def _one(kw: dict[str, Any]) -> dict[str, Any]:
-    _, report = simulate(kw["trace"], kw["pools"], scheduler=kw["scheduler"], outages=kw["outages"],
+    _, report = simulate(kw["trace"], kw["pools"], start_hour=kw.get("start_hour", 0.0), scheduler=kw["scheduler"],
+                         outages=kw["outages"],
                          interruption_rate=kw.get("interruption_rate"), gpu_sharing=kw.get("gpu_sharing", False),
                          provisioning_requests=kw.get("provisioning_requests", False), dra=kw.get("dra", False),
                          gpu_failure_rate=kw.get("gpu_failure_rate", 0.0), repair=kw.get("repair", True),

@@ -98,6 +98,8 @@ def mig_script(pool: Pool) -> str | None:
     # nvidia-smi places GPU instances best largest first.
     profiles = sorted(pool.sharing.per_gpu.items(), key=lambda kv: (-int(kv[0].split("g.")[0]), kv[0]))
     instances = ",".join(p for p, n in profiles for _ in range(n))
+    # a mixed layout on some GPUs only (gpu_sharing.mig.gpus): the others keep MIG disabled
+    only = "" if pool.sharing.cut >= pool.sharing.gpus else f" -i {','.join(map(str, range(pool.sharing.cut)))}"
     config = yaml.safe_dump(parted, sort_keys=False)
     return "\n".join([
         "#!/bin/bash",
@@ -110,10 +112,10 @@ def mig_script(pool: Pool) -> str | None:
         "if command -v nvidia-mig-parted >/dev/null; then",
         f"  nvidia-mig-parted apply -f {MIG_PARTED_CONFIG} -c {name}",
         "else",
-        "  nvidia-smi -mig 1",
-        "  nvidia-smi mig -dci || true",
-        "  nvidia-smi mig -dgi || true",
-        f"  nvidia-smi mig -cgi {instances} -C",
+        f"  nvidia-smi{only} -mig 1",
+        f"  nvidia-smi mig{only} -dci || true",
+        f"  nvidia-smi mig{only} -dgi || true",
+        f"  nvidia-smi mig{only} -cgi {instances} -C",
         "fi",
         "",
     ])

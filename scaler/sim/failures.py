@@ -1,11 +1,18 @@
 """Broken GPUs and lost work in the simulator (`--gpu-failure-rate`, `--checkpoint-interval`).
 
-Each healthy GPU of a node fails at `rate` per GPU-hour (seeded; exponential times between failures, as
-independent faults give). A failed GPU is no longer advertised by the device plugin: the node's
+Each GPU of a node fails at `rate` per GPU-hour (seeded; an exponential time from the node's registration,
+as independent faults give), once. A failed GPU is no longer advertised by the device plugin: the node's
 allocatable GPUs drop by one while its capacity stays, which is the signal the scaler's repair reads
-(`scaler.core.planning.repair`). If a pod held that GPU (a GPU of the node drawn at random, pods holding
-as many as they asked for) its job stops and its pod is created again pending, like an evicted one.
-Only whole-GPU device-plugin nodes fail here (a time-sliced or MIG node's devices are shares of one GPU).
+(`scaler.core.planning.repair`). If a pod held that GPU (pods holding as many healthy GPUs as they asked
+for, the failed one's place among them drawn uniformly) its job stops and its pod is created again
+pending, like an evicted one. Only whole GPUs fail here (a time-sliced GPU's replicas or MIG slices are
+shares of one GPU; a MIG node's GPUs left whole do fail).
+
+The draws are common random numbers: each GPU's failure time and victim come from a stream of its own,
+keyed by the seed, the node's pool, the node's place in the order its pool's nodes registered and the
+GPU's index, never from a stream the scaler's choices consume. So two runs that differ only in a policy
+(repair on and off) see the same failures on the nodes they both have: the k-th node of a pool fails at the
+same time after its registration, on the same GPU, in both.
 
 Every stopped job (a failed GPU, an eviction, a reclaimed node) resumes from its last checkpoint:
 training checkpoints every `checkpoint` seconds of its run, and what ran since is lost (0: nothing is
@@ -45,20 +52,30 @@ class GpuFailures:
     lost_failure_gpu_s: float = 0.0  # of which by jobs a failed GPU stopped
     failed_at: dict[str, float] = field(default_factory=dict)  # node -> its first failure, while it exists
     repairing: set[str] = field(default_factory=set)  # nodes the scaler started to repair
+    log: list[tuple[float, str, float]] = field(default_factory=list)  # (time, node, its age) of every failure
     repair_delays: list[float] = field(default_factory=list)  # first failure -> removed, repaired nodes
     unrepaired_delays: list[float] = field(default_factory=list)  # the same, nodes removed otherwise
     _due: list[tuple[float, str]] = field(default_factory=list)
-    _rng: random.Random = field(init=False)
-
-    def __post_init__(self) -> None:
-        self._rng = random.Random(f"gpu-failures-{self.seed}")  # noqa: S311 - a reproducible simulation
+    _gpus: dict[str, list[tuple[float, float]]] = field(default_factory=dict)  # node -> (fails at, victim draw)
+    _registered: dict[str, int] = field(default_factory=dict)  # pool -> nodes seen so far
 
     def watch(self, node: Node, now: float) -> None:
-        """Draw the next failure among the node's healthy GPUs (whole-GPU device-plugin nodes only)."""
-        gpus = node.allocatable.get(keys.RES_GPU, 0)
-        if self.rate > 0 and gpus > 0 and node.capacity.get(keys.RES_GPU, 0) and \
-                not node.labels.get(keys.LABEL_GPU_SHARING_STRATEGY):
-            heapq.heappush(self._due, (now + self._rng.expovariate(self.rate * gpus) * HOUR, node.name))
+        """Schedule the node's next GPU failure (nodes with whole GPUs only): its GPUs' times are drawn once,
+        when it is first seen, from their own streams (the module's docstring)."""
+        if self.rate <= 0 or not node.capacity.get(keys.RES_GPU, 0) or \
+                node.labels.get(keys.LABEL_GPU_SHARING_STRATEGY):
+            return
+        if node.name not in self._gpus:
+            pool = node.pool or ""
+            ordinal = self._registered[pool] = self._registered.get(pool, 0) + 1
+            self._gpus[node.name] = sorted(self._draw(pool, ordinal, i, now)
+                                           for i in range(node.capacity[keys.RES_GPU]))
+        if self._gpus[node.name] and node.allocatable.get(keys.RES_GPU, 0) > 0:
+            heapq.heappush(self._due, (max(now, self._gpus[node.name][0][0]), node.name))
+
+    def _draw(self, pool: str, ordinal: int, gpu: int, now: float) -> tuple[float, float]:
+        rng = random.Random(f"gpu-failures-{self.seed}-{pool}-{ordinal}-{gpu}")  # noqa: S311 - reproducible
+        return now + rng.expovariate(self.rate) * HOUR, rng.random()
 
     def next_time(self) -> float:
         return self._due[0][0] if self._due else math.inf
@@ -68,12 +85,16 @@ class GpuFailures:
         returns the pods that held one, unbound (their jobs stop)."""
         out = []
         while self._due and self._due[0][0] <= now:
-            node = binder.nodes.get(heapq.heappop(self._due)[1])
-            if node is None:
-                continue
+            name = heapq.heappop(self._due)[1]
+            node = binder.nodes.get(name)
+            gpus = self._gpus.get(name)
+            if node is None or not gpus or gpus[0][0] > now:
+                continue  # gone, or an entry a later watch of the node superseded
+            _, draw = gpus.pop(0)
             self.failures += 1
+            self.log.append((now, name, now - (node.created_at or 0.0)))
             self.failed_at.setdefault(node.name, now)
-            pod = self.victim(node)
+            pod = self.victim(node, draw)
             if pod is not None:
                 binder.unbind(pod)
                 out.append(pod)
@@ -81,10 +102,11 @@ class GpuFailures:
             self.watch(node, now)  # the next failure among the GPUs left
         return out
 
-    def victim(self, node: Node) -> Pod | None:
-        """The pod holding the GPU that failed, or None when it was a free one."""
-        gpus = node.allocatable.get(keys.RES_GPU, 0)
-        pick = self._rng.randrange(gpus) if gpus else 0
+    @staticmethod
+    def victim(node: Node, draw: float) -> Pod | None:
+        """The pod holding the GPU that failed (its place among the healthy ones: `draw` in [0, 1)), or None
+        when it was a free one."""
+        pick = math.floor(draw * node.allocatable.get(keys.RES_GPU, 0))
         for pod in sorted((p for p in node.pods if p.requests.get(keys.RES_GPU)), key=lambda p: p.key):
             pick -= pod.requests[keys.RES_GPU]
             if pick < 0:
@@ -104,6 +126,7 @@ class GpuFailures:
         if since is not None:
             (self.repair_delays if node in self.repairing else self.unrepaired_delays).append(now - since)
         self.repairing.discard(node)
+        self._gpus.pop(node, None)
         self._due = [d for d in self._due if d[1] != node]
         heapq.heapify(self._due)
 

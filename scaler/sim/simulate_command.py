@@ -35,6 +35,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pools", required=True, help="pools file (YAML), e.g. examples/pools-aws.yaml")
     parser.add_argument("--hours", type=float, default=None,
                         help="replay only the jobs submitted in the first H hours (they all run to completion)")
+    parser.add_argument("--start-hour", type=float, default=0.0, metavar="H",
+                        help="replay the trace from hour H: jobs submitted before are left out, the others are "
+                             "submitted H hours earlier, on an empty cluster (with --hours: a slice of H hours from "
+                             "there; default 0)")
     parser.add_argument("--spot-outage", action="append", default=[], metavar="ZONE:START_S:END_S",
                         help="no spot capacity in ZONE between START_S and END_S seconds (repeatable)")
     parser.add_argument("--quota", action="append", default=[], metavar="FAMILY=VCPUS",
@@ -126,6 +130,7 @@ def check_sweep(args: argparse.Namespace) -> None:
 
 def main(args: argparse.Namespace) -> int:
     for option, value, low, strict in (("--hours", args.hours, 0.0, True),
+                                       ("--start-hour", args.start_hour, 0.0, False),
                                        ("--device-plugin-delay", args.device_plugin_delay, 0.0, False),
                                        ("--interruption-rate", args.interruption_rate, 0.0, False),
                                        ("--gpu-failure-rate", args.gpu_failure_rate, 0.0, False),
@@ -157,7 +162,8 @@ def main(args: argparse.Namespace) -> int:
         if args.plot and importlib.util.find_spec("matplotlib") is None:
             raise InputError("--plot: needs matplotlib (pip install 'gpuburst[plot]')")
         kwargs: dict[str, Any] = {
-            "hours": args.hours, "outages": args.spot_outage, "scheduler": args.scheduler,
+            "hours": args.hours, "start_hour": args.start_hour, "outages": args.spot_outage,
+            "scheduler": args.scheduler,
             "interruption_rate": args.interruption_rate, "seed": args.seed, "device_plugin_delay":
             args.device_plugin_delay, "gpu_sharing": args.gpu_sharing, "provisioning_requests":
             args.provisioning_requests, "quotas": args.quota, "dra": args.dra, "gpu_failure_rate":

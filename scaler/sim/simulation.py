@@ -119,7 +119,7 @@ def check_sharing(config: ScalerConfig, jobs: list[Job], pools: str, trace: str)
 
 
 def simulate(
-    trace: str, pools: str, *, hours: float | None = None, outages: list[str] | None = None,
+    trace: str, pools: str, *, hours: float | None = None, start_hour: float = 0.0, outages: list[str] | None = None,
     scheduler: str = "default", interruption_rate: float | None = None, seed: int = 0, quiet: bool = True,
     planner: Planner = decide, device_plugin_delay: float = 0.0, gpu_sharing: bool = False,
     provisioning_requests: bool = False, quotas: list[str] | None = None, dra: bool = False,
@@ -155,7 +155,9 @@ def simulate(
     specs = list(outages or [])
     parsed = parse_outages(specs, config)
     caps = parse_quotas(list(quotas or []), config)
-    jobs = load_trace(trace, hours)
+    jobs = load_trace(trace, hours, start_hour)
+    if start_hour and not jobs:
+        raise InputError(f"--start-hour {start_hour:g}: {trace} has no job submitted from hour {start_hour:g} on")
     try:
         check_blocks(config.pools, min((j.submit_s for j in jobs), default=0.0),
                      max((j.submit_s + j.duration_s for j in jobs), default=0.0))
@@ -193,4 +195,5 @@ def simulate(
     report["buffer"] = buffer_report(result.jobs, buffers)
     report["spot"] = spot.section()
     report["policy"] = policy
+    report["start_hour"] = start_hour
     return result, report

@@ -143,6 +143,8 @@ def run_sweep(args: argparse.Namespace, base: dict[str, Any]) -> int:
     tradeoff.write_csv(out / "sweep.csv", rows, names, marks)
     labels = [label({k: r[k] for k in names if r[k] is not None}) for r in rows]
     part = f"first {args.hours:g} h" if args.hours is not None else "whole trace"
+    if args.start_hour:
+        part += f" from hour {args.start_hour:g}"
     tradeoff.plot(out / "sweep.png", rows, labels, f"{Path(args.trace).name} ({part}): cost against p95 pending",
                   marks)
     print(f"table: {out / 'sweep.csv'}\nplot: {out / 'sweep.png'}")

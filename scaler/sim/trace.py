@@ -88,8 +88,9 @@ def _number(text: str, column: str, *, integer: bool, where: str) -> float:
     return value
 
 
-def load_trace(path: str | Path, hours: float | None = None) -> list[Job]:
-    """Read a trace CSV; with `hours`, only the jobs submitted in the first `hours` hours."""
+def load_trace(path: str | Path, hours: float | None = None, start_hour: float = 0.0) -> list[Job]:
+    """Read a trace CSV; with `start_hour`, from that hour on, its jobs submitted that much earlier (a later slice
+    replayed from an empty cluster); with `hours`, only the jobs submitted in the first `hours` hours of it."""
     p = Path(path)
     try:
         content = read_text(p)
@@ -99,6 +100,7 @@ def load_trace(path: str | Path, hours: float | None = None) -> list[Job]:
     header: list[str] | None = None
     kind = ""
     seen: set[str] = set()
+    last = -math.inf
     for line, text in enumerate(content.splitlines(), start=1):
         if text.startswith("#") or not text.strip():
             continue
@@ -126,8 +128,12 @@ def load_trace(path: str | Path, hours: float | None = None) -> list[Job]:
         submit = _number(rec["submit_s"], "submit_s", integer=False, where=where)
         gpus = int(_number(rec["gpus"], "gpus", integer=True, where=where))
         duration = _number(rec["duration_s"], "duration_s", integer=False, where=where)
-        if jobs and submit < jobs[-1].submit_s:
+        if submit < last:
             raise TraceError(f"{where}: submit_s {rec['submit_s']} is before the previous row's")
+        last = submit
+        if submit < start_hour * 3600:
+            continue
+        submit -= start_hour * 3600
         if hours is not None and submit >= hours * 3600:
             break
         workers = 1

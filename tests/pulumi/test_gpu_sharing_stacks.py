@@ -60,6 +60,23 @@ def test_eks_mig_pool_cuts_its_gpus_at_boot_and_registers_as_the_template_says(t
     assert _shell_parts(r.one(TEMPLATE, "gpu1-spot-a").inputs["userData"]) == []
 
 
+def test_eks_mig_pool_cut_on_some_gpus_leaves_the_others_whole(tmp_path: Path) -> None:
+    def edit(config: dict[str, Any]) -> None:
+        config["gpuburst:pools"].append(
+            {"name": "a100-part", "instance_types": ["p4d.24xlarge"], "zones": ["us-east-1a"], "max": 2,
+             "gpu_sharing": {"mig": {"strategy": "mixed", "layout": "all-balanced", "gpus": 2}}})
+    r = render(write_stack(ROOT / "Pulumi.aws-dev.yaml", tmp_path, edit))
+    (script,) = _shell_parts(r.one(TEMPLATE, "a100-part").inputs["userData"])
+    body = script.split("<<'MIGCONFIG'\n", 1)[1].split("\nMIGCONFIG", 1)[0]
+    assert yaml.safe_load(body)["mig-configs"]["gpuburst-a100-part"][1] == {"devices": [2, 3, 4, 5, 6, 7],
+                                                                             "mig-enabled": False}
+    assert "nvidia-smi -i 0,1 -mig 1" in script
+    assert "nvidia-smi mig -i 0,1 -cgi 3g.20gb,2g.10gb,1g.5gb,1g.5gb -C" in script
+    tags = asg_tags(r.one(GROUP, "a100-part").inputs)
+    assert tags[keys.TAG_CA_TEMPLATE_RESOURCES + keys.RES_GPU] == "6"
+    assert tags[keys.TAG_CA_TEMPLATE_RESOURCES + keys.MIG_RESOURCE_PREFIX + "1g.5gb"] == "4"
+
+
 def _azure_mig(strategy: str) -> Any:
     def edit(config: dict[str, Any]) -> None:
         mig = {"strategy": strategy, "profile": "1g.10gb"} if strategy == "single" else \

@@ -305,6 +305,8 @@ FLAG_CASES: list[tuple[str, list[str], str]] = [
     ("hours zero", ["--hours", "0"], "--hours 0.0: must be a finite number > 0"),
     ("hours NaN", ["--hours", "nan"], "--hours nan"),
     ("hours infinite", ["--hours", "inf"], "--hours inf"),
+    ("start hour negative", ["--start-hour", "-1"], "--start-hour -1.0: must be a finite number >= 0"),
+    ("start hour past the trace", ["--start-hour", "2"], "--start-hour 2: {trace} has no job submitted from hour 2 on"),
     ("interruption rate negative", ["--interruption-rate", "-0.1"], "--interruption-rate -0.1"),
     ("interruption rate NaN", ["--interruption-rate", "nan"], "--interruption-rate nan"),
     ("device plugin delay infinite", ["--device-plugin-delay", "inf"], "--device-plugin-delay inf"),
@@ -323,7 +325,7 @@ def test_bad_simulate_flags(tmp_path: Path, capsys: pytest.CaptureFixture[str], 
     pools = write_pools(tmp_path, lambda cfg: None)
     flags = [f.replace("{tmp}", str(tmp_path)) for f in flags]
     one_line(capsys, main(["simulate", "--trace", str(trace), "--pools", str(pools), "--quiet", *flags]),
-             field.replace("{tmp}", str(tmp_path)))
+             field.replace("{tmp}", str(tmp_path)).replace("{trace}", str(trace)))
 
 
 ARGPARSE_CASES: list[tuple[str, list[str], str]] = [

@@ -43,7 +43,8 @@ def gpu_model(itype: InstanceType, sharing: SharingPlan | None) -> GpuModel | No
                 start += p.memory
     step = sharing.memory_step_gib if sharing is not None else None
     return GpuModel(facts.product_name, facts.architecture, facts.memory_mib * MiB, facts.compute_capability,
-                    count=itype.gpus, mig=tuple(migs), share_step=(step or 0) * 2**30)
+                    count=itype.gpus, mig=tuple(migs), share_step=(step or 0) * 2**30,
+                    mig_gpus=sharing.cut if sharing is not None and migs else None)
 
 
 def template_slices(node_name: str, itype: InstanceType, sharing: SharingPlan | None) -> tuple[ResourceSlice, ...]:

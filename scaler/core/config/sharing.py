@@ -94,11 +94,16 @@ class Mig(_Strict):
     profile: str | None = Field(default=None, description="single: the one profile every GPU is cut into")
     layout: str | dict[str, int] | None = Field(
         default=None, description="mixed: NVIDIA's layout name (all-balanced) or profile -> count per GPU")
+    gpus: int | None = Field(default=None, ge=1, description="mixed: how many of a node's GPUs are cut into the "
+                             "layout; the others stay whole, advertised as nvidia.com/gpu (default: every GPU)")
 
     @model_validator(mode="after")
     def _shape(self) -> Mig:
         if self.strategy == "single" and (self.profile is None or self.layout is not None):
             raise ValueError("strategy single takes a profile (e.g. 1g.10gb) and no layout")
+        if self.strategy == "single" and self.gpus is not None:
+            raise ValueError("gpus is for strategy mixed: single advertises its slices as nvidia.com/gpu, so a whole "
+                             "GPU beside them could not be told apart")
         if self.strategy == "mixed" and (self.layout is None or self.profile is not None):
             raise ValueError("strategy mixed takes a layout (a name, or profile -> count per GPU) and no profile")
         if isinstance(self.layout, dict) and (not self.layout or any(n < 1 for n in self.layout.values())):
@@ -146,15 +151,23 @@ class SharingPlan:
         """Memory sharing's step: each GPU shared by claims asking for its memory (DRA pools)."""
         return self.sharing.memory.step_gib if self.sharing.memory else None
 
+    @property
+    def cut(self) -> int:
+        """The node's GPUs cut into MIG slices (a mixed layout may leave the others whole)."""
+        mig = self.sharing.mig
+        return 0 if mig is None else min(mig.gpus or self.gpus, self.gpus)
+
     def resources(self) -> dict[str, int]:
-        """The GPU resources a node advertises (replaces the plain nvidia.com/gpu count)."""
+        """The GPU resources a node advertises (replaces the plain nvidia.com/gpu count): the device plugin's
+        mixed strategy advertises a GPU left whole as nvidia.com/gpu beside the slices of the cut ones."""
         if self.sharing.memory:
             return {keys.RES_GPU: self.gpus}  # (a DRA pool advertises none: its GPUs are devices of slices)
         if self.sharing.time_slicing:
             return {keys.RES_GPU: self.gpus * self.sharing.time_slicing.replicas}
         if self.mig_strategy == "single":
             return {keys.RES_GPU: self.gpus * sum(self.per_gpu.values())}
-        return {keys.MIG_RESOURCE_PREFIX + p: self.gpus * n for p, n in sorted(self.per_gpu.items())}
+        whole = {keys.RES_GPU: self.gpus - self.cut} if self.cut < self.gpus else {}
+        return {**whole, **{keys.MIG_RESOURCE_PREFIX + p: self.cut * n for p, n in sorted(self.per_gpu.items())}}
 
     def devices(self) -> int:
         return sum(self.resources().values())
@@ -200,11 +213,16 @@ class SharingPlan:
         return f"MIG{next(iter(self.per_gpu)).split('g.')[0]}g"
 
     def mig_parted_config(self, pool: str) -> dict[str, Any] | None:
-        """NVIDIA mig-parted's config: one named layout applied to every GPU of the node at boot."""
+        """NVIDIA mig-parted's config: one named layout applied to every GPU of the node at boot (with `gpus`, to
+        the first ones, the others with MIG disabled)."""
         if not self.sharing.mig:
             return None
+        cut = {"mig-enabled": True, "mig-devices": dict(sorted(self.per_gpu.items()))}
+        if self.cut >= self.gpus:
+            return {"version": "v1", "mig-configs": {mig_config_name(pool): [{"devices": "all", **cut}]}}
         return {"version": "v1", "mig-configs": {mig_config_name(pool): [
-            {"devices": "all", "mig-enabled": True, "mig-devices": dict(sorted(self.per_gpu.items()))},
+            {"devices": list(range(self.cut)), **cut},
+            {"devices": list(range(self.cut, self.gpus)), "mig-enabled": False},
         ]}}
 
 
@@ -231,6 +249,9 @@ def plan_sharing(sharing: GpuSharing, itype: InstanceType, max_pods: int) -> Sha
             raise FieldError(("gpu_sharing", "mig"), f"{itype.name}'s {model} {itype.gpu_memory_gib}GB does not "
                                f"support MIG (MIG GPUs: {capable}); use time_slicing")
         per_gpu = _layout(sharing.mig, geometry, model, itype.gpu_memory_gib)
+        if sharing.mig.gpus is not None and sharing.mig.gpus > itype.gpus:
+            raise FieldError(("gpu_sharing", "mig", "gpus"), f"{sharing.mig.gpus} GPUs to cut, and {itype.name} has "
+                               f"{itype.gpus}")
     plan = SharingPlan(sharing, itype.gpus, gpu_product(itype), per_gpu, geometry)
     if plan.devices() > max_pods:
         raise FieldError("gpu_sharing", f"{plan.devices()} shared devices per node exceed max_pods {max_pods}: "
@@ -283,6 +304,10 @@ def sharing_from_tags(labels: Mapping[str, str], tags: Mapping[str, str], gpus: 
         return {"mig": {"strategy": "single", "profile": profile}} if profile else None
     if strategy == "mixed" and gpus:
         prefix = keys.TAG_CA_TEMPLATE_RESOURCES + keys.MIG_RESOURCE_PREFIX
-        layout = {k[len(prefix):]: int(v) // gpus for k, v in tags.items() if k.startswith(prefix) and v.isdigit()}
-        return {"mig": {"strategy": "mixed", "layout": layout}} if layout else None
+        whole = tags.get(keys.TAG_CA_TEMPLATE_RESOURCES + keys.RES_GPU, "")
+        cut = gpus - int(whole) if whole.isdigit() and 0 < int(whole) < gpus else gpus
+        layout = {k[len(prefix):]: int(v) // cut for k, v in tags.items() if k.startswith(prefix) and v.isdigit()}
+        if not layout:
+            return None
+        return {"mig": {"strategy": "mixed", "layout": layout, **({"gpus": cut} if cut < gpus else {})}}
     return None

@@ -78,6 +78,7 @@ class GpuModel:
     cuda_driver_version: str = "13.0.0"
     mig: tuple[MigInstance, ...] = ()  # the layout of every GPU of the node; empty: whole GPUs
     share_step: int = 0  # bytes: whole GPUs shared by their memory in steps of this (0: not shared)
+    mig_gpus: int | None = None  # the GPUs cut into `mig` (the first ones; the others whole); None: all
 
 
 def _version(text: str) -> Version:
@@ -136,7 +137,7 @@ def node_slices(node: str, gpu: GpuModel, generation: int = 1) -> tuple[Resource
     devices: list[Device] = []
     counters: list[CounterSet] = []
     for minor in range(gpu.count):
-        if gpu.mig:
+        if gpu.mig and minor < (gpu.count if gpu.mig_gpus is None else gpu.mig_gpus):
             counters.append(CounterSet(f"gpu-{minor}-counter-set",
                                        {counter_name(i): Decimal(1) for i in range(MEMORY_SLICES)}))
             devices.extend(_mig_device(gpu, node, minor, p) for p in gpu.mig)

@@ -49,6 +49,22 @@ def test_mig_mixed_advertises_mig_devices_and_no_whole_gpu() -> None:
         {"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1}}]}}
 
 
+def test_mig_mixed_on_some_gpus_leaves_the_others_whole_for_whole_gpu_pods() -> None:
+    """An 8-GPU node cut only where slices are wanted: the device plugin's mixed strategy advertises the GPUs
+    left whole as nvidia.com/gpu, and mig-parted's config disables MIG on them (its per-device form)."""
+    pool = _pool(instance_type="p4d.24xlarge",
+                 gpu_sharing={"mig": {"strategy": "mixed", "layout": {"3g.20gb": 1, "2g.10gb": 1, "1g.5gb": 2},
+                                      "gpus": 2}})
+    alloc = pool.template_node().allocatable
+    assert alloc[keys.RES_GPU] == 6
+    assert alloc[keys.MIG_RESOURCE_PREFIX + "3g.20gb"] == 2
+    assert alloc[keys.MIG_RESOURCE_PREFIX + "1g.5gb"] == 4
+    parted = pool.sharing.mig_parted_config("shared") if pool.sharing else None
+    assert parted == {"version": "v1", "mig-configs": {"gpuburst-shared": [
+        {"devices": [0, 1], "mig-enabled": True, "mig-devices": {"1g.5gb": 2, "2g.10gb": 1, "3g.20gb": 1}},
+        {"devices": [2, 3, 4, 5, 6, 7], "mig-enabled": False}]}}
+
+
 def test_mig_single_and_named_layouts() -> None:
     single = _pool(instance_type="p4d.24xlarge", gpu_sharing={"mig": {"strategy": "single", "profile": "1g.5gb"}})
     assert single.template_node().allocatable[keys.RES_GPU] == 56
@@ -77,6 +93,11 @@ def test_mig_single_and_named_layouts() -> None:
     ({"instance_type": "g6.xlarge", "gpu_sharing": {"time_slicing": {"replicas": 1}}},
      "gpu_sharing.time_slicing.replicas", "greater than or equal to 2"),
     ({"instance_type": "g6.xlarge", "gpu_sharing": {}}, "gpu_sharing", "exactly one of"),
+    ({"instance_type": "p4d.24xlarge", "gpu_sharing": {"mig": {"strategy": "mixed", "layout": "all-balanced",
+                                                               "gpus": 9}}},
+     "gpu_sharing.mig.gpus", "p4d.24xlarge has 8"),
+    ({"instance_type": "p4d.24xlarge", "gpu_sharing": {"mig": {"strategy": "single", "profile": "1g.5gb", "gpus": 2}}},
+     "gpu_sharing.mig", "gpus is for strategy mixed"),
 ])
 def test_invalid_sharing_is_refused_naming_the_pool_and_field(pool: dict[str, Any], field: str, words: str) -> None:
     with pytest.raises(ConfigError) as err:
@@ -90,6 +111,7 @@ def test_invalid_sharing_is_refused_naming_the_pool_and_field(pool: dict[str, An
     {"time_slicing": {"replicas": 4}},
     {"mig": {"strategy": "single", "profile": "2g.20gb"}},
     {"mig": {"strategy": "mixed", "layout": {"3g.40gb": 1, "4g.40gb": 1}}},
+    {"mig": {"strategy": "mixed", "layout": {"3g.40gb": 1, "4g.40gb": 1}, "gpus": 3}},
 ])
 def test_sharing_round_trips_through_cluster_autoscaler_tags(sharing: dict[str, Any]) -> None:
     itype = "g6.xlarge" if "time_slicing" in sharing else "p5.48xlarge"

@@ -12,6 +12,7 @@ import pytest
 from sim_helpers import ROOT, write_trace
 
 from scaler.cli import main
+from scaler.sim.simulate_command import simulate
 
 SNAPSHOT = ROOT / "examples" / "snapshot-aws.json"
 POOLS = ROOT / "examples" / "pools-aws.yaml"
@@ -67,6 +68,17 @@ def test_provisioning_requests_say_what_their_counts_mean_and_when_nothing_was_q
     assert re.search(r"^  provisioning_requests +created=0 ", out, re.M)
     assert "no job of this trace is a gang of more than one pod with these pools: --provisioning-requests " \
            "queued nothing" in out
+
+
+def test_simulate_from_a_later_hour_replays_that_slice_on_an_empty_cluster(tmp_path: Path, pools_file: Path) -> None:
+    """--start-hour (with --hours, a window): a held-out slice of a trace, its jobs submitted from 0."""
+    trace = write_trace(tmp_path / "t.csv", ["a,0,1,600,1", "b,3600,8,600,1", "c,36000,1,900,1", "d,39600,1,900,1",
+                                              "e,72000,1,900,1"])
+    _, whole = simulate(str(trace), str(pools_file))
+    _, window = simulate(str(trace), str(pools_file), start_hour=10, hours=2)
+    assert (whole["jobs_total"], window["jobs_total"], window["jobs_completed"]) == (5, 2, 2)
+    assert window["demand_gpu_hours"] == pytest.approx(0.5)  # c and d, 900 s each on one GPU
+    assert window["simulated_hours"] < 2  # submitted at 0 and 1 h of the replay, not at 10 and 11
 
 
 @pytest.mark.parametrize(

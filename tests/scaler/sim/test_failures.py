@@ -9,10 +9,10 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
-from sim_helpers import ROOT, write_trace
+from sim_helpers import ROOT, SMALL_POOLS, write_trace
 
 from scaler.cli import main
-from scaler.core.config.settings import ScalerConfig
+from scaler.core.config.settings import ScalerConfig, parse_config
 from scaler.core.planning.decide import decide
 from scaler.providers.sim import SimProvider
 from scaler.sim.engine import Engine
@@ -28,11 +28,11 @@ ROWS = sorted([*[f"g{i},{i * 600},8,{4 * 3600},1" for i in range(4)],
 
 
 def _run(config: ScalerConfig, tmp_path: Path, *, rate: float, checkpoint: float = 1800.0,
-         repair: bool = True, interruptions: float = 0.0) -> SimResult:
+         repair: bool = True, interruptions: float = 0.0, rows: list[str] = ROWS) -> SimResult:
     if not repair:
         config = config.model_copy(update={"pools": [
             p.model_copy(update={"repair": p.repair.model_copy(update={"enabled": False})}) for p in config.pools]})
-    jobs = load_trace(write_trace(tmp_path / "t.csv", ROWS))
+    jobs = load_trace(write_trace(tmp_path / "t.csv", rows))
     provider = SimProvider(config, interruption_rate=interruptions, seed=1)
     return Engine(config, jobs, provider, decide, failures=GpuFailures(rate, 1, checkpoint)).run()
 
@@ -69,6 +69,24 @@ def test_without_repair_a_broken_node_stays_until_it_is_idle(small_config: Scale
     off = _run(small_config, tmp_path, rate=0.05, repair=False).failures.section()
     assert off["repaired_nodes"] == 0 and off["gpu_failures"]
     assert on["repaired_nodes"]
+
+
+def test_repair_on_and_off_see_the_same_failures(tmp_path: Path) -> None:
+    """Common random numbers: a node both runs bought breaks at the same times in both, whatever the nodes the
+    repair bought in between (they used to draw from one stream, so a replacement changed every later failure).
+    4-GPU nodes of 1-GPU jobs: repair drains a broken node its healthy GPUs would have kept."""
+    config = parse_config({**SMALL_POOLS, "pools": [
+        {"name": "gpu4", "instance_types": ["g6.12xlarge"], "zones": ["us-east-1a"], "max": 20}]}, "p.yaml")
+    rows = [f"s{i},{i * 60},1,{6 * 3600},1" for i in range(12)]
+    on = _run(config, tmp_path, rate=0.2, rows=rows)
+    off = _run(config, tmp_path, rate=0.2, rows=rows, repair=False)
+    assert on.failures.section()["repaired_nodes"] and not off.failures.section()["repaired_nodes"]
+    both = {n for _, n, _ in on.failures.log} & {n for _, n, _ in off.failures.log}
+    for node in both:  # the k-th node of the pool in each run: its GPUs fail as long after it registered
+        mine = [round(age, 6) for _, n, age in on.failures.log if n == node]
+        theirs = [round(age, 6) for _, n, age in off.failures.log if n == node]
+        assert mine == theirs[:len(mine)], node  # a node repaired in one run breaks no more there
+    assert len([n for _, n, _ in off.failures.log if n in both]) >= 3
 
 
 def test_the_checkpoint_interval_charges_reclaimed_jobs(small_config: ScalerConfig, tmp_path: Path) -> None:

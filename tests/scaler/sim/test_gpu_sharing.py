@@ -103,3 +103,21 @@ def test_plan_chooses_a_mig_pool_and_explain_says_why_not_elsewhere(
     out = capsys.readouterr().out
     assert "ml/infer-0: unschedulable" in out
     assert f"gpu1-od-a: Insufficient {keys.MIG_RESOURCE_PREFIX}1g.10gb" in out
+
+
+@pytest.mark.parametrize("dra", [False, True])
+def test_a_mig_node_cut_on_some_gpus_runs_whole_gpu_jobs_on_the_others(tmp_path: Path, dra: bool) -> None:
+    """The A100s a MIG pool leaves whole (gpu_sharing.mig.gpus) take whole-GPU jobs: one 8-GPU node holds
+    the slice jobs and the whole-GPU ones, where a node cut on every GPU could run no whole-GPU job at all."""
+    pools = tmp_path / "mig.yaml"
+    pools.write_text(
+        "cluster: c\ncloud: aws\nregion: us-east-1\npools:\n"
+        "  - {name: mig, instance_type: p4d.24xlarge, zones: [us-east-1a], max: 3,\n"
+        "     gpu_sharing: {mig: {strategy: mixed, layout: {3g.20gb: 1, 2g.10gb: 1, 1g.5gb: 2}, gpus: 1}}}\n")
+    trace = tmp_path / "t.csv"
+    rows = [f"s{i},0,1,3600,{m},2,8192,LS,Running" for i, m in enumerate((300, 200, 120))]  # 3g, 2g, 1g
+    rows += [f"w{i},0,1,3600,1000,4,16384,LS,Running" for i in range(5)]
+    trace.write_text("\n".join([HEADER, *rows]) + "\n")
+    result, report = simulate(str(trace), str(pools), gpu_sharing=True, dra=dra)
+    assert report["jobs_completed"] == report["jobs_total"] == 8
+    assert len(result.provider.history) == 1  # one p4d for all eight jobs

@@ -56,12 +56,15 @@ MIG_POOLS = ROOT / "examples" / "pools-aws-mig.yaml"
 
 
 def test_fractional_jobs_ask_for_their_mig_slice_through_a_claim(tmp_path: Path) -> None:
-    # jobs of a tenth, a quarter and 0.4 of a GPU: 1g.5gb, 2g.10gb and 3g.20gb slices of the MIG pools
+    # jobs of a tenth, a quarter and 0.4 of a GPU: 2g.10gb (the smallest slice the layout has) and 3g.20gb slices
     trace = tmp_path / "shares.csv"
     rows = [f"j{i},{i * 60},1,{1800 + 300 * (i % 4)},{(100, 250, 400)[i % 3]},2,8192,LS,Running" for i in range(24)]
     trace.write_text("\n".join([HEADER, *rows]) + "\n")
-    plugin_result, plugin = simulate(str(trace), str(MIG_POOLS), gpu_sharing=True)
-    dra_result, dra = simulate(str(trace), str(MIG_POOLS), gpu_sharing=True, dra=True)
+    # every A100 cut (the example leaves six of eight whole): these jobs all fit one p4d's slices
+    pools = tmp_path / "mig.yaml"
+    pools.write_text(MIG_POOLS.read_text(encoding="utf-8").replace(", gpus: 2}", "}"), encoding="utf-8")
+    plugin_result, plugin = simulate(str(trace), str(pools), gpu_sharing=True)
+    dra_result, dra = simulate(str(trace), str(pools), gpu_sharing=True, dra=True)
     assert dra["jobs_completed"] == dra["jobs_total"] == plugin["jobs_completed"] == 24
     # the same one p4d, given back a pass or two apart (its 8 GPUs for minutes weigh on a trace this small;
     # the whole Alibaba trace's rows agree within 0.1 %)
