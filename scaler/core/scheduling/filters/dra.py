@@ -546,7 +546,7 @@ class CountedClaims:
         ok = ok and len(found) == sum(len(s.devices) for s in own)
         try:
             ok = ok and all(not s.per_device_node_selection and not d.consumes_counters
-                            and (not blocking_taints(d.taints, exact.tolerations) if _blocked(d) else
+                            and (bool(blocking_taints(d.taints, exact.tolerations)) if _blocked(d) else
                                  all(allocator.selector_matches(e, s.driver, d, "plain", i)
                                      for i, e in enumerate(expressions))) for d, s in found)
         except AllocationError:
