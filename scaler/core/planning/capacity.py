@@ -232,10 +232,7 @@ def _counted_devices(snapshot: Snapshot) -> dict[str, tuple[int, int]] | None:
     need some (the packer then skips nodes with too few before the allocator is asked); else None."""
     if not any(p.resource_claims for p in snapshot.pending):
         return None
-    every, untainted = node_devices(snapshot.dra), node_devices(snapshot.dra, untainted=True)
-    if every is None or untainted is None:
-        return None
-    return {name: (n, untainted.get(name, 0)) for name, n in every.items()}
+    return node_devices(snapshot.dra)
 
 
 def _devices(node: Node) -> int:

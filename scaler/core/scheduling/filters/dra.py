@@ -411,27 +411,33 @@ def devices_at_least(objects: DraObjects, pod: Pod, untainted: bool = False) -> 
     return n
 
 
-def node_devices(objects: DraObjects, untainted: bool = False) -> dict[str, int] | None:
-    """Per node, the devices its slices publish that no allocated claim holds (`untainted`: of those, the
-    ones without a NoSchedule/NoExecute taint); None when some slice's devices are not tied to one node (a
-    pod could allocate them anywhere: no per-node bound)."""
-    where: dict[DeviceID, str] = {}
-    free: dict[str, int] = {}
+def node_devices(objects: DraObjects) -> dict[str, tuple[int, int]] | None:
+    """Per node, the devices its slices publish that no allocated claim holds, and of those the ones without
+    a NoSchedule/NoExecute taint (one walk over the slices); None when some slice's devices are not tied to
+    one node (a pod could allocate them anywhere: no per-node bound)."""
+    where: dict[tuple[str, str, str], tuple[list[int], bool]] = {}  # (a DeviceID's fields) -> its node's counts
+    free: dict[str, list[int]] = {}
     for s in objects.slices:
         if not s.devices:
             continue
         if not s.node_name:
             return None
-        counted = [d for d in s.devices if not (untainted and d.taints and _blocked(d))]
-        free[s.node_name] = free.get(s.node_name, 0) + len(counted)
-        for d in counted:
-            where[DeviceID(s.driver, s.pool.name, d.name)] = s.node_name
+        counts = free.get(s.node_name)
+        if counts is None:
+            counts = free[s.node_name] = [0, 0]
+        driver, pool = s.driver, s.pool.name
+        for d in s.devices:
+            clean = not (d.taints and _blocked(d))
+            counts[0] += 1
+            counts[1] += clean
+            where[(driver, pool, d.name)] = (counts, clean)
     held = {r.device_id for c in objects.claims.values() if c.allocation for r in c.allocation.results}
     for device in held:
-        node = where.get(device)
-        if node is not None:
-            free[node] -= 1
-    return free
+        hit = where.get(device)  # (a DeviceID is a tuple of those fields: equal, same hash)
+        if hit is not None:
+            hit[0][0] -= 1
+            hit[0][1] -= hit[1]
+    return {name: (n, clean) for name, (n, clean) in free.items()}
 
 
 def _tolerates(request: DeviceRequest) -> bool:
@@ -480,6 +486,7 @@ class CountedClaims:
         # (the slices' shape: `_shape`, class, request selectors) -> every device may be taken
         self._by_shape: dict[tuple[Shape, Matching], bool] = {}
         self._specs: dict[tuple[str, tuple[PodResourceClaim, ...]], tuple[int, ...] | None] = {}
+        self._asks: dict[tuple[int, ...], tuple[Matching, ...]] = {}
 
     def specs(self, pod: Pod) -> tuple[int, ...] | None:
         """The spec ids of the pod's claims when each is made from a template whose spec is plain
@@ -503,6 +510,19 @@ class CountedClaims:
                 return None
             out.append(spec_id)
         return tuple(out) if out else None
+
+    def asks(self, specs: tuple[int, ...]) -> tuple[Matching, ...]:
+        """What `uniform` reads of the specs (their requests' class, selectors and tolerations, each once):
+        specs alike in it get the same answer on every node."""
+        hit = self._asks.get(specs)
+        if hit is None:
+            out: dict[Matching, None] = {}
+            for spec_id in specs:
+                exact = self.state.by_id[spec_id].requests[0].exactly
+                assert exact is not None
+                out[_matching(exact)] = None
+            hit = self._asks[specs] = tuple(out)
+        return hit
 
     def uniform(self, node: Node, specs: tuple[int, ...]) -> bool:
         """Every device the node's slices publish is one the specs' request may take. Once per (node's
