@@ -492,10 +492,11 @@ class CountedClaims:
         """The spec ids of the pod's claims when each is made from a template whose spec is plain
         (`scaler.core.dra.simple.is_simple`) and names classes that exist, else None."""
         key = (pod.namespace, pod.resource_claims)  # pods of a workload ask the same: once per pass
-        if key in self._specs:
-            return self._specs[key]
-        hit = self._specs[key] = self._resolve(pod)
-        return hit
+        try:
+            return self._specs[key]  # (one lookup: None is an answer too)
+        except KeyError:
+            hit = self._specs[key] = self._resolve(pod)
+            return hit
 
     def _resolve(self, pod: Pod) -> tuple[int, ...] | None:
         state, out = self.state, []
