@@ -626,8 +626,8 @@ def _shape(own: Sequence[ResourceSlice], names: frozenset[str]) -> Shape | None:
         if s.node_name != target or s.node_selector is not None or s.all_nodes or s.per_device_node_selection \
                 or s.shared_counters:
             return None
-        devices = tuple((d.name, bool(d.consumes_counters), d.taints, content_key(s.driver, d, names))
-                        for d in s.devices)
+        devices = tuple([(d.name, bool(d.consumes_counters), d.taints, content_key(s.driver, d, names))
+                         for d in s.devices])
         out.append((s.driver, pools.setdefault((s.driver, s.pool.name), len(pools)), s.pool.generation,
                     s.pool.resource_slice_count, devices))
     return tuple(out)
