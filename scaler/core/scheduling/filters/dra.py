@@ -109,7 +109,8 @@ class DraState:
         """The pod requests an extended resource a DeviceClass serves (then the DRA filter has a say)."""
         extended = self.extended  # (most pods request none of them: that is told in C, per pod of the pass)
         requests = pod.requests
-        return not extended.keys().isdisjoint(requests) and any(v > 0 and r in extended for r, v in requests.items())
+        return (bool(extended) and not extended.keys().isdisjoint(requests)
+                and any(v > 0 and r in extended for r, v in requests.items()))
 
     def spec_info(self, spec: ClaimSpec) -> tuple[int, tuple[str, ...], int]:
         """(its id: equal specs share one, the classes it names that do not exist, the fewest devices it
