@@ -71,9 +71,12 @@ lock: setup
 chart: setup
 	$(PY) -m scaler.chart
 
-# Prints the figures the README quotes; the simulation table in README.md is rewritten from this run.
+# Prints the figures the docs quote and writes each into its block of README.md (between the markers
+# <!-- bench/...: begin --> and <!-- bench/...: end -->, bench/doc_blocks.py); no figure there is typed by hand.
 bench: setup
-	$(PY) bench/plan_scale.py
+	$(PY) bench/plan_scale.py --readme README.md
+	$(PY) bench/plan_scale.py --mix dra --readme README.md
+	$(PY) bench/plan_scale.py --scale xl --readme README.md
 	$(PY) bench/simulate_traces.py --readme README.md --plots out  # out/repair.png: repair on beside off
 
 clean:

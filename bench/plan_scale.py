@@ -49,6 +49,8 @@ import sys
 import time
 from typing import Any
 
+from doc_blocks import quoting
+
 from scaler.core.config.settings import ScalerConfig, parse_config
 from scaler.core.model import keys
 from scaler.core.model.objects import (
@@ -332,8 +334,16 @@ def main() -> None:
     ap.add_argument("--scale", choices=("default", "xl"), default="default",
                     help="xl: the whole pass (watch-fed cache + Reconciler.run) at 100k pods / 15k nodes / 100 pools")
     ap.add_argument("--digest", action="store_true", help="print digests of the plans instead of timings")
+    ap.add_argument("--readme", metavar="FILE", help="also write the lines printed into FILE between the markers "
+                    "<!-- bench/plan_scale.py[ --scale xl| --mix M]: begin --> and its end marker")
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)  # internal: run one size in this process
     args = ap.parse_args()
+    flags = " --scale xl" if args.scale == "xl" else "" if args.mix == "both" else f" --mix {args.mix}"
+    with quoting(None if args.digest or args.one else args.readme, f"bench/plan_scale.py{flags}"):
+        measure(args)
+
+
+def measure(args: argparse.Namespace) -> None:
     if args.digest:
         if os.environ.get("PYTHONHASHSEED") != "0":  # set iteration order is part of what is compared
             os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, "PYTHONHASHSEED": "0"})

@@ -5,13 +5,13 @@ block, replacements planned by the core), PHILLY-A's gang jobs queued behind Pro
 Kueue queues them (`--provisioning-requests`) and the Alibaba trace's GPU-sharing pods on time-sliced pools
 (examples/pools-aws-shared.yaml, `--gpu-sharing`), and PHILLY-A with a 32-GPU Capacity Block for its first
 5 days in front of the spot/on-demand ladder (examples/pools-aws-reserved.yaml), both traces on the same
-pools as DRA pools with each job's GPUs as a ResourceClaim (`--dra`, issue 24), both traces with random GPU
+pools as DRA pools with each job's GPUs as a ResourceClaim (`--dra`), both traces with random GPU
 failures (0.001 and 0.01 per GPU-hour) with and without the scaler's repair, PHILLY-A with a CapacityBuffer of 8 1-GPU
 pods (`--buffer 8`), PHILLY-A with warm pools on the cheapest on-demand 1-GPU pools (`--warm`), and both
 traces on the shared two-shapes
 pools (../shared/pools/two-shapes.yaml: one 1-GPU and one 8-GPU shape, the adaptive unneeded time's
-acceptance, issue 27), and PHILLY-A on the pools `scaler tune` wrote from those two shapes' candidates
-(examples/pools-aws-tuned.yaml, issue 30). Every stopped job loses the work since its last checkpoint (every
+acceptance), and PHILLY-A on the pools `scaler tune` wrote from those two shapes' candidates
+(examples/pools-aws-tuned.yaml). Every stopped job loses the work since its last checkpoint (every
 1800 s). Spot is priced and reclaimed as the EC2 Spot Advisor's data says (scaler/sim/spot.py) unless a row
 overrides it. Every run is compared with cluster-autoscaler's defaults on the same pools (scaler/sim/ca_baseline.py):
 the same trace, pools, placement and cloud events replayed once more under its policy (one replay per distinct
@@ -25,8 +25,9 @@ command line of each run and one line of figures; these are the figures docs/sim
 With --unneeded-time, every run's pools file gets `timings: {unneeded_time: S}`: the fixed timer the adaptive
 unneeded time is measured against (600: cluster-autoscaler's 10 minutes).
 
-With --readme, the table between the markers README_BEGIN and README_END in that file is replaced by
-the figures of this run, so the README never quotes a figure typed by hand.
+With --readme, the table between the markers `<!-- bench/simulate_traces.py: begin -->` and its end marker in
+that file is replaced by the figures of this run (bench/doc_blocks.py), so the README never quotes a figure
+typed by hand.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from doc_blocks import write_block
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -178,10 +180,6 @@ def command_line(kw: dict[str, Any]) -> str:
             f"--scheduler {kw['scheduler']}{outages}")
 
 
-README_BEGIN = "<!-- bench/simulate_traces.py: begin -->"
-README_END = "<!-- bench/simulate_traces.py: end -->"
-
-
 def markdown(rows: list[tuple[str, dict[str, Any], dict[str, Any]]]) -> str:
     """The README table. A run with jobs that never started says how many, and its paid / demand also shows the
     ratio on the work actually done (demand counts jobs that never ran)."""
@@ -234,14 +232,6 @@ def versus(cost: float, ca: dict[str, Any] | None) -> str:
     if not ca or not ca["cost_usd"]:
         return "-"
     return f"{ca['cost_usd']:,.0f} ({1 - cost / ca['cost_usd']:.0%})"
-
-
-def write_readme(path: Path, table: str) -> None:
-    text = path.read_text(encoding="utf-8")
-    start, end = text.find(README_BEGIN), text.find(README_END)
-    if start < 0 or end < start:
-        raise SystemExit(f"{path}: markers {README_BEGIN!r} ... {README_END!r} not found")
-    path.write_text(text[: start + len(README_BEGIN)] + "\n" + table + "\n" + text[end:], encoding="utf-8")
 
 
 def _one(kw: dict[str, Any]) -> dict[str, Any]:
@@ -304,7 +294,7 @@ def main() -> int:
         print(f"plot: {Path(args.plots) / 'repair.png'}")
     if args.readme:
         rows = [(label, kw, r) for (label, kw), r in zip(todo, reports, strict=True)]
-        write_readme(Path(args.readme), markdown(rows))
+        write_block(Path(args.readme), "bench/simulate_traces.py", markdown(rows))
     return 0
 
 

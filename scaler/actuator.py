@@ -17,51 +17,37 @@ Order within a pass:
    is abandoned: the node is uncordoned. A forced one removes the node at its deadline. A repair's drain
    outlives its deadline (a broken node is not given its pods back); it stops when the plan names the node
    recovered (its GPUs came back): uncordoned the same way;
-4. nodes that carry the drain taint but belong to no drain of this process (a previous one died) are
-   given back; the notices the plan handled are acknowledged.
+4. the nodes the plan gives back (cordoned by a drain no one carries on: a previous process's) are
+   uncordoned while a pool still holds their instance; the notices the plan handled are acknowledged.
 
-Drains in progress are reported back into the next Snapshot (`draining()`), so the planner sees them.
+It keeps nothing across passes that a decision reads: the drains in progress are the State's, handed over in
+each Plan (`Plan.draining`), and what it did (drains begun, changed, ended; instances removed; evictions
+refused; cloud refusals; notices acknowledged) is reported into the next Snapshot (`report()`, an `Acted`),
+which the decision folds into the State. Its own, for one pass only: the evictions it makes and which a budget
+refused, and the cloud calls that failed (`errors`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
-from scaler.core.model import keys
 from scaler.core.model.buffers import BufferStatus, CapacityBuffer
 from scaler.core.model.conditions import Condition
 from scaler.core.model.drain import DrainState
-from scaler.core.model.interruption import Interruption
 from scaler.core.model.objects import Node, Pod
 from scaler.core.model.provreq import ProvisioningRequest
 from scaler.core.model.workload import blocker, to_evict
 from scaler.core.planning.decisions import BufferOutcome, Plan, ScaleDown
-from scaler.core.planning.snapshot import Snapshot
+from scaler.core.planning.snapshot import Acted, Snapshot
 from scaler.metrics import Metrics
 from scaler.ports import EvictResult, Kube, KubeError, ObjectRef, PoolProvider
 from scaler.providers.base import ProviderError
 
 log = logging.getLogger("scaler.actuator")
-
-
-@dataclass(slots=True)
-class Drain:
-    pool: str
-    node: str
-    provider_id: str
-    started: float
-    deadline: float
-    reason: str
-    forced: bool = False
-    notice: bool = False
-    repair: bool = False
-    planned: frozenset[str] = frozenset()  # the pods the plan proved evictable
-    delete: frozenset[str] = frozenset()  # the pods deleted rather than evicted (a gang on an ending block)
-    blocked: set[str] = field(default_factory=set)
 
 
 class Actuator:
@@ -76,37 +62,32 @@ class Actuator:
         self.metrics = metrics or Metrics()
         self.guard = guard
         self.drain_timeout = drain_timeout
-        self.drains: dict[str, Drain] = {}
-        self.removed: set[str] = set()  # nodes whose instance was removed, until they leave the cluster
         self.errors: list[str] = []  # the last pass's failed cloud calls, newest last
-        # What the next Snapshot tells the planner: drains given up because evictions were refused
-        # (node -> the refused pods), and pools whose cloud refused what retrying cannot fix.
-        self.abandoned: dict[str, tuple[str, ...]] = {}
-        self.refused: dict[str, str] = {}
-        self.acknowledged: list[Interruption] = []  # the notices of the last pass that acted to the end
+        self.acted = Acted()  # what it did since the last decision: the next Snapshot's report
+        # The plan's drains in progress as this pass carries them on (begun, ended): a working copy, made again
+        # from each Plan; what the status and the simulator read after the pass, never a decision.
+        self.drains: dict[str, DrainState] = {}
 
     # --- what the next Snapshot says --------------------------------------------------------------
-    def draining(self) -> dict[str, DrainState]:
-        return {n: DrainState(n, d.pool, d.started, d.deadline, d.forced, d.notice, d.repair)
-                for n, d in self.drains.items()}
-
-    def report(self) -> tuple[dict[str, tuple[str, ...]], dict[str, str], list[Interruption]]:
-        """What the planner should know from the last pass (abandoned drains, refusals, the notices acted on
-        to the end); told once."""
-        out = (self.abandoned, self.refused, self.acknowledged)
-        self.abandoned, self.refused, self.acknowledged = {}, {}, []
-        return out
+    def report(self) -> Acted:
+        """What it did since the last decision (drains begun, changed and ended, instances removed, evictions
+        refused, cloud refusals, the notices acted on to the end). Reported until the next `act`, which follows
+        the decision that read it: a pass that failed before acting loses none of it."""
+        return self.acted
 
     def forget(self) -> None:
-        """Not the leader any more: the new leader gives the drained nodes back."""
+        """Not the leader any more: the drains in progress are dropped from the State; the new leader gives the
+        drained nodes back."""
         if self.drains:
             log.warning("lost the lease: leaving %d drain(s) to the new leader", len(self.drains))
-        self.drains.clear()
-        self.removed.clear()
+        self.drains = {}
+        self.acted = Acted(forgot=True)
 
     # --- one pass ------------------------------------------------------------------------------------
     def act(self, plan: Plan, snapshot: Snapshot) -> None:
         self.errors = []
+        self.acted = Acted()
+        self.drains = dict(plan.draining)
         for reset in plan.resets:
             for stray in reset.strays:
                 if self._cloud(f"terminate {stray}", functools.partial(self.provider.delete_node, reset.pool, stray),
@@ -128,18 +109,18 @@ class Actuator:
             self._start(down, nodes.get(down.node), snapshot.now)
         for name in plan.recovered:
             if name in self.drains and self.drains[name].repair:
-                self.drains[name].blocked.clear()
-                self._abandon(self.drains[name], "its GPUs are healthy again", "GpuRecovered")
+                self._abandon(self.drains[name], "its GPUs are healthy again", (), "GpuRecovered")
         for ev in plan.events:
             self.kube.event(ObjectRef("Node", ev.node), ev.reason, ev.message, "Warning" if ev.warning else "Normal")
         self._progress(snapshot)
         if snapshot.fresh:
-            self._release_orphans(snapshot.nodes)
+            for name in plan.release:
+                self._release(nodes[name])
             for name in plan.delete_nodes:
                 self._delete_node(name)
         if plan.handled:
             self._cloud("acknowledge notices", lambda: self.provider.acknowledge(plan.handled), guarded=False)
-        self.acknowledged = list(plan.handled)
+        self.acted.acknowledged = list(plan.handled)
 
     def answer(self, requests: list[ProvisioningRequest], answers: dict[str, dict[str, Condition]]) -> None:
         """Write each ProvisioningRequest's conditions (those that changed)."""
@@ -180,10 +161,17 @@ class Actuator:
             log.warning("%s failed: %s", what, err, extra={"error_kind": err.kind, "retryable": err.retryable})
             if pool is not None and not err.retryable and err.kind in ("auth", "quota", *(("not-found",) if sizing
                                                                                          else ())):
-                self.refused[pool] = f"{err.kind}: {err}"
+                self.acted.refused[pool] = f"{err.kind}: {err}"
             return False
 
     # --- drains -----------------------------------------------------------------------------------------
+    def _keep(self, drain: DrainState) -> None:
+        self.drains[drain.node] = self.acted.drains[drain.node] = drain
+
+    def _end(self, drain: DrainState) -> None:
+        del self.drains[drain.node]
+        self.acted.ended.add(drain.node)
+
     def _start(self, down: ScaleDown, node: Node | None, now: float) -> None:
         current = self.drains.get(down.node)
         if node is None or (current is not None and (current.forced or not down.forced)):
@@ -201,9 +189,9 @@ class Actuator:
         if not cordoned and not down.forced:
             return
         deadline = down.deadline if down.deadline is not None else now + self.drain_timeout
-        drain = Drain(down.pool, down.node, down.provider_id, now, deadline, down.reason, down.forced,
-                      down.deadline is not None, down.repair, frozenset(down.evict), frozenset(down.delete))
-        self.drains[down.node] = drain
+        drain = DrainState(down.node, down.pool, now, deadline, down.forced, down.deadline is not None, down.repair,
+                           down.provider_id, down.reason, frozenset(down.evict), frozenset(down.delete))
+        self._keep(drain)
         log.info("draining %s of pool %s: %s", down.node, down.pool, down.reason)
         if drain.notice:
             kind = down.kind or ("spot-interruption" if down.forced else "rebalance")
@@ -227,7 +215,7 @@ class Actuator:
         for name, drain in list(self.drains.items()):
             node = by_name.get(name)
             if node is None:  # gone from the cluster (removed by us earlier, or by the cloud)
-                del self.drains[name]
+                self._end(drain)
                 continue
             if drain.started >= now or not (snapshot.fresh or drain.forced):
                 continue  # this pass's pod list was read before the cordon: act on the next one
@@ -235,25 +223,28 @@ class Actuator:
             if not drain.forced:
                 # A pod bound between the plan and the cordon, or one that became unevictable since
                 # (annotation added, controller gone), was never proven safe to move: give the node back.
-                strays = [p.key for p in left if blocker(p) or p.key not in drain.planned]
+                strays = [p.key for p in left if blocker(p) or p.key not in drain.evict]
                 if strays:
                     self._abandon(drain, f"pod(s) {', '.join(sorted(strays)[:5])} arrived or became unevictable "
-                                         "after the scale-down was planned")
+                                         "after the scale-down was planned", drain.blocked)
                     continue
-            drain.blocked = {p.key for p in left if self._evict(p, drain) == "blocked"}
+            blocked = frozenset(p.key for p in left if self._evict(p, drain) == "blocked")
+            if blocked != drain.blocked:  # the State keeps them: a drain given up later says which budgets refused
+                self._keep(dataclasses.replace(drain, blocked=blocked))
             if not left:
-                if not self._finish(drain) and now >= drain.deadline and not drain.forced:
+                if not self._finish(drain, now) and now >= drain.deadline and not drain.forced:
                     # The cloud keeps refusing to remove it (e.g. the group's MinSize is above the
                     # config's min): give the empty node back rather than keep it cordoned for good.
-                    self._abandon(drain, f"the instance could not be removed within {self.drain_timeout:.0f}s")
+                    self._abandon(drain, f"the instance could not be removed within {self.drain_timeout:.0f}s",
+                                  blocked)
             elif now >= drain.deadline:
                 if drain.forced:
-                    self._finish(drain)  # the cloud takes the node now anyway
+                    self._finish(drain, now)  # the cloud takes the node now anyway
                 elif not drain.repair:  # a broken node stays cordoned, its evictions retried, until it is empty
-                    self._abandon(drain, f"pods {sorted(drain.blocked) or [p.key for p in left]} could not be "
-                                         f"evicted within {drain.deadline - drain.started:.0f}s")
+                    self._abandon(drain, f"pods {sorted(blocked) or [p.key for p in left]} could not be "
+                                         f"evicted within {drain.deadline - drain.started:.0f}s", blocked)
 
-    def _evict(self, pod: Pod, drain: Drain) -> EvictResult | None:
+    def _evict(self, pod: Pod, drain: DrainState) -> EvictResult | None:
         deleting = pod.key in drain.delete
         try:
             result = (self.kube.delete_pod if deleting else self.kube.evict)(pod.namespace, pod.name)
@@ -268,24 +259,26 @@ class Actuator:
             log.info("eviction of %s blocked by a PodDisruptionBudget; retrying next pass", pod.key)
         return result
 
-    def _finish(self, drain: Drain) -> bool:
+    def _finish(self, drain: DrainState, now: float) -> bool:
         if not self._cloud(f"delete {drain.node}", lambda: self.provider.delete_node(drain.pool, drain.provider_id),
                            pool=drain.pool):
             return False
         self.metrics.scale_downs.labels(drain.pool).inc()
         if drain.repair:
             self.metrics.repairs.labels(drain.pool, "replaced").inc()
-        self.removed.add(drain.node)  # stays cordoned until the cloud controller deletes the Node
+        self.acted.removed[drain.node] = now  # stays cordoned until the cloud controller deletes the Node
         self.kube.event(ObjectRef("Node", drain.node), "ScaleDown",
                         f"node removed from pool {drain.pool}: {drain.reason}")
         log.info("removed %s from pool %s", drain.node, drain.pool)
-        del self.drains[drain.node]
+        self._end(drain)
         return True
 
-    def _abandon(self, drain: Drain, why: str, reason: str = "ScaleDownFailed") -> None:
-        del self.drains[drain.node]
-        if drain.blocked:
-            self.abandoned[drain.node] = tuple(sorted(drain.blocked))
+    def _abandon(self, drain: DrainState, why: str, blocked: frozenset[str] | tuple[()],
+                 reason: str = "ScaleDownFailed") -> None:
+        """Give the node back; `blocked`: the pods whose eviction a budget refused (the planner holds the node)."""
+        self._end(drain)
+        if blocked:
+            self.acted.abandoned[drain.node] = tuple(sorted(blocked))
         try:
             self.kube.uncordon_node(drain.node)
         except KubeError as err:
@@ -308,21 +301,17 @@ class Actuator:
         self.kube.event(ObjectRef("Node", name), "NodeDeleted", "its instance no longer exists", "Warning")
         log.warning("deleted Node %s: its instance no longer exists", name)
 
-    def _release_orphans(self, nodes: list[Node]) -> None:
-        """A node with our taint that no drain of this process owns: a previous process's; give it back."""
-        self.removed &= {n.name for n in nodes}
-        for node in nodes:
-            if node.name in self.drains or node.name in self.removed or \
-                    not any(t.key == keys.TAINT_DISRUPTING for t in node.taints):
-                continue
-            if self.provider.pool_of(node.provider_id) is None:
-                continue  # its instance is gone or going: leave it cordoned
-            try:
-                if self.kube.uncordon_node(node.name):
-                    log.info("uncordoned %s: cordoned by an earlier scaler process that did not finish", node.name)
-            except KubeError as err:
-                self.metrics.kube_errors.labels("uncordon").inc()
-                log.warning("%s", err)
+    def _release(self, node: Node) -> None:
+        """A node the plan gives back (cordoned by a drain no one carries on): uncordoned while a pool still holds
+        its instance (one that is gone or going is left cordoned)."""
+        if self.provider.pool_of(node.provider_id) is None:
+            return
+        try:
+            if self.kube.uncordon_node(node.name):
+                log.info("uncordoned %s: cordoned by an earlier scaler process that did not finish", node.name)
+        except KubeError as err:
+            self.metrics.kube_errors.labels("uncordon").inc()
+            log.warning("%s", err)
 
 
 class Recorder:
@@ -334,14 +323,11 @@ class Recorder:
 
     def __init__(self) -> None:
         self.plans: list[Plan] = []
-        self.drains: dict[str, Drain] = {}
+        self.drains: dict[str, DrainState] = {}
         self.kube = RecordingKube()
 
-    def draining(self) -> dict[str, DrainState]:
-        return {}
-
-    def report(self) -> tuple[dict[str, tuple[str, ...]], dict[str, str], list[Interruption]]:
-        return {}, {}, []
+    def report(self) -> Acted:
+        return Acted()
 
     def forget(self) -> None:
         return None

@@ -23,14 +23,13 @@ from scaler.core.config.settings import ScalerConfig
 from scaler.core.model.buffers import BufferStatus, CapacityBuffer
 from scaler.core.model.conditions import Condition
 from scaler.core.model.dra import DraObjects
-from scaler.core.model.drain import DrainState
 from scaler.core.model.interruption import Interruption
 from scaler.core.model.objects import Node, Pod, PodDisruptionBudget
 from scaler.core.model.podgroup import PodGroup
 from scaler.core.model.provreq import ProvisioningRequest
 from scaler.core.planning.decisions import BufferOutcome, Plan
 from scaler.core.planning.memo import Memo
-from scaler.core.planning.snapshot import PoolObservation, Snapshot
+from scaler.core.planning.snapshot import Acted, PoolObservation, Snapshot
 from scaler.core.planning.state import State
 from scaler.core.scheduling.filters import Storage
 
@@ -153,12 +152,12 @@ class Acting(Protocol):
 
     @property
     def drains(self) -> Mapping[str, object]:
-        """The drains in progress, by node."""
+        """The drains in progress after its last pass, by node (the State's, as that pass left them)."""
         ...
 
-    def draining(self) -> dict[str, DrainState]: ...
-
-    def report(self) -> tuple[dict[str, tuple[str, ...]], dict[str, str], list[Interruption]]: ...
+    def report(self) -> Acted:
+        """What it did since the last decision, for the next Snapshot."""
+        ...
 
     def forget(self) -> None: ...
 

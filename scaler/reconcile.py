@@ -1,14 +1,14 @@
 """One pass, the same for `scaler run` (`scaler.loop.Runtime`) and the simulator (`scaler.sim.engine`):
 
 observe: the cluster (`ports.Observer`), the pools and their instances (`PoolProvider.observe`), the
-         cloud's interruption notices, the actuator's drains in progress and what it met -> Snapshot
+         cloud's interruption notices, what the actuator did since the last decision (`Acted`) -> Snapshot
 decide:  `scaler.core.planning.decide.decide` (pure): the pods, the ProvisioningRequests in play and the
          CapacityBuffers planned together -> Plan (with the requests' conditions), next State
 act:     the actuator (`scaler.actuator.Actuator`, or the dry run's `Recorder`) carries the Plan out
          and writes the conditions
 
-The Reconciler keeps what outlives a pass: the State the decision returned (the notices it has not decided
-on among it) and the memo of what the passes worked out (never changes a plan). Leadership,
+The Reconciler keeps what outlives a pass: the State the decision returned (the drains in progress and the
+notices it has not decided on among it) and the memo of what the passes worked out (never changes a plan). Leadership,
 retries after failed passes, Events and metrics are the Runtime's; the clock is the caller's.
 """
 
@@ -67,12 +67,10 @@ class Reconciler:
         pools = self.provider.observe(now)
         view = self.observer.observe(self.provider.pool_of)
         notices = self._read_notices() if self.actuator.live else []
-        abandoned, refused, acknowledged = self.actuator.report()
         snapshot = Snapshot(now=now, pending=view.pending, nodes=view.nodes, pools=pools, pdbs=view.pdbs,
                             fresh=view.fresh, pdbs_fresh=view.pdbs_fresh, interruptions=notices,
-                            acknowledged=acknowledged, draining=self.actuator.draining(), abandoned=abandoned,
-                            refused=refused,
-                            storage=view.storage, namespaces=view.namespaces, dra=view.dra, buffers=view.buffers,
+                            acted=self.actuator.report(), storage=view.storage, namespaces=view.namespaces,
+                            dra=view.dra, buffers=view.buffers,
                             pod_groups=view.pod_groups,
                             requests=self._read_requests() if view.fresh else [])
         self.memo.next_pass()

@@ -33,6 +33,7 @@ import pytest
 import yaml
 
 from scaler.cli import COMMANDS
+from scaler.core.config.settings import parse_config
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -42,7 +43,7 @@ STARTS = ("python", "python3", ".venv/bin/", "make", "kubectl", "pulumi", "ansib
 VENV_TOOLS = {"python", "python3", "pytest", "ansible-playbook", "ansible-doc", "ansible-lint", "ruff", "mypy"}
 STACKS = {"aws-dev", "aws-prod", "azure-dev", "azure-prod", "<env>", "<stack>"}
 PATH_SUFFIXES = (".yaml", ".yml", ".json", ".csv", ".py", ".md", ".toml", ".txt", ".sh", ".in", ".lock")
-OUTPUT_FLAGS = {"--report", "--plot", "--output", "--out", "-o", "--shadow"}
+OUTPUT_FLAGS = {"--report", "--plot", "--output", "--out", "-o", "--shadow", "--sweep-out"}
 
 # Lines of pages other people own that fail a check today: reported, kept visible here until fixed.
 # (page, start of the command) -> why
@@ -367,6 +368,8 @@ def test_no_command_writes_into_the_clone_where_git_would_see_it() -> None:
 def test_the_output_check_catches_a_file_in_the_root() -> None:
     text = ".venv/bin/python -m scaler simulate --trace t.csv --pools p.yaml --report outage.json --plot out/o.png"
     assert written_into_the_clone(Command("doc.md", 1, text, True)) == ["outage.json"]
+    sweep = ".venv/bin/python -m scaler simulate --trace t.csv --pools p.yaml --sweep buffer_gpus=0,8 --sweep-out sweep"
+    assert written_into_the_clone(Command("doc.md", 1, sweep, True)) == ["sweep"]
 
 
 # Spans that look like repository paths but name something else: (page, text) -> what it is.
@@ -374,7 +377,7 @@ NOT_PATHS: dict[tuple[str, str], str] = {
     ("docs/platform.md", "pulumi/actions"): "the GitHub Action pulumi/actions",
     ("docs/platform.md", "pulumi/auth-actions"): "the GitHub Action pulumi/auth-actions",
 }
-TOP_LEVEL = {p.name for p in ROOT.iterdir()} - {".git"}
+TOP_LEVEL = {p.name for p in ROOT.iterdir()} - {".git", "out"}  # out/: where the documented commands write (ignored)
 
 
 def _alternatives(text: str) -> list[str]:
@@ -476,3 +479,180 @@ def test_the_scaler_command_runs_as_written(command: Command, tmp_path: Path) ->
     proc = subprocess.run(["bash", "-euo", "pipefail", "-c", text], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=300, check=False)
     assert proc.returncode == 0, f"{command}\n{proc.stderr[-2000:]}"
+
+
+# Figures: every measured figure the docs quote is written by a command, between the markers of the command that
+# writes it (`<!-- bench/plan_scale.py: begin -->` ... `<!-- bench/plan_scale.py: end -->`, bench/doc_blocks.py),
+# never typed by hand. A figure is a number with a unit of measure: a dollar amount, a percentage, a duration (ms,
+# s, min, h), a size (MB, GB, GiB), a ratio written `2x` or to three places (`1.0454`), GPU-hours, instance-hours,
+# instances, a bench's `key=value` output, and a number under a table header with a unit (`cost $`, `p95 s`).
+# Not figures: numbers in code spans and in code blocks of commands or config (the options and settings
+# themselves), a bound (`≤ 0.5 s`: a target), a duration equal to one of the scaler's default settings (`10 s`,
+# `240 s`, `15 min`: that setting), `N x` with spaces (a product: 8 x A100), versions, dates and ports.
+GENERATED = re.compile(r"<!-- (?P<name>[^>]+?): begin -->.*?<!-- (?P=name): end -->", re.S)
+_NUMBER = r"\d[\d,]*(?:\.\d+)?"
+FIGURE = re.compile(
+    rf"(?<![\w.$/=#:-])(?:\$\s?{_NUMBER}k?|{_NUMBER}(?:\s?(?:-|\u2013|to)\s?{_NUMBER})?"
+    r"(?:\s?%|\s?(?:ms|s|min|minutes?|h|hours?|MB|GB|GiB|MiB|GPU-h|GPU-hours|instance-hours|instances)\b|[x\u00d7]\b))"
+    r"|\b[a-z][a-z0-9_]*_(?:s|mb|usd)=" + _NUMBER
+    + r"|(?<![\w.])(?:1\.\d{3,}|0\.[1-9]\d{2,})(?![\w.])")  # a measured ratio: paid / demand 1.0454, spot share 0.943
+MEASURED_COLUMN = re.compile(r"\$|(?<![\w-])s$| s\b|%|GPU-h|paid|share|p50|p95|started")
+BOUND = re.compile(r"(?:≤|≥|<=|>=|<|>|~)\s*$")
+SECONDS = {"ms": 0.001, "s": 1, "min": 60, "minute": 60, "minutes": 60, "h": 3600, "hour": 3600, "hours": 3600}
+# Figures that are not measurements, quoted where they stand: (page, figure) -> what it is.
+QUOTED: dict[tuple[str, str], str] = {
+    ("README.md", "260 s"): "the p95 target: node boot (240 s) + 2 passes (10 s each)",
+    ("docs/ansible.md", "8x"): "the GPUs of the recorded nvidia-smi output (8x A100)",
+    ("docs/deploy-aws.md", "100 %"): "the mixed instances policy's on-demand / spot percentages the program sets",
+    ("docs/operations.md", "30%"): "the interruption storm tests/integration injects",
+    ("docs/operations.md", "40 minutes"): "reservation.drain_lead's default",
+    ("docs/operations.md", "100 %"): "the largest repair budget the config accepts",
+    ("docs/planner.md", "$0.08"): "EBS gp3's list price per GiB-month, as the catalogue has it",
+    ("docs/simulator.md", "$0.08"): "EBS gp3's list price per GiB-month, as the catalogue has it",
+    ("docs/simulator.md", "60 s"): "Kueue's retry backoff, the trace export's gang window, EC2's retry: constants",
+    ("docs/simulator.md", "9 hours"): "what the trace export's test replays",
+    ("docs/simulator.md", "12 GiB"): "the trace loader's memory per GPU when a trace has none",
+    ("docs/gpu-sharing.md", "22.5 GiB"): "an L4's memory as NVML reports it, from the catalogue",
+    ("docs/gpu-sharing.md", "12 GiB"): "the worked example's claim sizes (tests/scaler/sim/test_plan_dra_shares.py)",
+    ("docs/gpu-sharing.md", "4 GiB"): "the worked example's step and claim size",
+    ("docs/planner.md", "4 GiB"): "the worked example's step and request sizes",
+    ("docs/planner.md", "12 GiB"): "the worked example's request sizes",
+    ("docs/simulator.md", "$13"): "g6.48xlarge's list price per hour, from the catalogue",
+    ("docs/simulator.md", "30-1200 s"): "a bound tune searches (scaler/sim/tune_space.py)",
+    ("docs/simulator.md", "5%"): "the plot's margin past the last submission",
+    ("docs/simulator.md", "5-10 %"): "the Spot Advisor's interruption buckets",
+    ("docs/simulator.md", "10-15 %"): "the Spot Advisor's interruption buckets",
+    ("docs/simulator.md", "15-20 %"): "the Spot Advisor's interruption buckets",
+    ("docs/simulator.md", "20 %"): "the Spot Advisor's top bucket",
+    ("docs/simulator.md", "730 hours"): "a month, in the rate's derivation",
+    ("docs/simulator.md", "17.5 %"): "the midpoint of an advisor bucket",
+    ("docs/simulator.md", "25 %"): "the rate assumed for the advisor's top bucket",
+    ("docs/simulator.md", "2x"): "how far a bucket's edges move the derived rate",
+    ("docs/simulator.md", "25x"): "the derived rate for an instance that lives a day against a month",
+    ("docs/simulator.md", "60 %"): "the saving of the examples' spot_price_factor (0.4)",
+    ("docs/gpu-sharing.md", "80 GB"): "a GPU model's memory (A100 80 GB, H100 80 GB)",
+}
+
+
+@cache
+def default_seconds() -> set[float]:
+    """Every number among the scaler's default settings (timings are seconds)."""
+    cfg = parse_config({"cluster": "c", "cloud": "aws", "region": "us-east-1", "pools": [
+        {"name": "g", "instance_types": ["g6.xlarge"], "zones": ["us-east-1a"], "max": 1}]}, "defaults")
+    found: set[float] = set()
+
+    def walk(node: object) -> None:
+        if isinstance(node, dict):
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+        elif isinstance(node, int | float) and not isinstance(node, bool):
+            found.add(float(node))
+
+    walk(cfg.model_dump())
+    return found
+
+
+def _a_setting(figure: str) -> bool:
+    """A duration (or a range of them) whose every number is a default setting's in seconds, a percentage or a size
+    that is one."""
+    unit = re.search(r"([a-zA-Z%]+)$", figure)
+    numbers = [float(n.replace(",", "")) for n in re.findall(_NUMBER, figure)]
+    if unit is None:
+        return False
+    if unit.group(1) in SECONDS:
+        return all(n * SECONDS[unit.group(1)] in default_seconds() for n in numbers)
+    if unit.group(1) == "%":
+        return all(n in default_seconds() or n / 100 in default_seconds() for n in numbers)
+    return unit.group(1) == "GiB" and all(n in default_seconds() for n in numbers)
+
+
+def figures(page: str, text: str) -> list[str]:
+    """`page:line: figure` for each figure outside a generated block (see above)."""
+    text = GENERATED.sub(lambda m: "\n" * m.group(0).count("\n"), text)
+    text = re.sub(r"<!--.*?-->", "", text, flags=re.S)
+    out = []
+    block: str | None = None
+    header: list[str] | None = None
+    for number, line in enumerate(text.splitlines(), 1):
+        fence = re.match(r"^\s*```(\w*)", line)
+        if fence:
+            block = fence.group(1) if block is None else None
+            continue
+        if block is not None and (block not in ("", "text", "console") or _is_command(line.strip())):
+            continue
+        prose = re.sub(r"`[^`]*`|\]\([^)]*\)", " ", line)
+        if not prose.startswith("|"):
+            header = None
+        elif header is None:
+            header = [c.strip() for c in prose.strip().strip("|").split("|")]
+        else:  # a measured column (its header has a unit) holds figures without one: `| 210,250 |` under `cost $`
+            cells = [c.strip() for c in prose.strip().strip("|").split("|")]
+            out += [f"{page}:{number}: {cell} ({head})" for head, cell in zip(header, cells, strict=False)
+                    if MEASURED_COLUMN.search(head) and re.search(r"\d", cell)]
+            continue
+        for match in FIGURE.finditer(prose):
+            figure = match.group(0)
+            if BOUND.search(prose[:match.start()]) or _a_setting(figure) or (page, figure) in QUOTED:
+                continue
+            out.append(f"{page}:{number}: {figure}")
+    return out
+
+
+@pytest.mark.parametrize("page", DOCS, ids=[str(p.relative_to(ROOT)) for p in DOCS])
+def test_every_figure_the_page_quotes_is_written_by_a_command(page: Path) -> None:
+    """A figure typed by hand goes stale without a word: put it behind its bench's markers or point at the command."""
+    assert figures(str(page.relative_to(ROOT)), page.read_text(encoding="utf-8")) == []
+
+
+def test_the_figure_check_catches_a_hand_typed_figure() -> None:
+    text = """Its output (2026-11-25, load 0.9): the pass took 0.375 - 0.428 s and 700 MB, $1,200 a day.
+
+```
+plan_p50_s=0.182 plan_max_s=0.196 rss_mb=68 pods=1000 nodes=2000 pools=100
+```
+
+| run | cost $ | p95 s |
+|---|---|---|
+| default | 210,250 | 248 |
+
+<!-- bench/plan_scale.py: begin -->
+```
+plan_p50_s=0.182 plan_max_s=0.196 rss_mb=68 pods=1000 nodes=2000 pools=100
+```
+<!-- bench/plan_scale.py: end -->
+Not figures: a target p50 ≤ 0.5 s, the 10 s pass and 15 min provision timeout (defaults), `--hours 48`, 8 x A100.
+"""
+    assert figures("doc.md", text) == [
+        "doc.md:1: 0.375 - 0.428 s", "doc.md:1: 700 MB", "doc.md:1: $1,200",
+        "doc.md:4: plan_p50_s=0.182", "doc.md:4: plan_max_s=0.196", "doc.md:4: rss_mb=68",
+        "doc.md:9: 210,250 (cost $)", "doc.md:9: 248 (p95 s)"]
+
+
+def _bench_recipe() -> list[list[str]]:
+    """The commands of the Makefile's bench target, as argv after $(PY), output options (`--plots DIR`) left out."""
+    text = (ROOT / "Makefile").read_text(encoding="utf-8")
+    recipe = re.search(r"^bench:.*\n((?:\t.*\n)+)", text, re.M)
+    assert recipe is not None, "the Makefile has no bench target"
+    out = []
+    for line in recipe.group(1).splitlines():
+        argv = shlex.split(line.split(" # ")[0].strip())
+        if argv[:1] == ["$(PY)"]:
+            argv = argv[1:]
+            out.append([a for i, a in enumerate(argv) if a != "--plots" and (i == 0 or argv[i - 1] != "--plots")])
+    return out
+
+
+def test_make_bench_rewrites_every_block_of_figures() -> None:
+    """A block no `make bench` command writes would keep its figures for ever: each block's command (its marker's
+    name) is run by the bench target with `--readme <its page>`."""
+    written = set()
+    for argv in _bench_recipe():
+        if "--readme" in argv:
+            at = argv.index("--readme")
+            written.add((argv[at + 1], " ".join(argv[:at] + argv[at + 2:])))
+    blocks = {(str(page.relative_to(ROOT)), m.group("name")) for page in DOCS
+              for m in GENERATED.finditer(page.read_text(encoding="utf-8"))}
+    assert len(blocks) >= 4 and blocks - written == set()

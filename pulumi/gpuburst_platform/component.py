@@ -26,7 +26,7 @@ from collections.abc import Mapping
 import pulumi_kubernetes as k8s
 
 import pulumi
-from gpuburst_platform import dra, example, kueue, metrics, prometheus, render, scaler_chart, scheduler
+from gpuburst_platform import dra, example, kueue, metrics, prometheus, render, scaler_chart, scheduler, versions
 from gpuburst_platform.base import Ctx, meta
 from gpuburst_platform.settings import (
     DRA_DRIVER_NAMESPACE,
@@ -57,6 +57,12 @@ def _check(name: str, config: ScalerConfig, cloud: Cloud, settings: PlatformSett
             f"platform {name}: the pools have no role 'system' pool; the scaler, Prometheus and the "
             f"schedulers are pinned to {keys.LABEL_ROLE}=system nodes"
         )
+    dra_version = versions.CHARTS["nvidia-dra-driver-gpu"].version
+    shared = [p.name for p in config.pools if p.dra and p.sharing is not None and p.sharing.memory_step_gib]
+    if shared and not versions.dra_driver_shares_memory(dra_version):
+        raise ValueError(f"platform {name}: pool {shared[0]}: gpu_sharing.memory: the pinned NVIDIA DRA driver "
+                         f"{dra_version} publishes each GPU for one claim (no consumable capacity), so its nodes "
+                         "would not take the shares the scaler plans; use gpu_sharing mig, or whole GPUs")
     if settings.alerts.receiver != "none" and alerts_url is None:
         raise ValueError(f"platform {name}: alerts.receiver is {settings.alerts.receiver} but the stack has no "
                          "receiver URL: pulumi config set --secret gpuburst:alertsUrl <URL>")

@@ -10,6 +10,7 @@ from typing import Any, Final
 
 import yaml
 
+from gpuburst_platform import versions
 from scaler.core.config.settings import ScalerConfig
 from scaler.core.model import keys
 from scaler.core.model.objects import Taint
@@ -86,16 +87,18 @@ def dra_driver_values(config: ScalerConfig) -> dict[str, Any]:
     tolerating their taints; no ComputeDomain part (see gpuburst_platform/dra.py)."""
     pools = dra_pool_names(config)
     taints = {t for p in config.pools if p.dra for t in p.node_taints()}
+    gates = versions.dra_driver_gates(versions.CHARTS["nvidia-dra-driver-gpu"].version)
     return {
+        **({"featureGates": gates} if gates else {}),
         # 25.8.1 ships GPU allocation behind this switch (its validation refuses gpus.enabled without it).
         "gpuResourcesEnabledOverride": True,
         "resources": {"gpus": {"enabled": True}, "computeDomains": {"enabled": False}},
         # The EKS AL2023 NVIDIA AMI, AKS and the Ansible nvidia_driver role install the driver on the host.
         "nvidiaDriverRoot": "/",
-        # No featureGates: the health taints the scaler repairs on (gpu.nvidia.com/xid, gpu.nvidia.com/gpu-lost:
-        # scaler/core/config/repair.py) come with NVMLDeviceHealthCheck, which the driver knows from v25.12.0 on;
-        # 25.8.1 (pinned) would refuse an unknown gate at startup. GPU sharing through consumable capacity is
-        # not in 25.8.1 either.
+        # featureGates (above): versions.DRA_DRIVER_GATES that the pinned release knows. The health taints the
+        # scaler repairs on come with NVMLDeviceHealthCheck, which the driver knows from v25.12.0 on: none with
+        # 25.8.1 (pinned), which would refuse an unknown gate at startup. GPUs shared by memory (consumable
+        # capacity) are published by no release we know (versions.DRA_DRIVER_SHARES_MEMORY_FROM).
         "kubeletPlugin": {
             "affinity": pool_affinity(pools, "In"),
             "tolerations": tolerations_for(sorted(taints, key=lambda t: (t.key, t.value, t.effect))),

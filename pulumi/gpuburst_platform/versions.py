@@ -33,6 +33,31 @@ CHARTS: Final[dict[str, Chart]] = {
     "nvidia-dra-driver-gpu": Chart("nvidia-dra-driver-gpu", "25.8.1", "https://helm.ngc.nvidia.com/nvidia"),
 }
 
+# The NVIDIA DRA driver's feature gates the platform turns on, each with the first driver release that knows it
+# (the driver refuses an unknown gate at startup, so a gate is set only once the pinned chart knows it).
+# NVMLDeviceHealthCheck taints a GPU on XID and lost-GPU events (gpu.nvidia.com/xid, gpu.nvidia.com/gpu-lost:
+# the device taints the scaler repairs on, scaler/core/config/repair.py); kubernetes-sigs/dra-driver-nvidia-gpu
+# PR #689, alpha, off by default.
+DRA_DRIVER_GATES: Final[dict[str, str]] = {"NVMLDeviceHealthCheck": "25.12.0"}
+# The first release of the driver that publishes GPUs for several claims with consumable `memory` (a pool's
+# `gpu_sharing: {memory: ...}`): none we know of, so a stack declaring such a pool is refused.
+DRA_DRIVER_SHARES_MEMORY_FROM: Final[str | None] = None
+
+
+def _release(version: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in version.split("-", maxsplit=1)[0].split("."))
+
+
+def dra_driver_gates(version: str) -> dict[str, bool]:
+    """The gates of DRA_DRIVER_GATES that the driver release `version` knows, each on."""
+    return {gate: True for gate, since in DRA_DRIVER_GATES.items() if _release(version) >= _release(since)}
+
+
+def dra_driver_shares_memory(version: str) -> bool:
+    since = DRA_DRIVER_SHARES_MEMORY_FROM
+    return since is not None and _release(version) >= _release(since)
+
+
 # kube-scheduler of the second (bin-packing) scheduler must match the cluster's minor version.
 KUBE_SCHEDULER_REGISTRY: Final = "registry.k8s.io/kube-scheduler"
 KUBE_SCHEDULER_PATCH: Final[dict[str, str]] = {

@@ -120,8 +120,9 @@ class SimDra:
         ref = pod.resource_claims[0]
         tmpl = self.objects.templates[f"{pod.namespace}/{ref.template_name}"]
         pinned = ((SelectorRequirement("metadata.name", "In", (node,), field=True),),)
+        shares = self.state.given_shares.get(id(pod), ("", []))[1]  # of GPUs shared by memory (DRA pools that say so)
         results = tuple(DeviceResult(CLAIM, d.driver, d.pool, d.device)
-                        for d in sorted(hit[2], key=lambda d: (d.pool, d.device)))
+                        for d in sorted(hit[2], key=lambda d: (d.pool, d.device))) + tuple(shares)
         claim = ResourceClaim(pod.namespace, f"{pod.name}-{CLAIM}", tmpl.spec, Allocation(results, pinned), (pod.name,))
         claims[claim.key] = claim
         seen_pod = dataclasses.replace(pod, resource_claims=(dataclasses.replace(ref, generated=claim.name),))

@@ -334,7 +334,7 @@ SUMMARY_KEYS = (
 def summary(report: dict[str, Any]) -> str:
     width = max(len(k) for k in SUMMARY_KEYS)
     lines = [f"simulation of {report['trace']} with {report['pools_file']} ({report['placement']})"]
-    lines += [f"  {k:<{width}}  {warm_text(report[k]) if k == 'warm_pools' else report[k]}" for k in SUMMARY_KEYS]
+    lines += [f"  {k:<{width}}  {warm_text(report[k]) if k == 'warm_pools' else said(report[k])}" for k in SUMMARY_KEYS]
     lines += prepaid_lines(report.get("prepaid") or {}, width)
     lines += failure_lines(report.get("failures") or {}, width)
     spot = spot_line(report.get("spot"))
@@ -347,6 +347,12 @@ def summary(report: dict[str, Any]) -> str:
         lines += provisioning_requests_lines(requests)
     lines += never_started_lines(report)
     return "\n".join(lines)
+
+
+def said(value: object) -> object:
+    """A figure as the summary prints it: a figure that has no value in this run (no fallback happened, no node was
+    repaired) is `none`, not Python's `None`."""
+    return "none" if value is None else value
 
 
 def warm_text(warm: dict[str, Any] | None) -> str:
@@ -368,7 +374,7 @@ def failure_lines(failures: dict[str, Any], width: int) -> list[str]:
         return [lost]
     keys = ("gpu_failures", "failed_nodes", "repaired_nodes", "failed_nodes_left", "gpu_hours_lost_to_failures",
             "repair_delay_mean_s", "repair_delay_max_s")
-    return [lost, f"  {'gpu_failures':<{width}}  " + " ".join(f"{k}={failures[k]}" for k in keys)
+    return [lost, f"  {'gpu_failures':<{width}}  " + " ".join(f"{k}={said(failures[k])}" for k in keys)
             + ("" if failures["repair"] else " (repair off)")]
 
 

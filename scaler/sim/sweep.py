@@ -124,9 +124,12 @@ def run_sweep(args: argparse.Namespace, base: dict[str, Any]) -> int:
     names = list(dict.fromkeys(k for s in chosen for k in s))
 
     def best(figures: list[dict[str, Any] | None]) -> str:
-        ok = [(f["paid_over_demand"], f["pending_p95_s"], runs[i].label) for i, f in enumerate(figures)
+        ok = [(f["cost_usd"], f["pending_p95_s"], i) for i, f in enumerate(figures)
               if f and "error" not in f and f["jobs_completed"] == f["jobs_total"]]
-        return "none yet" if not ok else "{2}: paid/demand {0}, p95 {1} s".format(*min(ok))
+        if not ok:
+            return "none yet"
+        cheapest = min(ok)[2]  # the bill first, as the table and the plot weigh a setting
+        return f"{runs[cheapest].label}: {tradeoff.said(figures[cheapest] or {})}"
 
     done = batch.run_batch(runs, workers=args.workers, ray_address=args.ray, best=best, quiet=args.quiet)
     rows = []

@@ -28,6 +28,11 @@ def pareto(rows: Sequence[dict[str, Any]]) -> list[int]:
     return sorted((i for i in whole if not beaten(i)), key=lambda i: (rows[i]["pending_p95_s"], i))
 
 
+def said(f: dict[str, Any]) -> str:
+    """A run's figures in the order they are weighed by: the bill first, then the p95 wait, then paid / demand."""
+    return f"cost ${f['cost_usd']:,.0f}, p95 {f['pending_p95_s']} s, paid/demand {f['paid_over_demand']}"
+
+
 def table(rows: Sequence[dict[str, Any]], keys: Sequence[str], marks: dict[int, str] | None = None) -> str:
     """Aligned text: the setting's `keys`, then the figures; `marks` (row index -> word) in a last column."""
     head = [*keys, *COLUMNS, "note"]

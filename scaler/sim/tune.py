@@ -36,6 +36,7 @@ from scaler.sim.tune_space import Candidate, Space, candidates, pools_data, spac
 
 ETA = 3  # each rung keeps the best third
 RUNGS = 3  # prefixes of 1/9, 1/3 and the whole submission span
+DEFAULT_OUT = "out/pools-tuned.yaml"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -59,7 +60,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="tune on the jobs submitted in the first H hours of the trace (default: all of it)")
     parser.add_argument("--candidates", type=int, default=None, metavar="N",
                         help="race at most N candidates (a seeded sample; default: all)")
-    parser.add_argument("--out", default="pools-tuned.yaml", help="the pools file written (default pools-tuned.yaml)")
+    parser.add_argument("--out", default=None, help=f"the pools file written (default {DEFAULT_OUT}, its folder made "
+                        "if missing; out/ is ignored by git)")
     parser.add_argument("--plot", default=None, help="the Pareto PNG (default: --out with .png)")
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
 
@@ -97,7 +99,7 @@ def race(args: argparse.Namespace, space: Space, cands: list[Candidate], trace: 
             top = min(done)
             f = figures[top[1]]
             assert f is not None
-            return f"{jobs[top[1]].label}: paid/demand {f['paid_over_demand']}, p95 {f['pending_p95_s']} s"
+            return f"{jobs[top[1]].label}: {tradeoff.said(f)}"
 
         done = batch.run_batch(jobs, workers=args.workers, ray_address=args.ray, best=best, quiet=args.quiet,
                                what=f"rung {rung + 1}/{RUNGS} ({len(jobs)} candidates on {where})")
@@ -114,6 +116,9 @@ def race(args: argparse.Namespace, space: Space, cands: list[Candidate], trace: 
 
 
 def main(args: argparse.Namespace) -> int:
+    if args.out is None:  # the default lands in out/, which git ignores, never in the folder tune was run from
+        Path(DEFAULT_OUT).parent.mkdir(exist_ok=True)
+        args.out = DEFAULT_OUT
     try:
         plot = args.plot or str(Path(args.out).with_suffix(".png"))
         check_inputs(args, plot)
@@ -206,8 +211,7 @@ def report(args: argparse.Namespace, space: Space, results: list[tuple[Candidate
         return 130 if interrupted else 1
     chosen = results[[r["candidate"] for r in rows].index(rows[ok[0]]["candidate"])][0]
     write_pools(args, space, chosen, interrupted, hours)
-    print(f"pools: {args.out} ({chosen.label}: cost ${rows[ok[0]]['cost_usd']:,.0f}, paid/demand "
-          f"{rows[ok[0]]['paid_over_demand']}, p95 {rows[ok[0]]['pending_p95_s']} s on {on(hours)}"
+    print(f"pools: {args.out} ({chosen.label}: {tradeoff.said(rows[ok[0]])} on {on(hours)}"
           f"{', best so far: interrupted' if interrupted else ''})")
     if chosen.buffer_gpus:  # a buffer is a cluster object, not a pool: say what to create beside the pools
         print(f"buffer: create a CapacityBuffer of {chosen.buffer_gpus} replicas of a 1-GPU PodTemplate "

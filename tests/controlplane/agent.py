@@ -27,7 +27,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from scaler.core.model import keys
-from scaler.core.model.dra import ResourceSlice, Version
+from scaler.core.model.dra import CapacityPolicy, ResourceSlice, Version
 from scaler.core.model.resources import format_resources
 
 JSON = dict[str, Any]
@@ -51,6 +51,20 @@ def _attribute(v: Any) -> JSON:
     return {"string": str(v)}
 
 
+def _capacity(value: Any, policy: CapacityPolicy | None) -> JSON:
+    """A device capacity, with its requestPolicy (consumable capacity) when it has one."""
+    out: JSON = {"value": _quantity(value)}
+    if policy is None:
+        return out
+    rule: JSON = {"default": _quantity(policy.default)} if policy.default is not None else {}
+    if policy.valid_values:
+        rule["validValues"] = [_quantity(v) for v in policy.valid_values]
+    if policy.min is not None:
+        rule["validRange"] = {k: _quantity(v) for k, v in (("min", policy.min), ("max", policy.max),
+                                                            ("step", policy.step)) if v is not None}
+    return {**out, "requestPolicy": rule}
+
+
 def slice_json(s: ResourceSlice, owner: JSON | None = None) -> JSON:
     """A ResourceSlice of the model (the pool's template slices) as the driver would publish it."""
     spec: JSON = {"driver": s.driver, "pool": {"name": s.pool.name, "generation": s.pool.generation,
@@ -63,7 +77,8 @@ def slice_json(s: ResourceSlice, owner: JSON | None = None) -> JSON:
         spec["devices"] = [{
             "name": d.name,
             **({"attributes": {k: _attribute(v) for k, v in d.attributes.items()}} if d.attributes else {}),
-            **({"capacity": {k: {"value": _quantity(v)} for k, v in d.capacity.items()}} if d.capacity else {}),
+            **({"allowMultipleAllocations": True} if d.allow_multiple else {}),
+            **({"capacity": {k: _capacity(v, d.policies.get(k)) for k, v in d.capacity.items()}} if d.capacity else {}),
             **({"consumesCounters": [{"counterSet": c.counter_set,
                                       "counters": {k: {"value": _quantity(v)} for k, v in c.counters.items()}}
                                      for c in d.consumes_counters]} if d.consumes_counters else {}),

@@ -46,6 +46,9 @@ POOLS: JSON = {"cluster": "diff", "cloud": "aws", "region": "us-east-1", "pools"
      "gpu_allocation": "dra"},
     {"name": "dra-mig", "instance_types": ["p4d.24xlarge"], "zones": list(ZONES), "max": 50,
      "gpu_allocation": "dra", "gpu_sharing": {"mig": {"strategy": "mixed", "layout": "all-balanced"}}},
+    # GPUs shared by memory (consumable capacity, issue 39): nodes of their own (`Generator._shared_nodes`)
+    {"name": "dra-shared", "instance_types": ["g6.12xlarge"], "zones": list(ZONES), "max": 50,
+     "gpu_allocation": "dra", "gpu_sharing": {"memory": {"step_gib": 4}}},
 ]}
 NODE_COUNTS = {"cpu": 4, "l4x1": 2, "l4x4": 1, "a100x8": 1, "dra-l4": 3, "dra-a100": 2, "dra-mig": 2}
 EXTRA_TAINTS = (("dedicated", "team-a", "NoSchedule"), ("spot", "true", "PreferNoSchedule"))
@@ -173,6 +176,25 @@ EXTENDED_CLASS: JSON = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass
                         "spec": {"selectors": [{"cel": {"expression": nvidia.GPU_CLASS.selectors[0]}}],
                                  "extendedResourceName": "example.com/gpu"}}
 EXTENDED_RESOURCES = ("example.com/gpu", f"deviceclass.resource.kubernetes.io/{nvidia.GPU_CLASS.name}")
+# Consumable capacity (issue 39): claims for a share of a GPU's memory, rounded up to the dra-shared pool's
+# 4 GiB steps (6Gi -> 8Gi, 10Gi -> 12Gi); two shares of one GPU in one claim; on GPUs that allow multiple
+# allocations only (a GPU of another pool has no requestPolicy: its request of memory takes it whole).
+SHARED_NODES = 2
+
+
+def _share(memory: str, *selectors: str) -> JSON:
+    return {**_exactly(GPU_CLASS, 1, *selectors), "capacity": {"requests": {"memory": memory}}}
+
+
+SHARE_SPECS: dict[str, tuple[tuple[str, ...], JSON]] = {
+    "share-4gi": (("dra-consumable",), {"requests": [{"name": "gpu", "exactly": _share("4Gi")}]}),
+    "share-6gi": (("dra-consumable",), {"requests": [{"name": "gpu", "exactly": _share("6Gi")}]}),
+    "share-10gi-l4": (("dra-consumable",), {"requests": [{"name": "gpu", "exactly": _share("10Gi", L4)}]}),
+    "two-shares-one-gpu": (("dra-consumable", "dra-matchAttribute"), {
+        "requests": [{"name": "a", "exactly": _share("4Gi")}, {"name": "b", "exactly": _share("8Gi")}],
+        "constraints": [{"requests": ["a", "b"], "matchAttribute": f"{DRIVER}/uuid"}]}),
+}
+CLAIM_SPECS.update(SHARE_SPECS)
 
 
 def claim_template(seed: int, spec: str) -> JSON:
@@ -227,6 +249,7 @@ class Generator:
         self.bound_pvcs: list[str] = []
         self.shared: list[str] = []  # shared claims made so far (a later pod may use one again)
         self.taint_rng = random.Random(seed * 1000 + 39)
+        self.share_rng = random.Random(seed * 1000 + 4039)  # consumable capacity: other draws stay as they were
 
     def scenario(self) -> Scenario:
         self._nodes()
@@ -234,10 +257,35 @@ class Generator:
         self._storage()
         self.setup += [device_class(c) for c in nvidia.DEVICE_CLASSES]
         self.setup.append(EXTENDED_CLASS)
-        self.setup += [claim_template(self.seed, s) for s in (*TEMPLATED, *TAINT_SPECS)]
+        self.setup += [claim_template(self.seed, s) for s in (*TEMPLATED, *TAINT_SPECS, *SHARE_SPECS)]
         bound = self._bound()
         pending = [self._pending(i) for i in range(self.count)]
+        self._shared_nodes()
+        self._share_pods(pending)
         return Scenario(self.seed, self.nodes, self.setup, bound, pending)
+
+    def _shared_nodes(self) -> None:
+        """The dra-shared pool's nodes: four L4s each, shared by memory (no pod bound to them at first)."""
+        pool = self.cfg.pool("dra-shared")
+        for i in range(SHARED_NODES):
+            name = f"s{self.seed}-dra-shared-{i}"
+            t = pool.template_node(self.share_rng.choice(ZONES))
+            self.nodes.append(NodePlan(name, "dra-shared", {**t.labels, keys.LABEL_HOSTNAME: name, "disk": "ssd"},
+                                       [(x.key, x.value, x.effect) for x in t.taints], dict(t.allocatable),
+                                       pool.dra_slices(name)))
+
+    def _share_pods(self, pending: list[PendingPod]) -> None:
+        """A pod in eight asks for shares of a GPU's memory, mixed among the others (later ones see the shares
+        kube-scheduler allocated to earlier ones, read back from the claims' consumedCapacity)."""
+        rng = self.share_rng
+        for i in range(max(1, self.count // 8)):
+            name = f"s{self.seed}-share{i:03d}"
+            pod = self._pod(name, {"diff": str(self.seed)}, rng.choice((250, 500, 1000)), rng.choice((1, 2)) * Gi)
+            pod["spec"]["tolerations"] = [dict(GPU_TOLERATION)]
+            spec = rng.choice(tuple(SHARE_SPECS))
+            pod["spec"]["resourceClaims"] = [{"name": "c0", "resourceClaimTemplateName": f"s{self.seed}-{spec}"}]
+            pod["spec"]["containers"][0]["resources"]["claims"] = [{"name": "c0"}]
+            pending.insert(rng.randint(0, len(pending)), PendingPod(pod, ("dra", *SHARE_SPECS[spec][0])))
 
     def _nodes(self) -> None:
         rng = self.rng

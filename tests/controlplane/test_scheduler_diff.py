@@ -12,7 +12,7 @@ def test_the_planner_places_pods_where_kube_scheduler_binds_them(cluster: Cluste
     report = Report()
     run_seed(cluster.plane, 7, 60, report, agent=cluster.agent)
     outcomes = report.outcomes
-    assert len(outcomes) == 60
+    assert len(outcomes) == 60 + 60 // 8  # (and a pod in eight claiming shares of GPU memory)
     # The cluster is tight enough that both answers occur, and DRA claims are a good part of it.
     assert any(o.scheduled for o in outcomes) and any(o.scheduled is None for o in outcomes)
     assert sum(o.dra for o in outcomes) >= 0.4 * len(outcomes)

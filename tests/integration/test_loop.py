@@ -12,6 +12,7 @@ import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -325,8 +326,7 @@ def test_a_removed_node_stays_cordoned_until_it_leaves(world: World, kube: FakeK
     world.node_gc = True
     world.step()
     assert kube.get("nodes", f"/{node}") is None
-    actuator = world.runtime.actuator
-    assert isinstance(actuator, Actuator) and actuator.removed == set()
+    assert world.runtime.state.removed == {}  # forgotten once the node left the cluster
 
 
 def test_restart_gives_back_a_node_an_earlier_process_left_cordoned(world: World, kube: FakeKube) -> None:
@@ -580,6 +580,53 @@ def test_a_drain_a_pdb_blocks_does_not_flap(world: World, kube: FakeKube) -> Non
         obj = kube.get("nodes", f"/{idle}")
         assert obj is not None and not obj["spec"].get("unschedulable")
     assert sum(1 for e in kube.objects("events") if e["reason"] == "ScaleDownFailed") == 1
+
+
+def test_a_drain_given_up_is_still_held_when_the_next_decision_fails(world: World, kube: FakeKube) -> None:
+    """The drains in progress are the State's, and what the actuator did reaches the State through the next
+    Snapshot: a pass that fails while deciding (here a crash injected into the planner: the real one has no
+    switch for it) loses none of it. Before, the actuator's report of a drain given up was told once, to the pass
+    that crashed, and the node was cordoned again."""
+    idle = pdb_blocked_drain(world, kube)
+    assert set(world.runtime.state.drains) == {idle}
+    world.step(600)  # abandoned: uncordoned
+    decide, calls = world.runtime.reconciler.planner, iter([1])
+
+    def crash_once(*args: Any) -> Any:
+        if next(calls, None) is not None:
+            raise RuntimeError("a bug met while deciding")
+        return decide(*args)
+
+    world.runtime.reconciler.planner = crash_once
+    with pytest.raises(RuntimeError):
+        world.step()
+    for _ in range(20):
+        world.step()
+        obj = kube.get("nodes", f"/{idle}")
+        assert obj is not None and not obj["spec"].get("unschedulable")
+    assert world.runtime.state.drains == {} and idle in world.runtime.state.held
+
+
+def test_a_leader_that_lost_the_lease_mid_drain_gives_the_node_back_when_it_leads_again(world: World,
+                                                                                       kube: FakeKube) -> None:
+    """Losing the lease drops the drains in progress from the State (the actuator reports it): whoever leads next,
+    this process again included, gives the cordoned node back unless it proves the node safe to drain anew (here a
+    budget still refuses every eviction)."""
+    idle = pdb_blocked_drain(world, kube)
+    assert set(world.runtime.state.drains) == {idle}
+    blocked = kube.get("poddisruptionbudgets", "default/web")
+    assert blocked is not None
+    kube.put("poddisruptionbudgets", blocked)  # the watch now says it too: no drain of the node is proven safe
+    leader = world.runtime.leader
+    assert leader is not None
+    leader.holds = lambda: False  # type: ignore[method-assign]
+    assert world.step() is None
+    del leader.holds
+    world.step()
+    obj = kube.get("nodes", f"/{idle}")
+    assert obj is not None and not obj["spec"].get("unschedulable")
+    assert all(t["key"] != keys.TAINT_DISRUPTING for t in obj["spec"]["taints"])
+    assert world.runtime.state.drains == {} and len(world.instance_ids("gpu-od")) == 2
 
 
 def test_a_provision_deadline_counts_from_the_launch_across_restarts(world: World, kube: FakeKube) -> None:

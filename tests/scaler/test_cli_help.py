@@ -67,6 +67,7 @@ def test_bench_help_is_whole_sentences() -> None:
     description = proc.stdout.split("\n\n", 2)[1]
     assert description.rstrip().endswith(".")
     assert "--readme" in proc.stdout and "rewrite the results table" in proc.stdout
+    assert not re.findall(r"\bissues? \d+", proc.stdout, re.I)  # a reader cannot look the tracker up
 
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))

@@ -41,8 +41,9 @@ def gpu_model(itype: InstanceType, sharing: SharingPlan | None) -> GpuModel | No
                     decoders=p.compute // 2, jpeg_engines=int(p.memory == MEMORY_SLICES),
                     ofa_engines=int(p.memory == MEMORY_SLICES)))
                 start += p.memory
+    step = sharing.memory_step_gib if sharing is not None else None
     return GpuModel(facts.product_name, facts.architecture, facts.memory_mib * MiB, facts.compute_capability,
-                    count=itype.gpus, mig=tuple(migs))
+                    count=itype.gpus, mig=tuple(migs), share_step=(step or 0) * 2**30)
 
 
 def template_slices(node_name: str, itype: InstanceType, sharing: SharingPlan | None) -> tuple[ResourceSlice, ...]:

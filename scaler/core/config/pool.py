@@ -141,6 +141,9 @@ class Pool(StrictModel):
         if self.gpu_allocation == "dra" and self.role != "gpu":
             raise FieldError("gpu_allocation", f"gpu_allocation dra on a role {self.role} pool: only a GPU pool "
                              "allocates GPUs")
+        if self.gpu_allocation != "dra" and self.gpu_sharing is not None and self.gpu_sharing.memory:
+            raise FieldError(("gpu_sharing", "memory"), "memory sharing is DRA's consumable capacity: a device "
+                             "plugin advertises whole GPUs; declare gpu_allocation: dra (or use time_slicing)")
         if self.gpu_allocation == "dra" and self.gpu_sharing is not None and self.gpu_sharing.time_slicing:
             raise FieldError("gpu_allocation", "gpu_allocation dra with time_slicing: under DRA a claim shares a "
                              "GPU (its config), the driver publishes each GPU once; drop time_slicing")

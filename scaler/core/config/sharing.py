@@ -6,6 +6,12 @@ A GPU pool may say how its GPUs are shared (`gpu_sharing:` in a pools file or a 
     gpu_sharing: {mig: {strategy: single, profile: 1g.10gb}}       # every GPU cut into 7 x 1g.10gb
     gpu_sharing: {mig: {strategy: mixed, layout: all-balanced}}    # NVIDIA's named layout
     gpu_sharing: {mig: {strategy: mixed, layout: {3g.40gb: 1, 2g.20gb: 1, 1g.10gb: 2}}}
+    gpu_sharing: {memory: {step_gib: 10}}    # DRA pools: claims share a GPU by its memory, 10 GiB steps
+
+Memory sharing is DRA's consumable capacity (DRAConsumableCapacity, beta and on since Kubernetes 1.36):
+each GPU the driver publishes allows multiple allocations and its `memory` capacity is consumed by the
+claims that ask for some (`capacity.requests: {memory: 20Gi}`), rounded up to a whole number of steps;
+a claim that asks for none takes the whole GPU (`scaler.core.dra.nvidia`). Only with `gpu_allocation: dra`.
 
 From it come the node's allocatable (`nvidia.com/gpu` x replicas; MIG single: `nvidia.com/gpu` x
 slices; MIG mixed: `nvidia.com/mig-<profile>` counts), the labels NVIDIA's device plugin and
@@ -100,19 +106,25 @@ class Mig(_Strict):
         return self
 
 
+class MemoryShares(_Strict):
+    step_gib: int = Field(ge=1, le=1024, description="the GPU memory a share is counted in (its smallest share)")
+
+
 class GpuSharing(_Strict):
     time_slicing: TimeSlicing | None = None
     mig: Mig | None = None
+    memory: MemoryShares | None = Field(
+        default=None, description="DRA pools: claims take shares of each GPU's memory (consumable capacity)")
 
     @model_validator(mode="after")
     def _one(self) -> GpuSharing:
-        if (self.time_slicing is None) == (self.mig is None):
-            raise ValueError("give exactly one of time_slicing or mig")
+        if sum(x is not None for x in (self.time_slicing, self.mig, self.memory)) != 1:
+            raise ValueError("give exactly one of time_slicing, mig or memory")
         return self
 
     @property
     def strategy(self) -> str:
-        return keys.SHARING_TIME_SLICING if self.time_slicing else "mig"
+        return keys.SHARING_TIME_SLICING if self.time_slicing else "mig" if self.mig else keys.SHARING_MEMORY
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,8 +141,15 @@ class SharingPlan:
     def mig_strategy(self) -> str:
         return self.sharing.mig.strategy if self.sharing.mig else "none"
 
+    @property
+    def memory_step_gib(self) -> int | None:
+        """Memory sharing's step: each GPU shared by claims asking for its memory (DRA pools)."""
+        return self.sharing.memory.step_gib if self.sharing.memory else None
+
     def resources(self) -> dict[str, int]:
         """The GPU resources a node advertises (replaces the plain nvidia.com/gpu count)."""
+        if self.sharing.memory:
+            return {keys.RES_GPU: self.gpus}  # (a DRA pool advertises none: its GPUs are devices of slices)
         if self.sharing.time_slicing:
             return {keys.RES_GPU: self.gpus * self.sharing.time_slicing.replicas}
         if self.mig_strategy == "single":
@@ -142,6 +161,8 @@ class SharingPlan:
 
     def labels(self, pool: str) -> dict[str, str]:
         """The device plugin's config selector and GPU feature discovery's labels for the sharing."""
+        if self.sharing.memory:
+            return {keys.LABEL_GPU_MEMORY_STEP: str(self.sharing.memory.step_gib)}
         out = {keys.LABEL_DEVICE_PLUGIN_CONFIG: pool}
         if self.sharing.time_slicing:
             out[keys.LABEL_GPU_SHARING_STRATEGY] = keys.SHARING_TIME_SLICING
@@ -198,6 +219,11 @@ def plan_sharing(sharing: GpuSharing, itype: InstanceType, max_pods: int) -> Sha
     model = itype.gpu_model or "?"
     per_gpu: dict[str, int] = {}
     geometry = None
+    facts = gpu_facts(itype)  # the memory NVML reports (the driver publishes), under the marketing figure
+    usable = facts.memory_mib / 1024 if facts is not None else itype.gpu_memory_gib
+    if sharing.memory and 2 * sharing.memory.step_gib > usable:
+        raise FieldError(("gpu_sharing", "memory", "step_gib"), f"{sharing.memory.step_gib} GiB steps: the "
+                         f"{model}'s {usable:.1f} GiB hold fewer than two shares (at most {int(usable // 2)})")
     if sharing.mig:
         geometry = MIG_GPUS.get((model, itype.gpu_memory_gib))
         if geometry is None:
@@ -245,6 +271,9 @@ def _layout(mig: Mig, gpu: MigGpu, model: str, memory: int) -> dict[str, int]:
 
 def sharing_from_tags(labels: Mapping[str, str], tags: Mapping[str, str], gpus: int) -> dict[str, Any] | None:
     """The sharing declaration a group's template labels and resource tags spell (Pool.from_tags reads it)."""
+    step = labels.get(keys.LABEL_GPU_MEMORY_STEP, "")
+    if step.isdigit():
+        return {"memory": {"step_gib": int(step)}}
     replicas = labels.get(keys.LABEL_GPU_REPLICAS, "")
     if replicas.isdigit() and int(replicas) > 1:
         return {"time_slicing": {"replicas": int(replicas)}}

@@ -12,6 +12,9 @@ results are cached per (device, expression) for the Allocator's life: they depen
 per (expression, the device's content the expression can read: `celkey`), so that the nodes of one pool,
 whose devices differ in their uuids only, evaluate a selector once.
 
+Consumable capacity: `consumed` holds what the allocated shares of devices that allow multiple allocations
+consume; `search.py` and `capacity.py` say how a request shares them.
+
 Device taints (with DeviceTaintRules' merged in: `taints.py`) keep a device from a request that does not
 tolerate them (NoSchedule and NoExecute; upstream taintPreventsAllocation). Not modelled (nothing a planner
 decides): adminAccess, binding conditions, class and claim configs in the result.
@@ -33,12 +36,16 @@ from scaler.core.model.dra import Device, DeviceClass, DeviceID, ResourceClaim, 
 class Allocator:
     def __init__(self, classes: Mapping[str, DeviceClass] | Iterable[DeviceClass],
                  slices: Sequence[ResourceSlice], allocated: Collection[DeviceID] = (),
-                 shared: Allocator | None = None) -> None:
-        """`shared`: an Allocator of the same classes whose selector results this one reuses (the
-        planner builds one per node, each with the devices the pass has given there)."""
+                 shared: Allocator | None = None,
+                 consumed: Mapping[DeviceID, Mapping[str, Decimal]] | None = None) -> None:
+        """`allocated`: devices held whole; `consumed`: devices that allow multiple allocations and have
+        shares, with what those consume together (upstream's AggregatedCapacity). `shared`: an Allocator of
+        the same classes whose selector results this one reuses (the planner builds one per node, each with
+        the devices the pass has given there)."""
         self.classes = dict(classes) if isinstance(classes, Mapping) else {c.name: c for c in classes}
         self.slices = list(slices)
         self.allocated = frozenset(allocated)
+        self.consumed: Mapping[DeviceID, Mapping[str, Decimal]] = consumed or {}
         self._by_node: dict[str, list[ResourceSlice]] = {}
         self._anywhere: list[ResourceSlice] = []  # selector, allNodes, per-device, counter slices
         self.by_pool: dict[PoolKey, list[ResourceSlice]] = {}
@@ -104,7 +111,10 @@ class Allocator:
         have = {name: dict(counters) for name, counters in pool.counter_sets.items()}
         for s in pool.all_slices:
             for d in s.devices:
-                if not d.consumes_counters or DeviceID(s.driver, s.pool.name, d.name) not in self.allocated:
+                if not d.consumes_counters:
+                    continue
+                did = DeviceID(s.driver, s.pool.name, d.name)
+                if did not in self.allocated and did not in self.consumed:  # a shared device: charged once
                     continue
                 for use in d.consumes_counters:
                     counters = have.get(use.counter_set, {})

@@ -139,7 +139,8 @@ def device_variable(driver: str, device: Device) -> dict[str, Any]:
     for name, amount in device.capacity.items():
         domain, ident = qualified(name, driver)
         capacity.setdefault(domain, {})[ident] = celext.canonical_quantity(amount)
-    return {"driver": driver, "attributes": attributes, "capacity": capacity}
+    return {"driver": driver, "attributes": attributes, "capacity": capacity,
+            "allowMultipleAllocations": device.allow_multiple}
 
 
 def evaluate(selector: Selector, variable: dict[str, Any]) -> bool:
@@ -151,7 +152,7 @@ def evaluate(selector: Selector, variable: dict[str, Any]) -> bool:
         for lit in missing:
             attributes.setdefault(lit, {})
             capacity.setdefault(lit, {})
-        variable = {"driver": variable["driver"], "attributes": attributes, "capacity": capacity}
+        variable = {**variable, "attributes": attributes, "capacity": capacity}
     env = _env()
     result = selector.program.eval(data={"device": variable})
     kind = result.type()

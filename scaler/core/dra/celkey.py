@@ -58,8 +58,8 @@ def content_key(driver: str, device: Device, names: frozenset[str]) -> tuple[obj
     ckeys = tuple(capacity)
     cread = _read(ckeys, names)
     cvalues = tuple(capacity.values()) if cread else ()
-    return (driver, akeys, tuple(map(type, avalues)), tuple([avalues[i] for i in _read(akeys, names)]),
-            ckeys, tuple([str(cvalues[i]) for i in cread]))
+    return (driver, device.allow_multiple, akeys, tuple(map(type, avalues)),
+            tuple([avalues[i] for i in _read(akeys, names)]), ckeys, tuple([str(cvalues[i]) for i in cread]))
 
 
 @functools.lru_cache(maxsize=4096)

@@ -27,6 +27,7 @@ from scaler.core.model.dra import (
     NO_EXECUTE,
     NO_SCHEDULE,
     Allocation,
+    CapacityPolicy,
     ClaimSpec,
     Constraint,
     CounterConsumption,
@@ -173,8 +174,11 @@ def _exact(at: _At, obj: Obj, path: str, name: str) -> ExactRequest:
     tolerations = at.items(obj, "tolerations", path, lambda t, w: _toleration(at, t, w))
     if len(tolerations) > TOLERATIONS_MAX:
         raise at.fail(f"{path}.tolerations", f"must have at most {TOLERATIONS_MAX} items, got {len(tolerations)}")
+    capacity = at.get(obj, "capacity", path, dict, {})
+    requests = at.get(capacity, "requests", f"{path}.capacity", dict, {})
+    asked = tuple((str(k), at.quantity(v, f"{path}.capacity.requests[{k}]")) for k, v in sorted(requests.items()))
     return ExactRequest(name=name, device_class_name=device_class, selectors=at.selectors(obj, path),
-                        allocation_mode=mode, count=count, tolerations=tolerations)
+                        allocation_mode=mode, count=count, tolerations=tolerations, capacity=asked)
 
 
 def _label_name(at: _At, name: str, path: str) -> None:
@@ -317,7 +321,12 @@ def resource_claim(obj: Obj) -> ResourceClaim:
         devices = at.get(alloc, "devices", "status.allocation", dict, {})
 
         def result(r: Obj, where: str) -> DeviceResult:
-            return DeviceResult(*(at.get(r, k, where, str, "") for k in ("request", "driver", "pool", "device")))
+            consumed = at.get(r, "consumedCapacity", where, dict, {})
+            request, driver, pool, device = (at.get(r, k, where, str, "")
+                                             for k in ("request", "driver", "pool", "device"))
+            return DeviceResult(request, driver, pool, device, share_id=at.get(r, "shareID", where, str, "") or None,
+                                consumed=tuple((str(k), at.quantity(v, f"{where}.consumedCapacity[{k}]"))
+                                               for k, v in sorted(consumed.items())))
 
         allocation = Allocation(results=at.items(devices, "results", "status.allocation.devices", result),
                                 node_selector=at.node_selector(alloc, "nodeSelector", "status.allocation"))
@@ -351,8 +360,12 @@ def _attribute(at: _At, value: Obj, where: str) -> str | int | bool | Version:
 def _device(at: _At, d: Obj, where: str) -> Device:
     attrs = {k: _attribute(at, v if isinstance(v, dict) else {}, f"{where}.attributes[{k}]")
              for k, v in at.get(d, "attributes", where, dict, {}).items()}
+    raw = at.get(d, "capacity", where, dict, {})
     capacity = {k: at.quantity((v or {}).get("value") if isinstance(v, dict) else None, f"{where}.capacity[{k}].value")
-                for k, v in at.get(d, "capacity", where, dict, {}).items()}
+                for k, v in raw.items()}
+    multiple = at.get(d, "allowMultipleAllocations", where, bool, False)
+    policies = {k: _policy(at, v["requestPolicy"], capacity[k], f"{where}.capacity[{k}].requestPolicy", multiple)
+                for k, v in raw.items() if isinstance(v, dict) and v.get("requestPolicy") is not None}
 
     def consumption(c: Obj, w: str) -> CounterConsumption:
         counters = {k: at.quantity((v or {}).get("value") if isinstance(v, dict) else None, f"{w}.counters[{k}].value")
@@ -360,11 +373,74 @@ def _device(at: _At, d: Obj, where: str) -> Device:
         return CounterConsumption(at.get(c, "counterSet", w, str, ""), counters)
 
     return Device(name=at.get(d, "name", where, str, ""), attributes=attrs, capacity=capacity,
+                  allow_multiple=multiple, policies=policies,
                   consumes_counters=at.items(d, "consumesCounters", where, consumption),
                   taints=at.items(d, "taints", where, lambda t, w: _taint(at, t, w)),
                   node_name=at.get(d, "nodeName", where, str, "") or None,
                   node_selector=at.node_selector(d, "nodeSelector", where),
                   all_nodes=at.get(d, "allNodes", where, bool, False))
+
+
+def _policy(at: _At, raw: object, value: Decimal, where: str, multiple: bool) -> CapacityPolicy:
+    """validateMultiAllocatableDeviceCapacity / validateSingleAllocatableDeviceCapacity: a requestPolicy only
+    on a device that allows multiple allocations; validValues (ascending, within the capacity, the default
+    among them) or validRange (min within the capacity and not above the default, max within it, step > 0
+    with min + step within it, the default and max on a step), each with a default."""
+    if not multiple:
+        raise at.fail(where, "Forbidden: allowMultipleAllocations must be true")
+    if not isinstance(raw, dict):
+        raise at.fail(where, f"expected an object, got {raw!r}")
+
+    def q(key: str, obj: Obj = raw, path: str = where) -> Decimal | None:
+        return at.quantity(obj[key], f"{path}.{key}") if obj.get(key) is not None else None
+
+    default = q("default")
+    values = tuple(at.quantity(v, f"{where}.validValues[{i}]")
+                   for i, v in enumerate(at.get(raw, "validValues", where, list, [])))
+    span = at.get(raw, "validRange", where, dict, {})
+    if values and span:
+        raise at.fail(where, 'Forbidden: exactly one policy can be specified, cannot specify "validValues" and '
+                      '"validRange" at the same time')
+    if (values or span) and default is None:
+        raise at.fail(f"{where}.default", f"Required value: required when {'validValues' if values else 'validRange'} "
+                      "is defined")
+    if values:
+        for i in range(1, len(values)):
+            if values[i - 1] > values[i]:
+                raise at.fail(f"{where}.validValues[{i}]", f"Invalid value: {values[i]}: values must be sorted in "
+                              "ascending order")
+        for i, v in enumerate(values):
+            if v > value:
+                raise at.fail(f"{where}.validValues[{i}]", f"Invalid value: {v}: option is larger than capacity "
+                              f"value: {value}")
+        if default not in values:
+            raise at.fail(f"{where}.validValues", f"Invalid value: {default}: default value is not valid according "
+                          "to the requestPolicy")
+        return CapacityPolicy(default, values)
+    if not span:
+        return CapacityPolicy(default)
+    rpath = f"{where}.validRange"
+    lowest, highest, step = q("min", span, rpath), q("max", span, rpath), q("step", span, rpath)
+    assert default is not None
+    if lowest is None:
+        raise at.fail(f"{rpath}.min", "Required value: required when validRange is defined")
+    problems = [(f"{rpath}.min", lowest > value, f"{lowest}: min is larger than capacity value: {value}"),
+                (f"{rpath}.default", default < lowest, f"{default}: default is less than min: {lowest}")]
+    if highest is not None:
+        problems += [(f"{rpath}.max", lowest > highest, f"{lowest}: min is larger than max: {highest}"),
+                     (f"{rpath}.max", highest > value, f"{highest}: max is larger than capacity value: {value}"),
+                     (f"{rpath}.default", default > highest, f"{default}: default is more than max: {highest}")]
+    if step is not None:
+        problems.append((f"{rpath}.step", step <= 0, f"{step}: must be greater than zero"))
+        if step > 0:
+            problems += [(f"{rpath}.step", lowest + step > value,
+                          f"{step}: one step {lowest + step} is larger than capacity value: {value}")]
+            problems += [(f"{rpath}.step", (v - lowest) % step != 0, f"{v}: value is not a multiple of step {step} "
+                          f"from min {lowest}") for v in (default, highest) if v is not None]
+    for path, bad, message in problems:
+        if bad:
+            raise at.fail(path, f"Invalid value: {message}")
+    return CapacityPolicy(default, (), lowest, highest, step)
 
 
 def resource_slice(obj: Obj) -> ResourceSlice:

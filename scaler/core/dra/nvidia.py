@@ -8,7 +8,10 @@ MIG devices are `gpu-<minor>-mig-<profileId>-<start>-<size>` with the parent's a
 `parentUUID`, engine capacities and one `memorySlice<i>` = 1 per memory slice they occupy. A template
 cannot know real UUIDs or bus IDs: they are made up from the node name and the minor, which no
 selector of ours reads. The memory slices are also published as a shared counter set per GPU that
-its MIG devices consume, so two devices on the same slices cannot both be allocated.
+its MIG devices consume, so two devices on the same slices cannot both be allocated. A pool that shares
+GPUs by memory (`gpu_sharing: {memory: ...}`) gets whole GPUs that allow multiple allocations, their
+`memory` consumable in the pool's steps (DRAConsumableCapacity): the slice the planner assumes of a driver
+configured for it (see docs/gpu-sharing.md), not one v25.8.1 publishes by default.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from decimal import Decimal
 from typing import Final
 
 from scaler.core.model.dra import (
+    CapacityPolicy,
     CounterConsumption,
     CounterSet,
     Device,
@@ -73,6 +77,7 @@ class GpuModel:
     driver_version: str = "580.82.07"
     cuda_driver_version: str = "13.0.0"
     mig: tuple[MigInstance, ...] = ()  # the layout of every GPU of the node; empty: whole GPUs
+    share_step: int = 0  # bytes: whole GPUs shared by their memory in steps of this (0: not shared)
 
 
 def _version(text: str) -> Version:
@@ -107,6 +112,17 @@ def _mig_device(gpu: GpuModel, node: str, minor: int, p: MigInstance) -> Device:
                       counter_name(i): Decimal(1) for i in range(p.start, p.start + p.size)}),))
 
 
+def _shared(gpu: GpuModel) -> dict[str, CapacityPolicy]:
+    """A GPU shared by memory (consumable capacity): it allows multiple allocations, and its `memory` is
+    consumed in steps (requestPolicy validRange min = step = the pool's step); a claim that asks for no memory
+    consumes the default, every whole step of the GPU: no other share fits beside it (the whole GPU)."""
+    if not gpu.share_step:
+        return {}
+    step = Decimal(gpu.share_step)
+    whole = step * (gpu.memory // gpu.share_step)
+    return {"memory": CapacityPolicy(whole, min=step, step=step)}
+
+
 def counter_name(memory_slice: int) -> str:
     """A shared counter's name: a DNS label (RFC 1123), which resource.k8s.io/v1 requires of counter names
     (unlike capacity names, so a MIG device's capacity keeps `memorySlice<i>`)."""
@@ -127,7 +143,8 @@ def node_slices(node: str, gpu: GpuModel, generation: int = 1) -> tuple[Resource
         else:
             attrs = _common(gpu, node, minor)
             attrs["type"] = "gpu"
-            devices.append(Device(f"gpu-{minor}", attributes=attrs, capacity={"memory": Decimal(gpu.memory)}))
+            devices.append(Device(f"gpu-{minor}", attributes=attrs, capacity={"memory": Decimal(gpu.memory)},
+                                  allow_multiple=bool(gpu.share_step), policies=_shared(gpu)))
     if not counters:
         return (ResourceSlice(f"{node}-{DRIVER}", DRIVER, PoolRef(node, generation, 1), node_name=node,
                               devices=tuple(devices)),)

@@ -1,5 +1,11 @@
 """One allocation attempt: the claims of a pod on one node (upstream's `allocator` and `allocateOne`).
 
+Consumable capacity as the incubating variant kube-scheduler 1.37 runs (DRAConsumableCapacity on): a device
+that allows multiple allocations is never marked in use; each request that takes it gets a share (a result
+with a share id and what it consumes: `capacity.py`) while the shares fit its capacities, and its counters
+are charged once, by its first share. Every other device stays exclusive, and a capacity request still
+filters it (the device must have the capacity, the amount within it).
+
 Differs from upstream in one place on purpose: when a device's counters fit but a constraint rejects
 it, upstream leaves the counters charged for the rest of the attempt (allocateDevice returns before
 its rollback exists), which can hide a solution; here they are released. And the devices of one request
@@ -8,11 +14,12 @@ are tried as combinations, not permutations (same first solution, failures found
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Protocol
 
+from scaler.core.dra.capacity import CapacityError, consumption
 from scaler.core.dra.pools import DevicePool, NodeRef, PoolKey, device_on_node, lookup_attribute, same_attribute
 from scaler.core.model.dra import (
     ALL,
@@ -58,6 +65,7 @@ class Outcome:
 class Source(Protocol):
     classes: dict[str, DeviceClass]
     allocated: frozenset[DeviceID]
+    consumed: Mapping[DeviceID, Mapping[str, Decimal]]  # shared devices: what their allocated shares consume
 
     def pools(self, node: NodeRef) -> list[DevicePool]: ...
     def selector_matches(self, expression: str, driver: str, device: Device, owner: str, index: int) -> bool: ...
@@ -77,6 +85,7 @@ class _ReqData:
     request: ExactRequest
     parent: str | None  # the parent request's name when this is a firstAvailable subrequest
     device_class: DeviceClass
+    claim: int = 0  # its claim's index
     num_devices: int = 0
     all_devices: list[_Candidate] | None = None
 
@@ -86,6 +95,7 @@ class _ReqData:
 
 
 _Key = tuple[int, int, int]  # (claim, request, subrequest)
+_Share = tuple[str, tuple[tuple[str, Decimal], ...]]  # a share's id and what it consumes
 
 
 class _MatchAttribute:
@@ -131,9 +141,12 @@ class Search:
         self.constraints: list[list[_MatchAttribute]] = []
         self.allocating: dict[DeviceID, set[int]] = {}
         self.consumed: dict[PoolKey, dict[str, dict[str, Decimal]]] = {}
-        self.results: list[list[tuple[_ReqData, _Candidate]]] = [[] for _ in claims]
+        # per claim: (request, device, its share of a shared device: (share id, consumed), else None)
+        self.results: list[list[tuple[_ReqData, _Candidate, _Share | None]]] = [[] for _ in claims]
         self.selectable: dict[tuple[_Key, int], bool] = {}
         self.cands: dict[_Key, list[_Candidate]] = {}
+        self.sharing: dict[DeviceID, list[dict[str, Decimal]]] = {}  # shares this attempt gives, per device
+        self.shares = 0  # share ids given
 
     def run(self) -> Outcome:
         self._prepare()
@@ -149,8 +162,9 @@ class Search:
         allocations = []
         for picked in self.results:
             allocations.append(Allocation(
-                results=tuple(DeviceResult(d.result_name, c.id.driver, c.id.pool, c.id.device) for d, c in picked),
-                node_selector=node_selector_for([(c.device, c.slice) for _, c in picked]),
+                results=tuple(DeviceResult(d.result_name, c.id.driver, c.id.pool, c.id.device, *(share or (None, ())))
+                              for d, c, share in picked),
+                node_selector=node_selector_for([(c.device, c.slice) for _, c, _ in picked]),
             ))
         return Outcome(tuple(allocations))
 
@@ -192,7 +206,7 @@ class Search:
         if device_class is None:
             raise AllocationError(f"{where}: could not retrieve device class {request.device_class_name}: "
                                   "no such DeviceClass")
-        data = self.req[key] = _ReqData(request, parent, device_class)
+        data = self.req[key] = _ReqData(request, parent, device_class, ci)
         if request.allocation_mode == EXACT_COUNT:
             data.num_devices = request.count
         elif request.allocation_mode == ALL:
@@ -206,7 +220,7 @@ class Search:
                                           "invalid")
                 for s in pool.slices:
                     for d in s.devices:
-                        if self.is_selectable(key, data, s, d):
+                        if self.is_selectable(key, data, s, d) and self._capacity(data, d, ()) is not None:
                             data.all_devices.append(_Candidate(DeviceID(s.driver, s.pool.name, d.name), d, s, pool))
             data.num_devices = len(data.all_devices)
         else:
@@ -318,11 +332,34 @@ class Search:
     def _in_use(self, did: DeviceID) -> bool:
         return did in self.src.allocated or bool(self.allocating.get(did))
 
+    def _capacity(self, data: _ReqData, device: Device, shares: object) -> dict[str, Decimal] | None:
+        """What the request consumes of the device beside `shares` (upstream CmpRequestOverCapacity), or None."""
+        if not data.request.capacity and not device.allow_multiple and not device.policies:
+            return {}  # an exclusive device taken whole by a request naming no capacity: it always fits
+        try:
+            return consumption(data.request.capacity, device, shares)  # type: ignore[arg-type]
+        except CapacityError as err:
+            claim = self.claims[data.claim]
+            raise AllocationError(f"claim {claim.key}, request {data.request.name}: checking capacity for device "
+                                  f"{device.name}: {err}") from None
+
+    def _shares(self, did: DeviceID) -> list[Mapping[str, Decimal]]:
+        """What the device's shares consume: allocated before, and given in this attempt."""
+        before = self.src.consumed.get(did)
+        now = self.sharing.get(did, [])
+        return [before, *now] if before is not None else list(now)
+
     def _take(self, ci: int, data: _ReqData, cand: _Candidate, must: bool) -> Callable[[], None] | None:
         """Tentatively allocate; the undo function, or None when the device cannot be taken."""
-        if self._in_use(cand.id) or self.tainted(data, cand.device):
+        if self._in_use(cand.id):
             return None
-        charged = bool(cand.device.consumes_counters)
+        multiple = cand.device.allow_multiple
+        use = self._capacity(data, cand.device, self._shares(cand.id) if multiple else ())
+        if use is None or self.tainted(data, cand.device):
+            return None
+        # a shared device's counters are charged by its first share only (upstream skipCounterCheck)
+        charged = bool(cand.device.consumes_counters) and not (
+            multiple and (cand.id in self.src.consumed or bool(self.sharing.get(cand.id))))
         if charged and not self._charge(cand):
             return None
         base, sub = (data.parent, data.request.name) if data.parent else (data.request.name, "")
@@ -338,13 +375,22 @@ class Search:
             if charged:
                 self._uncharge(cand)
             return None
-        self.allocating.setdefault(cand.id, set()).add(ci)
-        self.results[ci].append((data, cand))
+        share: _Share | None = None
+        if multiple:
+            self.sharing.setdefault(cand.id, []).append(use)
+            self.shares += 1
+            share = (_share_id(self.shares), tuple(use.items()))
+        else:
+            self.allocating.setdefault(cand.id, set()).add(ci)
+        self.results[ci].append((data, cand, share))
 
         def undo() -> None:
             for c in constraints:
                 c.remove(base, sub)
-            self.allocating[cand.id].discard(ci)
+            if multiple:
+                self.sharing[cand.id].pop()
+            else:
+                self.allocating[cand.id].discard(ci)
             if charged:
                 self._uncharge(cand)
             self.results[ci].pop()
@@ -374,6 +420,11 @@ class Search:
 
     def _explain(self) -> str:
         return explain(self)
+
+
+def _share_id(n: int) -> str:
+    """A share's id: a UUID as the API wants (upstream draws a random one; here the n-th of the attempt)."""
+    return f"00000000-0000-4000-8000-{n:012x}"
 
 
 def node_selector_for(results: Sequence[tuple[Device, ResourceSlice]]) -> tuple[SelectorTerm, ...] | None:
@@ -424,7 +475,7 @@ def explain(search: Search) -> str:
 
 def _shortfall(search: Search, key: tuple[int, int, int], data: _ReqData) -> str:
     """Empty when enough matching devices are free for this request alone, else what is missing."""
-    matching = free = tainted = 0
+    matching = free = tainted = short = 0
     for pool in search.pools:
         if pool.incomplete or pool.invalid:
             continue
@@ -433,13 +484,20 @@ def _shortfall(search: Search, key: tuple[int, int, int], data: _ReqData) -> str
                 if not search.is_selectable(key, data, s, d):
                     continue
                 matching += 1
+                did = DeviceID(pool.driver, pool.name, d.name)
                 if search.tainted(data, d):
                     tainted += 1
-                else:
-                    free += DeviceID(pool.driver, pool.name, d.name) not in search.src.allocated
+                elif did not in search.src.allocated:
+                    try:
+                        fits = search._capacity(data, d, search._shares(did) if d.allow_multiple else ())
+                    except AllocationError:
+                        fits = None
+                    free += fits is not None
+                    short += fits is None
     label = data.result_name
     cls = data.device_class.name
     taints = f", {tainted} tainted (not tolerated)" if tainted else ""
+    taints += f", {short} without the capacity asked left" if short else ""
     if data.request.allocation_mode == ALL:
         if tainted:
             return f"{label}: all devices of class {cls} asked{taints}"

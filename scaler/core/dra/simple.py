@@ -1,5 +1,6 @@
 """The allocator's answer without a search, for the claim most pods ask: one request of ExactCount N
-devices, no constraints, no firstAvailable, on a node whose matching devices consume no counters.
+devices, no constraints, no firstAvailable, no capacity requests, on a node whose matching devices consume
+no counters and are not shared (allowMultipleAllocations).
 
 There the search (`search.py`) takes the first N matching devices not in use, in pool order: the
 devices a selector admits depend on the device alone, so they are listed once per (node's slices,
@@ -35,7 +36,7 @@ def is_simple(spec: ClaimSpec) -> bool:
         return False
     exact = spec.requests[0].exactly
     return (exact is not None and exact.allocation_mode == EXACT_COUNT
-            and 0 < exact.count <= ALLOCATION_RESULTS_MAX_SIZE)
+            and 0 < exact.count <= ALLOCATION_RESULTS_MAX_SIZE and not exact.capacity)
 
 
 def candidates(allocator: Allocator, node: NodeRef, claim: ResourceClaim) -> Candidates | None:
@@ -54,7 +55,7 @@ def candidates(allocator: Allocator, node: NodeRef, claim: ResourceClaim) -> Can
                  if search.is_selectable(key, data, s, d) and not search.tainted(data, d)]
     except AllocationError:
         return None
-    if any(d.consumes_counters for _, d, _ in found):
+    if any(d.consumes_counters or d.allow_multiple for _, d, _ in found):
         return None
     return found
 

@@ -101,6 +101,8 @@ class ExactRequest:
     allocation_mode: str = EXACT_COUNT  # ExactCount or All: the converter refuses any other, as the API server
     count: int = 1
     tolerations: tuple[DeviceToleration, ...] = ()
+    # capacity.requests (consumable capacity): (capacity name as the device spells it, amount), by name
+    capacity: tuple[tuple[str, Decimal], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +137,9 @@ class DeviceResult:
     driver: str
     pool: str
     device: str
+    # a share of a device that allows multiple allocations (shareID set), and the capacity it consumes
+    share_id: str | None = None
+    consumed: tuple[tuple[str, Decimal], ...] = ()
 
     @property
     def device_id(self) -> DeviceID:
@@ -187,6 +192,18 @@ class CounterConsumption:
     counters: dict[str, Decimal] = field(default_factory=dict)
 
 
+@dataclass(frozen=True, slots=True)
+class CapacityPolicy:
+    """A capacity's requestPolicy (consumable capacity): `default` consumed when a request names no amount,
+    and at most one of `valid_values` (ascending) and a valid range (`min` set; `max`, `step` optional)."""
+
+    default: Decimal | None = None
+    valid_values: tuple[Decimal, ...] = ()
+    min: Decimal | None = None
+    max: Decimal | None = None
+    step: Decimal | None = None
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class Device:
     """Compared by identity: the allocator caches selector results per device object."""
@@ -194,6 +211,9 @@ class Device:
     name: str
     attributes: dict[str, AttributeValue] = field(default_factory=dict)
     capacity: dict[str, Decimal] = field(default_factory=dict)
+    # allowMultipleAllocations: shared by several requests while what they consume fits each capacity
+    allow_multiple: bool = False
+    policies: dict[str, CapacityPolicy] = field(default_factory=dict)  # capacity name -> its requestPolicy
     consumes_counters: tuple[CounterConsumption, ...] = ()
     # Per-device node selection (the slice sets perDeviceNodeSelection): at most one of these.
     node_name: str | None = None

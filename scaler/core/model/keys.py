@@ -25,6 +25,8 @@ LABEL_ROLE: Final = f"{DOMAIN}/role"
 # the device plugin's nvidia.com/gpu. The platform installs the DRA driver where it says dra.
 LABEL_GPU_ALLOCATION: Final = f"{DOMAIN}/gpu-allocation"
 GPU_ALLOCATION_DRA: Final = "dra"
+# a DRA pool whose GPUs claims share by memory: the step (GiB) of its shares (gpu_sharing: {memory: ...})
+LABEL_GPU_MEMORY_STEP: Final = f"{DOMAIN}/gpu-memory-step-gib"
 
 # --- GPU labels --------------------------------------------------------------------------------
 LABEL_GPU_PRESENT: Final = "nvidia.com/gpu.present"
@@ -70,6 +72,7 @@ TAINT_MIN_GPUS: Final = f"{DOMAIN}/min-gpus"
 TAINT_GPU_SHARING: Final = f"{DOMAIN}/gpu-sharing"
 # Values of that taint, and of GPU feature discovery's sharing-strategy label for time-slicing.
 SHARING_TIME_SLICING: Final = "time-slicing"
+SHARING_MEMORY: Final = "memory"  # a DRA pool's GPUs shared by their memory (consumable capacity)
 SHARING_MIG_SINGLE: Final = "mig-single"
 TAINT_AZURE_SPOT: Final = LABEL_AZURE_SCALESET_PRIORITY
 TAINT_AZURE_SPOT_VALUE: Final = "spot"

@@ -1,4 +1,5 @@
-"""Folds a Snapshot into the State (`state`): in-flight requests, backoff, unavailable offerings.
+"""Folds a Snapshot into the State (`state`): in-flight requests, backoff, unavailable offerings, and what the
+actuator reported (`drains.fold`: drains in progress, nodes removed, notices acknowledged, refusals).
 
 Everything there is re-derivable: what is in flight is `desired - registered nodes` of each pool,
 recomputed every pass, and an instance that has not registered is due `provision_timeout` after its
@@ -15,6 +16,7 @@ from scaler.core.config.settings import Timings
 from scaler.core.model.objects import Node
 from scaler.core.model.workload import node_pool
 from scaler.core.planning.decisions import ScaleUp, SetSize
+from scaler.core.planning.drains import fold
 from scaler.core.planning.memo import Memo
 from scaler.core.planning.snapshot import PoolObservation, Snapshot
 from scaler.core.planning.state import Backoff, InFlight, State, fmt_time
@@ -46,6 +48,8 @@ def copy_state(state: State) -> State:
         unhealthy_since=dict(state.unhealthy_since),
         repair_paused=state.repair_paused,
         notices=list(state.notices),
+        drains=dict(state.drains),
+        removed=dict(state.removed),
     )
 
 
@@ -85,7 +89,8 @@ def advance(snapshot: Snapshot, state: State, t: Timings, memo: Memo | None = No
     """Fold launch failures, registrations and timeouts into a new State (the input is not changed)."""
     now = snapshot.now
     new = copy_state(state)
-    new.notices = [n for n in state.notices if n not in snapshot.acknowledged]
+    fold(snapshot, new)
+    new.notices = [n for n in state.notices if n not in snapshot.acted.acknowledged]
     for notice in snapshot.interruptions:  # the provider hands a notice out again until it is acknowledged
         if notice not in new.notices:
             new.notices.append(notice)
@@ -99,7 +104,7 @@ def advance(snapshot: Snapshot, state: State, t: Timings, memo: Memo | None = No
         if name is not None and node.name not in gone:
             registered[name] = registered.get(name, 0) + 1
     out = Advanced(state=new, desired={}, registered=registered, gone=gone, memo=memo)
-    for name, message in snapshot.refused.items():
+    for name, message in snapshot.acted.refused.items():
         new.refused[name] = (now + t.backoff_max, message)
         out.notes.append(f"pool {name}: the cloud refused ({message}); its actions stop until "
                          f"{fmt_time(now + t.backoff_max)}")

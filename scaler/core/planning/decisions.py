@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from scaler.core.model.buffers import BufferStatus
 from scaler.core.model.conditions import Condition
+from scaler.core.model.drain import DrainState
 from scaler.core.model.interruption import Interruption
 
 Outcome = Literal["fits-existing", "fits-in-flight", "scale-up", "unschedulable", "waiting"]
@@ -123,7 +124,9 @@ class Plan:
     now: float
     scale_ups: list[ScaleUp] = field(default_factory=list)  # replacements for interrupted nodes included
     resets: list[SetSize] = field(default_factory=list)
-    scale_downs: list[ScaleDown] = field(default_factory=list)  # drains for interruptions first
+    scale_downs: list[ScaleDown] = field(default_factory=list)  # drains to begin, for interruptions first
+    draining: dict[str, DrainState] = field(default_factory=dict)  # the drains in progress to carry on (the State's)
+    release: list[str] = field(default_factory=list)  # nodes cordoned by a drain no one carries on: give them back
     verdicts: dict[str, PodVerdict] = field(default_factory=dict)
     unneeded: dict[str, float] = field(default_factory=dict)
     handled: list[Interruption] = field(default_factory=list)  # notices decided on: acknowledge once acted

@@ -19,9 +19,11 @@ grace period lets the job checkpoint), and come back pending on the replacements
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from scaler.core.config.reservation import EC2_BLOCK_TERMINATION
+from scaler.core.model.drain import DrainState
 from scaler.core.model.interruption import Interruption
 from scaler.core.model.objects import Node, Pod
 from scaler.core.model.podgroup import gang_of
@@ -61,12 +63,13 @@ def _displace(node: Node, out: Leaving) -> None:
     out.displaced.extend(dataclasses.replace(p, node_name=None) for p in to_evict(node.pods))
 
 
-def read_notices(snapshot: Snapshot, notices: list[Interruption], gone: set[str]) -> Leaving:
+def read_notices(snapshot: Snapshot, notices: list[Interruption], drains: Mapping[str, DrainState],
+                 gone: set[str]) -> Leaving:
     """Decide on every notice (the State's: those read and not decided on yet); collect the nodes already
     draining for one and the nodes whose instance is gone (their pods are lost with them)."""
     out = Leaving()
     by_name = {n.name: n for n in snapshot.nodes}
-    for name in {*gone, *(n for n, d in snapshot.draining.items() if d.notice)}:
+    for name in {*gone, *(n for n, d in drains.items() if d.notice)}:
         if name in by_name:
             _displace(by_name[name], out)
     index = _index(snapshot.nodes) if notices else {}
@@ -77,7 +80,7 @@ def read_notices(snapshot: Snapshot, notices: list[Interruption], gone: set[str]
         if node is None or pool is None or pool not in snapshot.pools:
             continue  # not a node of ours (or gone already)
         forced = notice.kind == "spot-interruption"
-        current = snapshot.draining.get(node.name)
+        current = drains.get(node.name)
         if notice.kind == "terminating" or (current is not None and current.notice and (current.forced or not forced)):
             continue  # already stopping, or already draining for a notice at least as strong
         if not forced:
@@ -96,7 +99,7 @@ def read_notices(snapshot: Snapshot, notices: list[Interruption], gone: set[str]
     return out
 
 
-def ending_blocks(snapshot: Snapshot, out: Leaving, gang_label: str) -> None:
+def ending_blocks(snapshot: Snapshot, drains: Mapping[str, DrainState], out: Leaving, gang_label: str) -> None:
     """Drain the nodes of Capacity Blocks that end within their pool's drain lead (once: a drain in progress
     is already displaced). EC2 starts terminating the instances 30 minutes before the end: that is the
     drain's deadline, the node is removed then whatever is left. Gang pods are deleted, not evicted."""
@@ -104,7 +107,7 @@ def ending_blocks(snapshot: Snapshot, out: Leaving, gang_label: str) -> None:
         name = node_pool(node)
         obs = snapshot.pools.get(name) if name else None
         block = obs.pool.reservation if obs is not None and obs.pool.capacity_type == "capacity-block" else None
-        if name is None or block is None or block.end is None or node.name in snapshot.draining:
+        if name is None or block is None or block.end is None or node.name in drains:
             continue
         if snapshot.now < block.end - block.drain_lead:
             continue

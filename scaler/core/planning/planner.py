@@ -17,6 +17,7 @@ from scaler.core.model.objects import Pod
 from scaler.core.planning.advance import advance, record_scale_ups
 from scaler.core.planning.context import PlanningContext
 from scaler.core.planning.decisions import Plan, SetSize, WarmStanding
+from scaler.core.planning.drains import orphans
 from scaler.core.planning.interruptions import ending_blocks, read_notices
 from scaler.core.planning.memo import Memo
 from scaler.core.planning.repair import plan_repairs
@@ -33,8 +34,8 @@ def plan(snapshot: Snapshot, state: State, ctx: PlanningContext, memo: Memo | No
     the last passes worked out (never changes the plan); `placeholders`: the CapacityBuffers' pods-to-be,
     planned after every real pending and displaced pod."""
     adv = advance(snapshot, state, ctx.timings, memo)
-    leaving = read_notices(snapshot, adv.state.notices, adv.gone)
-    ending_blocks(snapshot, leaving, ctx.gang_label)
+    leaving = read_notices(snapshot, adv.state.notices, adv.state.drains, adv.gone)
+    ending_blocks(snapshot, adv.state.drains, leaving, ctx.gang_label)
     fix = plan_repairs(snapshot, adv.state, adv.gone)
     adv.leaving = leaving.nodes | fix.nodes
     seen = {p.key for p in leaving.displaced}
@@ -57,7 +58,7 @@ def plan(snapshot: Snapshot, state: State, ctx: PlanningContext, memo: Memo | No
         events=[*leaving.events, *fix.events],
         delete_nodes=sorted(n for n, since in adv.state.gone_since.items()
                             if snapshot.now - since >= ctx.timings.node_gone_grace),
-        refused={p: m for p, m in snapshot.refused.items() if p in snapshot.pools},
+        refused={p: m for p, m in snapshot.acted.refused.items() if p in snapshot.pools},
         in_flight={name: adv.in_flight(name) for name in snapshot.pools},
         notes=[*adv.notes, *leaving.notes, *fix.notes, *up.notes, *down.notes, *up.quotas.values()],
         quotas=up.quotas,
@@ -72,6 +73,8 @@ def plan(snapshot: Snapshot, state: State, ctx: PlanningContext, memo: Memo | No
         hold_back(result, snapshot)
     elif not snapshot.pdbs_fresh:
         hold_evicting(result)
+    result.draining = adv.state.drains
+    result.release = orphans(snapshot, adv.state, {d.node for d in result.scale_downs})
     return result, adv.state
 
 

@@ -109,7 +109,7 @@ def plan_repairs(snapshot: Snapshot, state: State, gone: set[str]) -> Repairs:
         if name is None or obs is None or node.name in gone:
             continue
         size[name] += 1
-        drain = snapshot.draining.get(node.name)
+        drain = state.drains.get(node.name)
         found = signals(node, obs.pool.repair, tainted.get(node.name, ())) if obs.pool.repair.enabled else []
         if not found:
             if drain is not None and drain.repair:
@@ -127,7 +127,7 @@ def plan_repairs(snapshot: Snapshot, state: State, gone: set[str]) -> Repairs:
             due[name].append((since, node, first.text))
     state.unhealthy_since = seen
     for name in sorted(due):
-        _pool_repairs(snapshot, name, size[name], sorted(due[name], key=lambda d: (d[0], d[1].name)), out)
+        _pool_repairs(snapshot, state, name, size[name], sorted(due[name], key=lambda d: (d[0], d[1].name)), out)
     newly = sorted(set(out.paused) - state.repair_paused)
     state.repair_paused = frozenset(out.paused)
     for name in newly:
@@ -136,9 +136,10 @@ def plan_repairs(snapshot: Snapshot, state: State, gone: set[str]) -> Repairs:
     return out
 
 
-def _pool_repairs(snapshot: Snapshot, name: str, size: int, due: list[tuple[float, Node, str]], out: Repairs) -> None:
+def _pool_repairs(snapshot: Snapshot, state: State, name: str, size: int, due: list[tuple[float, Node, str]],
+                  out: Repairs) -> None:
     spec = snapshot.pools[name].pool.repair
-    in_repair = {n for n, d in snapshot.draining.items() if d.repair and d.pool == name}
+    in_repair = {n for n, d in state.drains.items() if d.repair and d.pool == name}
     budget = spec.budget(size)
     room, per_pass, waiting, started = budget - len(in_repair), spec.max_per_pass, 0, 0
     for since, node, text in due:
@@ -146,7 +147,7 @@ def _pool_repairs(snapshot: Snapshot, name: str, size: int, due: list[tuple[floa
             _displace(node, out)
             out.repairs.append(Repair(node.name, name, text, since, started=False))
             continue
-        if node.name in snapshot.draining:
+        if node.name in state.drains:
             continue  # draining already (an interruption, a scale-down): going anyway
         why = next((b for b in map(blocker, node.pods) if b), None)
         if why is not None:

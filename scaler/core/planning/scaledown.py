@@ -98,7 +98,7 @@ def _hold(snapshot: Snapshot, backoff_max: float, adv: Advanced) -> set[str]:
     state = adv.state
     allowed = {f"{b.namespace}/{b.name}": b.disruptions_allowed for b in snapshot.pdbs}
     by_name = {n.name: n for n in snapshot.nodes}
-    for name, refused in snapshot.abandoned.items():
+    for name, refused in snapshot.acted.abandoned.items():
         node = by_name.get(name)
         if node is None:
             continue
@@ -172,7 +172,7 @@ def _candidates(snapshot: Snapshot, ctx: PlanningContext, adv: Advanced, scale_u
         obs = snapshot.pools.get(name) if name else None
         if obs is None:
             continue  # not a pool of ours
-        if node.name in snapshot.draining or node.name in adv.gone or node.name in adv.leaving or node.name in held:
+        if node.name in adv.state.drains or node.name in adv.gone or node.name in adv.leaving or node.name in held:
             continue  # being drained already, its instance is gone, or its budgets refused a drain
         b = room.bin(node.name)
         if b is None and _broken(node, now, ctx.timings.provision_timeout) and not to_evict(node.pods):
@@ -240,7 +240,7 @@ class _Removals:
         self.attempts = max(4 * self.budget, 20)
         self.room = {n: min(adv.desired.get(n, o.desired), adv.registered.get(n, 0)) - o.pool.min_size
                      for n, o in snapshot.pools.items()}
-        for drain in snapshot.draining.values():  # a drain in progress counts against the pool's min
+        for drain in adv.state.drains.values():  # a drain in progress counts against the pool's min
             if not drain.notice:
                 self.room[drain.pool] = self.room.get(drain.pool, 0) - 1
         self.allowed = [b.disruptions_allowed for b in snapshot.pdbs]

@@ -1,6 +1,7 @@
 """What one pass observes: the Snapshot an adapter builds (the cluster, the pools with their instances,
-the clouds' interruption notices, the drains in progress). `planner.plan` reads it with the `State`
-(`state`) and returns the `Plan` (`decisions`) the actuator (`scaler.actuator`) carries out. No I/O.
+the clouds' interruption notices, what the actuator did since the last decision: `Acted`). `planner.plan` reads
+it with the `State` (`state`) and returns the `Plan` (`decisions`) the actuator (`scaler.actuator`) carries
+out. No I/O.
 """
 
 from __future__ import annotations
@@ -63,6 +64,23 @@ class PoolObservation:
 
 
 @dataclass(slots=True)
+class Acted:
+    """What the actuator did since the last decision, as it reports it; the decision folds it into the State
+    (`drains.fold`), as it does the cloud's notices. The actuator keeps nothing else across passes."""
+
+    # Drains begun, or whose record changed (the pods a budget refused), by node.
+    drains: dict[str, DrainState] = field(default_factory=dict)
+    ended: set[str] = field(default_factory=set)  # drains over: instance removed, given up, or node gone
+    removed: dict[str, float] = field(default_factory=dict)  # node -> when its instance was removed (it leaves later)
+    # Drains given up because evictions were refused (node -> the refused pods), and cloud refusals that
+    # cannot succeed on retry (pool -> the error).
+    abandoned: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    refused: dict[str, str] = field(default_factory=dict)
+    acknowledged: list[Interruption] = field(default_factory=list)  # notices the last pass acted on to the end
+    forgot: bool = False  # it lost the lease: the drains in progress are dropped (the new leader gives them back)
+
+
+@dataclass(slots=True)
 class Snapshot:
     now: float
     pending: list[Pod]  # PodScheduled=False, reason Unschedulable
@@ -72,12 +90,7 @@ class Snapshot:
     fresh: bool = True  # False when pods or nodes could not be refreshed: nothing removed then
     pdbs_fresh: bool = True  # False when the PodDisruptionBudget watch fails: no drain then
     interruptions: list[Interruption] = field(default_factory=list)  # the notices the clouds handed out this pass
-    draining: dict[str, DrainState] = field(default_factory=dict)  # node name -> drain in progress
-    # What the actuator met in the last pass: drains given up because evictions were refused (node ->
-    # the refused pods), and cloud refusals that cannot succeed on retry (pool -> the error).
-    abandoned: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    refused: dict[str, str] = field(default_factory=dict)
-    acknowledged: list[Interruption] = field(default_factory=list)  # notices the last pass acted on to the end
+    acted: Acted = field(default_factory=Acted)  # what the actuator did since the last decision
     # What kube-scheduler's volume and namespaceSelector filters read (scaler.core.scheduling.filters): claims,
     # volumes, classes, CSINodes; namespace -> labels (None: only the name label is known).
     storage: Storage = field(default_factory=Storage)

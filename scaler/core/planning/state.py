@@ -1,7 +1,8 @@
-"""What outlives one pass: in-flight requests, backoff, unavailable offerings, held drains, bookings, the
-interruption notices not decided on yet. Written by the decision only (`decide` returns the next State; the
-input is not changed); re-derivable from the cloud and the cluster after a restart (`advance` folds each
-Snapshot in).
+"""What outlives one pass: in-flight requests, backoff, unavailable offerings, the drains in progress and the
+nodes removed and waiting to leave, held drains, bookings, the interruption notices not decided on yet. Written by
+the decision only (`decide` returns the next State; the input is not changed; what the actuator did reaches it
+through the next Snapshot's `Acted`); re-derivable from the cloud and the cluster after a restart (`advance`
+folds each Snapshot in; a node left cordoned by a drain this State does not hold is given back).
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from scaler.core.model.drain import DrainState
 from scaler.core.model.interruption import Interruption
 
 
@@ -78,3 +80,8 @@ class State:
     # The clouds' interruption notices read and not acted on to the end yet: a pass decides on all it holds, and
     # forgets those the next Snapshot says were acknowledged; a pass that stopped before decides on them again.
     notices: list[Interruption] = field(default_factory=list)
+    # node -> the drain in progress on it (scaler.core.planning.drains: begun, carried on and ended by the actuator,
+    # as its report in the next Snapshot says). Empty after a restart: the cordoned nodes are drained again if
+    # still removable, or given back.
+    drains: dict[str, DrainState] = field(default_factory=dict)
+    removed: dict[str, float] = field(default_factory=dict)  # node -> when its instance was removed, until it leaves

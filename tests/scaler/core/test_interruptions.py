@@ -43,7 +43,7 @@ def test_a_notice_read_by_a_pass_that_stopped_is_decided_again_until_acknowledge
     snap.interruptions = []  # not handed out again by the queue
     again, state = plan(snap, state, cfg)
     assert [d.node for d in again.scale_downs] == ["a1"] and again.handled == notices
-    snap.acknowledged = notices  # this time the pass acted to the end
+    snap.acted.acknowledged = notices  # this time the pass acted to the end
     done, state = plan(snap, state, cfg)
     assert done.handled == [] and state.notices == []
 
@@ -79,9 +79,9 @@ def test_a_rebalance_notice_leaves_a_node_with_a_pod_that_may_not_move() -> None
 
 def test_a_node_draining_for_a_notice_keeps_its_pods_planned_and_is_not_drained_twice() -> None:
     cfg, snap = _interrupted()
-    snap.draining = {"a1": DrainState("a1", "gpu1-spot-a", 1000.0, 1120.0, forced=True, notice=True)}
+    state = State(drains={"a1": DrainState("a1", "gpu1-spot-a", 1000.0, 1120.0, forced=True, notice=True)})
     snap.pools["gpu1-spot-a"].desired = 3  # the replacement asked for in the notice's pass
-    again, _ = plan(snap, State(), cfg)
+    again, _ = plan(snap, state, cfg)
     assert again.scale_downs == []
     assert again.scale_ups == []  # still covered by the replacement in flight
     assert again.verdicts["default/train-0"].outcome == "fits-in-flight"

@@ -3,6 +3,7 @@ would publish, derived from the catalogue for every GPU type we list, and no nvi
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -71,9 +72,27 @@ def test_a_mig_dra_pool_publishes_its_layout_and_overlaps_cannot_both_be_had() -
     assert not alloc.allocate(where, [_claim("gpu.nvidia.com", 1)]).ok  # no whole GPU on a MIG node
 
 
-@pytest.mark.parametrize("itype", ["g6.12xlarge", "Standard_NC24ads_A100_v4"])
-def test_dra_pool_tags_round_trip(itype: str) -> None:
-    pool = _pool(itype)
+def test_a_pool_sharing_gpus_by_memory_publishes_shareable_gpus() -> None:
+    """gpu_sharing: {memory: ...}: each GPU allows multiple allocations, its memory consumed in the pool's
+    steps; claims asking for no memory take a GPU whole."""
+    pool = _pool("g6.12xlarge", gpu_sharing={"memory": {"step_gib": 8}})
+    node = pool.template_node()
+    [published] = node.slices
+    assert all(d.allow_multiple and d.policies["memory"].step == 8 * 2**30 for d in published.devices)
+    alloc = Allocator(DEVICE_CLASSES, node.slices)
+    where = NodeRef(node.name, node.labels)
+    eight = DeviceRequest("gpu", ExactRequest("gpu", "gpu.nvidia.com", capacity=(("memory", Decimal(8 * 2**30)),)))
+    shares = [ResourceClaim("ml", f"c{i}", ClaimSpec((eight,))) for i in range(8)]  # two 8 GiB shares per L4
+    assert alloc.allocate(where, shares).ok
+    assert not alloc.allocate(where, [*shares, ResourceClaim("ml", "c8", ClaimSpec((eight,)))]).ok
+    assert not alloc.allocate(where, [_claim("gpu.nvidia.com", 5)]).ok and alloc.allocate(
+        where, [_claim("gpu.nvidia.com", 4)]).ok
+
+
+@pytest.mark.parametrize(("itype", "sharing"), [("g6.12xlarge", None), ("Standard_NC24ads_A100_v4", None),
+                                                 ("g6.12xlarge", {"memory": {"step_gib": 4}})])
+def test_dra_pool_tags_round_trip(itype: str, sharing: dict[str, Any] | None) -> None:
+    pool = _pool(itype, **({"gpu_sharing": sharing} if sharing else {}))
     tags = pool.to_tags("c1")
     assert not any("resources" in k and "nvidia.com" in k for k in tags)  # no GPU resource to promise
     back = Pool.from_tags(tags, cloud=pool.cloud, cluster="c1", provider_ref=pool.provider_ref or pool.name,

@@ -89,7 +89,7 @@ def test_thirty_percent_unhealthy_repairs_exactly_the_budget_and_pauses_once() -
     assert [(e.node, e.reason) for e in result.events if e.reason == "GpuRepairPaused"] == [("b2", "GpuRepairPaused")]
     # Next pass, b0 and b1 draining: still paused, no new drain, the Event not repeated.
     snap = snapshot(cfg, [], nodes, now=1010.0)
-    snap.draining = {n: DrainState(n, "gpu8-spot-a", 1000.0, 1600.0, repair=True) for n in ("b0", "b1")}
+    state.drains = {n: DrainState(n, "gpu8-spot-a", 1000.0, 1600.0, repair=True) for n in ("b0", "b1")}
     again, _ = plan(snap, state, cfg)
     assert again.scale_downs == [] and "gpu8-spot-a" in again.repair_paused
     assert [e for e in again.events if e.reason == "GpuRepairPaused"] == []
@@ -106,8 +106,8 @@ def test_repairs_start_at_most_max_per_pass() -> None:
 def test_a_node_whose_gpu_comes_back_during_its_drain_is_named_recovered() -> None:
     cfg = _config(lost_gpu_grace=0)
     snap = snapshot(cfg, [], [_healthy(cfg, "b1", [pod("train-0", gpu=4)])])
-    snap.draining = {"b1": DrainState("b1", "gpu8-spot-a", 990.0, 1590.0, repair=True)}
-    result, state = plan(snap, State(unhealthy_since={"b1": 900.0}), cfg)
+    drains = {"b1": DrainState("b1", "gpu8-spot-a", 990.0, 1590.0, repair=True)}
+    result, state = plan(snap, State(unhealthy_since={"b1": 900.0}, drains=drains), cfg)
     assert result.recovered == ["b1"] and result.repairs == [] and state.unhealthy_since == {}
 
 

@@ -64,6 +64,7 @@ def test_simulate_warm_shortens_the_wait_and_bills_the_warm_pool(tmp_path: Path)
     assert "{" not in line
     assert next(ln for ln in summary(cold).splitlines() if ln.strip().startswith("warm_pools")).split() == \
         ["warm_pools", "none"]
+    assert "None" not in summary(cold)  # no fallback in this run: fallback_delay_max_s says none, not Python's None
 
 
 def test_simulate_warm_refuses_pools_that_cannot_have_one(tmp_path: Path) -> None:

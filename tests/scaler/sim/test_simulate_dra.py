@@ -79,3 +79,19 @@ def test_a_mig_request_becomes_a_claim_for_that_profile() -> None:
     exact = SimDra(config, "sim").objects.templates["sim/mig-2g.10gb"].spec.requests[0].exactly
     assert exact is not None and exact.device_class_name == "mig.nvidia.com" and exact.count == 1
     assert exact.selectors == ("device.attributes['gpu.nvidia.com'].profile == '2g.10gb'",)
+
+
+def test_a_gpu_shared_by_memory_is_never_given_twice_in_full(tmp_path: Path) -> None:
+    """On a pool whose GPUs allow multiple allocations (gpu_sharing memory), a job's claim for a whole GPU
+    consumes all of its memory steps: the simulated cluster records that share, so twelve 1-GPU jobs at once
+    take twelve GPUs (three g6.12xlarge), not eight GPUs given twice."""
+    pools = tmp_path / "pools.yaml"
+    pools.write_text("cluster: sim\ncloud: aws\nregion: us-east-1\npools:\n"
+                     "  - {name: cpu, role: general, instance_types: [m6i.xlarge], zones: [us-east-1a], max: 20}\n"
+                     "  - {name: l4x4, instance_types: [g6.12xlarge], zones: [us-east-1a], max: 20,\n"
+                     "     gpu_allocation: dra, gpu_sharing: {memory: {step_gib: 4}}}\n")
+    trace = tmp_path / "burst.csv"
+    trace.write_text("\n".join([HEADER, *(f"j{i},{i * 30},1,3600,1000,2,8192,LS,Running" for i in range(12))]) + "\n")
+    _, report = simulate(str(trace), str(pools), dra=True)
+    assert report["jobs_completed"] == 12
+    assert report["peak_gpus"] >= report["peak_demand_gpus"] == 12 and report["instances_launched"] == 3

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import csv
 import inspect
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -99,7 +100,7 @@ def test_ctrl_c_returns_what_finished(short_trace: Path, candidates: Path) -> No
 
 def test_sweep_writes_table_and_plot_with_the_default_marked(short_trace: Path, candidates: Path, tmp_path: Path,
                                                              capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["simulate", "--trace", str(short_trace), "--pools", str(candidates), "--hours", "6", "--quiet",
+    code = main(["simulate", "--trace", str(short_trace), "--pools", str(candidates), "--hours", "6",
                  "--sweep", "unneeded_time_max=60,1800", "--sweep", "unneeded_time_min=10,30", "--sweep-out",
                  str(tmp_path), "--workers", "2"])
     assert code == 0
@@ -109,8 +110,10 @@ def test_sweep_writes_table_and_plot_with_the_default_marked(short_trace: Path, 
     assert {(r["unneeded_time_max"], r["unneeded_time_min"]) for r in rows[1:]} == \
         {("60.0", "10.0"), ("60.0", "30.0"), ("1800.0", "10.0"), ("1800.0", "30.0")}
     assert (tmp_path / "sweep.png").read_bytes().startswith(PNG)
-    out = capsys.readouterr().out
-    assert "today's default" in out and "paid_over_demand" in out
+    said = capsys.readouterr()
+    assert "today's default" in said.out and "paid_over_demand" in said.out
+    progress = [line for line in said.err.splitlines() if "best so far: " in line]  # the bill first, as the plot
+    assert progress and all(re.search(r"best so far: (none yet|[^:]+: cost \$[\d,]+, p95 )", ln) for ln in progress)
 
 
 @pytest.mark.parametrize(("sweep", "said"), [
@@ -154,8 +157,24 @@ def test_tune_writes_pools_that_pay_what_it_says(short_trace: Path, candidates: 
     assert {"cpu-spot"} <= {p.name for p in config.pools}  # the file's CPU pool kept
     _, report = simulate(str(short_trace), str(out), seed=3)
     assert report["jobs_completed"] == report["jobs_total"]
-    assert f"paid/demand {report['paid_over_demand']}, p95 {report['pending_p95_s']} s" in said
+    assert f"cost ${report['cost_usd']:,.0f}, p95 {report['pending_p95_s']} s, paid/demand " \
+           f"{report['paid_over_demand']}" in said
     assert out.with_suffix(".png").read_bytes().startswith(PNG)
+
+
+def test_tune_without_out_writes_under_out_and_its_progress_leads_with_cost(
+        short_trace: Path, candidates: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The progress names the best so far by what tune ranks by (cost), and the default file is git-ignored."""
+    run = tmp_path / "clone"
+    run.mkdir()
+    monkeypatch.chdir(run)
+    assert main(["tune", "--trace", str(short_trace), "--pools", str(candidates), "--p95-max", "600",
+                 "--candidates", "3", "--seed", "3", "--workers", "1", "--hours", "0.5"]) == 0
+    assert sorted(p.name for p in run.iterdir()) == ["out"]
+    assert (run / "out/pools-tuned.yaml").is_file() and (run / "out/pools-tuned.png").is_file()
+    progress = [line for line in capsys.readouterr().err.splitlines() if "best so far: " in line]
+    assert progress and all(re.search(r"best so far: [^:]+: cost \$[\d,]+, p95 ", line) for line in progress)
 
 
 @pytest.mark.usefixtures("local_ray")

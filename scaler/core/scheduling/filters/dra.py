@@ -14,6 +14,7 @@ broken class, refuses the pod with the reason (never an exception).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from decimal import Decimal
 
 from scaler.core.dra import simple
 from scaler.core.dra.allocator import Allocator
@@ -31,6 +32,7 @@ from scaler.core.model.dra import (
     Device,
     DeviceID,
     DeviceRequest,
+    DeviceResult,
     DeviceToleration,
     DraObjects,
     ExactRequest,
@@ -79,12 +81,14 @@ class DraState:
         self.anywhere: list[ResourceSlice] = []
         for s in objects.slices:
             (self.by_node.setdefault(s.node_name, []) if s.node_name else self.anywhere).append(s)
-        self.held = {r.device_id for c in objects.claims.values() if c.allocation for r in c.allocation.results}
+        self.held = held_devices(objects)  # held whole; shared devices' shares: `shared`
+        self.shared: dict[DeviceID, dict[str, Decimal]] = shared_use(objects)
         self.extended = served(objects.classes.values())  # extended resource -> the DeviceClass serving it
         # devices `node_devices` does not count: a NoSchedule/NoExecute taint keeps them from most claims
         self.blocked = {DeviceID(s.driver, s.pool.name, d.name) for s in objects.slices for d in s.devices
                         if d.taints and _blocked(d)}
         self.given: dict[str, set[DeviceID]] = {}  # node -> devices this pass gave
+        self.given_shares: dict[int, tuple[str, list[DeviceResult]]] = {}  # pod id -> (node, its shares)
         self.allocated: dict[str, tuple[str, Allocation, int]] = {}  # claim -> (node, allocation, pod id)
         self.by_pod: dict[int, tuple[str, list[str], set[DeviceID]]] = {}
         self.removed: set[str] = set()
@@ -142,7 +146,10 @@ class DraState:
             allocations = self.allocator(node).allocate(self.node_ref(node), claims).allocations
             if allocations is None:
                 return
-        devices = {r.device_id for a in allocations for r in a.results}
+        devices = {r.device_id for a in allocations for r in a.results if r.share_id is None}
+        shares = [r for a in allocations for r in a.results if r.share_id is not None]
+        if shares:
+            self.given_shares[id(pod)] = (node.name, shares)
         self.given.setdefault(node.name, set()).update(devices)
         keys = []
         for claim, allocation in zip(claims, allocations, strict=True):
@@ -159,6 +166,7 @@ class DraState:
     def unplace(self, pod: Pod) -> None:
         if self.counted.unplace(pod):
             return
+        self.given_shares.pop(id(pod), None)
         hit = self.by_pod.pop(id(pod), None)
         if hit is None:
             return
@@ -246,10 +254,21 @@ class DraState:
         own = node.slices or self.expected.get(node.name)
         return NodeRef(own[0].node_name or node.name if own else node.name, node.labels)
 
+    def consumed(self, node: Node) -> dict[DeviceID, dict[str, Decimal]]:
+        """Shared devices (allowMultipleAllocations) and what their shares consume: the allocated claims'
+        (status.allocation.devices.results[].consumedCapacity) and those the pass gave on the node."""
+        given = [r for name, shares in self.given_shares.values() if name == node.name for r in shares]
+        if not given:
+            return self.shared
+        out = {k: dict(v) for k, v in self.shared.items()}
+        _add_shares(out, given)
+        return out
+
     def allocator(self, node: Node) -> Allocator:
         hit = self._allocators.get(node.name)
         if hit is None:
-            hit = Allocator(self.objects.classes, self.slices(node), self.in_use(node), shared=self.first)
+            hit = Allocator(self.objects.classes, self.slices(node), self.in_use(node), shared=self.first,
+                            consumed=self.consumed(node))
             self.first = self.first or hit
             self._allocators[node.name] = hit
         return hit
@@ -416,13 +435,14 @@ def devices_at_least(objects: DraObjects, pod: Pod, untainted: bool = False) -> 
 def node_devices(objects: DraObjects) -> dict[str, tuple[int, int]] | None:
     """Per node, the devices its slices publish that no allocated claim holds, and of those the ones without
     a NoSchedule/NoExecute taint (one walk over the slices); None when some slice's devices are not tied to
-    one node (a pod could allocate them anywhere: no per-node bound)."""
+    one node (a pod could allocate them anywhere: no per-node bound) or may be shared (allowMultipleAllocations:
+    a claim may take a share of a device another holds)."""
     where: dict[tuple[str, str, str], tuple[list[int], bool]] = {}  # (a DeviceID's fields) -> its node's counts
     free: dict[str, list[int]] = {}
     for s in objects.slices:
         if not s.devices:
             continue
-        if not s.node_name:
+        if not s.node_name or any(d.allow_multiple for d in s.devices):
             return None
         counts = free.get(s.node_name)
         if counts is None:
@@ -433,13 +453,34 @@ def node_devices(objects: DraObjects) -> dict[str, tuple[int, int]] | None:
             counts[0] += 1
             counts[1] += clean
             where[(driver, pool, d.name)] = (counts, clean)
-    held = {r.device_id for c in objects.claims.values() if c.allocation for r in c.allocation.results}
-    for device in held:
+    for device in held_devices(objects):
         hit = where.get(device)  # (a DeviceID is a tuple of those fields: equal, same hash)
         if hit is not None:
             hit[0][0] -= 1
             hit[0][1] -= hit[1]
     return {name: (n, clean) for name, (n, clean) in free.items()}
+
+
+def held_devices(objects: DraObjects) -> set[DeviceID]:
+    """Devices the allocated claims hold whole (their results without a share id)."""
+    return {r.device_id for c in objects.claims.values() if c.allocation for r in c.allocation.results
+            if r.share_id is None}
+
+
+def shared_use(objects: DraObjects) -> dict[DeviceID, dict[str, Decimal]]:
+    """Per shared device, what the allocated claims' shares of it consume together (kube-scheduler's
+    AggregatedCapacity); a device shared with nothing consumed has an empty entry (its counters charged)."""
+    out: dict[DeviceID, dict[str, Decimal]] = {}
+    _add_shares(out, [r for c in objects.claims.values() if c.allocation for r in c.allocation.results
+                      if r.share_id is not None])
+    return out
+
+
+def _add_shares(into: dict[DeviceID, dict[str, Decimal]], shares: Sequence[DeviceResult]) -> None:
+    for r in shares:
+        use = into.setdefault(r.device_id, {})
+        for name, amount in r.consumed:
+            use[name] = use.get(name, Decimal(0)) + amount
 
 
 def _tolerates(request: DeviceRequest) -> bool:
@@ -448,9 +489,10 @@ def _tolerates(request: DeviceRequest) -> bool:
 
 
 def _least(request: DeviceRequest) -> int:
-    """The fewest devices the request can be satisfied with (All: unknown here, 0)."""
+    """The fewest devices the request can be satisfied with (All: unknown here, 0; a capacity request may
+    take a share of a device others share: 0)."""
     options = [request.exactly] if request.exactly else list(request.first_available)
-    if not options or any(r.allocation_mode != EXACT_COUNT for r in options):
+    if not options or any(r.allocation_mode != EXACT_COUNT or r.capacity for r in options):
         return 0
     return min(r.count for r in options)
 
@@ -568,7 +610,7 @@ class CountedClaims:
         found = [(d, s) for p in pools for s in p.slices for d in s.devices]
         ok = ok and len(found) == sum(len(s.devices) for s in own)
         try:
-            ok = ok and all(not s.per_device_node_selection and not d.consumes_counters
+            ok = ok and all(not s.per_device_node_selection and not d.consumes_counters and not d.allow_multiple
                             and (bool(blocking_taints(d.taints, exact.tolerations)) if _blocked(d) else
                                  all(allocator.selector_matches(e, s.driver, d, "plain", i)
                                      for i, e in enumerate(expressions))) for d, s in found)

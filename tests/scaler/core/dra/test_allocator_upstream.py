@@ -2,8 +2,9 @@
 """Ported from kubernetes/kubernetes
 staging/src/k8s.io/dynamic-resource-allocation/structured/internal/allocatortesting/allocator_testing.go,
 TestAllocator's table (run there against the stable allocator by stable/allocator_test.go). Each case
-keeps its upstream name. Upstream's cases on adminAccess, device taints, binding conditions,
-consumable capacity and configs are not ported (not modelled, see scaler/core/dra/README.md); cases
+keeps its upstream name. Device taints are ported in test_allocator_upstream_taints.py, consumable capacity
+in test_allocator_upstream_capacity.py; upstream's cases on adminAccess, binding conditions and configs are
+not ported (not modelled, see scaler/core/dra/README.md); cases
 that need a feature gate off (PrioritizedList/PartitionableDevices disabled) are not either: 1.34
 has both on.
 """
