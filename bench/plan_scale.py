@@ -20,7 +20,8 @@ through a ResourceClaim (running ones hold allocated claims; bench/plan_scale_dr
 `--digest`: instead of timing, a sha256 of each pass's Plan and State in a canonical form (dataclasses as
 their fields, dicts and sets sorted, floats exact), for each mix at 2,000 pods and three passes of the xl
 bench cut to a tenth: equal digests before and after a refactor mean the same decisions on these
-snapshots (under PYTHONHASHSEED=0, which --digest sets). Prints `digest <what> <sha256>` lines.
+snapshots (under PYTHONHASHSEED=0, which --digest sets). Prints `digest <what> <sha256>` lines; a
+`<mix>-2000-decisions` line digests the plan without the verdicts' reasons (the decisions alone).
 
 `--scale xl`: the whole pass at 100,000 pods (15,000 pending), 15,000 nodes, 100 pools: the watch-fed
 cache fed by synthetic watch events, then `Reconciler.run` (bench/plan_scale_xl.py); prints
@@ -293,6 +294,13 @@ def digest(*objs: Any) -> str:
 DIGEST_PODS = 2000
 
 
+def decisions(result: Any) -> Any:
+    """The plan without its verdicts' reasons (pool -> why not there): where each pod goes, what is bought and
+    drained. Equal while the full digest differs: only the explanations changed."""
+    return dataclasses.replace(result, verdicts={k: dataclasses.replace(v, reasons={})
+                                                 for k, v in result.verdicts.items()})
+
+
 def run_digests(seed: int, workloads: int) -> None:
     for mix in ("plain", "constrained", "dra"):
         cfg = make_config()
@@ -305,6 +313,7 @@ def run_digests(seed: int, workloads: int) -> None:
         state = State(unneeded_since={n.name: 0.0 for n in snap.nodes})
         result, after = plan(snap, state, planning_context(cfg))
         print(f"digest {mix}-{DIGEST_PODS} {digest(result, after)}", flush=True)
+        print(f"digest {mix}-{DIGEST_PODS}-decisions {digest(decisions(result), after)}", flush=True)
     import plan_scale_xl as xl  # noqa: PLC0415 - bench/ is on the path when run
 
     xl.PODS, xl.PENDING, xl.NODES, xl.EVENTS = xl.PODS // 10, xl.PENDING // 10, xl.NODES // 10, xl.EVENTS // 10

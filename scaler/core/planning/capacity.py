@@ -232,10 +232,7 @@ def _counted_devices(snapshot: Snapshot) -> dict[str, tuple[int, int]] | None:
     need some (the packer then skips nodes with too few before the allocator is asked); else None."""
     if not any(p.resource_claims for p in snapshot.pending):
         return None
-    every, untainted = node_devices(snapshot.dra), node_devices(snapshot.dra, untainted=True)
-    if every is None or untainted is None:
-        return None
-    return {name: (n, untainted.get(name, 0)) for name, n in every.items()}
+    return node_devices(snapshot.dra)
 
 
 def _devices(node: Node) -> int:
@@ -266,12 +263,18 @@ def build_packer(snapshot: Snapshot, ctx: PlanningContext, adv: Advanced, usage:
     if dev is not None:
         dra = snapshot.dra
         least: dict[tuple[str, tuple[object, ...]], tuple[int, int]] = {}  # pods of a workload ask the same
+        last_pod: Pod | None = None  # the pod asked last and its counts (classify asks both, in a row)
+        last = (0, 0)
 
         def counts(pod: Pod) -> tuple[int, int]:
+            nonlocal last_pod, last
+            if pod is last_pod:
+                return last
             key = (pod.namespace, pod.resource_claims)
             hit = least.get(key)
             if hit is None:
                 hit = least[key] = (devices_at_least(dra, pod), devices_at_least(dra, pod, untainted=True))
+            last_pod, last = pod, hit
             return hit
 
         packer.claim_devices = lambda pod: counts(pod)[0]

@@ -47,8 +47,8 @@ class Filtered:
         self._nodes: dict[int, tuple[Bin, Node]] = {}
         self._journal: list[tuple[str, Pod | None, str, Node | None, list[Pod]]] | None = None
         self._constrained: dict[int, tuple[PodClass, bool]] = {}
-        self._uniform: dict[tuple[int, tuple[int, ...]], bool] = {}  # (group, claim specs) -> CountedClaims.uniform
-        self._reach: dict[tuple[int, tuple[int, ...]], bool] = {}  # (statics, claim specs) -> counted
+        self._uniform: dict[tuple[int, object], bool] = {}  # (group, CountedClaims.asks) -> CountedClaims.uniform
+        self._reach: dict[tuple[int, object], bool] = {}  # (statics, CountedClaims.asks) -> counted
         # (group, request[, settled key]) -> first bin worth asking
         self._hints: dict[tuple[Any, ...], int] = {}
 
@@ -83,15 +83,16 @@ class Filtered:
         specs = self.cluster.counted_claims(cls.rep)
         if specs is None:
             return False
-        key = (cls.static_id, specs)  # the pass makes no group after the packer's (nodes opened join a template's)
+        asks = self.cluster.dra.counted.asks(specs)  # what `uniform` reads of them (workloads of 1, 2, 4, 8 GPUs: one)
+        key = (cls.static_id, asks)  # the pass makes no group after the packer's (nodes opened join a template's)
         hit = self._reach.get(key)
         if hit is None:
-            hit = self._reach[key] = all(self._uniform_group(g, specs) for g in self.packer.groups.values()
+            hit = self._reach[key] = all(self._uniform_group(g, specs, asks) for g in self.packer.groups.values()
                                          if self.packer.static_reason(cls.static_id, g) is None)
         return hit
 
-    def _uniform_group(self, g: Group, specs: tuple[int, ...]) -> bool:
-        key = (id(g), specs)  # a group's nodes stay (those opened from a template are the template's)
+    def _uniform_group(self, g: Group, specs: tuple[int, ...], asks: object) -> bool:
+        key = (id(g), asks)  # a group's nodes stay (those opened from a template are the template's)
         hit = self._uniform.get(key)
         if hit is None:
             assert self.cluster is not None

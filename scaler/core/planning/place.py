@@ -95,6 +95,8 @@ class Placer:
         else:
             out.extend(existing)
             left = cls.pods[sum(k for _, k in existing):]
+        if not left:  # every pod found an existing or coming node
+            return out
         groups = [c.slot.group for c in cands] + self._coming(cls)
         excluded: set[int] = set()
         unplaced: list[Pod] = []

@@ -182,6 +182,7 @@ class Chooser:
             refused: list[tuple[int, str, int, int, Bin]] = []
             target: Bin | None = None
             check = None  # computed when a node with room turns up: most pods of a full cluster have none
+            first = None  # (a pod with claims has one already: still valid, nothing was placed since)
             if pod.resource_claims:
                 first = filtered.check(pod)
                 if first.pod_reason is None and first.dra is not None and first.dra.prioritized:
@@ -198,7 +199,7 @@ class Chooser:
                     heapq.heappop(heap)
                     continue
                 if check is None:
-                    check = filtered.check(pod)
+                    check = first if first is not None else filtered.check(pod)
                     if check.pod_reason is not None:
                         break
                     key = check.settled_key()

@@ -2,7 +2,8 @@
 the count, like nvidia.com/gpu pods, where every device of the nodes they may reach is one their claims may
 take (`Filtered.counted`); elsewhere (a MIG node: devices on counters; a selector only some GPUs pass) one
 at a time through the allocator. On random DRA clusters (examples/pools-aws-dra.yaml: whole L4 and A100
-GPUs, A100 MIG slices; some GPUs held by running pods' claims) and random pending claim pods:
+GPUs, A100 MIG slices; some GPUs held by running pods' claims, some tainted by the NVIDIA driver's health
+taint, which a template's request tolerates) and random pending claim pods:
 
 - with no pool able to grow, the plan is the allocator path's, pod for pod (`counted` forced off);
 - with scale-ups, every pod the plan puts on a node (existing or new) allocates there, node by node in
@@ -11,6 +12,7 @@ GPUs, A100 MIG slices; some GPUs held by running pods' claims) and random pendin
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -30,10 +32,13 @@ from scaler.core.model.dra import (
     ClaimSpec,
     DeviceRequest,
     DeviceResult,
+    DeviceTaint,
+    DeviceToleration,
     DraObjects,
     ExactRequest,
     ResourceClaim,
     ResourceClaimTemplate,
+    ResourceSlice,
 )
 from scaler.core.model.objects import Node, Pod, PodResourceClaim, SelectorRequirement, Toleration
 from scaler.core.planning import constrained, planner
@@ -41,19 +46,25 @@ from scaler.core.planning.decisions import Plan
 from scaler.core.planning.scaleup import ScaleUpResult, plan_scale_up
 from scaler.core.planning.snapshot import PoolObservation, Snapshot
 from scaler.core.planning.state import State
+from scaler.core.scheduling.filters.dra import DraState
 
 ROOT = Path(__file__).resolve().parents[3]
 TOL = (Toleration(keys.TAINT_GPU, "Exists", "", "NoSchedule"),)
 MEM_40 = "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('40Gi')) >= 0"
-# (template name, class, count, selectors): plain counts, a selector every A100 passes and no L4 does
-# (classes asking it are placed by the count only if no L4 node is in reach), and MIG slices
+XID = "gpu.nvidia.com/xid"  # the driver's health taint (bench/plan_scale_dra.py taints one GPU of a node so)
+TOLERATE = (DeviceToleration(XID, "Exists"),)
+# (template name, class, count, selectors[, tolerations]): plain counts, a selector every A100 passes and no L4
+# does (classes asking it are placed by the count only if no L4 node is in reach), MIG slices, and a GPU
+# request tolerating the health taint (always one at a time)
 TEMPLATES = [(f"gpu-{n}", GPU_CLASS.name, n, ()) for n in (1, 2, 4, 8)] + [
-    ("gpu-40g", GPU_CLASS.name, 1, (MEM_40,)), ("mig-2", MIG_CLASS.name, 2, ())]
+    ("gpu-40g", GPU_CLASS.name, 1, (MEM_40,)), ("mig-2", MIG_CLASS.name, 2, ()),
+    ("gpu-1-tolerant", GPU_CLASS.name, 1, (), TOLERATE)]
 DRA_POOLS = ("l4-dra", "a100-dra", "a100-mig-dra")
 
 
-def _spec(cls: str, n: int, selectors: tuple[str, ...]) -> ClaimSpec:
-    return ClaimSpec((DeviceRequest("r", ExactRequest("r", cls, count=n, selectors=selectors)),))
+def _spec(cls: str, n: int, selectors: tuple[str, ...], tolerations: tuple[DeviceToleration, ...] = ()) -> ClaimSpec:
+    return ClaimSpec((DeviceRequest("r", ExactRequest("r", cls, count=n, selectors=selectors,
+                                                      tolerations=tolerations)),))
 
 
 def _config(grow: bool) -> ScalerConfig:
@@ -68,14 +79,15 @@ def cluster(draw: st.DrawFn, grow: bool) -> tuple[Snapshot, ScalerConfig]:
     cfg = _config(grow)
     by_name = {p.name: p for p in cfg.pools}
     objects = DraObjects(classes={c.name: c for c in DEVICE_CLASSES}, templates={
-        f"ml/{name}": ResourceClaimTemplate("ml", name, _spec(cls, n, sel)) for name, cls, n, sel in TEMPLATES})
+        f"ml/{t[0]}": ResourceClaimTemplate("ml", t[0], _spec(*t[1:])) for t in TEMPLATES})
     nodes: list[Node] = []
     for pool_name in DRA_POOLS:
         pool = by_name[pool_name]
         for i in range(draw(st.integers(0, 2))):
             tmpl = pool.template_node(pool.zones[0], cfg.region)
             name = f"{pool_name}-{i}"
-            slices = pool.dra_slices(name)
+            effect = draw(st.sampled_from((None, None, "NoSchedule", "NoExecute", "None")))
+            slices = _taint(pool.dra_slices(name), effect)
             objects.slices.extend(slices)
             devices = [d for s in slices for d in s.devices]
             held = draw(st.lists(st.sampled_from([d.name for d in devices]), max_size=3, unique=True))
@@ -103,6 +115,36 @@ def cluster(draw: st.DrawFn, grow: bool) -> tuple[Snapshot, ScalerConfig]:
     count = {p: sum(1 for n in nodes if n.pool == p) for p in by_name}
     pools = {p.name: PoolObservation(p, count[p.name], count[p.name]) for p in cfg.pools}
     return Snapshot(now=1000.0, pending=pending, nodes=nodes, pools=pools, dra=objects), cfg
+
+
+def _taint(slices: tuple[ResourceSlice, ...], effect: str | None) -> tuple[ResourceSlice, ...]:
+    """The node's slices with the last device of its last slice of devices tainted (no effect: untouched)."""
+    if effect is None:
+        return slices
+    i = max(i for i, s in enumerate(slices) if s.devices)
+    last = dataclasses.replace(slices[i].devices[-1], taints=(DeviceTaint(XID, "79", effect),))
+    return (*slices[:i], dataclasses.replace(slices[i], devices=(*slices[i].devices[:-1], last)), *slices[i + 1:])
+
+
+def test_a_gpu_with_the_health_taint_leaves_its_node_on_the_count_path() -> None:
+    """One sick GPU does not send every GPU pod in reach one at a time through the allocator: its node still
+    allocates plain claims by the count (the tainted GPU is counted apart, keys.RES_DRA_UNTAINTED, and never
+    taken), while a claim that tolerates the taint is allocated by the allocator."""
+    pool = next(p for p in _config(True).pools if p.name == "a100-dra")
+    objects = DraObjects(classes={c.name: c for c in DEVICE_CLASSES}, templates={
+        f"ml/{t[0]}": ResourceClaimTemplate("ml", t[0], _spec(*t[1:])) for t in TEMPLATES})
+    objects.slices.extend(_taint(pool.dra_slices("sick"), "NoSchedule"))
+    state = DraState(objects)
+    tmpl = pool.template_node(pool.zones[0], "us-east-1")
+    node = Node("sick", {**tmpl.labels, keys.LABEL_HOSTNAME: "sick"}, tmpl.taints, tmpl.allocatable, pool=pool.name)
+
+    def pod(template: str) -> Pod:
+        return Pod(template, "ml", {}, resource_claims=(PodResourceClaim("r", template_name=template),))
+
+    plain = state.counted.specs(pod("gpu-2"))
+    assert plain is not None
+    assert state.counted.uniform(node, plain)
+    assert state.counted.specs(pod("gpu-1-tolerant")) is None
 
 
 def _run(snap: Snapshot, cfg: ScalerConfig) -> Plan:

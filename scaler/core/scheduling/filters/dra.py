@@ -111,8 +111,10 @@ class DraState:
 
     def asks_extended(self, pod: Pod) -> bool:
         """The pod requests an extended resource a DeviceClass serves (then the DRA filter has a say)."""
-        extended = self.extended
-        return bool(extended) and any(v > 0 and r in extended for r, v in pod.requests.items())
+        extended = self.extended  # (most pods request none of them: that is told in C, per pod of the pass)
+        requests = pod.requests
+        return (bool(extended) and not extended.keys().isdisjoint(requests)
+                and any(v > 0 and r in extended for r, v in requests.items()))
 
     def spec_info(self, spec: ClaimSpec) -> tuple[int, tuple[str, ...], int]:
         """(its id: equal specs share one, the classes it names that do not exist, the fewest devices it
@@ -430,27 +432,33 @@ def devices_at_least(objects: DraObjects, pod: Pod, untainted: bool = False) -> 
     return n
 
 
-def node_devices(objects: DraObjects, untainted: bool = False) -> dict[str, int] | None:
-    """Per node, the devices its slices publish that no allocated claim holds (`untainted`: of those, the
-    ones without a NoSchedule/NoExecute taint); None when some slice's devices are not tied to one node (a
-    pod could allocate them anywhere: no per-node bound) or may be shared (allowMultipleAllocations: a claim
-    may take a share of a device another holds)."""
-    where: dict[DeviceID, str] = {}
-    free: dict[str, int] = {}
+def node_devices(objects: DraObjects) -> dict[str, tuple[int, int]] | None:
+    """Per node, the devices its slices publish that no allocated claim holds, and of those the ones without
+    a NoSchedule/NoExecute taint (one walk over the slices); None when some slice's devices are not tied to
+    one node (a pod could allocate them anywhere: no per-node bound) or may be shared (allowMultipleAllocations:
+    a claim may take a share of a device another holds)."""
+    where: dict[tuple[str, str, str], tuple[list[int], bool]] = {}  # (a DeviceID's fields) -> its node's counts
+    free: dict[str, list[int]] = {}
     for s in objects.slices:
         if not s.devices:
             continue
         if not s.node_name or any(d.allow_multiple for d in s.devices):
             return None
-        counted = [d for d in s.devices if not (untainted and d.taints and _blocked(d))]
-        free[s.node_name] = free.get(s.node_name, 0) + len(counted)
-        for d in counted:
-            where[DeviceID(s.driver, s.pool.name, d.name)] = s.node_name
+        counts = free.get(s.node_name)
+        if counts is None:
+            counts = free[s.node_name] = [0, 0]
+        driver, pool = s.driver, s.pool.name
+        for d in s.devices:
+            clean = not (d.taints and _blocked(d))
+            counts[0] += 1
+            counts[1] += clean
+            where[(driver, pool, d.name)] = (counts, clean)
     for device in held_devices(objects):
-        node = where.get(device)
-        if node is not None:
-            free[node] -= 1
-    return free
+        hit = where.get(device)  # (a DeviceID is a tuple of those fields: equal, same hash)
+        if hit is not None:
+            hit[0][0] -= 1
+            hit[0][1] -= hit[1]
+    return {name: (n, clean) for name, (n, clean) in free.items()}
 
 
 def held_devices(objects: DraObjects) -> set[DeviceID]:
@@ -522,15 +530,17 @@ class CountedClaims:
         # (the slices' shape: `_shape`, class, request selectors) -> every device may be taken
         self._by_shape: dict[tuple[Shape, Matching], bool] = {}
         self._specs: dict[tuple[str, tuple[PodResourceClaim, ...]], tuple[int, ...] | None] = {}
+        self._asks: dict[tuple[int, ...], tuple[Matching, ...]] = {}
 
     def specs(self, pod: Pod) -> tuple[int, ...] | None:
         """The spec ids of the pod's claims when each is made from a template whose spec is plain
         (`scaler.core.dra.simple.is_simple`) and names classes that exist, else None."""
         key = (pod.namespace, pod.resource_claims)  # pods of a workload ask the same: once per pass
-        if key in self._specs:
-            return self._specs[key]
-        hit = self._specs[key] = self._resolve(pod)
-        return hit
+        try:
+            return self._specs[key]  # (one lookup: None is an answer too)
+        except KeyError:
+            hit = self._specs[key] = self._resolve(pod)
+            return hit
 
     def _resolve(self, pod: Pod) -> tuple[int, ...] | None:
         state, out = self.state, []
@@ -545,6 +555,19 @@ class CountedClaims:
                 return None
             out.append(spec_id)
         return tuple(out) if out else None
+
+    def asks(self, specs: tuple[int, ...]) -> tuple[Matching, ...]:
+        """What `uniform` reads of the specs (their requests' class, selectors and tolerations, each once):
+        specs alike in it get the same answer on every node."""
+        hit = self._asks.get(specs)
+        if hit is None:
+            out: dict[Matching, None] = {}
+            for spec_id in specs:
+                exact = self.state.by_id[spec_id].requests[0].exactly
+                assert exact is not None
+                out[_matching(exact)] = None
+            hit = self._asks[specs] = tuple(out)
+        return hit
 
     def uniform(self, node: Node, specs: tuple[int, ...]) -> bool:
         """Every device the node's slices publish is one the specs' request may take. Once per (node's
@@ -588,7 +611,7 @@ class CountedClaims:
         ok = ok and len(found) == sum(len(s.devices) for s in own)
         try:
             ok = ok and all(not s.per_device_node_selection and not d.consumes_counters and not d.allow_multiple
-                            and (not blocking_taints(d.taints, exact.tolerations) if _blocked(d) else
+                            and (bool(blocking_taints(d.taints, exact.tolerations)) if _blocked(d) else
                                  all(allocator.selector_matches(e, s.driver, d, "plain", i)
                                      for i, e in enumerate(expressions))) for d, s in found)
         except AllocationError:
@@ -647,8 +670,8 @@ def _shape(own: Sequence[ResourceSlice], names: frozenset[str]) -> Shape | None:
         if s.node_name != target or s.node_selector is not None or s.all_nodes or s.per_device_node_selection \
                 or s.shared_counters:
             return None
-        devices = tuple((d.name, bool(d.consumes_counters), d.taints, content_key(s.driver, d, names))
-                        for d in s.devices)
+        devices = tuple([(d.name, bool(d.consumes_counters), d.taints, content_key(s.driver, d, names))
+                         for d in s.devices])
         out.append((s.driver, pools.setdefault((s.driver, s.pool.name), len(pools)), s.pool.generation,
                     s.pool.resource_slice_count, devices))
     return tuple(out)

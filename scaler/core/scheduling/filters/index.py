@@ -115,7 +115,9 @@ class Placed:
         self.nodes: dict[str, Node] = {}
         self.pods: dict[str, dict[int, Pod]] = {}
         self._attachments = attachments
-        self._by_label: dict[tuple[str, str], dict[int, Pod]] = {}  # label pair -> placed pods carrying it
+        # label pair -> placed pods carrying it; None until `counts` first needs it (a pass whose pods have no
+        # spread nor affinity never does): then made from the pods placed, and kept up to date
+        self._by_label: dict[tuple[str, str], dict[int, Pod]] | None = None
         self._where: dict[int, str] = {}  # placed pod (by id) -> its node
         self._counts: dict[Matcher, dict[str, int]] = {}
         self._anchored: dict[tuple[str, str], list[Matcher]] = {}
@@ -273,16 +275,18 @@ class Placed:
         else:
             del self.pods[node_name][pid]
             self._where.pop(pid, None)
-        for item in pod.labels.items():
-            bucket = self._by_label.get(item)
-            if delta > 0:
-                if bucket is None:
-                    bucket = self._by_label[item] = {}
-                bucket[pid] = pod
-            elif bucket is not None:
-                bucket.pop(pid, None)
-            for m in self._anchored.get(item, ()):
-                self._count(m, pod, node_name, delta)
+        by_label = self._by_label
+        if by_label is not None:  # (else no matcher is counted yet either)
+            for item in pod.labels.items():
+                bucket = by_label.get(item)
+                if delta > 0:
+                    if bucket is None:
+                        bucket = by_label[item] = {}
+                    bucket[pid] = pod
+                elif bucket is not None:
+                    bucket.pop(pid, None)
+                for m in self._anchored.get(item, ()):
+                    self._count(m, pod, node_name, delta)
         for m in self._unanchored:
             self._count(m, pod, node_name, delta)
         if pod.pod_anti_affinity:
@@ -369,6 +373,16 @@ class Placed:
         if self.matches(parts, pod):
             self._bump(self._counts[m], node_name, delta)
 
+    def _labels(self) -> dict[tuple[str, str], dict[int, Pod]]:
+        """The label index (`_by_label`), made from the pods placed when first asked."""
+        if self._by_label is None:
+            self._by_label = {}
+            for pods in self.pods.values():
+                for pid, pod in pods.items():
+                    for item in pod.labels.items():
+                        self._by_label.setdefault(item, {})[pid] = pod
+        return self._by_label
+
     def counts(self, m: Matcher) -> dict[str, int]:
         """Node -> placed pods the matcher selects (nodes without any are absent). Do not change it."""
         out = self._counts.get(m)
@@ -384,7 +398,7 @@ class Placed:
             key, values = hook
             seen: dict[int, Pod] = {}
             for v in values:
-                seen.update(self._by_label.get((key, v), {}))
+                seen.update(self._labels().get((key, v), {}))
                 self._anchored.setdefault((key, v), []).append(m)
             candidates = list(seen.values())
         where = self._where
