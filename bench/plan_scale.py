@@ -67,11 +67,11 @@ from scaler.core.model.objects import (
     Toleration,
 )
 from scaler.core.model.resources import parse_resources
+from scaler.core.model.storage import Storage
 from scaler.core.planning.context import planning_context
 from scaler.core.planning.planner import plan
 from scaler.core.planning.snapshot import PoolObservation, Snapshot
 from scaler.core.planning.state import State
-from scaler.core.scheduling.filters import Storage
 from scaler.core.scheduling.predicates import effective_request
 from scaler.reconcile import no_cycle_collection
 

@@ -27,11 +27,11 @@ from scaler.core.model.interruption import Interruption
 from scaler.core.model.objects import Node, Pod, PodDisruptionBudget
 from scaler.core.model.podgroup import PodGroup
 from scaler.core.model.provreq import ProvisioningRequest
+from scaler.core.model.storage import Storage
 from scaler.core.planning.decisions import BufferOutcome, Plan
 from scaler.core.planning.memo import Memo
 from scaler.core.planning.snapshot import Acted, PoolObservation, Snapshot
 from scaler.core.planning.state import State
-from scaler.core.scheduling.filters import Storage
 
 EvictResult = Literal["evicted", "blocked", "gone"]
 

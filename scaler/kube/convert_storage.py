@@ -18,7 +18,7 @@ from scaler.core.model.objects import (
     StorageClass,
 )
 from scaler.core.model.resources import parse_resources
-from scaler.core.scheduling.filters.volumes import Storage, csi_driver
+from scaler.core.model.storage import Storage, csi_driver
 from scaler.kube import validate
 from scaler.kube.convert import JSON, SnapshotError, selector_term
 

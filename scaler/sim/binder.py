@@ -24,8 +24,9 @@ from dataclasses import dataclass, field
 from scaler.core.model import keys
 from scaler.core.model.objects import Node, Pod
 from scaler.core.model.resources import Resources, fits
+from scaler.core.model.storage import Storage
 from scaler.core.model.workload import is_daemonset
-from scaler.core.scheduling.filters import Cluster, DraState, Storage
+from scaler.core.scheduling.filters import Cluster, DraState
 from scaler.core.scheduling.predicates import free_resources, has_field_affinity, static_reason
 from scaler.core.scheduling.scoring import ScoringProfile, select_node
 

@@ -21,8 +21,9 @@ from typing import Any
 
 from scaler.core.model import keys
 from scaler.core.model.objects import Node, Pod
+from scaler.core.model.storage import Storage
 from scaler.core.planning.packing import FRESH, Bin, Group, Packer, Placement, PodClass
-from scaler.core.scheduling.filters import Cluster, DraState, PodCheck, Storage, new_node, own_constraints
+from scaler.core.scheduling.filters import Cluster, DraState, PodCheck, new_node, own_constraints
 
 _REAL = frozenset({"existing", "coming"})
 

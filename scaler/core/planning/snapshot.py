@@ -17,7 +17,7 @@ from scaler.core.model.interruption import Interruption
 from scaler.core.model.objects import Node, Pod, PodDisruptionBudget
 from scaler.core.model.podgroup import PodGroup
 from scaler.core.model.provreq import ProvisioningRequest
-from scaler.core.scheduling.filters import Storage
+from scaler.core.model.storage import Storage
 
 FailureKind = Literal["capacity", "price", "quota", "config", "timeout", "other"]
 

@@ -16,7 +16,8 @@ from scaler.core.model.objects import (
     Taint,
     Toleration,
 )
-from scaler.core.scheduling.filters import Cluster, Storage
+from scaler.core.model.storage import Storage
+from scaler.core.scheduling.filters import Cluster
 
 
 def exists(key: str) -> LabelSelector:

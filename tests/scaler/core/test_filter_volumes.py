@@ -22,8 +22,9 @@ from scaler.core.model.objects import (
     SelectorRequirement,
     StorageClass,
 )
+from scaler.core.model.storage import Storage
 from scaler.core.scheduling.attach import template_limits
-from scaler.core.scheduling.filters import Storage, reasons
+from scaler.core.scheduling.filters import reasons
 from scaler.core.scheduling.filters.volumes import NO_PROVISIONER
 from scaler.kube.convert_storage import pv_from_json, pvc_from_json, storage_class_from_json
 

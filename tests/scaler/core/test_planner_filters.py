@@ -22,9 +22,10 @@ from scaler.core.model.objects import (
     SpreadConstraint,
     StorageClass,
 )
+from scaler.core.model.storage import Storage
 from scaler.core.planning.decisions import Plan
 from scaler.core.planning.state import State
-from scaler.core.scheduling.filters import Cluster, Storage, reasons
+from scaler.core.scheduling.filters import Cluster, reasons
 from scaler.core.scheduling.predicates import REASON_SELECTOR
 
 CFG = example_config()

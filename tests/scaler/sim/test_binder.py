@@ -154,7 +154,7 @@ def test_a_cordoned_first_node_does_not_hide_the_pools_taints(small_config: Scal
 # --- the filters that look at the pods around (scaler.core.scheduling.filters) ------------------------------------
 def _zoned(config: ScalerConfig, names_zones: list[tuple[str, str]]) -> Binder:
     from scaler.core.model.objects import PersistentVolume, PersistentVolumeClaim
-    from scaler.core.scheduling.filters import Storage
+    from scaler.core.model.storage import Storage
 
     pv = PersistentVolume("ckpt-pv", {keys.LABEL_ZONE: "us-east-1b"}, driver=keys.CSI_EBS, handle="vol-1")
     claim = PersistentVolumeClaim("ckpt", "default", volume_name="ckpt-pv", storage_class="gp3", phase="Bound")

@@ -30,16 +30,17 @@ from collections.abc import Iterable, Mapping
 from scaler.core.model import keys
 from scaler.core.model.dra import DraObjects
 from scaler.core.model.objects import Node, Pod
+from scaler.core.model.storage import Storage
 from scaler.core.scheduling.filters import reasons
 from scaler.core.scheduling.filters.dra import DraCheck, DraState
 from scaler.core.scheduling.filters.index import Placed
 from scaler.core.scheduling.filters.interpod import AffinityCheck, blocked_by_existing
 from scaler.core.scheduling.filters.ports import field_affinity_reason, node_name_reason, ports_reason
 from scaler.core.scheduling.filters.topology import SpreadCheck
-from scaler.core.scheduling.filters.volumes import Storage, VolumeCheck
+from scaler.core.scheduling.filters.volumes import VolumeCheck
 from scaler.core.scheduling.predicates import has_field_affinity
 
-__all__ = ["Cluster", "DraState", "PodCheck", "Storage", "new_node", "own_constraints", "reasons"]
+__all__ = ["Cluster", "DraState", "PodCheck", "new_node", "own_constraints", "reasons"]
 
 
 def own_constraints(pod: Pod) -> bool:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from scaler.core.model.keys import LABEL_HOSTNAME
 from scaler.core.model.objects import HostPort, LabelSelector, Node, Pod, PodAffinityTerm
+from scaler.core.model.storage import Attachment
 from scaler.core.model.workload import active
 from scaler.core.scheduling.filters.labels import anchor, namespace_labels, selector_matches
 
@@ -29,7 +30,6 @@ Part = tuple[frozenset[str], LabelSelector | None, LabelSelector | None]
 # All parts must match; the flag leaves out terminating pods (topology spread does, affinity does not).
 Matcher = tuple[tuple[Part, ...], bool]
 AntiSig = tuple[str, tuple[PodAffinityTerm, ...]]
-Attachment = tuple[str, str]  # (CSI driver, volume handle)
 
 
 def part_of(term: PodAffinityTerm) -> Part:

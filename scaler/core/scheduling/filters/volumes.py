@@ -24,11 +24,9 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 
 from scaler.core.model import keys
 from scaler.core.model.objects import (
-    CSINode,
     Node,
     PersistentVolume,
     PersistentVolumeClaim,
@@ -36,65 +34,25 @@ from scaler.core.model.objects import (
     StorageClass,
 )
 from scaler.core.model.selectors import term_matches
+from scaler.core.model.storage import NO_PROVISIONER, Attachment, Storage
 from scaler.core.scheduling.attach import template_limits
 from scaler.core.scheduling.filters import reasons
-from scaler.core.scheduling.filters.index import Attachment, Placed
+from scaler.core.scheduling.filters.index import Placed
 
 RWOP = "ReadWriteOncePod"
-NO_PROVISIONER = "kubernetes.io/no-provisioner"
 ZONE_LABELS = (keys.LABEL_ZONE_BETA, keys.LABEL_REGION_BETA, keys.LABEL_ZONE, keys.LABEL_REGION)
 _TO_GA = {keys.LABEL_ZONE_BETA: keys.LABEL_ZONE, keys.LABEL_REGION_BETA: keys.LABEL_REGION}
-_MIGRATED = {keys.INTREE_EBS: keys.CSI_EBS, keys.INTREE_AZURE_DISK: keys.CSI_AZURE_DISK}
 
 
-def csi_driver(provisioner: str) -> str:
-    """The CSI driver that attaches a provisioner's volumes (in-tree EBS / Azure Disk are migrated)."""
-    return _MIGRATED.get(provisioner, provisioner)
 
-
-@dataclass(slots=True)
-class Storage:
-    """The storage objects of a cluster: claims by namespace/name, volumes, classes, CSINodes by name."""
-
-    claims: dict[str, PersistentVolumeClaim] = field(default_factory=dict)
-    volumes: dict[str, PersistentVolume] = field(default_factory=dict)
-    classes: dict[str, StorageClass] = field(default_factory=dict)
-    csinodes: dict[str, CSINode] = field(default_factory=dict)
-    _by_class: dict[str, list[PersistentVolume]] | None = None
-
-    def available(self, storage_class: str) -> list[PersistentVolume]:
-        """PVs of a class a claim could still bind (free, or pre-bound to a claim)."""
-        if self._by_class is None:
-            self._by_class = {}
-            for pv in self.volumes.values():
-                if pv.phase in ("Available", "Pending") or (pv.claim and pv.phase != "Bound"):
-                    self._by_class.setdefault(pv.storage_class, []).append(pv)
-        return self._by_class.get(storage_class, [])
-
-    def attachments(self, pod: Pod) -> list[Attachment]:
-        """The (driver, volume) attachments the pod's claims need on its node."""
-        out: list[Attachment] = []
-        for ref in pod.claims:
-            claim = self.claims.get(f"{pod.namespace}/{ref.name}")
-            if claim is None:
-                continue
-            if claim.volume_name:
-                pv = self.volumes.get(claim.volume_name)
-                if pv is not None and pv.driver:
-                    out.append((pv.driver, pv.handle or pv.name))
-                continue
-            sc = self.classes.get(claim.storage_class)
-            if sc is not None and sc.provisioner and sc.provisioner != NO_PROVISIONER:
-                out.append((csi_driver(sc.provisioner), claim.key))
-        return out
-
-    def limits(self, node: Node) -> Mapping[str, int]:
-        csinode = self.csinodes.get(node.name)
-        if csinode is not None:
-            return csinode.limits
-        if node.is_template:
-            return _template_limits(node.labels.get(keys.LABEL_INSTANCE_TYPE))
-        return {}
+def node_limits(storage: Storage, node: Node) -> Mapping[str, int]:
+    """The node's attach limits per CSI driver: its CSINode's, or for a template the instance type's."""
+    csinode = storage.csinodes.get(node.name)
+    if csinode is not None:
+        return csinode.limits
+    if node.is_template:
+        return _template_limits(node.labels.get(keys.LABEL_INSTANCE_TYPE))
+    return {}
 
 
 @functools.cache
@@ -218,7 +176,7 @@ class VolumeCheck:
         return None
 
     def _limits(self, node: Node) -> str | None:
-        limits = self.storage.limits(node)
+        limits = node_limits(self.storage, node)
         if not limits:
             return None
         on = self.placed.attached.get(node.name, {})
