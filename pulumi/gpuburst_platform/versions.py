@@ -40,7 +40,9 @@ CHARTS: Final[dict[str, Chart]] = {
 # PR #689, alpha, off by default.
 DRA_DRIVER_GATES: Final[dict[str, str]] = {"NVMLDeviceHealthCheck": "25.12.0"}
 # The first release of the driver that publishes GPUs for several claims with consumable `memory` (a pool's
-# `gpu_sharing: {memory: ...}`): none we know of, so a stack declaring such a pool is refused.
+# `gpu_sharing: {memory: ...}`). Upstream has it as the alpha `ConsumableShares` gate with
+# `--consumable-shares memory` (kubernetes-sigs/dra-driver-nvidia-gpu PR #1257, merged July 2026), in no
+# release under ../shared/charts: until one is pinned, a stack declaring such a pool is refused.
 DRA_DRIVER_SHARES_MEMORY_FROM: Final[str | None] = None
 
 
