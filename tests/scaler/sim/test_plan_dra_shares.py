@@ -8,38 +8,26 @@ server refuses in such objects is one line, exit 2."""
 from __future__ import annotations
 
 import copy
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 from dra_shared_snapshot import snapshot
+from snapshot_plan import plan_snapshot, write_snapshot
 
 from scaler.cli import main
-from scaler.configfile import load_config
 from scaler.core.config.settings import parse_config
 from scaler.core.model.errors import FieldError
-from scaler.core.planning.context import planning_context
 from scaler.core.planning.decisions import Plan
-from scaler.core.planning.planner import plan
-from scaler.core.planning.state import State
-from scaler.sim.plan_command import load_snapshot
 
 ROOT = Path(__file__).resolve().parents[3]
 POOLS = ROOT / "examples" / "pools-aws-dra-shared.yaml"
 NODE = "ip-10-0-1-20.ec2.internal"
 
 
-def _write(tmp_path: Path, data: dict[str, Any]) -> Path:
-    path = tmp_path / "snap.json"
-    path.write_text(json.dumps(data), encoding="utf-8")
-    return path
-
 
 def _plan(tmp_path: Path, data: dict[str, Any]) -> Plan:
-    config = load_config(POOLS)
-    snap, _ = load_snapshot(_write(tmp_path, data), config)
-    return plan(snap, State(), planning_context(config))[0]
+    return plan_snapshot(tmp_path, data, POOLS)
 
 
 def _outcomes(result: Plan) -> list[tuple[str, str | None]]:
@@ -115,7 +103,7 @@ def test_a_request_policy_the_api_refuses_is_one_line_exit_2(tmp_path: Path, cap
                                                              edit: Any, field: str, says: str) -> None:
     data = copy.deepcopy(snapshot(pending=1))
     edit(_slice_policy(data))
-    assert main(["plan", "--snapshot", str(_write(tmp_path, data)), "--pools", str(POOLS)]) == 2
+    assert main(["plan", "--snapshot", str(write_snapshot(tmp_path, data)), "--pools", str(POOLS)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1, err
     assert f"ResourceSlice {NODE}-gpu.nvidia.com: spec.devices[0].{field}" in err[0], err

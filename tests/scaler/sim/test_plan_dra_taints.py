@@ -7,20 +7,15 @@ new node. A toleration the API server refuses is one line, exit 2."""
 from __future__ import annotations
 
 import copy
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 from dra_snapshot import snapshot, template
+from snapshot_plan import plan_snapshot, write_snapshot
 
 from scaler.cli import main
-from scaler.configfile import load_config
-from scaler.core.planning.context import planning_context
 from scaler.core.planning.decisions import Plan
-from scaler.core.planning.planner import plan
-from scaler.core.planning.state import State
-from scaler.sim.plan_command import load_snapshot
 
 ROOT = Path(__file__).resolve().parents[3]
 POOLS = ROOT / "examples" / "pools-aws-dra.yaml"
@@ -37,16 +32,9 @@ def _whole_gpu_only(taint: dict[str, Any] | None = None) -> dict[str, Any]:
     return data
 
 
-def _write(tmp_path: Path, data: dict[str, Any]) -> Path:
-    path = tmp_path / "snap.json"
-    path.write_text(json.dumps(data), encoding="utf-8")
-    return path
-
 
 def _plan(tmp_path: Path, data: dict[str, Any]) -> Plan:
-    config = load_config(POOLS)
-    snap, _ = load_snapshot(_write(tmp_path, data), config)
-    return plan(snap, State(), planning_context(config))[0]
+    return plan_snapshot(tmp_path, data, POOLS)
 
 
 def _tolerate(data: dict[str, Any], toleration: dict[str, Any]) -> None:
@@ -111,7 +99,7 @@ def test_a_toleration_the_api_refuses_is_one_line_exit_2(tmp_path: Path, capsys:
                                                          toleration: dict[str, Any], field: str, says: str) -> None:
     data = _whole_gpu_only(XID)
     _tolerate(data, toleration)
-    assert main(["plan", "--snapshot", str(_write(tmp_path, data)), "--pools", str(POOLS)]) == 2
+    assert main(["plan", "--snapshot", str(write_snapshot(tmp_path, data)), "--pools", str(POOLS)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1, err
     assert f"ResourceClaimTemplate ml/one-gpu: spec.spec.devices.requests[0].exactly.{field}" in err[0], err
