@@ -191,3 +191,5 @@ CSI_EBS: Final = "ebs.csi.aws.com"
 CSI_AZURE_DISK: Final = "disk.csi.azure.com"
 INTREE_EBS: Final = "kubernetes.io/aws-ebs"
 INTREE_AZURE_DISK: Final = "kubernetes.io/azure-disk"
+# A StorageClass for pre-created local volumes: nothing provisions nor attaches its claims.
+NO_PROVISIONER: Final = "kubernetes.io/no-provisioner"

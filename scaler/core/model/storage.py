@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 from scaler.core.model import keys
 from scaler.core.model.objects import CSINode, PersistentVolume, PersistentVolumeClaim, Pod, StorageClass
 
-NO_PROVISIONER = "kubernetes.io/no-provisioner"
 _MIGRATED = {keys.INTREE_EBS: keys.CSI_EBS, keys.INTREE_AZURE_DISK: keys.CSI_AZURE_DISK}
 Attachment = tuple[str, str]  # (CSI driver, volume handle)
 
@@ -51,6 +50,6 @@ class Storage:
                     out.append((pv.driver, pv.handle or pv.name))
                 continue
             sc = self.classes.get(claim.storage_class)
-            if sc is not None and sc.provisioner and sc.provisioner != NO_PROVISIONER:
+            if sc is not None and sc.provisioner and sc.provisioner != keys.NO_PROVISIONER:
                 out.append((csi_driver(sc.provisioner), claim.key))
         return out

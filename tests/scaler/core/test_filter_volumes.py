@@ -25,7 +25,6 @@ from scaler.core.model.objects import (
 from scaler.core.model.storage import Storage
 from scaler.core.scheduling.attach import template_limits
 from scaler.core.scheduling.filters import reasons
-from scaler.core.scheduling.filters.volumes import NO_PROVISIONER
 from scaler.kube.convert_storage import pv_from_json, pvc_from_json, storage_class_from_json
 
 BETA_ZONE, BETA_REGION = keys.LABEL_ZONE_BETA, keys.LABEL_REGION_BETA
@@ -85,7 +84,7 @@ WFFC = StorageClass("wait", "ebs.csi.aws.com", "WaitForFirstConsumer")
 IMMEDIATE = StorageClass("immediate", "ebs.csi.aws.com", "Immediate")
 ZONAL = StorageClass("zonal", "ebs.csi.aws.com", "WaitForFirstConsumer",
                      allowed_topologies=((SelectorRequirement(ZONE, "In", ("us-east-1a",)),),))
-STATIC = StorageClass("static", NO_PROVISIONER, "WaitForFirstConsumer")
+STATIC = StorageClass("static", keys.NO_PROVISIONER, "WaitForFirstConsumer")
 
 
 def binding_storage() -> Storage:

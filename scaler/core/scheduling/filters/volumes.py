@@ -34,7 +34,7 @@ from scaler.core.model.objects import (
     StorageClass,
 )
 from scaler.core.model.selectors import term_matches
-from scaler.core.model.storage import NO_PROVISIONER, Attachment, Storage
+from scaler.core.model.storage import Attachment, Storage
 from scaler.core.scheduling.attach import template_limits
 from scaler.core.scheduling.filters import reasons
 from scaler.core.scheduling.filters.index import Placed
@@ -203,7 +203,7 @@ class VolumeCheck:
             if pv is not None:
                 chosen.add(pv.name)
                 continue
-            if sc is None or not sc.provisioner or sc.provisioner == NO_PROVISIONER:
+            if sc is None or not sc.provisioner or sc.provisioner == keys.NO_PROVISIONER:
                 return False
             if sc.allowed_topologies and not any(term_matches(t, labels) for t in sc.allowed_topologies):
                 return False
