@@ -35,6 +35,8 @@ from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
 from scaler.core.config.settings import ScalerConfig
+from scaler.core.dra.extended import node_requests
+from scaler.core.model.objects import Node
 from scaler.core.planning.context import planning_context
 from scaler.core.planning.decisions import PodVerdict
 from scaler.core.planning.planner import plan
@@ -43,7 +45,7 @@ from scaler.core.planning.state import State
 from scaler.core.scheduling import scoring
 from scaler.core.scheduling.filters import Cluster as FilterCluster
 from scaler.core.scheduling.filters import DraState
-from scaler.core.scheduling.predicates import fit_reason, free_resources, static_reason
+from scaler.core.scheduling.predicates import free_resources, resource_reason, static_reason
 from scaler.sim.plan_command import load_snapshot
 from tests.controlplane import diffgen
 from tests.controlplane.agent import NodeAgent, NodeSpec
@@ -358,16 +360,21 @@ class Diff:
 
 def tie(snapshot: Snapshot, name: str, planned: str, bound: str) -> tuple[bool, str]:
     """Whether the planner scores the scheduler's node as high as its own among the nodes its filters
-    accept (kube-scheduler picks at random among its best)."""
+    accept (kube-scheduler breaks ties at random). Its resource fit leaves to DRA the extended resources a
+    DeviceClass serves on a node that does not advertise them, as the planner's does."""
     pod = next(p for p in snapshot.pending if p.name == name)
     nodes = {n.name: n for n in snapshot.nodes}
-    cluster = FilterCluster(snapshot.nodes, snapshot.storage, snapshot.namespaces, DraState(snapshot.dra))
+    dra = DraState(snapshot.dra)
+    cluster = FilterCluster(snapshot.nodes, snapshot.storage, snapshot.namespaces, dra)
     check = cluster.check(pod)
-    feasible = [n for n in snapshot.nodes
-                if static_reason(pod, n) is None and fit_reason(pod, n) is None and check.reason(n) is None]
+
+    def refusal(n: Node) -> str | None:
+        return (static_reason(pod, n) or resource_reason(node_requests(pod.requests, n.allocatable, dra.extended),
+                                                         free_resources(n)) or check.reason(n))
+
+    feasible = [n for n in snapshot.nodes if refusal(n) is None]
     if nodes.get(bound) not in feasible:
-        why = (static_reason(pod, nodes[bound]) or fit_reason(pod, nodes[bound]) or check.reason(nodes[bound])
-               if bound in nodes else "not in the snapshot")
+        why = refusal(nodes[bound]) if bound in nodes else "not in the snapshot"
         return False, f"the planner's filters refuse {bound}: {why}"
     profile = scoring.for_scheduler(pod.scheduler_name)
     totals = scoring.score_nodes(pod, [(n, free_resources(n)) for n in feasible], profile)

@@ -43,15 +43,30 @@ def clashes(classes: Iterable[DeviceClass]) -> list[tuple[DeviceClass, str]]:
     return out
 
 
+def delegated(requests: Mapping[str, int], allocatable: Mapping[str, int],
+              by_resource: Mapping[str, str]) -> dict[str, int]:
+    """The requested extended resources kube-scheduler leaves to DRA on a node with this allocatable (a class
+    serves them and the node does not advertise them: upstream shouldDelegateResourceToDRA), by amount."""
+    return {r: v for r, v in requests.items() if v > 0 and r in by_resource and allocatable.get(r, 0) <= 0}
+
+
+def node_requests(requests: Mapping[str, int], allocatable: Mapping[str, int],
+                  by_resource: Mapping[str, str]) -> dict[str, int]:
+    """What NodeResourcesFit counts against the node's allocatable: the requests less those left to DRA."""
+    left = delegated(requests, allocatable, by_resource)
+    return {r: v for r, v in requests.items() if r not in left}
+
+
 def extended_resource_claim(pod_key: str, requests: Mapping[str, int], allocatable: Mapping[str, int],
                             classes: Iterable[DeviceClass] | Mapping[str, str]) -> ResourceClaim | None:
     """The claim standing for the pod's extended resources that the node does not offer itself, or None
     when there are none (or no class serves them: then the resource filter decides). `classes`: the
     classes, or `served(classes)`."""
     by_resource = classes if isinstance(classes, Mapping) else served(classes)
+    left = delegated(requests, allocatable, by_resource)
     reqs = []
     for i, (resource, amount) in enumerate(sorted(requests.items())):
-        if amount <= 0 or allocatable.get(resource, 0) > 0 or resource not in by_resource:
+        if resource not in left:
             continue
         name = f"request-{i}"
         reqs.append(DeviceRequest(name, exactly=ExactRequest(name, by_resource[resource], (), "ExactCount", amount)))

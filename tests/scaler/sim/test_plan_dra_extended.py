@@ -21,6 +21,7 @@ from scaler.core.planning.decisions import Plan
 from scaler.core.planning.planner import plan
 from scaler.core.planning.state import State
 from scaler.sim.plan_command import load_snapshot
+from tests.controlplane.scheduler_diff import tie
 
 ROOT = Path(__file__).resolve().parents[3]
 POOLS = ROOT / "examples" / "pools-aws-dra.yaml"
@@ -106,3 +107,22 @@ def test_two_classes_naming_one_resource_is_one_line_exit_2(tmp_path: Path,
     assert len(err) == 1, err
     assert ("DeviceClass l4.example.com: spec.extendedResourceName: nvidia.com/gpu is also served by DeviceClass "
             "gpu.nvidia.com") in err[0], err
+
+
+def test_scheduler_diff_counts_a_dra_served_resource_as_the_planner_does(tmp_path: Path) -> None:
+    # `make scheduler-diff` once called kube-scheduler's choice of a second, equal DRA node for an nvidia.com/gpu
+    # pod a disagreement ("Insufficient nvidia.com/gpu"): its tie check counted the resource against the node's
+    # allocatable, which has none on a DRA node (kube-scheduler leaves it to the class that serves it).
+    data = _cluster(_gpu_pod("one", 1))
+    twin = NODE.replace("20", "21")
+    for o in [o for o in data["items"] if o["kind"] in ("Node", "ResourceSlice")]:
+        data["items"].append(json.loads(json.dumps(o).replace(NODE, twin).replace("i-0dra", "i-1dra")))
+    path = tmp_path / "snap.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    config = load_config(POOLS)
+    snap, _ = load_snapshot(path, config)
+    v = plan(snap, State(), planning_context(config))[0].verdicts["ml/one"]
+    assert v.outcome == "fits-existing" and v.node in (NODE, twin)
+    other = twin if v.node == NODE else NODE
+    same, message = tie(snap, "one", v.node, other)
+    assert same, message
