@@ -4,8 +4,9 @@ The driver stops at startup on a gate it does not know, so the values turn a gat
 chart's release knows it: NVMLDeviceHealthCheck (the health taints gpu.nvidia.com/xid and gpu-lost that the
 scaler repairs on) from v25.12.0; the pin is 25.8.1 (../shared/charts holds no newer release). The chart
 (rendered offline from ../shared/charts, as it is pinned) passes `featureGates` to the GPU kubelet plugin as
-its FEATURE_GATES variable. A pool sharing GPUs by memory (DRA consumable capacity) or cutting them per claim (dynamic MIG) is refused in a
-stack: the pinned driver publishes neither, so its nodes would not take the shares or slices the scaler plans.
+its FEATURE_GATES variable. A pool sharing GPUs by memory (DRA consumable capacity) or cutting them per claim
+(dynamic MIG) is refused in a stack: the pinned driver publishes neither, so its nodes would not take the shares
+or slices the scaler plans.
 """
 
 from __future__ import annotations

@@ -4,9 +4,9 @@ node's ResourceSlices, so a DRA pool scales from zero. Pure.
 
 MIG devices sit on each GPU largest first, each at the next free memory slice (the aligned starts
 NVIDIA's placement allows for the layouts `sharing` accepts). A dynamic MIG pool's GPUs carry every
-instance at every placement NVIDIA allows, beside the whole GPU (`nvidia.node_slices`). A MIG device's memory is its share of
-the GPU's memory slices and its multiprocessors its compute slices' share of the GPU's: close to what
-NVML reports, not exact (no selector we know reads more than the profile name).
+instance at every placement NVIDIA allows, beside the whole GPU (`nvidia.node_slices`). A MIG device's
+memory is its share of the GPU's memory slices and its multiprocessors its compute slices' share of the
+GPU's: close to what NVML reports, not exact (no selector we know reads more than the profile name).
 """
 
 from __future__ import annotations

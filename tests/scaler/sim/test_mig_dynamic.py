@@ -62,7 +62,8 @@ def test_the_simulator_runs_whole_gpu_and_slice_jobs_on_one_dynamic_node(tmp_pat
     assert len(result.provider.history) == 1  # one p5 for all fifteen jobs: 8 GPUs paid for 8 GPUs of work
 
 
-def test_gpu_sharing_on_dynamic_pools_without_dra_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_gpu_sharing_on_dynamic_pools_without_dra_is_refused(tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
     trace = tmp_path / "t.csv"
     trace.write_text(f"{HEADER}\ns0,0,1,3600,100,2,8192,LS,Running\n")
     assert main(["simulate", "--trace", str(trace), "--pools", str(_pools(tmp_path)), "--gpu-sharing"]) == 2
