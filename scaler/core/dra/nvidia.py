@@ -11,7 +11,10 @@ selector of ours reads. The memory slices are also published as a shared counter
 its MIG devices consume, so two devices on the same slices cannot both be allocated. With the driver's
 DynamicMIG (pull request 1018, on Hopper) each GPU is published whole beside every MIG device it could hold,
 the whole GPU consuming all its memory slices (KEP-4815's partitionable devices): a GPU serves one whole-GPU
-claim or any mix of slices that fits, chosen at allocation. A pool that shares
+claim or any mix of slices that fits, chosen at allocation. In the order the driver publishes them (its device
+slice of a GPU sorted by name: the whole GPU, then each profile's placements, lowest start first), which is the
+order kube-scheduler's allocator tries them in. The driver's counter set also carries the GPU's engines and
+multiprocessors; NVIDIA's placements never overcommit them, so only the memory slices are modelled. A pool that shares
 GPUs by memory (`gpu_sharing: {memory: ...}`) gets whole GPUs that allow multiple allocations, their
 `memory` consumable in the pool's steps (DRAConsumableCapacity): the slice the planner assumes of a driver
 configured for it (see docs/gpu-sharing.md), not one v25.8.1 publishes by default.
