@@ -165,8 +165,12 @@ def node_slices(node: str, gpu: GpuModel, generation: int = 1) -> tuple[Resource
         return (ResourceSlice(f"{node}-{DRIVER}", DRIVER, PoolRef(node, generation, 1), node_name=node,
                               devices=tuple(devices)),)
     # resource.k8s.io/v1 allows only one of `sharedCounters` and `devices` in a slice (1.35+; validation.go,
-    # ValidateResourceSliceSpec): the counter sets are a slice of their own in the same pool.
-    pool = PoolRef(node, generation, 2)
+    # ValidateResourceSliceSpec): the counter sets are a slice of their own in the same pool. It also allows at
+    # most 64 devices that consume counters in a slice, so DynamicMIG's driver publishes a slice per GPU.
+    per_gpu = [tuple(d for d in devices if d.name == f"gpu-{m}" or d.name.startswith(f"gpu-{m}-"))
+               for m in range(gpu.count)] if gpu.dynamic else [tuple(devices)]
+    pool = PoolRef(node, generation, 1 + len(per_gpu))
+    named = [f"{node}-{DRIVER}-gpu-{m}" for m in range(gpu.count)] if gpu.dynamic else [f"{node}-{DRIVER}"]
     return (ResourceSlice(f"{node}-{DRIVER}-counters", DRIVER, pool, node_name=node, shared_counters=tuple(counters)),
-            ResourceSlice(f"{node}-{DRIVER}", DRIVER, pool, node_name=node, devices=tuple(devices)))
+            *(ResourceSlice(n, DRIVER, pool, node_name=node, devices=d) for n, d in zip(named, per_gpu, strict=True)))
 
