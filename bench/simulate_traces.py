@@ -56,6 +56,8 @@ GPU_FAILURE_RATES = (0.001, 0.01)  # GPU failures per GPU-hour (issue 40: repair
 CHECKPOINT = 1800.0  # seconds of run between a job's checkpoints (the simulator's default)
 SHARED_POOLS = "examples/pools-aws-shared.yaml"
 MIG_POOLS = "examples/pools-aws-mig.yaml"  # pools-aws.yaml plus MIG mixed p4d pools (A100s)
+# pools-aws.yaml plus dynamic MIG p5 pools (H100s, each GPU whole or cut per claim by the DRA driver; issue 40)
+MIG_DYNAMIC_POOLS = "examples/pools-aws-mig-dynamic.yaml"
 RESERVED_POOLS = "examples/pools-aws-reserved.yaml"  # the usual pools plus a Capacity Block (issue 25)
 BUFFER_GPUS = 8  # a CapacityBuffer of 8 1-GPU placeholder pods (issue 27)
 # `python -m scaler tune --trace ../shared/traces/PHILLY-A.csv --pools ../shared/pools/two-shapes.yaml --p95-max 260`
@@ -119,9 +121,12 @@ def runs(traces: Path, pools: str, untainted: str | None) -> list[tuple[str, dic
     out.append((f"PHILLY-A.csv default, CapacityBuffer of {BUFFER_GPUS} 1-GPU pods (--buffer {BUFFER_GPUS})",
                 {"trace": str(traces / "PHILLY-A.csv"), "pools": pools, "scheduler": "default", "outages": [],
                  "buffer_gpus": BUFFER_GPUS}))
-    for dra in (False, True):  # issue 24: jobs of a GPU share on MIG slices, as nvidia.com/mig-* or as claims
-        out.append(("ALIBABA-OPENB2023-A.csv default, MIG pools (--gpu-sharing" + (" --dra)" if dra else ")"),
-                    {"trace": str(traces / "ALIBABA-OPENB2023-A.csv"), "pools": MIG_POOLS, "scheduler": "default",
+    # issue 24: jobs of a GPU share on MIG slices, as nvidia.com/mig-* on a fixed layout, or (issue 40) as claims
+    # on dynamic MIG pools, where the DRA driver cuts each GPU for the claims allocated
+    for label, mig_pools, dra in (("MIG pools (--gpu-sharing)", MIG_POOLS, False),
+                                  ("dynamic MIG pools (--gpu-sharing --dra)", MIG_DYNAMIC_POOLS, True)):
+        out.append((f"ALIBABA-OPENB2023-A.csv default, {label}",
+                    {"trace": str(traces / "ALIBABA-OPENB2023-A.csv"), "pools": mig_pools, "scheduler": "default",
                      "outages": [], "gpu_sharing": True, "dra": dra}))
     out.append(("PHILLY-A.csv default, 32-GPU Capacity Block for the first 5 days (pools-aws-reserved.yaml)",
                 {"trace": str(traces / "PHILLY-A.csv"), "pools": RESERVED_POOLS, "scheduler": "default",

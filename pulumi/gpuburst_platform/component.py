@@ -59,10 +59,15 @@ def _check(name: str, config: ScalerConfig, cloud: Cloud, settings: PlatformSett
         )
     dra_version = versions.CHARTS["nvidia-dra-driver-gpu"].version
     shared = [p.name for p in config.pools if p.dra and p.sharing is not None and p.sharing.memory_step_gib]
-    if shared and not versions.dra_driver_shares_memory(dra_version):
+    if shared and not versions.dra_driver_has(versions.DRA_DRIVER_SHARES_MEMORY_FROM, dra_version):
         raise ValueError(f"platform {name}: pool {shared[0]}: gpu_sharing.memory: the pinned NVIDIA DRA driver "
                          f"{dra_version} publishes each GPU for one claim (no consumable capacity), so its nodes "
                          "would not take the shares the scaler plans; use gpu_sharing mig, or whole GPUs")
+    dynamic = [p.name for p in config.pools if p.sharing is not None and p.sharing.dynamic]
+    if dynamic and not versions.dra_driver_has(versions.DRA_DRIVER_DYNAMIC_MIG_FROM, dra_version):
+        raise ValueError(f"platform {name}: pool {dynamic[0]}: gpu_sharing.mig.dynamic: the pinned NVIDIA DRA driver "
+                         f"{dra_version} has no DynamicMIG (it publishes the MIG devices a boot layout made), so its "
+                         "nodes would not cut the slices the scaler plans; use strategy mixed with a layout")
     if settings.alerts.receiver != "none" and alerts_url is None:
         raise ValueError(f"platform {name}: alerts.receiver is {settings.alerts.receiver} but the stack has no "
                          "receiver URL: pulumi config set --secret gpuburst:alertsUrl <URL>")

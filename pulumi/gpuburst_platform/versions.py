@@ -44,6 +44,11 @@ DRA_DRIVER_GATES: Final[dict[str, str]] = {"NVMLDeviceHealthCheck": "25.12.0"}
 # `--consumable-shares memory` (kubernetes-sigs/dra-driver-nvidia-gpu PR #1257, merged July 2026), in no
 # release under ../shared/charts: until one is pinned, a stack declaring such a pool is refused.
 DRA_DRIVER_SHARES_MEMORY_FROM: Final[str | None] = None
+# The first release whose DynamicMIG gate publishes each Hopper GPU whole beside every MIG device it could hold (a
+# pool's `gpu_sharing: {mig: {dynamic: true}}`, docs/gpu-sharing.md): alpha upstream (kubernetes-sigs/
+# dra-driver-nvidia-gpu, pull request 1018 keeps A100s out of it), not in 25.8.1 (its chart's values know no
+# gate) nor in any release under ../shared/charts: until one is pinned, a stack declaring such a pool is refused.
+DRA_DRIVER_DYNAMIC_MIG_FROM: Final[str | None] = None
 
 
 def _release(version: str) -> tuple[int, ...]:
@@ -55,8 +60,8 @@ def dra_driver_gates(version: str) -> dict[str, bool]:
     return {gate: True for gate, since in DRA_DRIVER_GATES.items() if _release(version) >= _release(since)}
 
 
-def dra_driver_shares_memory(version: str) -> bool:
-    since = DRA_DRIVER_SHARES_MEMORY_FROM
+def dra_driver_has(since: str | None, version: str) -> bool:
+    """Whether the driver release `version` has a feature first released in `since` (None: in no release yet)."""
     return since is not None and _release(version) >= _release(since)
 
 

@@ -25,7 +25,7 @@ from scaler.core.model import keys
 from scaler.core.model.objects import Node, Pod
 from scaler.core.model.resources import Resources, fits
 from scaler.core.model.storage import Storage
-from scaler.core.model.workload import is_daemonset
+from scaler.core.model.workload import gpu_devices, is_daemonset
 from scaler.core.scheduling.filters import Cluster, DraState
 from scaler.core.scheduling.predicates import free_resources, has_field_affinity, static_reason
 from scaler.core.scheduling.scoring import ScoringProfile, select_node
@@ -105,9 +105,10 @@ class Binder:
         group = self._groups[self._group_key(node)]
         free = self.free[node.name]
         has_room = not node.unschedulable and free.get(keys.RES_PODS, 0) > 0 and free.get(keys.RES_CPU, 0) > 0
-        if node.allocatable.get(keys.RES_GPU, 0) > 0 and free.get(keys.RES_GPU, 0) <= 0:
-            # A GPU node with no free GPU only takes CPU pods that tolerate its taints: rare; keep it
-            # open only when it has cpu left and no GPU taint keeps CPU pods away.
+        if gpu_devices(node.allocatable) > 0 and gpu_devices(free) <= 0:
+            # A GPU node with no free GPU device only takes CPU pods that tolerate its taints: rare; keep it
+            # open only when it has cpu left and no GPU taint keeps CPU pods away. (A MIG node whose whole GPUs
+            # are all taken still has its slices: it stays open while any device is free.)
             has_room = has_room and not any(t.key == keys.TAINT_GPU for t in node.taints)
         if has_room:
             group.open.add(node.name)

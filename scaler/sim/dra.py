@@ -5,7 +5,7 @@ driver's slice (its pool's template slice) when it registers; the scheduler (`Bi
 claims with the planner's DRA filter; the scaler sees what a live cluster shows: the slices, and one
 allocated ResourceClaim per running pod (`status.resourceClaimStatuses` names it).
 
-With `--gpu-sharing` a job of a GPU share that the sharing model puts on a MIG mixed pool's slice
+With `--gpu-sharing` a job of a GPU share that the sharing model puts on a MIG mixed or dynamic pool's slice
 (`nvidia.com/mig-<profile>`, scaler.sim.trace.share_request) asks instead for one device of class
 mig.nvidia.com through the template `mig-<profile>`, whose selector names the profile: the same slice,
 allocated by the DRA driver's rules (a slice sits on memory slices of its GPU: the counters).

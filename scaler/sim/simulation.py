@@ -100,7 +100,7 @@ def _check_output(option: str, path: str, inputs: dict[str, str]) -> None:
         target.unlink()
 
 
-def check_sharing(config: ScalerConfig, jobs: list[Job], pools: str, trace: str) -> str | None:
+def check_sharing(config: ScalerConfig, jobs: list[Job], pools: str, trace: str, dra: bool) -> str | None:
     """`--gpu-sharing` maps jobs of a GPU share to time-sliced or MIG mixed pools: without either it would
     change nothing, and a run the user believes shared would not be (refused rather than warned: exit 2).
     A job of several GPUs with gpu_milli below 1000 keeps whole GPUs (a share is of one GPU): the warning
@@ -108,6 +108,8 @@ def check_sharing(config: ScalerConfig, jobs: list[Job], pools: str, trace: str)
     if not any(p.sharing is not None and p.sharing.mig_strategy != "single" for p in config.pools):
         raise InputError(f"--gpu-sharing: {pools} has no time-sliced or MIG mixed pool (gpu_sharing), so it "
                          "would change nothing")
+    if not dra and any(p.sharing is not None and p.sharing.dynamic for p in config.pools):
+        raise InputError(f"--gpu-sharing: {pools} has dynamic MIG pools, whose slices are DRA devices: add --dra")
     if not any(0 < j.gpu_milli < 1000 and j.gpus for j in jobs):
         raise InputError(f"--gpu-sharing: {trace} has no job of a GPU share (gpu_milli below 1000), so it "
                          "would change nothing")
@@ -164,7 +166,7 @@ def simulate(
     except ValueError as err:
         raise InputError(f"{pools}: {err}") from None
     if gpu_sharing:
-        warning = check_sharing(config, jobs, pools, trace)
+        warning = check_sharing(config, jobs, pools, trace, dra)
         if warning and not quiet:
             print(warning, file=sys.stderr, flush=True)
     if buffer_gpus < 0:

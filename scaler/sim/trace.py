@@ -21,8 +21,9 @@ With ``gpu_sharing`` (``simulate --gpu-sharing``) such a pod asks for a share in
 pools of the pools file (docs/gpu-sharing.md), by this rule: a job of ``gpu_milli`` m takes the smallest
 slice count covering m/1000 of a GPU. On time-sliced pools (replicas R; with several, the smallest R)
 that is ceil(m x R / 1000) replicas of nvidia.com/gpu, with the sharing taint tolerated and a node
-selector on the time-slicing label; without time-sliced pools, on MIG mixed pools, it is one device of
-the smallest profile whose compute slices cover m (the fewest memory slices among equals). MIG single
+selector on the time-slicing label; without time-sliced pools, on MIG mixed or dynamic pools, it is one device
+of the smallest profile whose compute slices cover m (the fewest memory slices among equals; a dynamic pool offers
+every profile short of the whole GPU). MIG single
 pools are not mapped. A job that no sharing pool offers keeps its whole GPU.
 """
 
@@ -186,7 +187,7 @@ def share_request(milli: int, config: ScalerConfig) -> tuple[dict[str, int], tup
     best: tuple[float, int, str] | None = None
     for pool in config.pools:
         plan = pool.sharing
-        if plan is None or plan.mig_strategy != "mixed" or pool.gpu_sharing is None:
+        if plan is None or plan.mig_strategy not in ("mixed", "dynamic") or pool.gpu_sharing is None:
             continue
         geometry = plan.geometry
         if geometry is None:

@@ -4,8 +4,9 @@ The driver stops at startup on a gate it does not know, so the values turn a gat
 chart's release knows it: NVMLDeviceHealthCheck (the health taints gpu.nvidia.com/xid and gpu-lost that the
 scaler repairs on) from v25.12.0; the pin is 25.8.1 (../shared/charts holds no newer release). The chart
 (rendered offline from ../shared/charts, as it is pinned) passes `featureGates` to the GPU kubelet plugin as
-its FEATURE_GATES variable. A pool sharing GPUs by memory (DRA consumable capacity) is refused in a stack:
-no driver release we know publishes shareable GPUs, so its nodes would not take the shares the scaler plans.
+its FEATURE_GATES variable. A pool sharing GPUs by memory (DRA consumable capacity) or cutting them per claim
+(dynamic MIG) is refused in a stack: the pinned driver publishes neither, so its nodes would not take the shares
+or slices the scaler plans.
 """
 
 from __future__ import annotations
@@ -52,11 +53,17 @@ def test_a_driver_that_knows_the_health_check_gets_it_turned_on(monkeypatch: pyt
     assert _kubelet_plugin_env(values)["FEATURE_GATES"] == "NVMLDeviceHealthCheck=true,"
 
 
-def test_a_stack_pool_sharing_gpus_by_memory_is_refused(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("pool", "words"), [
+    ({"name": "l4-shared", "instance_types": ["g6.xlarge"], "gpu_sharing": {"memory": {"step_gib": 4}}},
+     "pool l4-shared: gpu_sharing.memory: the pinned NVIDIA DRA driver 25.8.1"),
+    ({"name": "h100-dynamic", "instance_types": ["p5.48xlarge"], "gpu_sharing": {"mig": {"dynamic": True}}},
+     "pool h100-dynamic: gpu_sharing.mig.dynamic: the pinned NVIDIA DRA driver 25.8.1 has no DynamicMIG"),
+])
+def test_a_stack_pool_the_pinned_driver_cannot_serve_is_refused(tmp_path: Path, pool: dict[str, Any],
+                                                                 words: str) -> None:
     def edit(config: dict[str, Any]) -> None:
-        config["gpuburst:pools"].append({"name": "l4-shared", "instance_types": ["g6.xlarge"], "zones": ["us-east-1a"],
-                                         "max": 2, "gpu_allocation": "dra", "gpu_sharing": {"memory": {"step_gib": 4}}})
+        config["gpuburst:pools"].append({**pool, "zones": ["us-east-1a"], "max": 2, "gpu_allocation": "dra"})
 
     with pytest.raises((pulumi.RunError, ValueError)) as err:  # (a RunError under `pulumi preview`)
         run_program(write_stack(ROOT / "Pulumi.aws-dev.yaml", tmp_path, edit))
-    assert "pool l4-shared: gpu_sharing.memory: the pinned NVIDIA DRA driver 25.8.1" in str(err.value), err.value
+    assert words in str(err.value), err.value

@@ -144,6 +144,10 @@ class Pool(StrictModel):
         if self.gpu_allocation != "dra" and self.gpu_sharing is not None and self.gpu_sharing.memory:
             raise FieldError(("gpu_sharing", "memory"), "memory sharing is DRA's consumable capacity: a device "
                              "plugin advertises whole GPUs; declare gpu_allocation: dra (or use time_slicing)")
+        mig = self.gpu_sharing.mig if self.gpu_sharing is not None else None
+        if self.gpu_allocation != "dra" and mig is not None and mig.dynamic:
+            raise FieldError(("gpu_sharing", "mig", "dynamic"), "dynamic MIG is the NVIDIA DRA driver's (DynamicMIG): "
+                             "a device plugin advertises a layout fixed at boot; declare gpu_allocation: dra")
         if self.gpu_allocation == "dra" and self.gpu_sharing is not None and self.gpu_sharing.time_slicing:
             raise FieldError("gpu_allocation", "gpu_allocation dra with time_slicing: under DRA a claim shares a "
                              "GPU (its config), the driver publishes each GPU once; drop time_slicing")

@@ -7,6 +7,14 @@ A GPU pool may say how its GPUs are shared (`gpu_sharing:` in a pools file or a 
     gpu_sharing: {mig: {strategy: mixed, layout: all-balanced}}    # NVIDIA's named layout
     gpu_sharing: {mig: {strategy: mixed, layout: {3g.40gb: 1, 2g.20gb: 1, 1g.10gb: 2}}}
     gpu_sharing: {memory: {step_gib: 10}}    # DRA pools: claims share a GPU by its memory, 10 GiB steps
+    gpu_sharing: {mig: {dynamic: true}}      # DRA pools on Hopper: each GPU whole or cut per claim
+
+Dynamic MIG is the NVIDIA DRA driver's DynamicMIG (kubernetes-sigs/dra-driver-nvidia-gpu, pull request 1018)
+on Kubernetes' partitionable devices (KEP-4815, DRAPartitionableDevices): the driver publishes each GPU whole
+and every MIG device it could create on it, all consuming the GPU's memory-slice counters, so one GPU serves a
+whole-GPU claim or any mix of slices, chosen when claims are allocated. On Hopper the driver turns MIG on and
+off per allocation; on an A100 it keeps the MIG mode set at boot (a change needs a GPU reset), so a dynamic
+pool must be Hopper, and `gpu_allocation: dra` (the device plugin cannot).
 
 Memory sharing is DRA's consumable capacity (DRAConsumableCapacity, beta and on since Kubernetes 1.36):
 each GPU the driver publishes allows multiple allocations and its `memory` capacity is consumed by the
@@ -90,7 +98,10 @@ class TimeSlicing(_Strict):
 
 
 class Mig(_Strict):
-    strategy: Literal["single", "mixed"]
+    strategy: Literal["single", "mixed"] | None = Field(default=None, description="single or mixed: the device "
+                                                        "plugin's MIG strategy (not with dynamic)")
+    dynamic: bool = Field(default=False, description="DRA pools on Hopper: each GPU whole or cut per claim by the "
+                          "NVIDIA DRA driver (DynamicMIG), no layout at boot")
     profile: str | None = Field(default=None, description="single: the one profile every GPU is cut into")
     layout: str | dict[str, int] | None = Field(
         default=None, description="mixed: NVIDIA's layout name (all-balanced) or profile -> count per GPU")
@@ -99,6 +110,12 @@ class Mig(_Strict):
 
     @model_validator(mode="after")
     def _shape(self) -> Mig:
+        if self.dynamic:
+            if self.strategy is not None or self.profile is not None or self.layout is not None or self.gpus:
+                raise ValueError("dynamic MIG cuts each GPU per claim: give no strategy, profile, layout or gpus")
+            return self
+        if self.strategy is None:
+            raise ValueError("give a strategy (single or mixed), or dynamic: true on a DRA pool")
         if self.strategy == "single" and (self.profile is None or self.layout is not None):
             raise ValueError("strategy single takes a profile (e.g. 1g.10gb) and no layout")
         if self.strategy == "single" and self.gpus is not None:
@@ -144,7 +161,13 @@ class SharingPlan:
 
     @property
     def mig_strategy(self) -> str:
-        return self.sharing.mig.strategy if self.sharing.mig else "none"
+        mig = self.sharing.mig
+        return "none" if mig is None else "dynamic" if mig.dynamic else mig.strategy or "none"
+
+    @property
+    def dynamic(self) -> bool:
+        """Each GPU whole or cut per claim (the DRA driver's DynamicMIG): `per_gpu` is what a GPU can hold."""
+        return self.mig_strategy == "dynamic"
 
     @property
     def memory_step_gib(self) -> int | None:
@@ -155,12 +178,12 @@ class SharingPlan:
     def cut(self) -> int:
         """The node's GPUs cut into MIG slices (a mixed layout may leave the others whole)."""
         mig = self.sharing.mig
-        return 0 if mig is None else min(mig.gpus or self.gpus, self.gpus)
+        return 0 if mig is None or mig.dynamic else min(mig.gpus or self.gpus, self.gpus)
 
     def resources(self) -> dict[str, int]:
         """The GPU resources a node advertises (replaces the plain nvidia.com/gpu count): the device plugin's
         mixed strategy advertises a GPU left whole as nvidia.com/gpu beside the slices of the cut ones."""
-        if self.sharing.memory:
+        if self.sharing.memory or self.dynamic:
             return {keys.RES_GPU: self.gpus}  # (a DRA pool advertises none: its GPUs are devices of slices)
         if self.sharing.time_slicing:
             return {keys.RES_GPU: self.gpus * self.sharing.time_slicing.replicas}
@@ -176,6 +199,8 @@ class SharingPlan:
         """The device plugin's config selector and GPU feature discovery's labels for the sharing."""
         if self.sharing.memory:
             return {keys.LABEL_GPU_MEMORY_STEP: str(self.sharing.memory.step_gib)}
+        if self.dynamic:
+            return {keys.LABEL_MIG_DYNAMIC: "true"}  # no device plugin config, no layout at boot
         out = {keys.LABEL_DEVICE_PLUGIN_CONFIG: pool}
         if self.sharing.time_slicing:
             out[keys.LABEL_GPU_SHARING_STRATEGY] = keys.SHARING_TIME_SLICING
@@ -215,7 +240,7 @@ class SharingPlan:
     def mig_parted_config(self, pool: str) -> dict[str, Any] | None:
         """NVIDIA mig-parted's config: one named layout applied to every GPU of the node at boot (with `gpus`, to
         the first ones, the others with MIG disabled)."""
-        if not self.sharing.mig:
+        if not self.sharing.mig or self.dynamic:
             return None
         cut = {"mig-enabled": True, "mig-devices": dict(sorted(self.per_gpu.items()))}
         if self.cut >= self.gpus:
@@ -248,7 +273,12 @@ def plan_sharing(sharing: GpuSharing, itype: InstanceType, max_pods: int) -> Sha
             capable = ", ".join(f"{m} {g}GB" for m, g in MIG_GPUS)
             raise FieldError(("gpu_sharing", "mig"), f"{itype.name}'s {model} {itype.gpu_memory_gib}GB does not "
                                f"support MIG (MIG GPUs: {capable}); use time_slicing")
-        per_gpu = _layout(sharing.mig, geometry, model, itype.gpu_memory_gib)
+        if sharing.mig.dynamic and (facts is None or facts.architecture != "Hopper"):
+            raise FieldError(("gpu_sharing", "mig", "dynamic"), f"{itype.name}'s {model} cannot change MIG mode per "
+                             "claim: NVIDIA's DRA driver cuts GPUs per allocation only on Hopper (H100) and keeps an "
+                             "A100's boot MIG mode; use strategy mixed with a layout")
+        per_gpu = (_dynamic(geometry) if sharing.mig.dynamic
+                   else _layout(sharing.mig, geometry, model, itype.gpu_memory_gib))
         if sharing.mig.gpus is not None and sharing.mig.gpus > itype.gpus:
             raise FieldError(("gpu_sharing", "mig", "gpus"), f"{sharing.mig.gpus} GPUs to cut, and {itype.name} has "
                                f"{itype.gpus}")
@@ -257,6 +287,18 @@ def plan_sharing(sharing: GpuSharing, itype: InstanceType, max_pods: int) -> Sha
         raise FieldError("gpu_sharing", f"{plan.devices()} shared devices per node exceed max_pods {max_pods}: "
                            "every device is meant for a pod")
     return plan
+
+
+def _dynamic(gpu: MigGpu) -> dict[str, int]:
+    """What a dynamic GPU can be cut into: every profile short of the whole GPU, at NVIDIA's per-GPU maximum."""
+    return {name: p.max_per_gpu for name, p in gpu.profiles.items() if p.compute < gpu.compute}
+
+
+def placements(gpu: MigGpu, profile: str) -> range:
+    """The memory slices a profile's instance may start at (NVIDIA's MIG user guide, "A100/H100 placements"): aligned
+    to its memory slices, its memory and its compute inside the GPU's (1g.10gb at 0-6, 2g at 0, 2, 4; 3g at 0, 4)."""
+    p = gpu.profiles[profile]
+    return range(0, min(gpu.memory - p.memory, gpu.compute - p.compute) + 1, p.memory)
 
 
 def _layout(mig: Mig, gpu: MigGpu, model: str, memory: int) -> dict[str, int]:
@@ -292,6 +334,8 @@ def _layout(mig: Mig, gpu: MigGpu, model: str, memory: int) -> dict[str, int]:
 
 def sharing_from_tags(labels: Mapping[str, str], tags: Mapping[str, str], gpus: int) -> dict[str, Any] | None:
     """The sharing declaration a group's template labels and resource tags spell (Pool.from_tags reads it)."""
+    if labels.get(keys.LABEL_MIG_DYNAMIC) == "true":
+        return {"mig": {"dynamic": True}}
     step = labels.get(keys.LABEL_GPU_MEMORY_STEP, "")
     if step.isdigit():
         return {"memory": {"step_gib": int(step)}}

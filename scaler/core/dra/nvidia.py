@@ -8,7 +8,13 @@ MIG devices are `gpu-<minor>-mig-<profileId>-<start>-<size>` with the parent's a
 `parentUUID`, engine capacities and one `memorySlice<i>` = 1 per memory slice they occupy. A template
 cannot know real UUIDs or bus IDs: they are made up from the node name and the minor, which no
 selector of ours reads. The memory slices are also published as a shared counter set per GPU that
-its MIG devices consume, so two devices on the same slices cannot both be allocated. A pool that shares
+its MIG devices consume, so two devices on the same slices cannot both be allocated. With the driver's
+DynamicMIG (pull request 1018, on Hopper) each GPU is published whole beside every MIG device it could hold,
+the whole GPU consuming all its memory slices (KEP-4815's partitionable devices): a GPU serves one whole-GPU
+claim or any mix of slices that fits, chosen at allocation. In the order the driver publishes them (its device
+slice of a GPU sorted by name: the whole GPU, then each profile's placements, lowest start first), which is the
+order kube-scheduler's allocator tries them in. The driver's counter set also carries the GPU's engines and
+multiprocessors; NVIDIA's placements never overcommit them, so only the memory slices are modelled. A pool that shares
 GPUs by memory (`gpu_sharing: {memory: ...}`) gets whole GPUs that allow multiple allocations, their
 `memory` consumable in the pool's steps (DRAConsumableCapacity): the slice the planner assumes of a driver
 configured for it (see docs/gpu-sharing.md), not one v25.8.1 publishes by default.
@@ -79,6 +85,7 @@ class GpuModel:
     mig: tuple[MigInstance, ...] = ()  # the layout of every GPU of the node; empty: whole GPUs
     share_step: int = 0  # bytes: whole GPUs shared by their memory in steps of this (0: not shared)
     mig_gpus: int | None = None  # the GPUs cut into `mig` (the first ones; the others whole); None: all
+    dynamic: bool = False  # DynamicMIG: each GPU published whole beside `mig`, all on its memory-slice counters
 
 
 def _version(text: str) -> Version:
@@ -109,7 +116,7 @@ def _mig_device(gpu: GpuModel, node: str, minor: int, p: MigInstance) -> Device:
                 "jpegEngines": Decimal(p.jpeg_engines), "ofaEngines": Decimal(p.ofa_engines),
                 "memory": Decimal(p.memory), **occupied}
     return Device(f"gpu-{minor}-mig-{p.profile_id}-{p.start}-{p.size}", attributes=attrs, capacity=capacity,
-                  consumes_counters=(CounterConsumption(f"gpu-{minor}-counter-set", {
+                  consumes_counters=(CounterConsumption(_counter_set(minor), {
                       counter_name(i): Decimal(1) for i in range(p.start, p.start + p.size)}),))
 
 
@@ -122,6 +129,10 @@ def _shared(gpu: GpuModel) -> dict[str, CapacityPolicy]:
     step = Decimal(gpu.share_step)
     whole = step * (gpu.memory // gpu.share_step)
     return {"memory": CapacityPolicy(whole, min=step, step=step)}
+
+
+def _counter_set(minor: int) -> str:
+    return f"gpu-{minor}-counter-set"
 
 
 def counter_name(memory_slice: int) -> str:
@@ -137,21 +148,29 @@ def node_slices(node: str, gpu: GpuModel, generation: int = 1) -> tuple[Resource
     devices: list[Device] = []
     counters: list[CounterSet] = []
     for minor in range(gpu.count):
-        if gpu.mig and minor < (gpu.count if gpu.mig_gpus is None else gpu.mig_gpus):
-            counters.append(CounterSet(f"gpu-{minor}-counter-set",
+        cut = bool(gpu.mig) and minor < (gpu.count if gpu.mig_gpus is None else gpu.mig_gpus)
+        if cut:
+            counters.append(CounterSet(_counter_set(minor),
                                        {counter_name(i): Decimal(1) for i in range(MEMORY_SLICES)}))
-            devices.extend(_mig_device(gpu, node, minor, p) for p in gpu.mig)
-        else:
+        if not cut or gpu.dynamic:
             attrs = _common(gpu, node, minor)
             attrs["type"] = "gpu"
+            whole = (CounterConsumption(_counter_set(minor), {counter_name(i): Decimal(1)
+                                                              for i in range(MEMORY_SLICES)}),) if cut else ()
             devices.append(Device(f"gpu-{minor}", attributes=attrs, capacity={"memory": Decimal(gpu.memory)},
-                                  allow_multiple=bool(gpu.share_step), policies=_shared(gpu)))
+                                  allow_multiple=bool(gpu.share_step), policies=_shared(gpu), consumes_counters=whole))
+        if cut:
+            devices.extend(_mig_device(gpu, node, minor, p) for p in gpu.mig)
     if not counters:
         return (ResourceSlice(f"{node}-{DRIVER}", DRIVER, PoolRef(node, generation, 1), node_name=node,
                               devices=tuple(devices)),)
     # resource.k8s.io/v1 allows only one of `sharedCounters` and `devices` in a slice (1.35+; validation.go,
-    # ValidateResourceSliceSpec): the counter sets are a slice of their own in the same pool.
-    pool = PoolRef(node, generation, 2)
+    # ValidateResourceSliceSpec): the counter sets are a slice of their own in the same pool. It also allows at
+    # most 64 devices that consume counters in a slice, so DynamicMIG's driver publishes a slice per GPU.
+    per_gpu = [tuple(d for d in devices if d.name == f"gpu-{m}" or d.name.startswith(f"gpu-{m}-"))
+               for m in range(gpu.count)] if gpu.dynamic else [tuple(devices)]
+    pool = PoolRef(node, generation, 1 + len(per_gpu))
+    named = [f"{node}-{DRIVER}-gpu-{m}" for m in range(gpu.count)] if gpu.dynamic else [f"{node}-{DRIVER}"]
     return (ResourceSlice(f"{node}-{DRIVER}-counters", DRIVER, pool, node_name=node, shared_counters=tuple(counters)),
-            ResourceSlice(f"{node}-{DRIVER}", DRIVER, pool, node_name=node, devices=tuple(devices)))
+            *(ResourceSlice(n, DRIVER, pool, node_name=node, devices=d) for n, d in zip(named, per_gpu, strict=True)))
 

@@ -27,6 +27,8 @@ LABEL_GPU_ALLOCATION: Final = f"{DOMAIN}/gpu-allocation"
 GPU_ALLOCATION_DRA: Final = "dra"
 # a DRA pool whose GPUs claims share by memory: the step (GiB) of its shares (gpu_sharing: {memory: ...})
 LABEL_GPU_MEMORY_STEP: Final = f"{DOMAIN}/gpu-memory-step-gib"
+# A DRA pool whose GPUs the NVIDIA DRA driver cuts per claim (DynamicMIG): whole or any mix of slices.
+LABEL_MIG_DYNAMIC: Final = f"{DOMAIN}/mig-dynamic"
 
 # --- GPU labels --------------------------------------------------------------------------------
 LABEL_GPU_PRESENT: Final = "nvidia.com/gpu.present"

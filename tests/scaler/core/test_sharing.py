@@ -98,6 +98,16 @@ def test_mig_single_and_named_layouts() -> None:
      "gpu_sharing.mig.gpus", "p4d.24xlarge has 8"),
     ({"instance_type": "p4d.24xlarge", "gpu_sharing": {"mig": {"strategy": "single", "profile": "1g.5gb", "gpus": 2}}},
      "gpu_sharing.mig", "gpus is for strategy mixed"),
+    # Dynamic MIG (the DRA driver cuts a GPU per claim) needs DRA and Hopper, and takes no fixed layout.
+    ({"instance_type": "p4d.24xlarge", "gpu_allocation": "dra", "gpu_sharing": {"mig": {"dynamic": True}}},
+     "gpu_sharing.mig.dynamic", "only on Hopper"),
+    ({"instance_type": "p5.48xlarge", "gpu_sharing": {"mig": {"dynamic": True}}},
+     "gpu_sharing.mig.dynamic", "declare gpu_allocation: dra"),
+    ({"instance_type": "p5.48xlarge", "gpu_allocation": "dra",
+      "gpu_sharing": {"mig": {"dynamic": True, "strategy": "mixed", "layout": "all-balanced"}}},
+     "gpu_sharing.mig", "give no strategy, profile, layout or gpus"),
+    ({"instance_type": "p5.48xlarge", "gpu_sharing": {"mig": {"layout": "all-balanced"}}},
+     "gpu_sharing.mig", "give a strategy"),
 ])
 def test_invalid_sharing_is_refused_naming_the_pool_and_field(pool: dict[str, Any], field: str, words: str) -> None:
     with pytest.raises(ConfigError) as err:
@@ -112,10 +122,12 @@ def test_invalid_sharing_is_refused_naming_the_pool_and_field(pool: dict[str, An
     {"mig": {"strategy": "single", "profile": "2g.20gb"}},
     {"mig": {"strategy": "mixed", "layout": {"3g.40gb": 1, "4g.40gb": 1}}},
     {"mig": {"strategy": "mixed", "layout": {"3g.40gb": 1, "4g.40gb": 1}, "gpus": 3}},
+    {"mig": {"dynamic": True}},
 ])
 def test_sharing_round_trips_through_cluster_autoscaler_tags(sharing: dict[str, Any]) -> None:
     itype = "g6.xlarge" if "time_slicing" in sharing else "p5.48xlarge"
-    pool = _pool(instance_type=itype, gpu_sharing=sharing)
+    dra = {"gpu_allocation": "dra"} if sharing.get("mig", {}).get("dynamic") else {}
+    pool = _pool(instance_type=itype, gpu_sharing=sharing, **dra)
     back = Pool.from_tags(pool.to_tags("c"), cloud="aws", cluster="c", provider_ref="asg-shared",
                           instance_types=[itype], zones=["us-east-1a"], min_size=0, max_size=4)
     assert back.gpu_sharing == pool.gpu_sharing

@@ -121,3 +121,22 @@ def test_a_mig_node_cut_on_some_gpus_runs_whole_gpu_jobs_on_the_others(tmp_path:
     result, report = simulate(str(trace), str(pools), gpu_sharing=True, dra=dra)
     assert report["jobs_completed"] == report["jobs_total"] == 8
     assert len(result.provider.history) == 1  # one p4d for all eight jobs
+
+
+def test_a_slice_job_starts_on_a_mig_node_whose_whole_gpus_are_all_taken(tmp_path: Path) -> None:
+    """The simulated scheduler kept a MIG node whose whole GPUs were all busy closed to every GPU pod, its free
+    slices too: the planner saw the slice fit there and bought nothing, and the job waited for a whole-GPU job to
+    end (the MIG row's 14,867 s wait). kube-scheduler binds it at once."""
+    pools = tmp_path / "mig.yaml"
+    pools.write_text(
+        "cluster: c\ncloud: aws\nregion: us-east-1\npools:\n"
+        "  - {name: mig, instance_type: p4d.24xlarge, zones: [us-east-1a], max: 3,\n"
+        "     gpu_sharing: {mig: {strategy: mixed, layout: {3g.20gb: 1, 2g.10gb: 2}, gpus: 1}}}\n")
+    trace = tmp_path / "t.csv"
+    rows = [f"w{i},0,1,36000,1000,4,16384,LS,Running" for i in range(7)]  # the seven whole A100s, for 10 h
+    rows += ["s0,600,1,3600,200,2,8192,LS,Running"]  # a 2g.10gb slice, ten minutes later
+    trace.write_text("\n".join([HEADER, *rows]) + "\n")
+    result, report = simulate(str(trace), str(pools), gpu_sharing=True)
+    assert report["jobs_completed"] == 8
+    assert len(result.provider.history) == 1
+    assert report["pending_max_s"] < 600  # the whole-GPU jobs' boot; the slice's wait is none

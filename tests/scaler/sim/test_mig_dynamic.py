@@ -1,0 +1,71 @@
+"""Dynamic MIG pools (`gpu_sharing: {mig: {dynamic: true}}`, DRA on Hopper): the NVIDIA DRA driver's DynamicMIG
+publishes each H100 whole beside every MIG device it could hold, all on the GPU's memory-slice counters
+(partitionable devices), so one GPU takes a whole-GPU claim or any mix of slices that fits. The planner scales
+such a pool from zero for claims of slices and whole GPUs together, the simulator's scheduler allocates them
+through the same allocator, and a run without --dra is refused (its pods would ask for device-plugin slices)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from dra_snapshot import classes, exactly, pod, template
+from snapshot_plan import plan_snapshot
+
+from scaler.cli import main
+from scaler.sim.simulate_command import simulate
+
+ROOT = Path(__file__).resolve().parents[3]
+POOLS = ("cluster: c\ncloud: aws\nregion: us-east-1\npools:\n"
+         "  - {name: h100-dyn, instance_type: p5.48xlarge, zones: [us-east-1a], max: 3, gpu_allocation: dra,\n"
+         "     gpu_sharing: {mig: {dynamic: true}}}\n")
+HEADER = "job_id,submit_s,gpus,duration_s,gpu_milli,cpu,mem_mib,qos,status"
+PROFILE = "device.attributes['gpu.nvidia.com'].profile == '{}'"
+
+
+def _pools(tmp_path: Path) -> Path:
+    path = tmp_path / "dyn.yaml"
+    path.write_text(POOLS)
+    return path
+
+
+def _snapshot(ones: int) -> dict[str, Any]:
+    """From zero: 6 whole-GPU claims, two 3g.40gb (one GPU's memory slices), `ones` 1g.10gb (7 fit a GPU)."""
+    slices = [("3g", "3g.40gb")] * 2 + [("1g", "1g.10gb")] * ones
+    items = [*classes(),
+             template("one-gpu", [{"name": "gpu", "exactly": exactly("gpu.nvidia.com")}]),
+             template("mig-3g", [{"name": "mig", "exactly": exactly("mig.nvidia.com", 1, PROFILE.format("3g.40gb"))}]),
+             template("mig-1g", [{"name": "mig", "exactly": exactly("mig.nvidia.com", 1, PROFILE.format("1g.10gb"))}]),
+             *(pod(f"whole-{i}", {"gpu": "one-gpu"}) for i in range(6)),
+             *(pod(f"{short}-{i}", {"mig": f"mig-{short}"}) for i, (short, _) in enumerate(slices))]
+    return {"apiVersion": "v1", "kind": "List", "items": items}
+
+
+@pytest.mark.parametrize(("ones", "nodes"), [(7, 1), (8, 2)])
+def test_whole_gpus_and_slices_share_a_dynamic_pool_from_zero_as_the_counters_allow(
+        tmp_path: Path, ones: int, nodes: int) -> None:
+    """Six whole H100s, one cut into two 3g.40gb, one into seven 1g.10gb: one p5 holds them all; an eighth
+    1g.10gb finds no memory slice left on any of its GPUs and takes a second node."""
+    result = plan_snapshot(tmp_path, _snapshot(ones), _pools(tmp_path))
+    assert [(u.pool, u.count) for u in result.scale_ups] == [("h100-dyn", nodes)]
+    assert {(v.outcome, v.pool) for v in result.verdicts.values()} == {("scale-up", "h100-dyn")}
+
+
+def test_the_simulator_runs_whole_gpu_and_slice_jobs_on_one_dynamic_node(tmp_path: Path) -> None:
+    trace = tmp_path / "t.csv"
+    rows = [f"s{i},0,1,3600,{m},2,8192,LS,Running" for i, m in enumerate((400, 400, *(100,) * 7))]  # 3g x 2, 1g x 7
+    rows += [f"w{i},0,1,3600,1000,4,16384,LS,Running" for i in range(6)]
+    trace.write_text("\n".join([HEADER, *rows]) + "\n")
+    result, report = simulate(str(trace), str(_pools(tmp_path)), gpu_sharing=True, dra=True)
+    assert report["jobs_completed"] == report["jobs_total"] == 15
+    assert len(result.provider.history) == 1  # one p5 for all fifteen jobs: 8 GPUs paid for 8 GPUs of work
+
+
+def test_gpu_sharing_on_dynamic_pools_without_dra_is_refused(tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    trace = tmp_path / "t.csv"
+    trace.write_text(f"{HEADER}\ns0,0,1,3600,100,2,8192,LS,Running\n")
+    assert main(["simulate", "--trace", str(trace), "--pools", str(_pools(tmp_path)), "--gpu-sharing"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "dynamic MIG pools" in err[0] and "add --dra" in err[0]
