@@ -29,15 +29,17 @@ CHARTS: Final[dict[str, Chart]] = {
     # Kueue (`platform.kueue`): job queueing, its ProvisioningRequest admission check answered by gpuburst.
     # Published as an OCI artifact only: the chart is its full reference, there is no repository.
     "kueue": Chart("oci://registry.k8s.io/kueue/charts/kueue", "0.19.2", ""),
-    # NVIDIA's DRA driver for GPUs (driver gpu.nvidia.com): on pools with `gpu_allocation: dra` only.
-    "nvidia-dra-driver-gpu": Chart("nvidia-dra-driver-gpu", "25.8.1", "https://helm.ngc.nvidia.com/nvidia"),
+    # NVIDIA's DRA driver for GPUs (driver gpu.nvidia.com): on pools with `gpu_allocation: dra` only. The tests
+    # render 25.12.0 from tests/platform/charts/ (../shared/charts holds 25.8.1 only).
+    "nvidia-dra-driver-gpu": Chart("nvidia-dra-driver-gpu", "25.12.0", "https://helm.ngc.nvidia.com/nvidia"),
 }
 
 # The NVIDIA DRA driver's feature gates the platform turns on, each with the first driver release that knows it
 # (the driver refuses an unknown gate at startup, so a gate is set only once the pinned chart knows it).
-# NVMLDeviceHealthCheck taints a GPU on XID and lost-GPU events (gpu.nvidia.com/xid, gpu.nvidia.com/gpu-lost:
-# the device taints the scaler repairs on, scaler/core/config/repair.py); kubernetes-sigs/dra-driver-nvidia-gpu
-# PR #689, alpha, off by default.
+# NVMLDeviceHealthCheck (alpha, off by default) watches NVML for critical XIDs: in v25.12.0 the GPU kubelet plugin
+# then withdraws the device from its ResourceSlice (until the plugin restarts); upstream main, in no 25.x release,
+# taints it instead (gpu.nvidia.com/xid, gpu.nvidia.com/gpu-lost: the device taints the scaler repairs on,
+# scaler/core/config/repair.py). Either way no new claim gets the broken GPU.
 DRA_DRIVER_GATES: Final[dict[str, str]] = {"NVMLDeviceHealthCheck": "25.12.0"}
 # The first release of the driver that publishes GPUs for several claims with consumable `memory` (a pool's
 # `gpu_sharing: {memory: ...}`). Upstream has it as the alpha `ConsumableShares` gate with

@@ -1,15 +1,16 @@
 """The NVIDIA DRA driver's feature gates and GPU sharing in the stacks (gpuburst_platform.versions).
 
 The driver stops at startup on a gate it does not know, so the values turn a gate on only once the pinned
-chart's release knows it: NVMLDeviceHealthCheck (the health taints gpu.nvidia.com/xid and gpu-lost that the
-scaler repairs on) from v25.12.0; the pin is 25.8.1 (../shared/charts holds no newer release). The chart
-(rendered offline from ../shared/charts, as it is pinned) passes `featureGates` to the GPU kubelet plugin as
-its FEATURE_GATES variable. A pool sharing GPUs by memory (DRA consumable capacity) is refused in a stack:
-no driver release we know publishes shareable GPUs, so its nodes would not take the shares the scaler plans.
+chart's release knows it: NVMLDeviceHealthCheck (a GPU with a critical XID leaves the node's ResourceSlice)
+from v25.12.0, the pin. The chart (rendered offline at the pinned version, tests/platform/charts_helpers.py)
+passes `featureGates` to the GPU kubelet plugin as its FEATURE_GATES variable. A pool sharing GPUs by memory
+(DRA consumable capacity) is refused in a stack: no driver release publishes shareable GPUs (upstream has it
+on main only, the ConsumableShares gate), so its nodes would not take the shares the scaler plans.
 """
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -22,34 +23,37 @@ from stack_helpers import ROOT, run_program, write_stack
 import pulumi
 from scaler.configfile import load_config
 
-CHART = ROOT.parent / "shared" / "charts" / "nvidia-dra-driver-gpu"
+sys.path.insert(0, str(ROOT / "tests" / "platform"))
+from charts_helpers import official_chart  # noqa: E402
+
 DRA_POOLS = ROOT / "tests" / "platform" / "pools-aws-dra.yaml"
 
 
-def _kubelet_plugin_env(values: dict[str, Any]) -> dict[str, str]:
-    with helm.Chart.load(str(CHART)) as chart:
-        assert yaml.safe_load((CHART / "Chart.yaml").read_text())["version"] == "25.8.1"
-        manifests = chart.render(values, name="nvidia-dra-driver-gpu", namespace="nvidia-dra-driver-gpu",
-                                 is_install=True)
+def _kubelet_plugin_env(values: dict[str, Any], version: str) -> dict[str, str]:
+    chart = official_chart("nvidia-dra-driver-gpu", version)
+    with helm.Chart.load(str(chart)) as loaded:
+        manifests = loaded.render(values, name="nvidia-dra-driver-gpu", namespace="nvidia-dra-driver-gpu",
+                                  is_install=True)
     docs = [d for text in manifests.values() for d in yaml.safe_load_all(text) if d]
     (ds,) = [d for d in docs if d["kind"] == "DaemonSet"]
     return {e["name"]: e.get("value", "") for c in ds["spec"]["template"]["spec"]["containers"]
             for e in c.get("env", [])}
 
 
-def test_the_pinned_driver_gets_no_gate_it_would_refuse() -> None:
-    values = render.dra_driver_values(load_config(DRA_POOLS))
-    assert "featureGates" not in values
-    assert "FEATURE_GATES" not in _kubelet_plugin_env(values)
-
-
-def test_a_driver_that_knows_the_health_check_gets_it_turned_on(monkeypatch: pytest.MonkeyPatch) -> None:
-    pinned = versions.CHARTS["nvidia-dra-driver-gpu"]
-    monkeypatch.setitem(versions.CHARTS, "nvidia-dra-driver-gpu", versions.Chart(pinned.chart, "25.12.0", pinned.repo))
+def test_the_pinned_driver_gets_the_health_check_turned_on() -> None:
+    pinned = versions.CHARTS["nvidia-dra-driver-gpu"].version
     values = render.dra_driver_values(load_config(DRA_POOLS))
     assert values["featureGates"] == {"NVMLDeviceHealthCheck": True}
     # the chart's own templates, from its values key to the plugin's variable
-    assert _kubelet_plugin_env(values)["FEATURE_GATES"] == "NVMLDeviceHealthCheck=true,"
+    assert _kubelet_plugin_env(values, pinned)["FEATURE_GATES"] == "NVMLDeviceHealthCheck=true,"
+
+
+def test_an_older_driver_gets_no_gate_it_would_refuse(monkeypatch: pytest.MonkeyPatch) -> None:
+    pinned = versions.CHARTS["nvidia-dra-driver-gpu"]
+    monkeypatch.setitem(versions.CHARTS, "nvidia-dra-driver-gpu", versions.Chart(pinned.chart, "25.8.1", pinned.repo))
+    values = render.dra_driver_values(load_config(DRA_POOLS))
+    assert "featureGates" not in values
+    assert "FEATURE_GATES" not in _kubelet_plugin_env(values, "25.8.1")
 
 
 def test_a_stack_pool_sharing_gpus_by_memory_is_refused(tmp_path: Path) -> None:
@@ -59,4 +63,5 @@ def test_a_stack_pool_sharing_gpus_by_memory_is_refused(tmp_path: Path) -> None:
 
     with pytest.raises((pulumi.RunError, ValueError)) as err:  # (a RunError under `pulumi preview`)
         run_program(write_stack(ROOT / "Pulumi.aws-dev.yaml", tmp_path, edit))
-    assert "pool l4-shared: gpu_sharing.memory: the pinned NVIDIA DRA driver 25.8.1" in str(err.value), err.value
+    pinned = versions.CHARTS["nvidia-dra-driver-gpu"].version
+    assert f"pool l4-shared: gpu_sharing.memory: the pinned NVIDIA DRA driver {pinned}" in str(err.value), err.value
