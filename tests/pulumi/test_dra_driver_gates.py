@@ -24,7 +24,7 @@ import pulumi
 from scaler.configfile import load_config
 
 sys.path.insert(0, str(ROOT / "tests" / "platform"))
-from charts_helpers import official_chart  # noqa: E402
+from charts_helpers import official_chart
 
 DRA_POOLS = ROOT / "tests" / "platform" / "pools-aws-dra.yaml"
 
