@@ -68,6 +68,11 @@ def _check(name: str, config: ScalerConfig, cloud: Cloud, settings: PlatformSett
         raise ValueError(f"platform {name}: pool {dynamic[0]}: gpu_sharing.mig.dynamic: the pinned NVIDIA DRA driver "
                          f"{dra_version} has no DynamicMIG (it publishes the MIG devices a boot layout made), so its "
                          "nodes would not cut the slices the scaler plans; use strategy mixed with a layout")
+    booted = [p.name for p in config.pools if p.dra and p.sharing is not None and p.sharing.cut]
+    if dynamic and booted:
+        raise ValueError(f"platform {name}: pool {booted[0]}: gpu_sharing.mig: the NVIDIA DRA driver's DynamicMIG, "
+                         f"turned on for pool {dynamic[0]}, deletes the MIG devices a boot layout made on every DRA "
+                         "node; declare it dynamic too, or give it gpu_allocation device-plugin")
     if settings.alerts.receiver != "none" and alerts_url is None:
         raise ValueError(f"platform {name}: alerts.receiver is {settings.alerts.receiver} but the stack has no "
                          "receiver URL: pulumi config set --secret gpuburst:alertsUrl <URL>")

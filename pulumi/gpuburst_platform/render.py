@@ -87,22 +87,27 @@ def dra_driver_values(config: ScalerConfig) -> dict[str, Any]:
     tolerating their taints; no ComputeDomain part (see gpuburst_platform/dra.py)."""
     pools = dra_pool_names(config)
     taints = {t for p in config.pools if p.dra for t in p.node_taints()}
-    gates = versions.dra_driver_gates(versions.CHARTS["nvidia-dra-driver-gpu"].version)
+    dynamic = any(p.dra and p.sharing is not None and p.sharing.dynamic for p in config.pools)
+    gates = versions.dra_driver_gates(versions.CHARTS["nvidia-dra-driver-gpu"].version, dynamic)
     return {
         **({"featureGates": gates} if gates else {}),
-        # 25.8.1 ships GPU allocation behind this switch (its validation refuses gpus.enabled without it).
+        # The chart ships GPU allocation behind this switch (its validation refuses gpus.enabled without it).
         "gpuResourcesEnabledOverride": True,
         "resources": {"gpus": {"enabled": True}, "computeDomains": {"enabled": False}},
         # The EKS AL2023 NVIDIA AMI, AKS and the Ansible nvidia_driver role install the driver on the host.
         "nvidiaDriverRoot": "/",
-        # featureGates (above): versions.DRA_DRIVER_GATES that the pinned release knows. The health taints the
-        # scaler repairs on come with NVMLDeviceHealthCheck, which the driver knows from v25.12.0 on: none with
-        # 25.8.1 (pinned), which would refuse an unknown gate at startup. GPUs shared by memory (consumable
-        # capacity) are published by no release we know (versions.DRA_DRIVER_SHARES_MEMORY_FROM).
+        # featureGates (above): versions.DRA_DRIVER_GATES that the pinned release knows (the driver refuses an
+        # unknown gate at startup): NVMLDeviceHealthCheck from v25.12.0 on, or DynamicMIG in its place when a pool
+        # cuts its GPUs per claim. GPUs shared by memory (consumable capacity) are published by no release we know
+        # (versions.DRA_DRIVER_SHARES_MEMORY_FROM).
         "kubeletPlugin": {
             "affinity": pool_affinity(pools, "In"),
             "tolerations": tolerations_for(sorted(taints, key=lambda t: (t.key, t.value, t.effect))),
+            # The chart's NetworkPolicy: the plugin may reach the API server (TCP 443, 6443) and nothing else.
+            "networkPolicy": {"enabled": True},
         },
+        # No admission webhook (the chart's default): it needs cert-manager or a CA bundle, which the platform
+        # does not run; a bad opaque device config in a claim then fails when the node prepares it.
     }
 
 

@@ -4,7 +4,8 @@ a cluster would: keys the chart does not know, names that must line up across ch
 the stacks allow (kubernetes-validate --strict) or the charts' CRD schemas.
 
 The official charts come from ../shared/charts at the versions gpuburst_platform/versions.py and the
-device-plugin role pin; ours from charts/gpuburst-scaler. The values: the platform component's Helm
+device-plugin role pin, or from tests/platform/charts/ for a pin ../shared/charts does not hold yet
+(charts_helpers.official_chart); ours from charts/gpuburst-scaler. The values: the platform component's Helm
 releases as it declares them (both clouds, both metrics paths; the scaler is always our chart), the
 device plugin's as `ansible-playbook gpuburst.cluster.cluster` writes them, our chart's ci/*.yaml
 examples and the values every chart user expects (STANDARD_VALUES). Our chart's generated files
@@ -29,6 +30,7 @@ import pytest
 import yaml
 from charts_helpers import (
     OUR_CHART,
+    REPO_CHARTS,
     SHARED_CHARTS,
     Obj,
     Rendered,
@@ -37,6 +39,7 @@ from charts_helpers import (
     check_keys,
     is_our_chart,
     label_match,
+    official_chart,
     platform_objects,
     releases,
     render,
@@ -65,12 +68,22 @@ def _before(version: str, minimum: tuple[int, int]) -> bool:
     return tuple(map(int, version.split("."))) < minimum
 
 
+def _pinned() -> dict[str, str]:
+    """Official chart (by its name, an OCI reference by its last path segment) -> the version pinned."""
+    role = yaml.safe_load(DEVICE_PLUGIN_ROLE.read_text())
+    pins = {pin.chart.rsplit("/", 1)[-1]: pin.version for pin in CHARTS.values()}
+    return {**pins, role["device_plugin_chart"]: role["device_plugin_chart_version"]}
+
+
 def _chart_dir(chart: str) -> Path:
-    # An OCI reference (Kueue's) names the chart by its last path segment.
-    path = OUR_CHART if chart == OUR_CHART.name or is_our_chart(chart) else SHARED_CHARTS / chart.rsplit("/", 1)[-1]
-    if not (path / "Chart.yaml").exists():
-        pytest.fail(f"{path}: no chart there ({SHARED_CHARTS} holds the official charts, beside the repository)")
-    return path
+    """Our chart, or an official one at its pinned version (charts_helpers.official_chart)."""
+    if chart == OUR_CHART.name or is_our_chart(chart):
+        return OUR_CHART
+    name = chart.rsplit("/", 1)[-1]
+    try:
+        return official_chart(name, _pinned()[name])
+    except LookupError as err:
+        pytest.fail(str(err))
 
 
 @dataclass
@@ -146,11 +159,21 @@ def _all_rendered(platforms: list[Platform], device_plugin: dict[str, Rendered],
 
 
 # --- pins -----------------------------------------------------------------------------------------
-def test_shared_charts_are_the_pinned_versions() -> None:
-    for key, pin in CHARTS.items():
-        assert chart_version(_chart_dir(pin.chart)) == pin.version, key
-    role = yaml.safe_load(DEVICE_PLUGIN_ROLE.read_text())
-    assert chart_version(_chart_dir(role["device_plugin_chart"])) == role["device_plugin_chart_version"]
+def test_every_pinned_chart_is_held_at_its_version() -> None:
+    for name, version in _pinned().items():
+        assert chart_version(_chart_dir(name)) == version, name
+    # The repository holds a chart only while ../shared/charts lacks its pinned version (README there).
+    for held in sorted(p for p in REPO_CHARTS.iterdir() if p.is_dir()):
+        assert held.name in _pinned(), f"{held}: no pin names it: remove it"
+        assert _chart_dir(held.name) == held, held
+        shared = SHARED_CHARTS / held.name
+        assert not (shared.exists() and chart_version(shared) == chart_version(held)), \
+            f"{shared} now holds {chart_version(held)}: remove {held}"
+
+
+def test_a_chart_at_another_version_is_never_rendered_for_the_pin() -> None:
+    with pytest.raises(LookupError, match=r"official chart nvidia-dra-driver-gpu 25\.8\.0: .* is 25\.8\.1"):
+        official_chart("nvidia-dra-driver-gpu", "25.8.0")
 
 
 def test_every_official_chart_and_ours_is_rendered(platforms: list[Platform],

@@ -1,5 +1,6 @@
 """NVIDIA's DRA driver as the platform installs it: on exactly the pools with `gpu_allocation: dra`,
-rendered offline from ../shared/charts with the values the component passes, for AWS and Azure.
+rendered offline (the official chart at its pinned version, charts_helpers.official_chart) with the values
+the component passes, for AWS and Azure.
 
 A node runs one GPU agent: the driver's GPU kubelet plugin (here) or the device plugin (the Ansible
 device_plugin role, tests/ansible/test_device_plugin_values.py). Placement is checked as
@@ -17,18 +18,20 @@ from typing import Any
 
 import pytest
 import yaml
-from charts_helpers import SHARED_CHARTS, Obj, Rendered, releases, render
+from charts_helpers import Obj, Rendered, label_match, official_chart, releases, render
 from gpuburst_platform.dra import RELEASE
 from gpuburst_platform.settings import DRA_DRIVER_NAMESPACE
-from gpuburst_platform.versions import CHARTS
+from gpuburst_platform.versions import CHARTS, dra_driver_gates
 from platform_helpers import AWS_DRA_POOLS, AZURE_DRA_POOLS, ROOT, STACK_ENV, platform_program, run_program
 
 from scaler.configfile import load_config
-from scaler.core.dra import nvidia
+from scaler.core.dra import convert, nvidia
 from scaler.core.scheduling.predicates import static_reason
 from scaler.kube.convert import pod_from_json
 
 POOLS = {"aws": AWS_DRA_POOLS, "azure": AZURE_DRA_POOLS}
+PIN = CHARTS["nvidia-dra-driver-gpu"]
+CHART = official_chart(PIN.chart, PIN.version)
 
 
 def _driver(cloud: str, pools: Path | None) -> Rendered | None:
@@ -41,7 +44,7 @@ def _driver(cloud: str, pools: Path | None) -> Rendered | None:
     assert inputs["chart"] == CHARTS["nvidia-dra-driver-gpu"].chart
     assert inputs["version"] == CHARTS["nvidia-dra-driver-gpu"].version
     assert inputs["namespace"] == DRA_DRIVER_NAMESPACE
-    return render(SHARED_CHARTS / "nvidia-dra-driver-gpu", inputs["values"], RELEASE, inputs["namespace"])
+    return render(CHART, inputs["values"], RELEASE, inputs["namespace"])
 
 
 @pytest.fixture(scope="module")
@@ -79,12 +82,20 @@ def test_no_controller_and_no_compute_domain_class(drivers: dict[str, Rendered],
     driver = drivers[cloud]
     # The ComputeDomain controller is pinned to control-plane nodes, which EKS and AKS do not show.
     assert not driver.of("Deployment")
-    assert {o.name for o in driver.of("DeviceClass")} == {c.name for c in nvidia.DEVICE_CLASSES}
+    # ... and no admission webhook: it needs cert-manager (or a CA bundle), which the platform does not run.
+    assert not driver.of("ValidatingWebhookConfiguration") and not driver.of("Service")
+    # The scaler's classes, and the chart's passthrough class, which selects devices only a driver with the
+    # PassthroughSupport gate publishes (off: no device of ours matches it).
+    assert {o.name for o in driver.of("DeviceClass")} == {c.name for c in nvidia.DEVICE_CLASSES} | {VFIO}
+    assert "PassthroughSupport" not in driver.values.get("featureGates", {})
 
 
 def test_no_driver_without_a_dra_pool() -> None:
     for cloud in POOLS:
         assert _driver(cloud, None) is None, cloud
+
+
+VFIO = "vfio.gpu.nvidia.com"
 
 
 def _class(obj: Any) -> tuple[str, tuple[str, ...]]:
@@ -94,13 +105,48 @@ def _class(obj: Any) -> tuple[str, tuple[str, ...]]:
 
 def test_the_chart_makes_the_device_classes_the_scaler_plans_with(drivers: dict[str, Rendered]) -> None:
     """The scaler's DRA templates name the chart's classes; their selectors must be the chart's own."""
-    chart = {_class(o) for o in drivers["aws"].of("DeviceClass")}
+    chart = {_class(o) for o in drivers["aws"].of("DeviceClass") if o.name != VFIO}
     assert chart == {(c.name, tuple(c.selectors)) for c in nvidia.DEVICE_CLASSES}
 
 
-def test_the_chart_gpu_class_serves_nvidia_com_gpu_as_the_scaler_assumes(drivers: dict[str, Rendered]) -> None:
-    chart = {o.name: o.body["spec"].get("extendedResourceName") for o in drivers["aws"].of("DeviceClass")}
-    assert chart == {c.name: c.extended_resource_name for c in nvidia.DEVICE_CLASSES}
+def test_the_chart_gpu_class_serves_nvidia_com_gpu_on_a_live_cluster(drivers: dict[str, Rendered]) -> None:
+    """Chart 25.12.0 gives its GPU class `extendedResourceName: nvidia.com/gpu` where the cluster serves
+    resource.k8s.io/v1 (every DRA cluster of the platform: 1.34+). The API server keeps the field where
+    DRAExtendedResource is on, and the scaler reads a live cluster's classes from it: an nvidia.com/gpu pod may
+    then get a DRA node's GPU, as kube-scheduler gives it. The scaler's own template classes (snapshots, simulate)
+    still serve no extended resource, as on a cluster without the gate."""
+    classes = {o.name: o.body for o in drivers["aws"].of("DeviceClass")}
+    assert classes[nvidia.DRIVER]["apiVersion"] == "resource.k8s.io/v1"
+    live = {name: convert.device_class(body).extended_resource_name for name, body in classes.items()}
+    assert live == {nvidia.GPU_CLASS.name: "nvidia.com/gpu", nvidia.MIG_CLASS.name: None, VFIO: None}
+    assert {c.name: c.extended_resource_name for c in nvidia.DEVICE_CLASSES} == {nvidia.GPU_CLASS.name: None,
+                                                                               nvidia.MIG_CLASS.name: None}
+
+
+@pytest.mark.parametrize("cloud", sorted(POOLS))
+def test_the_gpu_kubelet_plugin_runs_the_health_check(drivers: dict[str, Rendered], cloud: str) -> None:
+    """NVMLDeviceHealthCheck reaches the GPU kubelet plugin (the chart passes `featureGates` as FEATURE_GATES,
+    which the plugin parses at startup): a GPU with a critical XID is withdrawn from the node's ResourceSlice,
+    so no new claim gets it. The pinned release knows the gate (an unknown one would stop the plugin)."""
+    assert PIN.version == "25.12.0" and dra_driver_gates(PIN.version) == {"NVMLDeviceHealthCheck": True}
+    (ds,) = drivers[cloud].of("DaemonSet")
+    (gpus,) = ds.body["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e.get("value") for e in gpus["env"]}
+    assert env["FEATURE_GATES"] == "NVMLDeviceHealthCheck=true,"
+    assert gpus["image"] == f"nvcr.io/nvidia/k8s-dra-driver-gpu:v{PIN.version}"
+
+
+@pytest.mark.parametrize("cloud", sorted(POOLS))
+def test_the_gpu_kubelet_plugin_may_reach_the_api_server_only(drivers: dict[str, Rendered], cloud: str) -> None:
+    """Least privilege: the plugin (privileged, on every DRA node) talks to the API server and nothing else."""
+    driver = drivers[cloud]
+    (policy,) = driver.of("NetworkPolicy")
+    pod = driver.one("DaemonSet").body["spec"]["template"]
+    assert label_match(policy.body["spec"]["podSelector"], pod["metadata"]["labels"])
+    assert policy.body["spec"]["policyTypes"] == ["Egress"]
+    (rule,) = policy.body["spec"]["egress"]
+    assert "to" not in rule and {(p["protocol"], p["port"]) for p in rule["ports"]} == {("TCP", 443), ("TCP", 6443)}
+    assert not pod["spec"].get("hostNetwork")  # (a host-network pod would escape it)
 
 
 # --- the repository's stacks, each given a DRA pool -----------------------------------------------
@@ -146,7 +192,7 @@ def test_a_stack_with_a_dra_pool_installs_the_driver_there_valid_for_its_version
 
     (rel,) = [r for r in releases(run_program(program)) if r.inputs["name"] == RELEASE]
     inputs = json.loads(json.dumps(rel.inputs))
-    driver = render(SHARED_CHARTS / "nvidia-dra-driver-gpu", inputs["values"], RELEASE, inputs["namespace"])
+    driver = render(CHART, inputs["values"], RELEASE, inputs["namespace"])
     pod = _daemon_pod(driver.one("DaemonSet"))
     for pool in stack.scaler.pools:
         assert (static_reason(pod, pool.template_node()) is None) == (pool.name == DRA_POOL[cloud]["name"]), pool.name

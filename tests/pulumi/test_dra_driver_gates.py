@@ -1,16 +1,18 @@
 """The NVIDIA DRA driver's feature gates and GPU sharing in the stacks (gpuburst_platform.versions).
 
 The driver stops at startup on a gate it does not know, so the values turn a gate on only once the pinned
-chart's release knows it: NVMLDeviceHealthCheck (the health taints gpu.nvidia.com/xid and gpu-lost that the
-scaler repairs on) from v25.12.0; the pin is 25.8.1 (../shared/charts holds no newer release). The chart
-(rendered offline from ../shared/charts, as it is pinned) passes `featureGates` to the GPU kubelet plugin as
-its FEATURE_GATES variable. A pool sharing GPUs by memory (DRA consumable capacity) or cutting them per claim
-(dynamic MIG) is refused in a stack: the pinned driver publishes neither, so its nodes would not take the shares
-or slices the scaler plans.
+chart's release knows it: NVMLDeviceHealthCheck (a GPU with a critical XID leaves the node's ResourceSlice)
+from v25.12.0, the pin. The chart (rendered offline at the pinned version, tests/platform/charts_helpers.py)
+passes `featureGates` to the GPU kubelet plugin as its FEATURE_GATES variable. A pool sharing GPUs by memory
+(DRA consumable capacity) is refused in a stack: no driver release publishes shareable GPUs (upstream has it
+on main only, the ConsumableShares gate), so its nodes would not take the shares the scaler plans. A pool cutting
+its GPUs per claim (dynamic MIG) turns on DynamicMIG instead of the health check, which v25.12.0 refuses beside
+it, and cannot share the stack with a MIG layout made at boot on a DRA pool (the driver deletes it).
 """
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -23,47 +25,76 @@ from stack_helpers import ROOT, run_program, write_stack
 import pulumi
 from scaler.configfile import load_config
 
-CHART = ROOT.parent / "shared" / "charts" / "nvidia-dra-driver-gpu"
+sys.path.insert(0, str(ROOT / "tests" / "platform"))
+from charts_helpers import official_chart
+
 DRA_POOLS = ROOT / "tests" / "platform" / "pools-aws-dra.yaml"
 
 
-def _kubelet_plugin_env(values: dict[str, Any]) -> dict[str, str]:
-    with helm.Chart.load(str(CHART)) as chart:
-        assert yaml.safe_load((CHART / "Chart.yaml").read_text())["version"] == "25.8.1"
-        manifests = chart.render(values, name="nvidia-dra-driver-gpu", namespace="nvidia-dra-driver-gpu",
-                                 is_install=True)
+def _kubelet_plugin_env(values: dict[str, Any], version: str) -> dict[str, str]:
+    chart = official_chart("nvidia-dra-driver-gpu", version)
+    with helm.Chart.load(str(chart)) as loaded:
+        manifests = loaded.render(values, name="nvidia-dra-driver-gpu", namespace="nvidia-dra-driver-gpu",
+                                  is_install=True)
     docs = [d for text in manifests.values() for d in yaml.safe_load_all(text) if d]
     (ds,) = [d for d in docs if d["kind"] == "DaemonSet"]
     return {e["name"]: e.get("value", "") for c in ds["spec"]["template"]["spec"]["containers"]
             for e in c.get("env", [])}
 
 
-def test_the_pinned_driver_gets_no_gate_it_would_refuse() -> None:
-    values = render.dra_driver_values(load_config(DRA_POOLS))
-    assert "featureGates" not in values
-    assert "FEATURE_GATES" not in _kubelet_plugin_env(values)
-
-
-def test_a_driver_that_knows_the_health_check_gets_it_turned_on(monkeypatch: pytest.MonkeyPatch) -> None:
-    pinned = versions.CHARTS["nvidia-dra-driver-gpu"]
-    monkeypatch.setitem(versions.CHARTS, "nvidia-dra-driver-gpu", versions.Chart(pinned.chart, "25.12.0", pinned.repo))
+def test_the_pinned_driver_gets_the_health_check_turned_on() -> None:
+    pinned = versions.CHARTS["nvidia-dra-driver-gpu"].version
     values = render.dra_driver_values(load_config(DRA_POOLS))
     assert values["featureGates"] == {"NVMLDeviceHealthCheck": True}
     # the chart's own templates, from its values key to the plugin's variable
-    assert _kubelet_plugin_env(values)["FEATURE_GATES"] == "NVMLDeviceHealthCheck=true,"
+    assert _kubelet_plugin_env(values, pinned)["FEATURE_GATES"] == "NVMLDeviceHealthCheck=true,"
 
 
-@pytest.mark.parametrize(("pool", "words"), [
-    ({"name": "l4-shared", "instance_types": ["g6.xlarge"], "gpu_sharing": {"memory": {"step_gib": 4}}},
-     "pool l4-shared: gpu_sharing.memory: the pinned NVIDIA DRA driver 25.8.1"),
-    ({"name": "h100-dynamic", "instance_types": ["p5.48xlarge"], "gpu_sharing": {"mig": {"dynamic": True}}},
-     "pool h100-dynamic: gpu_sharing.mig.dynamic: the pinned NVIDIA DRA driver 25.8.1 has no DynamicMIG"),
-])
-def test_a_stack_pool_the_pinned_driver_cannot_serve_is_refused(tmp_path: Path, pool: dict[str, Any],
-                                                                 words: str) -> None:
+def test_an_older_driver_gets_no_gate_it_would_refuse(monkeypatch: pytest.MonkeyPatch) -> None:
+    pinned = versions.CHARTS["nvidia-dra-driver-gpu"]
+    monkeypatch.setitem(versions.CHARTS, "nvidia-dra-driver-gpu", versions.Chart(pinned.chart, "25.8.1", pinned.repo))
+    values = render.dra_driver_values(load_config(DRA_POOLS))
+    assert "featureGates" not in values
+    assert "FEATURE_GATES" not in _kubelet_plugin_env(values, "25.8.1")
+
+
+DYNAMIC = {"name": "h100-dynamic", "instance_types": ["p5.48xlarge"], "gpu_sharing": {"mig": {"dynamic": True}}}
+BOOT_MIG = {"name": "a100-boot-mig", "instance_types": ["p4d.24xlarge"],
+            "gpu_sharing": {"mig": {"strategy": "single", "profile": "1g.5gb"}}}
+
+
+def _refusal(tmp_path: Path, *pools: dict[str, Any]) -> str:
     def edit(config: dict[str, Any]) -> None:
-        config["gpuburst:pools"].append({**pool, "zones": ["us-east-1a"], "max": 2, "gpu_allocation": "dra"})
+        where = {"zones": ["us-east-1a"], "max": 2, "gpu_allocation": "dra"}
+        config["gpuburst:pools"].extend({**p, **where} for p in pools)
 
     with pytest.raises((pulumi.RunError, ValueError)) as err:  # (a RunError under `pulumi preview`)
         run_program(write_stack(ROOT / "Pulumi.aws-dev.yaml", tmp_path, edit))
-    assert words in str(err.value), err.value
+    return str(err.value)
+
+
+def test_a_stack_pool_sharing_gpus_by_memory_is_refused(tmp_path: Path) -> None:
+    pinned = versions.CHARTS["nvidia-dra-driver-gpu"].version
+    pool = {"name": "l4-shared", "instance_types": ["g6.xlarge"], "gpu_sharing": {"memory": {"step_gib": 4}}}
+    assert f"pool l4-shared: gpu_sharing.memory: the pinned NVIDIA DRA driver {pinned}" in _refusal(tmp_path, pool)
+
+
+def test_a_dynamic_mig_pool_turns_on_dynamic_mig_instead_of_the_health_check() -> None:
+    # v25.12.0 refuses to start with DynamicMIG beside NVMLDeviceHealthCheck (pkg/featuregates/featuregates.go)
+    pinned = versions.CHARTS["nvidia-dra-driver-gpu"].version
+    values = render.dra_driver_values(load_config(ROOT / "examples" / "pools-aws-mig-dynamic.yaml"))
+    assert values["featureGates"] == {"DynamicMIG": True}
+    assert _kubelet_plugin_env(values, pinned)["FEATURE_GATES"] == "DynamicMIG=true,"
+
+
+def test_a_dynamic_mig_pool_beside_a_boot_mig_layout_on_dra_is_refused(tmp_path: Path) -> None:
+    assert ("pool a100-boot-mig: gpu_sharing.mig: the NVIDIA DRA driver's DynamicMIG, turned on for pool "
+            "h100-dynamic, deletes the MIG devices a boot layout made" in _refusal(tmp_path, DYNAMIC, BOOT_MIG))
+
+
+def test_a_dynamic_mig_pool_is_refused_under_a_driver_without_dynamic_mig(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    pinned = versions.CHARTS["nvidia-dra-driver-gpu"]
+    monkeypatch.setitem(versions.CHARTS, "nvidia-dra-driver-gpu", versions.Chart(pinned.chart, "25.8.1", pinned.repo))
+    assert ("pool h100-dynamic: gpu_sharing.mig.dynamic: the pinned NVIDIA DRA driver 25.8.1 has no DynamicMIG"
+            in _refusal(tmp_path, DYNAMIC))
