@@ -599,8 +599,9 @@ class CountedClaims:
         names = [n for n in read if n is not None]
         shape = _shape(own, frozenset().union(*names)) if len(names) == len(read) else None
         key = (shape, _matching(exact)) if shape is not None else None
-        if key is not None and key in self._by_shape:
-            return self._by_shape[key]
+        known = self._by_shape.get(key) if key is not None else None  # (one lookup: a shape is long to hash)
+        if known is not None:
+            return known
         if self._selectors is None:  # selector results only (cached per device): no node's allocator needed
             self._selectors = Allocator(state.objects.classes, state.objects.slices, shared=state.first)
             state.first = state.first or self._selectors
