@@ -437,34 +437,45 @@ def node_devices(objects: DraObjects) -> dict[str, tuple[int, int]] | None:
     a NoSchedule/NoExecute taint (one walk over the slices); None when some slice's devices are not tied to
     one node (a pod could allocate them anywhere: no per-node bound) or may be shared (allowMultipleAllocations:
     a claim may take a share of a device another holds)."""
-    where: dict[tuple[str, str, str], tuple[list[int], bool]] = {}  # (a DeviceID's fields) -> its node's counts
+    held: dict[tuple[str, str], set[str]] = {}  # (driver, pool) -> the names of its devices held (`held_devices`)
+    for c in objects.claims.values():
+        if c.allocation:
+            for r in c.allocation.results:
+                if r.share_id is None:
+                    held.setdefault((r.driver, r.pool), set()).add(r.device)
+    where: dict[tuple[str, str, str], tuple[list[int], bool]] = {}  # a held device -> its node's counts
     free: dict[str, list[int]] = {}
     for s in objects.slices:
-        if not s.devices:
+        devices = s.devices
+        if not devices:
             continue
-        if not s.node_name or any(d.allow_multiple for d in s.devices):
+        if not s.node_name or any(d.allow_multiple for d in devices):
             return None
         counts = free.get(s.node_name)
         if counts is None:
             counts = free[s.node_name] = [0, 0]
         driver, pool = s.driver, s.pool.name
-        for d in s.devices:
-            clean = not (d.taints and _blocked(d))
-            counts[0] += 1
-            counts[1] += clean
-            where[(driver, pool, d.name)] = (counts, clean)
-    for device in held_devices(objects):
-        hit = where.get(device)  # (a DeviceID is a tuple of those fields: equal, same hash)
-        if hit is not None:
-            hit[0][0] -= 1
-            hit[0][1] -= hit[1]
+        counts[0] += len(devices)
+        counts[1] += len(devices)
+        tainted = [d for d in devices if d.taints]
+        if tainted:
+            counts[1] -= sum(map(_blocked, tainted))
+        names = held.get((driver, pool))
+        if names:  # (the last slice to publish a device is where it counts, as a walk of every device finds)
+            for d in devices:
+                if d.name in names:
+                    where[(driver, pool, d.name)] = (counts, not (d.taints and _blocked(d)))
+    for counts, clean in where.values():
+        counts[0] -= 1
+        counts[1] -= clean
     return {name: (n, clean) for name, (n, clean) in free.items()}
 
 
-def held_devices(objects: DraObjects) -> set[DeviceID]:
-    """Devices the allocated claims hold whole (their results without a share id)."""
-    return {r.device_id for c in objects.claims.values() if c.allocation for r in c.allocation.results
-            if r.share_id is None}
+def held_devices(objects: DraObjects) -> set[tuple[str, str, str]]:
+    """Devices the allocated claims hold whole (their results without a share id), by their DeviceIDs' fields
+    (a DeviceID is a tuple of them: equal, same hash, and a plain tuple is quicker to make: thousands a pass)."""
+    return {(r.driver, r.pool, r.device) for c in objects.claims.values() if c.allocation
+            for r in c.allocation.results if r.share_id is None}
 
 
 def shared_use(objects: DraObjects) -> dict[DeviceID, dict[str, Decimal]]:
