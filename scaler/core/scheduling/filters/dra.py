@@ -540,6 +540,7 @@ class CountedClaims:
         self._uniform: dict[tuple[int, Matching], tuple[object, bool]] = {}
         # (the slices' shape: `_shape`, class, request selectors) -> every device may be taken
         self._by_shape: dict[tuple[Shape, Matching], bool] = {}
+        self._read: dict[Matching, tuple[tuple[str, ...], frozenset[str] | None]] = {}  # `_expressions`
         self._specs: dict[tuple[str, tuple[PodResourceClaim, ...]], tuple[int, ...] | None] = {}
         self._asks: dict[tuple[int, ...], tuple[Matching, ...]] = {}
 
@@ -592,24 +593,23 @@ class CountedClaims:
         for spec_id in specs:
             exact = state.by_id[spec_id].requests[0].exactly
             assert exact is not None
-            key = (id(own), _matching(exact))
+            matching = _matching(exact)
+            key = (id(own), matching)
             hit = self._uniform.get(key)
             if hit is None or hit[0] is not own:
-                hit = self._uniform[key] = (own, self._all_match(node, own, exact))
+                hit = self._uniform[key] = (own, self._all_match(node, own, exact, matching))
             if not hit[1]:
                 return False
         return True
 
-    def _all_match(self, node: Node, own: Sequence[ResourceSlice], exact: ExactRequest) -> bool:
+    def _all_match(self, node: Node, own: Sequence[ResourceSlice], exact: ExactRequest, matching: Matching) -> bool:
         """Every device the node counts untainted (`node_devices`) the request may take, and it takes no
         other: a tainted device is fine only when the request does not tolerate it (then it is neither
         counted nor taken)."""
         state = self.state
-        expressions = (*state.objects.classes[exact.device_class_name].selectors, *exact.selectors)
-        read = [reads(e) for e in expressions]
-        names = [n for n in read if n is not None]
-        shape = _shape(own, frozenset().union(*names)) if len(names) == len(read) else None
-        key = (shape, _matching(exact)) if shape is not None else None
+        expressions, names = self._expressions(exact, matching)
+        shape = _shape(own, names) if names is not None else None
+        key = (shape, matching) if shape is not None else None
         known = self._by_shape.get(key) if key is not None else None  # (one lookup: a shape is long to hash)
         if known is not None:
             return known
@@ -631,6 +631,17 @@ class CountedClaims:
         if key is not None:
             self._by_shape[key] = ok
         return ok
+
+    def _expressions(self, exact: ExactRequest, matching: Matching) -> tuple[tuple[str, ...], frozenset[str] | None]:
+        """The selectors of the request and its class, and the names they read (celkey.reads; None: any),
+        once per request alike (not per node)."""
+        hit = self._read.get(matching)
+        if hit is None:
+            expressions = (*self.state.objects.classes[exact.device_class_name].selectors, *exact.selectors)
+            read = [reads(e) for e in expressions]
+            names = [n for n in read if n is not None]
+            hit = self._read[matching] = (expressions, frozenset().union(*names) if len(names) == len(read) else None)
+        return hit
 
     def slices_changed(self) -> None:
         self._selectors = None
