@@ -52,14 +52,15 @@ def content_key(driver: str, device: Device, names: frozenset[str]) -> tuple[obj
     """As published (a driver writes its devices' maps in one order; another order only shares less): every
     key, every attribute's type, and the values of the names read (a qualified name's identifier is what
     follows its domain)."""
-    # (lists, not generators, into the tuples, and capacity values only when read: a pass asks it 10,000s of times)
+    # (values picked by map in C, no comprehension's frame, and capacity values only when read: a pass asks it of
+    # every device of every node)
     attributes, capacity = device.attributes, device.capacity
     akeys, avalues = tuple(attributes), tuple(attributes.values())
     ckeys = tuple(capacity)
     cread = _read(ckeys, names)
-    cvalues = tuple(capacity.values()) if cread else ()
     return (driver, device.allow_multiple, akeys, tuple(map(type, avalues)),
-            tuple([avalues[i] for i in _read(akeys, names)]), ckeys, tuple([str(cvalues[i]) for i in cread]))
+            tuple(map(avalues.__getitem__, _read(akeys, names))), ckeys,
+            tuple(map(str, map(tuple(capacity.values()).__getitem__, cread))) if cread else ())
 
 
 @functools.lru_cache(maxsize=4096)

@@ -134,8 +134,12 @@ def skyline(vectors: Iterable[Sequence[int]]) -> list[tuple[int, ...]]:
 
 
 def with_room(bins: Iterable[Bin], nz: tuple[tuple[int, int], ...]) -> list[Bin]:
-    """The bins with room for one pod of the request, in order (unrolled for up to 4 resources: a pass asks
-    this of ~100k bins)."""
+    """The bins with room for one pod of the request, in order (unrolled for up to 5 resources, a class of
+    DRA claims counting its devices and untainted ones beside cpu, memory and pods: a pass asks this of
+    ~100k bins)."""
+    if len(nz) == 5:
+        (i, a), (j, b), (k, c), (m, d), (n, e) = nz
+        return [x for x in bins if (f := x.free)[i] >= a and f[j] >= b and f[k] >= c and f[m] >= d and f[n] >= e]
     if len(nz) == 4:
         (i, a), (j, b), (k, c), (m, d) = nz
         return [x for x in bins if (f := x.free)[i] >= a and f[j] >= b and f[k] >= c and f[m] >= d]

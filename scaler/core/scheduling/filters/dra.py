@@ -437,34 +437,45 @@ def node_devices(objects: DraObjects) -> dict[str, tuple[int, int]] | None:
     a NoSchedule/NoExecute taint (one walk over the slices); None when some slice's devices are not tied to
     one node (a pod could allocate them anywhere: no per-node bound) or may be shared (allowMultipleAllocations:
     a claim may take a share of a device another holds)."""
-    where: dict[tuple[str, str, str], tuple[list[int], bool]] = {}  # (a DeviceID's fields) -> its node's counts
+    held: dict[tuple[str, str], set[str]] = {}  # (driver, pool) -> the names of its devices held (`held_devices`)
+    for c in objects.claims.values():
+        if c.allocation:
+            for r in c.allocation.results:
+                if r.share_id is None:
+                    held.setdefault((r.driver, r.pool), set()).add(r.device)
+    where: dict[tuple[str, str, str], tuple[list[int], bool]] = {}  # a held device -> its node's counts
     free: dict[str, list[int]] = {}
     for s in objects.slices:
-        if not s.devices:
+        devices = s.devices
+        if not devices:
             continue
-        if not s.node_name or any(d.allow_multiple for d in s.devices):
+        if not s.node_name or any(d.allow_multiple for d in devices):
             return None
         counts = free.get(s.node_name)
         if counts is None:
             counts = free[s.node_name] = [0, 0]
         driver, pool = s.driver, s.pool.name
-        for d in s.devices:
-            clean = not (d.taints and _blocked(d))
-            counts[0] += 1
-            counts[1] += clean
-            where[(driver, pool, d.name)] = (counts, clean)
-    for device in held_devices(objects):
-        hit = where.get(device)  # (a DeviceID is a tuple of those fields: equal, same hash)
-        if hit is not None:
-            hit[0][0] -= 1
-            hit[0][1] -= hit[1]
+        counts[0] += len(devices)
+        counts[1] += len(devices)
+        tainted = [d for d in devices if d.taints]
+        if tainted:
+            counts[1] -= sum(map(_blocked, tainted))
+        names = held.get((driver, pool))
+        if names:  # (the last slice to publish a device is where it counts, as a walk of every device finds)
+            for d in devices:
+                if d.name in names:
+                    where[(driver, pool, d.name)] = (counts, not (d.taints and _blocked(d)))
+    for counts, clean in where.values():
+        counts[0] -= 1
+        counts[1] -= clean
     return {name: (n, clean) for name, (n, clean) in free.items()}
 
 
-def held_devices(objects: DraObjects) -> set[DeviceID]:
-    """Devices the allocated claims hold whole (their results without a share id)."""
-    return {r.device_id for c in objects.claims.values() if c.allocation for r in c.allocation.results
-            if r.share_id is None}
+def held_devices(objects: DraObjects) -> set[tuple[str, str, str]]:
+    """Devices the allocated claims hold whole (their results without a share id), by their DeviceIDs' fields
+    (a DeviceID is a tuple of them: equal, same hash, and a plain tuple is quicker to make: thousands a pass)."""
+    return {(r.driver, r.pool, r.device) for c in objects.claims.values() if c.allocation
+            for r in c.allocation.results if r.share_id is None}
 
 
 def shared_use(objects: DraObjects) -> dict[DeviceID, dict[str, Decimal]]:
@@ -529,6 +540,7 @@ class CountedClaims:
         self._uniform: dict[tuple[int, Matching], tuple[object, bool]] = {}
         # (the slices' shape: `_shape`, class, request selectors) -> every device may be taken
         self._by_shape: dict[tuple[Shape, Matching], bool] = {}
+        self._read: dict[Matching, tuple[tuple[str, ...], frozenset[str] | None]] = {}  # `_expressions`
         self._specs: dict[tuple[str, tuple[PodResourceClaim, ...]], tuple[int, ...] | None] = {}
         self._asks: dict[tuple[int, ...], tuple[Matching, ...]] = {}
 
@@ -581,26 +593,26 @@ class CountedClaims:
         for spec_id in specs:
             exact = state.by_id[spec_id].requests[0].exactly
             assert exact is not None
-            key = (id(own), _matching(exact))
+            matching = _matching(exact)
+            key = (id(own), matching)
             hit = self._uniform.get(key)
             if hit is None or hit[0] is not own:
-                hit = self._uniform[key] = (own, self._all_match(node, own, exact))
+                hit = self._uniform[key] = (own, self._all_match(node, own, exact, matching))
             if not hit[1]:
                 return False
         return True
 
-    def _all_match(self, node: Node, own: Sequence[ResourceSlice], exact: ExactRequest) -> bool:
+    def _all_match(self, node: Node, own: Sequence[ResourceSlice], exact: ExactRequest, matching: Matching) -> bool:
         """Every device the node counts untainted (`node_devices`) the request may take, and it takes no
         other: a tainted device is fine only when the request does not tolerate it (then it is neither
         counted nor taken)."""
         state = self.state
-        expressions = (*state.objects.classes[exact.device_class_name].selectors, *exact.selectors)
-        read = [reads(e) for e in expressions]
-        names = [n for n in read if n is not None]
-        shape = _shape(own, frozenset().union(*names)) if len(names) == len(read) else None
-        key = (shape, _matching(exact)) if shape is not None else None
-        if key is not None and key in self._by_shape:
-            return self._by_shape[key]
+        expressions, names = self._expressions(exact, matching)
+        shape = _shape(own, names) if names is not None else None
+        key = (shape, matching) if shape is not None else None
+        known = self._by_shape.get(key) if key is not None else None  # (one lookup: a shape is long to hash)
+        if known is not None:
+            return known
         if self._selectors is None:  # selector results only (cached per device): no node's allocator needed
             self._selectors = Allocator(state.objects.classes, state.objects.slices, shared=state.first)
             state.first = state.first or self._selectors
@@ -619,6 +631,17 @@ class CountedClaims:
         if key is not None:
             self._by_shape[key] = ok
         return ok
+
+    def _expressions(self, exact: ExactRequest, matching: Matching) -> tuple[tuple[str, ...], frozenset[str] | None]:
+        """The selectors of the request and its class, and the names they read (celkey.reads; None: any),
+        once per request alike (not per node)."""
+        hit = self._read.get(matching)
+        if hit is None:
+            expressions = (*self.state.objects.classes[exact.device_class_name].selectors, *exact.selectors)
+            read = [reads(e) for e in expressions]
+            names = [n for n in read if n is not None]
+            hit = self._read[matching] = (expressions, frozenset().union(*names) if len(names) == len(read) else None)
+        return hit
 
     def slices_changed(self) -> None:
         self._selectors = None
