@@ -41,7 +41,7 @@ from scaler.core.planning.capacity import zone_hints
 from scaler.core.planning.context import planning_context
 from scaler.core.planning.decide import decide
 from scaler.core.planning.decisions import Plan
-from scaler.core.planning.repair import device_taints, signals
+from scaler.core.planning.repair import device_taints, published_gpus, signals, withdrawn
 from scaler.core.planning.snapshot import PoolObservation, Snapshot
 from scaler.core.planning.state import State
 from scaler.kube.convert import SnapshotError
@@ -221,10 +221,11 @@ def health_lines(result: Plan, snapshot: Snapshot) -> list[str]:
     """Every node with a GPU health signal of its pool, and why it is (or is not yet) repaired."""
     repairs = {r.node: r for r in result.repairs}
     lines = []
-    tainted = device_taints(snapshot.dra)
+    tainted, published = device_taints(snapshot.dra), published_gpus(snapshot.dra)
     for node in snapshot.nodes:
         obs = snapshot.pools.get(node.pool or "")
-        found = (signals(node, obs.pool.repair, tainted.get(node.name, ()))
+        gone = (withdrawn(node, obs.pool.gpus, published) if obs.pool.dra else 0, obs.pool.gpus) if obs else (0, 0)
+        found = (signals(node, obs.pool.repair, tainted.get(node.name, ()), gone)
                  if obs is not None and obs.pool.repair.enabled else [])
         if not found:
             continue

@@ -27,10 +27,11 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from scaler.core.config.repair import RepairSpec
+from scaler.core.dra.nvidia import DRIVER
 from scaler.core.model import keys
 from scaler.core.model.dra import BLOCKING_EFFECTS, DeviceTaint, DraObjects
 from scaler.core.model.objects import Node, Pod
@@ -38,6 +39,7 @@ from scaler.core.model.workload import blocker, gpu_devices, node_pool, to_evict
 from scaler.core.planning.decisions import NodeEvent, Repair, ScaleDown
 from scaler.core.planning.snapshot import Snapshot
 from scaler.core.planning.state import State, fmt_time
+from scaler.core.scheduling.filters.dra import claim_keys
 
 
 @dataclass(slots=True)
@@ -73,14 +75,49 @@ def device_taints(dra: DraObjects) -> dict[str, list[tuple[str, DeviceTaint]]]:
     return out
 
 
-def signals(node: Node, spec: RepairSpec, taints: Sequence[tuple[str, DeviceTaint]] = ()) -> list[Signal]:
-    """The health signals a node shows now; `taints`: its devices' (`device_taints`)."""
+def published_gpus(dra: DraObjects) -> dict[str, int]:
+    """Node -> the GPUs NVIDIA's DRA driver publishes for it now (a GPU counts once, whole or by its MIG devices,
+    by its `uuid` or their `parentUUID`), for the nodes it published a slice for (all the slices of the pool's
+    newest generation, as the allocator reads them). The driver (v25.12.0, NVMLDeviceHealthCheck) republishes
+    a node's slices without a GPU that had a critical XID, and without all of them when NVML reports a GPU
+    lost, so a node publishing fewer GPUs than it has lost them."""
+    ours = [s for s in dra.slices if s.driver == DRIVER and s.node_name]
+    newest: dict[str, int] = {}
+    for s in ours:
+        newest[s.pool.name] = max(newest.get(s.pool.name, s.pool.generation), s.pool.generation)
+    current = [s for s in ours if s.pool.generation == newest[s.pool.name]]
+    count: dict[str, int] = defaultdict(int)
+    for s in current:
+        count[s.pool.name] += 1
+    seen: dict[str, set[object]] = {}
+    for s in current:
+        if count[s.pool.name] >= s.pool.resource_slice_count:  # (a pool still being published says nothing yet)
+            gpus = seen.setdefault(s.node_name or "", set())
+            for d in s.devices:
+                gpus.add(d.attributes.get("parentUUID") or d.attributes.get("uuid") or d.name)
+    return {node: len(gpus) for node, gpus in seen.items()}
+
+
+def withdrawn(node: Node, gpus: int, published: Mapping[str, int]) -> int:
+    """GPUs of a DRA node (its pool has `gpus` each) that its driver no longer publishes (`published_gpus`);
+    0 before it published any slice."""
+    have = published.get(node.name)
+    return max(gpus - have, 0) if have is not None else 0
+
+
+def signals(node: Node, spec: RepairSpec, taints: Sequence[tuple[str, DeviceTaint]] = (),
+            gone: tuple[int, int] = (0, 0)) -> list[Signal]:
+    """The health signals a node shows now; `taints`: its devices' (`device_taints`); `gone`: (GPUs its DRA
+    driver withdrew from its slices, GPUs it has)."""
     out = []
     if node.capacity:  # (not given: nothing to compare)
         capacity, allocatable = gpu_devices(node.capacity), gpu_devices(node.allocatable)
         if allocatable < capacity:
             out.append(Signal(f"{capacity - allocatable} of {capacity} GPU devices not allocatable", 0.0,
                               spec.lost_gpu_grace, lost_devices=True))
+    if gone[0] > 0:
+        out.append(Signal(f"{gone[0]} of {gone[1]} GPUs withdrawn from its ResourceSlices by the DRA driver", 0.0,
+                          spec.lost_gpu_grace, lost_devices=True))
     for cond in node.conditions:
         if spec.conditions.get(cond.type) == cond.status:
             why = f" ({cond.reason})" if cond.reason else ""
@@ -103,6 +140,8 @@ def plan_repairs(snapshot: Snapshot, state: State, gone: set[str]) -> Repairs:
     due: dict[str, list[tuple[float, Node, str]]] = defaultdict(list)
     size: dict[str, int] = defaultdict(int)
     tainted = device_taints(snapshot.dra)
+    published = published_gpus(snapshot.dra)
+    dead: dict[str, int] = {}
     for node in snapshot.nodes:
         name = node_pool(node)
         obs = snapshot.pools.get(name) if name else None
@@ -110,7 +149,11 @@ def plan_repairs(snapshot: Snapshot, state: State, gone: set[str]) -> Repairs:
             continue
         size[name] += 1
         drain = state.drains.get(node.name)
-        found = signals(node, obs.pool.repair, tainted.get(node.name, ())) if obs.pool.repair.enabled else []
+        lost = withdrawn(node, obs.pool.gpus, published) if obs.pool.dra else 0
+        if lost:
+            dead[node.name] = lost
+        found = (signals(node, obs.pool.repair, tainted.get(node.name, ()), (lost, obs.pool.gpus))
+                 if obs.pool.repair.enabled else [])
         if not found:
             if drain is not None and drain.repair:
                 out.recovered.append(node.name)
@@ -119,7 +162,7 @@ def plan_repairs(snapshot: Snapshot, state: State, gone: set[str]) -> Repairs:
         seen[node.name] = state.unhealthy_since.get(node.name, now)
         # A node that lost GPU devices and runs no GPU pod is replaced at once: nothing is lost by it, and its grace
         # would only keep paying for it (scale-down would remove it sooner).
-        idle = not any(gpu_devices(p.requests) for p in to_evict(node.pods))
+        idle = not any(gpu_devices(p.requests) or p.resource_claims for p in to_evict(node.pods))
         ready = [(s.since or seen[node.name], s) for s in found
                  if now - (s.since or seen[node.name]) >= s.grace or (idle and s.lost_devices)]
         if ready:
@@ -127,7 +170,8 @@ def plan_repairs(snapshot: Snapshot, state: State, gone: set[str]) -> Repairs:
             due[name].append((since, node, first.text))
     state.unhealthy_since = seen
     for name in sorted(due):
-        _pool_repairs(snapshot, state, name, size[name], sorted(due[name], key=lambda d: (d[0], d[1].name)), out)
+        _pool_repairs(snapshot, state, name, size[name], sorted(due[name], key=lambda d: (d[0], d[1].name)), dead,
+                      out)
     newly = sorted(set(out.paused) - state.repair_paused)
     state.repair_paused = frozenset(out.paused)
     for name in newly:
@@ -137,7 +181,7 @@ def plan_repairs(snapshot: Snapshot, state: State, gone: set[str]) -> Repairs:
 
 
 def _pool_repairs(snapshot: Snapshot, state: State, name: str, size: int, due: list[tuple[float, Node, str]],
-                  out: Repairs) -> None:
+                  dead: Mapping[str, int], out: Repairs) -> None:
     spec = snapshot.pools[name].pool.repair
     in_repair = {n for n, d in state.drains.items() if d.repair and d.pool == name}
     budget = spec.budget(size)
@@ -154,7 +198,7 @@ def _pool_repairs(snapshot: Snapshot, state: State, name: str, size: int, due: l
             out.notes.append(f"node {node.name} is unhealthy ({text}) but not repaired: {why}")
             out.repairs.append(Repair(node.name, name, f"{text}; blocked: {why}", since, started=False))
             continue
-        held = hold_reason(node, since, snapshot.now, spec)
+        held = hold_reason(node, since, snapshot.now, spec, dead.get(node.name), snapshot.dra)
         if held is not None:
             out.notes.append(f"node {node.name} is unhealthy ({text}) but kept: {held}")
             out.repairs.append(Repair(node.name, name, f"{text}; kept: {held}", since, started=False))
@@ -179,11 +223,22 @@ def _pool_repairs(snapshot: Snapshot, state: State, name: str, size: int, due: l
         out.notes.append(f"pool {name}: repairs paused: {out.paused[name]}")
 
 
-def at_stake(pod: Pod, now: float) -> float:
-    """GPU-seconds of work a drain would cost the pod now: its GPUs x its run since its last checkpoint (its
-    `gpuburst.io/checkpoint-interval`; 0 checkpoints continuously); all its run without one; inf when its start
-    is unknown."""
-    gpus = gpu_devices(pod.requests)
+def pod_gpus(pod: Pod, dra: DraObjects) -> int:
+    """The GPU devices a running pod holds: its device plugin resources, or the devices allocated to its
+    ResourceClaims."""
+    n = gpu_devices(pod.requests)
+    for _, key in claim_keys(pod) if pod.resource_claims else ():
+        claim = dra.claims.get(key)
+        if claim is not None and claim.allocation is not None:
+            n += len(claim.allocation.results)
+    return n
+
+
+def at_stake(pod: Pod, now: float, dra: DraObjects | None = None) -> float:
+    """GPU-seconds of work a drain would cost the pod now: its GPUs (`pod_gpus`) x its run since its last
+    checkpoint (its `gpuburst.io/checkpoint-interval`; 0 checkpoints continuously); all its run without one; inf
+    when its start is unknown."""
+    gpus = pod_gpus(pod, dra) if dra is not None else gpu_devices(pod.requests)
     if not gpus:
         return 0.0
     if pod.started_at is None:
@@ -203,15 +258,18 @@ def checkpoint_interval(pod: Pod) -> float | None:
     return value if value is not None and math.isfinite(value) and value >= 0 else None
 
 
-def hold_reason(node: Node, since: float, now: float, spec: RepairSpec) -> str | None:
+def hold_reason(node: Node, since: float, now: float, spec: RepairSpec, dead: int | None = None,
+                dra: DraObjects | None = None) -> str | None:
     """Why a node that lost GPU devices is kept for the pods running on its healthy ones, or None to drain it:
     idle, past `max_hold`, or when its pods' work at stake is no more than the GPU-seconds its dead devices
     have stood idle since `since` (the ski-rental rule: keep paying for the dead GPU until it has cost what a
-    drain would lose, so neither choice costs more than twice the better one)."""
-    dead = gpu_devices(node.capacity) - gpu_devices(node.allocatable) if node.capacity else 0
+    drain would lose, so neither choice costs more than twice the better one). `dead`: the GPUs its DRA driver
+    withdrew (`withdrawn`); else the device plugin's count, capacity less allocatable."""
+    if dead is None:
+        dead = gpu_devices(node.capacity) - gpu_devices(node.allocatable) if node.capacity else 0
     if dead <= 0 or now - since >= spec.max_hold:
         return None
-    stake = sum(at_stake(p, now) for p in to_evict(node.pods))
+    stake = sum(at_stake(p, now, dra) for p in to_evict(node.pods))
     idle = dead * (now - since)
     if stake <= idle:
         return None
