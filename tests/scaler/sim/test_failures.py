@@ -148,3 +148,17 @@ def test_explain_says_why_a_node_is_repaired(tmp_path: Path, capsys: pytest.Capt
             "cordon, replacement planned ahead, drain, its instance given back") in out
     assert ("  node ip-10-0-1-41.ec2.internal (gpu1-spot-a): 1 of 1 GPU devices not allocatable: not repaired now: "
             "1 of 2 node(s) in repair, the budget (20 %); 1 more unhealthy node(s) wait") in out
+
+
+@pytest.mark.parametrize("repair", [True, False])
+def test_a_job_that_redoes_lost_work_past_the_safety_stop_still_finishes(small_config: ScalerConfig, tmp_path: Path,
+                                                                        repair: bool) -> None:
+    """The safety stop (a day past the trace's last end) used to cut off a long job that failures kept sending back
+    to its last checkpoint: PHILLY-A at 0.01 with repair ended 4726/4727, its 948-hour 16-GPU job still running.
+    A 20-hour 8-GPU job at 0.2 failures per GPU-hour with hourly checkpoints needs days: it ends, and the run
+    with it."""
+    result = _run(small_config, tmp_path, rate=0.2, checkpoint=3600.0, repair=repair, rows=[f"g0,0,8,{20 * 3600},1"])
+    [run] = result.jobs
+    assert run.completed_at is not None and run.completed_at > 20 * 3600 + 86400
+    assert abs(run.done_s - 20 * 3600) < 1e-6
+    assert result.end >= run.completed_at
