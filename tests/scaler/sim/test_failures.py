@@ -13,8 +13,12 @@ from sim_helpers import ROOT, SMALL_POOLS, write_trace
 
 from scaler.cli import main
 from scaler.core.config.settings import ScalerConfig, parse_config
+from scaler.core.model import keys
+from scaler.core.model.objects import Node, Pod
 from scaler.core.planning.decide import decide
+from scaler.core.scheduling.scoring import DEFAULT
 from scaler.providers.sim import SimProvider
+from scaler.sim.binder import Binder
 from scaler.sim.engine import Engine
 from scaler.sim.failures import GpuFailures, kept_progress
 from scaler.sim.records import SimResult
@@ -162,3 +166,21 @@ def test_a_job_that_redoes_lost_work_past_the_safety_stop_still_finishes(small_c
     assert run.completed_at is not None and run.completed_at > 20 * 3600 + 86400
     assert abs(run.done_s - 20 * 3600) < 1e-6
     assert result.end >= run.completed_at
+
+
+def test_a_failure_strikes_running_work_first_the_most_at_stake_first() -> None:
+    """Which GPU a failure's pick strikes, along a fixed order that keeps the choice uniform and makes the same pick
+    stop the same kind of job in repair on and off: the held GPUs first, the longest run since its last checkpoint
+    first, then the free ones. An 8-GPU node: a 4-GPU pod 1000 s past its checkpoint, a 2-GPU pod 200 s past it
+    (it started later), 2 GPUs free."""
+    failures = GpuFailures(1e-6, 0, 1800.0)
+    binder = Binder({DEFAULT.scheduler_name: DEFAULT})
+    node = Node("n", allocatable={keys.RES_GPU: 8}, capacity={keys.RES_GPU: 8})
+    late = Pod("a-late", "trace", requests={keys.RES_GPU: 2}, node_name="n", started_at=3400.0)
+    early = Pod("b-early", "trace", requests={keys.RES_GPU: 4}, node_name="n", started_at=2600.0)
+    node.pods = [late, early]
+    binder.add_node(node)
+    failures.watch(node, 0.0)
+    failures.watch(node, 3600.0)  # its GPUs still all healthy at 3600 s: the clock the picks are read at
+    assert [failures.struck(binder, d) for d in (0.0, 0.49, 0.5, 0.74)] == [(node, early)] * 2 + [(node, late)] * 2
+    assert failures.struck(binder, 0.75) == failures.struck(binder, 0.99) == (node, None)
