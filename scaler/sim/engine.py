@@ -53,6 +53,7 @@ from scaler.sim.records import Fallbacks, JobRun, Sample, SimResult
 from scaler.sim.trace import SIM_NAMESPACE, Job, job_group, job_pods
 
 Progress = Callable[[str], None]
+DAY = 86400.0
 
 
 class Engine:
@@ -96,8 +97,12 @@ class Engine:
         self._run_index = {id(r): i for i, r in enumerate(self.runs)}
         self.plan_nonempty = False
         last_end = max((j.submit_s + j.duration_s for j in jobs), default=0.0)
-        # Safety stop: every job could have finished by then even after a day of waiting.
-        self.max_time = max_time if max_time is not None else last_end + 86400
+        # Safety stop: every job could have finished by then even after a day of waiting; unless given, pushed back
+        # while jobs still run (`_out_of_time`), up to ten times the trace's span past it.
+        self.max_time = max_time if max_time is not None else last_end + DAY
+        span = last_end - min((j.submit_s for j in jobs), default=0.0)
+        self.hard_stop = self.max_time if max_time is not None else self.max_time + 10 * span
+        self.ran_at = 0.0  # the last time a job stopped running (a stop or its end)
         self.pending: dict[str, Pod] = {}  # in queue order (dicts keep insertion order)
         self.new_pending: list[Pod] = []
         self.capacity_changed = False
@@ -217,6 +222,7 @@ class Engine:
         pod.node_name = None
         pod.phase = "Pending"
         if run.run_started is not None:
+            self.ran_at = now
             run.done_s = self.failures.stopped(run.done_s + now - run.run_started, run.job.gpus, by_failure=by_failure)
             run.run_started = None
             run.version += 1
@@ -248,6 +254,7 @@ class Engine:
 
     def _complete(self, run: JobRun, now: float) -> None:
         run.completed_at = now
+        self.ran_at = now
         if run.run_started is not None:
             run.done_s += now - run.run_started
         run.run_started = None
@@ -386,6 +393,17 @@ class Engine:
         return all(len([i for i in self.provider.alive() if i.pool == p.name]) <= p.min_size
                    for p in self.config.pools)
 
+    def _out_of_time(self, tick: float) -> bool:
+        """The safety stop. A job that redoes work lost to failures or reclaims may still be running a day past the
+        trace's last end: while one ran in the last day the stop waits another day (it used to cut such a job off,
+        its run never counted as done), up to `hard_stop` (a job stopped again before each checkpoint never ends)."""
+        if tick < self.max_time:
+            return False
+        if tick < self.hard_stop and (self.ran_at > tick - DAY or any(r.run_started is not None for r in self.runs)):
+            self.max_time = tick + DAY
+            return False
+        return True
+
     def run(self) -> SimResult:
         tick = 0.0
         wall = time.monotonic()
@@ -400,7 +418,7 @@ class Engine:
                 self._bind(tick)
                 self._sample(tick)
                 timer_due = self._timers(tick)
-            if self.finished() or tick >= self.max_time:
+            if self.finished() or self._out_of_time(tick):
                 break
             if self.buffers and self.completed + self.rejected == len(self.runs):
                 self.buffers, self.dirty = [], True  # the trace is over: the buffer goes, the pools return to min

@@ -1,18 +1,23 @@
 """Broken GPUs and lost work in the simulator (`--gpu-failure-rate`, `--checkpoint-interval`).
 
-Each GPU of a node fails at `rate` per GPU-hour (seeded; an exponential time from the node's registration,
-as independent faults give), once. A failed GPU is no longer advertised by the device plugin: the node's
-allocatable GPUs drop by one while its capacity stays, which is the signal the scaler's repair reads
-(`scaler.core.planning.repair`). If a pod held that GPU (pods holding as many healthy GPUs as they asked
-for, the failed one's place among them drawn uniformly) its job stops and its pod is created again
-pending, like an evicted one. Only whole GPUs fail here (a time-sliced GPU's replicas or MIG slices are
-shares of one GPU; a MIG node's GPUs left whole do fail).
+Each healthy whole GPU fails at `rate` per GPU-hour it runs (seeded), independently: across the cluster that is one
+Poisson process on the healthy GPU-hours run so far (`exposure_gpu_s`), each failure striking a healthy GPU chosen
+uniformly. A failed GPU is no longer advertised by the device plugin: the node's allocatable GPUs drop by one while
+its capacity stays, which is the signal the scaler's repair reads (`scaler.core.planning.repair`). If a pod held
+that GPU its job stops and its pod is created again pending, like an evicted one. Only whole GPUs fail here (a
+time-sliced GPU's replicas or MIG slices are shares of one GPU; a MIG node's GPUs left whole do fail).
 
-The draws are common random numbers: each GPU's failure time and victim come from a stream of its own,
-keyed by the seed, the node's pool, the node's place in the order its pool's nodes registered and the
-GPU's index, never from a stream the scaler's choices consume. So two runs that differ only in a policy
-(repair on and off) see the same failures on the nodes they both have: the k-th node of a pool fails at the
-same time after its registration, on the same GPU, in both.
+The draws are common random numbers on exposure, so that two runs that differ only in a policy (repair on and off)
+face the same fault process: one stream, keyed by the seed alone and consumed by nothing else, gives the k-th
+failure's exposure (the healthy GPU-hours at which it strikes) and its pick, a number in [0, 1) that chooses the
+GPU along every healthy GPU in a fixed order: the GPUs pods hold first, the one whose run since its last
+checkpoint is longest first, then the free ones. Any fixed order leaves the choice uniform; this one makes the same
+pick strike a running job in both runs when both run about as many, and the one with as much work at stake. So the
+runs see the same k-th failure at the same healthy GPU-hours, and a run sees more failures only by running more
+healthy GPU-hours (a repair's replacement runs 8 healthy GPUs where a kept broken node runs 7). Keying each GPU's
+own stream by its node's place in its pool (the model before) did not: once repair bought a replacement, the k-th
+node of a pool was another node at another time, and the runs drew different failures (PHILLY-A at 0.001: 346
+with repair, 316 without, for the same work).
 
 Every stopped job (a failed GPU, an eviction, a reclaimed node) resumes from its last checkpoint:
 training checkpoints every `checkpoint` seconds of its run, and what ran since is lost (0: nothing is
@@ -21,7 +26,6 @@ lost, the simulator's assumption before this module).
 
 from __future__ import annotations
 
-import heapq
 import math
 import random
 from dataclasses import dataclass, field
@@ -50,68 +54,98 @@ class GpuFailures:
     failures: int = 0
     lost_gpu_s: float = 0.0  # GPU-seconds of work lost by stopped jobs (every cause)
     lost_failure_gpu_s: float = 0.0  # of which by jobs a failed GPU stopped
+    exposure_gpu_s: float = 0.0  # healthy GPU-seconds run so far, every node: the clock failures strike on
     failed_at: dict[str, float] = field(default_factory=dict)  # node -> its first failure, while it exists
     repairing: set[str] = field(default_factory=set)  # nodes the scaler started to repair
-    log: list[tuple[float, str, float]] = field(default_factory=list)  # (time, node, its age) of every failure
+    log: list[tuple[float, str, float, float]] = field(default_factory=list)  # (time, node, its age, exposure)
     repair_delays: list[float] = field(default_factory=list)  # first failure -> removed, repaired nodes
     unrepaired_delays: list[float] = field(default_factory=list)  # the same, nodes removed otherwise
-    _due: list[tuple[float, str]] = field(default_factory=list)
-    _gpus: dict[str, list[tuple[float, float]]] = field(default_factory=dict)  # node -> (fails at, victim draw)
-    _registered: dict[str, int] = field(default_factory=dict)  # pool -> nodes seen so far
+    _healthy: dict[str, int] = field(default_factory=dict)  # node -> its GPUs the device plugin advertises
+    _running: int = 0  # their sum: GPU-seconds of exposure per second
+    _at: float = 0.0  # the time exposure_gpu_s was counted to
+    _strike: float = math.inf  # the exposure at which the next failure strikes
+    _pick: float = 0.0  # which healthy GPU it strikes (module docstring)
+    _rng: random.Random = field(default_factory=random.Random)
+
+    def __post_init__(self) -> None:
+        self._rng = random.Random(f"gpu-failures-{self.seed}")  # noqa: S311 - reproducible, its own stream
+        if self.rate > 0:
+            self._draw()
+
+    def _draw(self) -> None:
+        self._strike = self.exposure_gpu_s + self._rng.expovariate(self.rate) * HOUR
+        self._pick = self._rng.random()
+
+    def _advance(self, now: float) -> None:
+        if now > self._at:
+            self.exposure_gpu_s += self._running * (now - self._at)
+            self._at = now
+
+    def _set(self, name: str, gpus: int, now: float) -> None:
+        self._advance(now)
+        self._running += gpus - self._healthy.get(name, 0)
+        if gpus > 0:
+            self._healthy[name] = gpus
+        else:
+            self._healthy.pop(name, None)
 
     def watch(self, node: Node, now: float) -> None:
-        """Schedule the node's next GPU failure (nodes with whole GPUs only): its GPUs' times are drawn once,
-        when it is first seen, from their own streams (the module's docstring)."""
+        """A node registered or its device plugin published GPUs: its healthy whole GPUs run from now (nodes of
+        time-sliced or MIG GPUs are not watched)."""
         if self.rate <= 0 or not node.capacity.get(keys.RES_GPU, 0) or \
                 node.labels.get(keys.LABEL_GPU_SHARING_STRATEGY):
             return
-        if node.name not in self._gpus:
-            pool = node.pool or ""
-            ordinal = self._registered[pool] = self._registered.get(pool, 0) + 1
-            self._gpus[node.name] = sorted(self._draw(pool, ordinal, i, now)
-                                           for i in range(node.capacity[keys.RES_GPU]))
-        if self._gpus[node.name] and node.allocatable.get(keys.RES_GPU, 0) > 0:
-            heapq.heappush(self._due, (max(now, self._gpus[node.name][0][0]), node.name))
-
-    def _draw(self, pool: str, ordinal: int, gpu: int, now: float) -> tuple[float, float]:
-        rng = random.Random(f"gpu-failures-{self.seed}-{pool}-{ordinal}-{gpu}")  # noqa: S311 - reproducible
-        return now + rng.expovariate(self.rate) * HOUR, rng.random()
+        self._set(node.name, node.allocatable.get(keys.RES_GPU, 0), now)
 
     def next_time(self) -> float:
-        return self._due[0][0] if self._due else math.inf
+        if self._running <= 0 or self._strike == math.inf:
+            return math.inf
+        return self._at + max(self._strike - self.exposure_gpu_s, 0.0) / self._running
 
     def break_gpus(self, binder: Binder, now: float) -> list[Pod]:
-        """The failures due by `now`: each node's device plugin stops advertising the GPU (its capacity stays);
-        returns the pods that held one, unbound (their jobs stop)."""
+        """The failures due by `now`: each strikes the healthy GPU its draw picks; that node's device plugin stops
+        advertising it (its capacity stays); returns the pods that held one, unbound (their jobs stop)."""
         out = []
-        while self._due and self._due[0][0] <= now:
-            name = heapq.heappop(self._due)[1]
-            node = binder.nodes.get(name)
-            gpus = self._gpus.get(name)
-            if node is None or not gpus or gpus[0][0] > now:
-                continue  # gone, or an entry a later watch of the node superseded
-            _, draw = gpus.pop(0)
+        while self.next_time() <= now + 1e-6:
+            self._advance(self.next_time())
+            self.exposure_gpu_s = self._strike
+            node, pod = self.struck(binder, self._pick)
+            self._draw()
+            if node is None:
+                continue
             self.failures += 1
-            self.log.append((now, name, now - (node.created_at or 0.0)))
-            self.failed_at.setdefault(node.name, now)
-            pod = self.victim(node, draw)
+            self.log.append((self._at, node.name, self._at - (node.created_at or 0.0), self.exposure_gpu_s))
+            self.failed_at.setdefault(node.name, self._at)
             if pod is not None:
                 binder.unbind(pod)
                 out.append(pod)
             binder.publish(node.name, keys.RES_GPU, -1, healthy=False)
-            self.watch(node, now)  # the next failure among the GPUs left
+            self._set(node.name, node.allocatable.get(keys.RES_GPU, 0), self._at)
         return out
 
-    @staticmethod
-    def victim(node: Node, draw: float) -> Pod | None:
-        """The pod holding the GPU that failed (its place among the healthy ones: `draw` in [0, 1)), or None
-        when it was a free one."""
-        pick = math.floor(draw * node.allocatable.get(keys.RES_GPU, 0))
-        for pod in sorted((p for p in node.pods if p.requests.get(keys.RES_GPU)), key=lambda p: p.key):
+    def struck(self, binder: Binder, draw: float) -> tuple[Node | None, Pod | None]:
+        """The healthy GPU at `draw` (in [0, 1)) along every healthy GPU in a fixed order: the GPUs pods hold
+        first, the longest run since its last checkpoint first (then by pod name), then the free ones by node name;
+        its node and the pod holding it (None: a free one)."""
+        nodes = [binder.nodes[n] for n in sorted(self._healthy) if n in binder.nodes]
+        held = sorted(((p, n) for n in nodes for p in n.pods if p.requests.get(keys.RES_GPU)),
+                      key=lambda h: (-self._since_checkpoint(h[0]), h[0].key))
+        pick = math.floor(draw * sum(self._healthy[n.name] for n in nodes))
+        for pod, node in held:
             pick -= pod.requests[keys.RES_GPU]
             if pick < 0:
-                return pod
-        return None
+                return node, pod
+        for node in nodes:
+            pick -= self._healthy[node.name] - sum(p.requests.get(keys.RES_GPU, 0) for p in node.pods)
+            if pick < 0:
+                return node, None
+        return None, None
+
+    def _since_checkpoint(self, pod: Pod) -> float:
+        if pod.started_at is None:
+            return 0.0
+        run = max(self._at - pod.started_at, 0.0)
+        return run - kept_progress(run, self.checkpoint)
 
     def stopped(self, progress: float, gpus: int, *, by_failure: bool = False) -> float:
         """A job stopped after `progress` seconds of run: what it keeps; the rest is charged as lost."""
@@ -126,9 +160,7 @@ class GpuFailures:
         if since is not None:
             (self.repair_delays if node in self.repairing else self.unrepaired_delays).append(now - since)
         self.repairing.discard(node)
-        self._gpus.pop(node, None)
-        self._due = [d for d in self._due if d[1] != node]
-        heapq.heapify(self._due)
+        self._set(node, 0, now)
 
     def timers(self, state: State, nodes: dict[str, Node], config: ScalerConfig, now: float) -> list[float]:
         """When the planner could decide differently on an unhealthy node on its own: its grace ends, its hold
@@ -151,6 +183,7 @@ class GpuFailures:
         delays = self.repair_delays
         return {
             "rate_per_gpu_hour": self.rate, "checkpoint_interval_s": self.checkpoint, "gpu_failures": self.failures,
+            "healthy_gpu_hours": round(self.exposure_gpu_s / HOUR, 1),
             "failed_nodes": len(self.repair_delays) + len(self.unrepaired_delays) + len(self.failed_at),
             "repaired_nodes": len(self.repair_delays), "failed_nodes_left": len(self.failed_at),
             "gpu_hours_lost": round(self.lost_gpu_s / HOUR, 1),

@@ -13,8 +13,12 @@ from sim_helpers import ROOT, SMALL_POOLS, write_trace
 
 from scaler.cli import main
 from scaler.core.config.settings import ScalerConfig, parse_config
+from scaler.core.model import keys
+from scaler.core.model.objects import Node, Pod
 from scaler.core.planning.decide import decide
+from scaler.core.scheduling.scoring import DEFAULT
 from scaler.providers.sim import SimProvider
+from scaler.sim.binder import Binder
 from scaler.sim.engine import Engine
 from scaler.sim.failures import GpuFailures, kept_progress
 from scaler.sim.records import SimResult
@@ -71,22 +75,24 @@ def test_without_repair_a_broken_node_stays_until_it_is_idle(small_config: Scale
     assert on["repaired_nodes"]
 
 
-def test_repair_on_and_off_see_the_same_failures(tmp_path: Path) -> None:
-    """Common random numbers: a node both runs bought breaks at the same times in both, whatever the nodes the
-    repair bought in between (they used to draw from one stream, so a replacement changed every later failure).
-    4-GPU nodes of 1-GPU jobs: repair drains a broken node its healthy GPUs would have kept."""
+def test_repair_on_and_off_face_the_same_fault_process(tmp_path: Path) -> None:
+    """Common random numbers on exposure: in both runs the k-th failure strikes once the healthy GPUs have run the
+    same GPU-hours, so a run sees more failures only by running more healthy GPU-hours (they used to be keyed by
+    the k-th node of a pool: once a repair bought a replacement, the k-th node was another node at another time and
+    the runs drew different failures). 4-GPU nodes of 1-GPU jobs: repair drains a broken node its healthy GPUs
+    would have kept."""
     config = parse_config({**SMALL_POOLS, "pools": [
         {"name": "gpu4", "instance_types": ["g6.12xlarge"], "zones": ["us-east-1a"], "max": 20}]}, "p.yaml")
     rows = [f"s{i},{i * 60},1,{6 * 3600},1" for i in range(12)]
-    on = _run(config, tmp_path, rate=0.2, rows=rows)
-    off = _run(config, tmp_path, rate=0.2, rows=rows, repair=False)
-    assert on.failures.section()["repaired_nodes"] and not off.failures.section()["repaired_nodes"]
-    both = {n for _, n, _ in on.failures.log} & {n for _, n, _ in off.failures.log}
-    for node in both:  # the k-th node of the pool in each run: its GPUs fail as long after it registered
-        mine = [round(age, 6) for _, n, age in on.failures.log if n == node]
-        theirs = [round(age, 6) for _, n, age in off.failures.log if n == node]
-        assert mine == theirs[:len(mine)], node  # a node repaired in one run breaks no more there
-    assert len([n for _, n, _ in off.failures.log if n in both]) >= 3
+    on = _run(config, tmp_path, rate=0.2, rows=rows).failures
+    off = _run(config, tmp_path, rate=0.2, rows=rows, repair=False).failures
+    assert on.section()["repaired_nodes"] and not off.section()["repaired_nodes"]
+    strikes_on, strikes_off = [e for *_, e in on.log], [e for *_, e in off.log]
+    both = min(len(strikes_on), len(strikes_off))
+    assert both >= 5
+    assert strikes_on[:both] == pytest.approx(strikes_off[:both])
+    more, fewer = (on, off) if on.failures > off.failures else (off, on)
+    assert all(e > fewer.exposure_gpu_s for *_, e in more.log[fewer.failures:])  # only the extra exposure's
 
 
 def test_the_checkpoint_interval_charges_reclaimed_jobs(small_config: ScalerConfig, tmp_path: Path) -> None:
@@ -146,3 +152,35 @@ def test_explain_says_why_a_node_is_repaired(tmp_path: Path, capsys: pytest.Capt
             "cordon, replacement planned ahead, drain, its instance given back") in out
     assert ("  node ip-10-0-1-41.ec2.internal (gpu1-spot-a): 1 of 1 GPU devices not allocatable: not repaired now: "
             "1 of 2 node(s) in repair, the budget (20 %); 1 more unhealthy node(s) wait") in out
+
+
+@pytest.mark.parametrize("repair", [True, False])
+def test_a_job_that_redoes_lost_work_past_the_safety_stop_still_finishes(small_config: ScalerConfig, tmp_path: Path,
+                                                                        repair: bool) -> None:
+    """The safety stop (a day past the trace's last end) used to cut off a long job that failures kept sending back
+    to its last checkpoint: PHILLY-A at 0.01 with repair ended 4726/4727, its 948-hour 16-GPU job still running.
+    A 20-hour 8-GPU job at 0.2 failures per GPU-hour with hourly checkpoints needs days: it ends, and the run
+    with it."""
+    result = _run(small_config, tmp_path, rate=0.2, checkpoint=3600.0, repair=repair, rows=[f"g0,0,8,{20 * 3600},1"])
+    [run] = result.jobs
+    assert run.completed_at is not None and run.completed_at > 20 * 3600 + 86400
+    assert abs(run.done_s - 20 * 3600) < 1e-6
+    assert result.end >= run.completed_at
+
+
+def test_a_failure_strikes_running_work_first_the_most_at_stake_first() -> None:
+    """Which GPU a failure's pick strikes, along a fixed order that keeps the choice uniform and makes the same pick
+    stop the same kind of job in repair on and off: the held GPUs first, the longest run since its last checkpoint
+    first, then the free ones. An 8-GPU node: a 4-GPU pod 1000 s past its checkpoint, a 2-GPU pod 200 s past it
+    (it started later), 2 GPUs free."""
+    failures = GpuFailures(1e-6, 0, 1800.0)
+    binder = Binder({DEFAULT.scheduler_name: DEFAULT})
+    node = Node("n", allocatable={keys.RES_GPU: 8}, capacity={keys.RES_GPU: 8})
+    late = Pod("a-late", "trace", requests={keys.RES_GPU: 2}, node_name="n", started_at=3400.0)
+    early = Pod("b-early", "trace", requests={keys.RES_GPU: 4}, node_name="n", started_at=2600.0)
+    node.pods = [late, early]
+    binder.add_node(node)
+    failures.watch(node, 0.0)
+    failures.watch(node, 3600.0)  # its GPUs still all healthy at 3600 s: the clock the picks are read at
+    assert [failures.struck(binder, d) for d in (0.0, 0.49, 0.5, 0.74)] == [(node, early)] * 2 + [(node, late)] * 2
+    assert failures.struck(binder, 0.75) == failures.struck(binder, 0.99) == (node, None)
