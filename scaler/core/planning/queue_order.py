@@ -91,8 +91,8 @@ class Chooser:
                     if known is None:
                         known = before.get(key)
                         if known is None:  # (the key: allocatable then free of the names; zip stops at names)
-                            known = scoring.resource_score(self.request, dict(zip(names, key)),
-                                                           dict(zip(names, key[k:])), self.profile)
+                            known = scoring.resource_score(self.request, dict(zip(names, key, strict=False)),
+                                                           dict(zip(names, key[k:], strict=True)), self.profile)
                         parts[key] = known
                     part = known
                     cache[id(b)] = (b.version, part)
