@@ -62,10 +62,10 @@ class Filtered:
         differ in what the filters read (labels, claims, ...): each is checked on its own, the class
         only shares requests, statics and scores. Pods whose only constraint is plain claims from
         templates (`Cluster.counted_claims`) share a class per claim specs: they are interchangeable."""
-        if not self.constrained(pod):
+        cluster = self.cluster  # (a pod with claims needs the check: most GPU pods of a DRA cluster)
+        if cluster is None or not (pod.resource_claims or cluster.needs_check(pod)):
             return None
-        assert self.cluster is not None
-        specs = self.cluster.counted_claims(pod)
+        specs = cluster.counted_claims(pod)
         return True if specs is None else ("claims", specs)
 
     def is_constrained(self, cls: PodClass) -> bool:
