@@ -263,22 +263,15 @@ def build_packer(snapshot: Snapshot, ctx: PlanningContext, adv: Advanced, usage:
     if dev is not None:
         dra = snapshot.dra
         least: dict[tuple[str, tuple[object, ...]], tuple[int, int]] = {}  # pods of a workload ask the same
-        last_pod: Pod | None = None  # the pod asked last and its counts (classify asks both, in a row)
-        last = (0, 0)
 
         def counts(pod: Pod) -> tuple[int, int]:
-            nonlocal last_pod, last
-            if pod is last_pod:
-                return last
             key = (pod.namespace, pod.resource_claims)
             hit = least.get(key)
             if hit is None:
                 hit = least[key] = (devices_at_least(dra, pod), devices_at_least(dra, pod, untainted=True))
-            last_pod, last = pod, hit
             return hit
 
-        packer.claim_devices = lambda pod: counts(pod)[0]
-        packer.claim_untainted = lambda pod: counts(pod)[1]
+        packer.claim_counts = counts
     packer.set_min_request([*(p.requests for p in snapshot.pending), *map(dict, usage.requests)])
     delegated = _delegated(packer, snapshot)
     registered = _node_bins(packer, snapshot, ctx.timings.provision_timeout, adv, usage, templates, devices, delegated)

@@ -62,10 +62,10 @@ class Filtered:
         differ in what the filters read (labels, claims, ...): each is checked on its own, the class
         only shares requests, statics and scores. Pods whose only constraint is plain claims from
         templates (`Cluster.counted_claims`) share a class per claim specs: they are interchangeable."""
-        if not self.constrained(pod):
+        cluster = self.cluster  # (a pod with claims needs the check: most GPU pods of a DRA cluster)
+        if cluster is None or not (pod.resource_claims or cluster.needs_check(pod)):
             return None
-        assert self.cluster is not None
-        specs = self.cluster.counted_claims(pod)
+        specs = cluster.counted_claims(pod)
         return True if specs is None else ("claims", specs)
 
     def is_constrained(self, cls: PodClass) -> bool:
@@ -151,11 +151,12 @@ class Filtered:
         dev = packer.index.get(keys.RES_DRA_DEVICES)
         assert self.cluster is not None
         hit = self.cluster.dra.by_pod.get(id(pod))
-        if dev is None or hit is None or packer.claim_devices is None or packer.claim_untainted is None:
+        if dev is None or hit is None or packer.claim_counts is None:
             return
         blocked = self.cluster.dra.blocked
-        extra = len(hit[2]) - packer.claim_devices(pod)
-        untainted = len(hit[2] - blocked if blocked else hit[2]) - packer.claim_untainted(pod)
+        devices, untainted = packer.claim_counts(pod)
+        extra = len(hit[2]) - devices
+        untainted = len(hit[2] - blocked if blocked else hit[2]) - untainted
         if extra > 0 or untainted > 0:
             if packer._journal is not None:
                 packer._journal.append((b, list(b.free)))

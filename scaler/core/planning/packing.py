@@ -206,8 +206,8 @@ class Packer:
         self.dead: tuple[tuple[int, int], ...] = ()
         self.memo: Memo | None = None  # the last passes' results (the Snapshot's)
         # pod -> the DRA devices it takes at least (keys.RES_DRA_DEVICES, when the pass counts them)
-        self.claim_devices: Callable[[Pod], int] | None = None
-        self.claim_untainted: Callable[[Pod], int] | None = None  # of those, untainted (keys.RES_DRA_UNTAINTED)
+        # and of those, the untainted ones (keys.RES_DRA_UNTAINTED)
+        self.claim_counts: Callable[[Pod], tuple[int, int]] | None = None
 
     def set_min_request(self, requests: Iterable[Mapping[str, int]]) -> None:
         """Declare the requests of every pod this pass will place (pending and evictable): bins that cannot
@@ -305,13 +305,11 @@ class Packer:
         a pod that must be equal within a class (what kube-scheduler's other filters read)."""
         out: list[PodClass] = []
         seen: dict[tuple[object, ...], PodClass] = {}
-        claim_devices, static_id, index = self.claim_devices, self.static_id, self.index
-        claim_untainted = self.claim_untainted
+        claim_counts, static_id, index = self.claim_counts, self.static_id, self.index
         for pod in pods:
             gang = gang_of.get(pod.key) if gang_of else None
             req_key = tuple(sorted(pod.requests.items()))
-            devices = claim_devices(pod) if claim_devices is not None and pod.resource_claims else 0
-            untainted = claim_untainted(pod) if claim_untainted is not None and devices else 0
+            devices, untainted = claim_counts(pod) if claim_counts is not None and pod.resource_claims else (0, 0)
             sid = static_id(pod)
             key = (req_key, devices, untainted, sid, pod.priority, pod.scheduler_name, gang,
                    extra(pod) if extra else None)

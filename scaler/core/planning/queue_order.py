@@ -44,14 +44,15 @@ class Chooser:
         self.pick: Callable[[list[int]], Sequence[int]] = lambda v: tuple(v[i] for i in both)
         if len(both) > 1:
             self.pick = operator.itemgetter(*both)
-        self.groups = {id(g) for g in packer.eligible_real(cls.static_id)}
+        eligible = packer.eligible_real(cls.static_id)
+        self.groups = {id(g) for g in eligible}
         self.heap: list[tuple[int, str, int, int, Bin]] = []
         self.cache = packer.scores.setdefault((self.profile.name, cls.nz), {})
         self.seq = 0
         self.dead = False
         roomy: list[tuple[Group, list[Bin]]] = []  # the groups with a node that takes the class, its nodes
         nz = cls.nz
-        for g in packer.eligible_real(cls.static_id):
+        for g in eligible:
             bound = g.bound
             if (bound is not None and any(bound[i] < a for i, a in nz)) or not packer.any_room(g, nz):
                 continue  # no node of the group takes the class
@@ -75,6 +76,8 @@ class Chooser:
         out = []
         cache, pick, seq = self.cache, self.pick, self.seq
         parts, before = self._parts()
+        names = self.names
+        k = len(names)
         for g, bins in roomy:
             static = self.static[id(g)]
             for b in bins:
@@ -87,10 +90,9 @@ class Chooser:
                     known = parts.get(key)
                     if known is None:
                         known = before.get(key)
-                        if known is None:
-                            k = len(self.names)
-                            known = scoring.resource_score(self.request, dict(zip(self.names, key[:k], strict=True)),
-                                                           dict(zip(self.names, key[k:], strict=True)), self.profile)
+                        if known is None:  # (the key: allocatable then free of the names; zip stops at names)
+                            known = scoring.resource_score(self.request, dict(zip(names, key, strict=False)),
+                                                           dict(zip(names, key[k:], strict=True)), self.profile)
                         parts[key] = known
                     part = known
                     cache[id(b)] = (b.version, part)
