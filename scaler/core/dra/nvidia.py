@@ -93,6 +93,12 @@ def _version(text: str) -> Version:
     return Version(".".join(str(int(p)) for p in parts))
 
 
+def physical_gpu(device: Device) -> object:
+    """The GPU a device the driver publishes is on: a whole GPU's `uuid`, a MIG device's `parentUUID` (the
+    device's name when it carries neither)."""
+    return device.attributes.get("parentUUID") or device.attributes.get("uuid") or device.name
+
+
 def _common(gpu: GpuModel, node: str, minor: int) -> dict[str, str | int | bool | Version]:
     return {
         "uuid": f"GPU-{node}-{minor}",

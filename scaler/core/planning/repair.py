@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from scaler.core.config.repair import RepairSpec
-from scaler.core.dra.nvidia import DRIVER
+from scaler.core.dra.nvidia import DRIVER, physical_gpu
 from scaler.core.model import keys
 from scaler.core.model.dra import BLOCKING_EFFECTS, DeviceTaint, DraObjects
 from scaler.core.model.objects import Node, Pod
@@ -93,8 +93,7 @@ def published_gpus(dra: DraObjects) -> dict[str, int]:
     for s in current:
         if count[s.pool.name] >= s.pool.resource_slice_count:  # (a pool still being published says nothing yet)
             gpus = seen.setdefault(s.node_name or "", set())
-            for d in s.devices:
-                gpus.add(d.attributes.get("parentUUID") or d.attributes.get("uuid") or d.name)
+            gpus.update(map(physical_gpu, s.devices))
     return {node: len(gpus) for node, gpus in seen.items()}
 
 
@@ -140,7 +139,9 @@ def plan_repairs(snapshot: Snapshot, state: State, gone: set[str]) -> Repairs:
     due: dict[str, list[tuple[float, Node, str]]] = defaultdict(list)
     size: dict[str, int] = defaultdict(int)
     tainted = device_taints(snapshot.dra)
-    published = published_gpus(snapshot.dra)
+    # (read only where a DRA pool is repaired: a pass over every device of every slice)
+    repaired_dra = any(o.pool.dra and o.pool.repair.enabled for o in snapshot.pools.values())
+    published = published_gpus(snapshot.dra) if repaired_dra else {}
     dead: dict[str, int] = {}
     for node in snapshot.nodes:
         name = node_pool(node)
