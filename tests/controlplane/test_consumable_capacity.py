@@ -10,16 +10,14 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterator
 from decimal import Decimal
-from typing import Any
 
 import pytest
 
-from scaler.core.config.settings import parse_config
 from scaler.core.dra import nvidia
 from scaler.core.model.quantity import parse_quantity
 from tests.controlplane import diffgen
 from tests.controlplane.fixtures import Cluster
-from tests.controlplane.world import MotoCloud, RealWorld, create_all, gpu_pod
+from tests.controlplane.world import RealWorld, claim_pod, create_all, moto_world
 from tests.fakes.aws import MotoAws
 
 pytestmark = pytest.mark.integration
@@ -38,19 +36,8 @@ TEMPLATE = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
 
 @pytest.fixture
 def world(aws: MotoAws, cluster: Cluster) -> Iterator[RealWorld]:
-    config = parse_config(CONFIG, "test")
-    w = RealWorld(MotoCloud(aws, config), cluster, config, kubelet=True)
-    try:
+    with moto_world(aws, cluster, CONFIG, kubelet=True) as w:
         yield w
-    finally:
-        w.close()
-
-
-def share_pod(name: str) -> dict[str, Any]:
-    pod = gpu_pod(name, 0, cpu="500m")
-    pod["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "gpu-4gi"}]
-    pod["spec"]["containers"][0]["resources"]["claims"] = [{"name": "gpu"}]
-    return pod
 
 
 def shares(cluster: Cluster) -> dict[tuple[str, str], list[Decimal]]:
@@ -67,7 +54,7 @@ def shares(cluster: Cluster) -> dict[tuple[str, str], list[Decimal]]:
 def test_the_real_scheduler_shares_the_gpus_the_scaler_bought_as_it_planned(world: RealWorld,
                                                                             cluster: Cluster) -> None:
     create_all(cluster.admin, [diffgen.device_class(c) for c in nvidia.DEVICE_CLASSES])
-    create_all(cluster.admin, [TEMPLATE, *(share_pod(f"infer-{i}") for i in range(7))])
+    create_all(cluster.admin, [TEMPLATE, *(claim_pod(f"infer-{i}", "gpu-4gi") for i in range(7))])
     plan = world.step()
     assert plan is not None and [(u.pool, u.count) for u in plan.scale_ups] == [("l4-shared", 2)], plan
     for _ in range(4):
@@ -82,7 +69,7 @@ def test_the_real_scheduler_shares_the_gpus_the_scaler_bought_as_it_planned(worl
     assert all(sum(v) <= memory and all(x == 4 * 2**30 for x in v) for v in held.values()), held
 
     # Room is left beside the shares the two GPUs hold (10 fit, 7 held): three more buy nothing.
-    create_all(cluster.admin, [share_pod(f"more-{i}") for i in range(3)])
+    create_all(cluster.admin, [claim_pod(f"more-{i}", "gpu-4gi") for i in range(3)])
     plan = world.step()
     assert plan is not None and plan.scale_ups == [], plan.scale_ups
     assert {v.outcome for v in plan.verdicts.values()} <= {"fits-existing"}, plan.verdicts

@@ -12,11 +12,10 @@ from typing import Any
 
 import pytest
 
-from scaler.core.config.settings import parse_config
 from scaler.core.dra import nvidia
 from tests.controlplane import diffgen
 from tests.controlplane.fixtures import Cluster
-from tests.controlplane.world import MotoCloud, RealWorld, create_all, gpu_pod
+from tests.controlplane.world import RealWorld, claim_pod, create_all, moto_world
 from tests.fakes.aws import MotoAws
 
 pytestmark = pytest.mark.integration
@@ -48,19 +47,8 @@ TEMPLATES = [_template("whole", nvidia.GPU_CLASS.name), _template("mig-3g", nvid
 
 @pytest.fixture
 def world(aws: MotoAws, cluster: Cluster) -> Iterator[RealWorld]:
-    config = parse_config(CONFIG, "test")
-    w = RealWorld(MotoCloud(aws, config), cluster, config, kubelet=True)
-    try:
+    with moto_world(aws, cluster, CONFIG, kubelet=True) as w:
         yield w
-    finally:
-        w.close()
-
-
-def claim_pod(name: str, template: str) -> dict[str, Any]:
-    pod = gpu_pod(name, 0, cpu="500m")
-    pod["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": template}]
-    pod["spec"]["containers"][0]["resources"]["claims"] = [{"name": "gpu"}]
-    return pod
 
 
 def memory_slices(world: RealWorld, cluster: Cluster) -> dict[tuple[str, str], list[str]]:

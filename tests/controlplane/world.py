@@ -9,15 +9,16 @@ API server's own timestamps are real), so a test need not wait out boot times or
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from statistics import median
 from typing import Any
 
 from kubernetes import client, utils
 
-from scaler.core.config.settings import ScalerConfig
+from scaler.core.config.settings import ScalerConfig, parse_config
 from scaler.core.model import keys
 from scaler.core.planning.decisions import Plan
 from scaler.kube.actions import KubeActions, Leader
@@ -276,6 +277,25 @@ def gpu_pod(name: str, gpus: int, *, namespace: str = "default", zone: str | Non
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": name, "namespace": namespace, "labels": labels or {"app": name.rsplit("-", 1)[0]}},
             "spec": spec}
+
+
+def claim_pod(name: str, template: str) -> dict[str, Any]:
+    """A pod of half a core asking for its GPU through one claim made from the ResourceClaimTemplate `template`."""
+    pod = gpu_pod(name, 0, cpu="500m")
+    pod["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": template}]
+    pod["spec"]["containers"][0]["resources"]["claims"] = [{"name": "gpu"}]
+    return pod
+
+
+@contextlib.contextmanager
+def moto_world(aws: MotoAws, cluster: Cluster, data: dict[str, Any], **options: Any) -> Iterator[RealWorld]:
+    """A RealWorld for the scaler config `data` on moto's Auto Scaling, closed after use (`options`: RealWorld's)."""
+    config = parse_config(data, "test")
+    w = RealWorld(MotoCloud(aws, config), cluster, config, **options)
+    try:
+        yield w
+    finally:
+        w.close()
 
 
 def create_all(api: client.ApiClient, objs: Iterable[dict[str, Any]]) -> None:
