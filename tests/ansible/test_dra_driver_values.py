@@ -113,7 +113,7 @@ def test_the_roles_pool_label_is_the_pool_models() -> None:
     sys.path.insert(0, str(REPO / "pulumi"))
     from gpuburst_platform.versions import CHARTS
 
-    pin = CHARTS["nvidia-dra-driver-gpu"]
+    pin = CHARTS["dra-driver-nvidia-gpu"]
     defaults = yaml.safe_load((ROLES / "dra_driver" / "defaults" / "main.yml").read_text())
     assert (defaults["dra_driver_chart"], defaults["dra_driver_chart_version"], defaults["dra_driver_chart_repo"]) \
         == (pin.chart, pin.version, pin.repo)
