@@ -20,6 +20,7 @@ import helm_python as helm
 import pytest
 import yaml
 from gpuburst_platform import render, versions
+from gpuburst_platform.settings import DRA_DRIVER_NAME, DRA_DRIVER_NAMESPACE
 from stack_helpers import ROOT, run_program, write_stack
 
 import pulumi
@@ -37,7 +38,7 @@ PIN = versions.CHARTS["dra-driver-nvidia-gpu"]
 def _kubelet_plugin_env(values: dict[str, Any]) -> dict[str, str]:
     chart = official_chart(PIN.chart.rsplit("/", 1)[-1], PIN.version)
     with helm.Chart.load(str(chart)) as loaded:
-        manifests = loaded.render(values, name="nvidia-dra-driver-gpu", namespace="nvidia-dra-driver-gpu",
+        manifests = loaded.render(values, name=DRA_DRIVER_NAME, namespace=DRA_DRIVER_NAMESPACE,
                                   is_install=True)
     docs = [d for text in manifests.values() for d in yaml.safe_load_all(text) if d]
     (ds,) = [d for d in docs if d["kind"] == "DaemonSet"]
