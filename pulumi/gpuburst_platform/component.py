@@ -57,17 +57,14 @@ def _check(name: str, config: ScalerConfig, cloud: Cloud, settings: PlatformSett
             f"platform {name}: the pools have no role 'system' pool; the scaler, Prometheus and the "
             f"schedulers are pinned to {keys.LABEL_ROLE}=system nodes"
         )
-    dra_version = versions.CHARTS["nvidia-dra-driver-gpu"].version
+    dra = versions.CHARTS["dra-driver-nvidia-gpu"]
     shared = [p.name for p in config.pools if p.dra and p.sharing is not None and p.sharing.memory_step_gib]
-    if shared and not versions.dra_driver_has(versions.DRA_DRIVER_SHARES_MEMORY_FROM, dra_version):
+    if shared and not versions.dra_driver_has(versions.DRA_DRIVER_SHARES_MEMORY_FROM, dra.version):
         raise ValueError(f"platform {name}: pool {shared[0]}: gpu_sharing.memory: the pinned NVIDIA DRA driver "
-                         f"{dra_version} publishes each GPU for one claim (no consumable capacity), so its nodes "
-                         "would not take the shares the scaler plans; use gpu_sharing mig, or whole GPUs")
+                         f"({dra.chart.rsplit('/', 1)[-1]} {dra.version}) publishes each GPU for one claim (no "
+                         "consumable capacity), so its nodes would not take the shares the scaler plans; use "
+                         "gpu_sharing mig, or whole GPUs")
     dynamic = [p.name for p in config.pools if p.sharing is not None and p.sharing.dynamic]
-    if dynamic and not versions.dra_driver_has(versions.DRA_DRIVER_DYNAMIC_MIG_FROM, dra_version):
-        raise ValueError(f"platform {name}: pool {dynamic[0]}: gpu_sharing.mig.dynamic: the pinned NVIDIA DRA driver "
-                         f"{dra_version} has no DynamicMIG (it publishes the MIG devices a boot layout made), so its "
-                         "nodes would not cut the slices the scaler plans; use strategy mixed with a layout")
     booted = [p.name for p in config.pools if p.dra and p.sharing is not None and p.sharing.cut]
     if dynamic and booted:
         raise ValueError(f"platform {name}: pool {booted[0]}: gpu_sharing.mig: the NVIDIA DRA driver's DynamicMIG, "

@@ -1,4 +1,4 @@
-"""NVIDIA's DRA driver for GPUs (chart nvidia-dra-driver-gpu, pinned in versions.py) on the pools whose
+"""NVIDIA's DRA driver for GPUs (chart dra-driver-nvidia-gpu, pinned in versions.py) on the pools whose
 GPUs are allocated through DRA (`gpu_allocation: dra`), and on no other node.
 
 A node runs either the device plugin (nvidia.com/gpu; the Ansible device_plugin role keeps it off the
@@ -23,9 +23,7 @@ import pulumi_kubernetes as k8s
 import pulumi
 from gpuburst_platform import render
 from gpuburst_platform.base import Ctx
-from gpuburst_platform.settings import DRA_DRIVER_NAMESPACE
-
-RELEASE = "nvidia-dra-driver-gpu"
+from gpuburst_platform.settings import DRA_DRIVER_NAME, DRA_DRIVER_NAMESPACE
 
 
 def declare(ctx: Ctx, namespace: k8s.core.v1.Namespace,
@@ -33,5 +31,5 @@ def declare(ctx: Ctx, namespace: k8s.core.v1.Namespace,
     """The driver's release, or None when no pool uses DRA."""
     if not render.dra_pool_names(ctx.config):
         return None
-    return ctx.release("nvidia-dra-driver-gpu", RELEASE, DRA_DRIVER_NAMESPACE,
+    return ctx.release("dra-driver-nvidia-gpu", DRA_DRIVER_NAME, DRA_DRIVER_NAMESPACE,
                        render.dra_driver_values(ctx.config), [namespace, *depends_on])

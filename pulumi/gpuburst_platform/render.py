@@ -11,6 +11,7 @@ from typing import Any, Final
 import yaml
 
 from gpuburst_platform import versions
+from gpuburst_platform.settings import DRA_DRIVER_NAME
 from scaler.core.config.settings import ScalerConfig
 from scaler.core.model import keys
 from scaler.core.model.objects import Taint
@@ -88,18 +89,18 @@ def dra_driver_values(config: ScalerConfig) -> dict[str, Any]:
     pools = dra_pool_names(config)
     taints = {t for p in config.pools if p.dra for t in p.node_taints()}
     dynamic = any(p.dra and p.sharing is not None and p.sharing.dynamic for p in config.pools)
-    gates = versions.dra_driver_gates(versions.CHARTS["nvidia-dra-driver-gpu"].version, dynamic)
     return {
-        **({"featureGates": gates} if gates else {}),
+        "featureGates": versions.dra_driver_gates(dynamic),
+        # Object names as the chart made them before its rename (settings.DRA_DRIVER_NAME).
+        "nameOverride": DRA_DRIVER_NAME,
         # The chart ships GPU allocation behind this switch (its validation refuses gpus.enabled without it).
         "gpuResourcesEnabledOverride": True,
         "resources": {"gpus": {"enabled": True}, "computeDomains": {"enabled": False}},
         # The EKS AL2023 NVIDIA AMI, AKS and the Ansible nvidia_driver role install the driver on the host.
         "nvidiaDriverRoot": "/",
-        # featureGates (above): versions.DRA_DRIVER_GATES that the pinned release knows (the driver refuses an
-        # unknown gate at startup): NVMLDeviceHealthCheck from v25.12.0 on, or DynamicMIG in its place when a pool
-        # cuts its GPUs per claim. GPUs shared by memory (consumable capacity) are published by no release we know
-        # (versions.DRA_DRIVER_SHARES_MEMORY_FROM).
+        # featureGates (above): the health check (an unhealthy device is tainted in the node's ResourceSlice), or
+        # DynamicMIG in its place when a pool cuts its GPUs per claim (versions.py). GPUs shared by memory (consumable
+        # capacity) are published by no pinned release (versions.DRA_DRIVER_SHARES_MEMORY_FROM).
         "kubeletPlugin": {
             "affinity": pool_affinity(pools, "In"),
             "tolerations": tolerations_for(sorted(taints, key=lambda t: (t.key, t.value, t.effect))),

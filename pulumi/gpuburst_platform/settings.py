@@ -18,7 +18,11 @@ SCALER_NAMESPACE = "gpuburst-system"
 MONITORING_NAMESPACE = "monitoring"
 KEDA_NAMESPACE = "keda"
 KUEUE_NAMESPACE = "kueue-system"
-DRA_DRIVER_NAMESPACE = "nvidia-dra-driver-gpu"  # only when some pool says gpu_allocation: dra
+# NVIDIA's DRA driver (only when some pool says gpu_allocation: dra): its release, its namespace and its objects'
+# names (the chart's nameOverride) keep the name of its chart before the rename (nvidia-dra-driver-gpu, up to
+# 25.12.0), so a cluster that has it upgrades in place (the renamed chart's docs/upgrade.md).
+DRA_DRIVER_NAME = "nvidia-dra-driver-gpu"
+DRA_DRIVER_NAMESPACE = DRA_DRIVER_NAME
 ADAPTER_SERVICE = "custom-metrics-apiserver"
 CUSTOM_METRICS_APISERVICE = "v1beta1.custom.metrics.k8s.io"
 

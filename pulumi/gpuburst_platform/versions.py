@@ -29,42 +29,40 @@ CHARTS: Final[dict[str, Chart]] = {
     # Kueue (`platform.kueue`): job queueing, its ProvisioningRequest admission check answered by gpuburst.
     # Published as an OCI artifact only: the chart is its full reference, there is no repository.
     "kueue": Chart("oci://registry.k8s.io/kueue/charts/kueue", "0.19.2", ""),
-    # NVIDIA's DRA driver for GPUs (driver gpu.nvidia.com): on pools with `gpu_allocation: dra` only. The tests
-    # render 25.12.0 from tests/platform/charts/ (../shared/charts holds 25.8.1 only).
-    "nvidia-dra-driver-gpu": Chart("nvidia-dra-driver-gpu", "25.12.0", "https://helm.ngc.nvidia.com/nvidia"),
+    # The DRA driver for NVIDIA GPUs (driver gpu.nvidia.com; kubernetes-sigs/dra-driver-nvidia-gpu, formerly NVIDIA's
+    # chart nvidia-dra-driver-gpu, renamed at 0.4.0, SemVer since): on pools with `gpu_allocation: dra` only. Published
+    # as an OCI artifact on registry.k8s.io (its docs/install.md), image registry.k8s.io/dra-driver-nvidia/
+    # dra-driver-nvidia-gpu:v<version> (the chart's default). The tests render it from tests/platform/charts/.
+    "dra-driver-nvidia-gpu": Chart("oci://registry.k8s.io/dra-driver-nvidia/charts/dra-driver-nvidia-gpu", "0.4.1", ""),
 }
 
-# The NVIDIA DRA driver's feature gates the platform turns on, each with the first driver release that knows it
-# (the driver refuses an unknown gate at startup, so a gate is set only once the pinned chart knows it).
-# NVMLDeviceHealthCheck (alpha, off by default) watches NVML for critical XIDs: in v25.12.0 the GPU kubelet plugin
-# then withdraws the device from its ResourceSlice (until the plugin restarts); upstream main, in no 25.x release,
-# taints it instead (gpu.nvidia.com/xid, gpu.nvidia.com/gpu-lost: the device taints the scaler repairs on,
-# scaler/core/config/repair.py). Either way no new claim gets the broken GPU.
-DRA_DRIVER_GATES: Final[dict[str, str]] = {"NVMLDeviceHealthCheck": "25.12.0"}
+# The driver's feature gates (v0.4.1 pkg/featuregates/featuregates.go; every release of the renamed chart knows
+# both, alpha and off by default). NVMLDeviceHealthCheck watches NVML for critical XIDs and a lost GPU and taints the
+# device in the node's ResourceSlice (cmd/gpu-kubelet-plugin/device_health.go: gpu.nvidia.com/xid NoSchedule, or
+# None for an XID it deems an application's; gpu.nvidia.com/gpu-lost NoSchedule; gpu.nvidia.com/unmonitored None):
+# the device taints the scaler repairs on (scaler/core/config/repair.py). DynamicMIG publishes each Hopper GPU whole
+# beside every MIG device it could hold (a pool's `gpu_sharing: {mig: {dynamic: true}}`, docs/gpu-sharing.md) and at
+# startup deletes every MIG device no prepared claim holds, a boot layout's too. ValidateFeatureGates there refuses
+# DynamicMIG beside NVMLDeviceHealthCheck, MPSSupport or PassthroughSupport, and PassthroughSupport beside
+# NVMLDeviceHealthCheck; the platform sets neither MPSSupport nor PassthroughSupport.
+DRA_DRIVER_HEALTH_GATE: Final = "NVMLDeviceHealthCheck"
+DRA_DRIVER_DYNAMIC_MIG_GATE: Final = "DynamicMIG"
 # The first release of the driver that publishes GPUs for several claims with consumable `memory` (a pool's
 # `gpu_sharing: {memory: ...}`). Upstream has it as the alpha `ConsumableShares` gate with
-# `--consumable-shares memory` (kubernetes-sigs/dra-driver-nvidia-gpu PR #1257, merged July 2026), in no
-# release under ../shared/charts: until one is pinned, a stack declaring such a pool is refused.
+# `--consumable-shares memory` (kubernetes-sigs/dra-driver-nvidia-gpu PR #1257, merged July 2026) on main only:
+# v0.4.1 has no such gate and publishes no device with allowMultipleAllocations. Until a release with it is
+# pinned, a stack declaring such a pool is refused.
 DRA_DRIVER_SHARES_MEMORY_FROM: Final[str | None] = None
-# The first release whose DynamicMIG gate publishes each Hopper GPU whole beside every MIG device it could hold (a
-# pool's `gpu_sharing: {mig: {dynamic: true}}`, docs/gpu-sharing.md; alpha; kubernetes-sigs/dra-driver-nvidia-gpu
-# pull request 1018 keeps A100s out of it). The gate is the whole kubelet plugin's: v25.12.0 refuses to start with
-# it beside NVMLDeviceHealthCheck, MPSSupport or PassthroughSupport (pkg/featuregates/featuregates.go), and at
-# startup deletes every MIG device no prepared claim holds, a boot layout's too (DestroyUnknownMIGDevices).
-DRA_DRIVER_DYNAMIC_MIG_FROM: Final[str | None] = "25.12.0"
-DRA_DRIVER_NOT_WITH_DYNAMIC_MIG: Final = frozenset({"NVMLDeviceHealthCheck", "MPSSupport", "PassthroughSupport"})
 
 
 def _release(version: str) -> tuple[int, ...]:
     return tuple(int(p) for p in version.split("-", maxsplit=1)[0].split("."))
 
 
-def dra_driver_gates(version: str, dynamic_mig: bool = False) -> dict[str, bool]:
-    """The gates of DRA_DRIVER_GATES that the driver release `version` knows, each on; with `dynamic_mig` (a pool
-    cuts its GPUs per claim), DynamicMIG instead of those the driver refuses beside it."""
-    gates = {gate: True for gate, since in DRA_DRIVER_GATES.items() if _release(version) >= _release(since)
-             and not (dynamic_mig and gate in DRA_DRIVER_NOT_WITH_DYNAMIC_MIG)}
-    return {**gates, "DynamicMIG": True} if dynamic_mig else gates
+def dra_driver_gates(dynamic_mig: bool = False) -> dict[str, bool]:
+    """The driver's feature gates the platform turns on: the health check, or DynamicMIG in its place when a pool
+    cuts its GPUs per claim (the driver refuses to start with both)."""
+    return {DRA_DRIVER_DYNAMIC_MIG_GATE if dynamic_mig else DRA_DRIVER_HEALTH_GATE: True}
 
 
 def dra_driver_has(since: str | None, version: str) -> bool:

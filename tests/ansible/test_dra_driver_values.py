@@ -99,6 +99,19 @@ def test_the_dra_driver_values_are_the_pulumi_platforms(rendered: dict[str, dict
             {(t["key"], t["effect"]) for t in ours["kubeletPlugin"]["tolerations"]}
 
 
+def test_a_dynamic_mig_pool_gets_dynamic_mig_in_place_of_the_health_check(tmp_path: Path) -> None:
+    """As the Pulumi platform sets them: the driver refuses to start with DynamicMIG beside NVMLDeviceHealthCheck
+    (v0.4.1 pkg/featuregates/featuregates.go), and without DynamicMIG it would never cut the slices planned."""
+    sys.path.insert(0, str(REPO / "pulumi"))
+    from gpuburst_platform import render
+
+    pools_file = "examples/pools-aws-mig-dynamic.yaml"
+    _run(tmp_path, pools_file)
+    values = yaml.safe_load((tmp_path / "dra-driver-values.yml").read_text())
+    assert values["featureGates"] == render.dra_driver_values(load_config(REPO / pools_file))["featureGates"] \
+        == {"DynamicMIG": True}
+
+
 def test_no_dra_values_and_no_affinity_without_a_dra_pool(tmp_path: Path) -> None:
     _run(tmp_path, "examples/pools-aws.yaml")
     assert not (tmp_path / "dra-driver-values.yml").exists()
@@ -109,11 +122,13 @@ def test_the_roles_pool_label_is_the_pool_models() -> None:
     for role in ("device_plugin", "dra_driver"):
         defaults = yaml.safe_load((ROLES / role / "defaults" / "main.yml").read_text())
         assert defaults[f"{role}_pool_label"] == keys.LABEL_POOL
+    assert yaml.safe_load((ROLES / "dra_driver" / "defaults" / "main.yml").read_text())[
+        "dra_driver_mig_dynamic_label"] == keys.LABEL_MIG_DYNAMIC
     # ... and the DRA driver's chart is pinned at the version Pulumi pins.
     sys.path.insert(0, str(REPO / "pulumi"))
     from gpuburst_platform.versions import CHARTS
 
-    pin = CHARTS["nvidia-dra-driver-gpu"]
+    pin = CHARTS["dra-driver-nvidia-gpu"]
     defaults = yaml.safe_load((ROLES / "dra_driver" / "defaults" / "main.yml").read_text())
     assert (defaults["dra_driver_chart"], defaults["dra_driver_chart_version"], defaults["dra_driver_chart_repo"]) \
         == (pin.chart, pin.version, pin.repo)

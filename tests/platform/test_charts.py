@@ -180,7 +180,7 @@ def test_every_official_chart_and_ours_is_rendered(platforms: list[Platform],
                                                    device_plugin: dict[str, Rendered]) -> None:
     charts = {r.chart for p in platforms for r in p.releases.values()} | {r.chart for r in device_plugin.values()}
     assert charts == {"kube-prometheus-stack", "dcgm-exporter", "prometheus-adapter", "keda",
-                      "nvidia-device-plugin", "nvidia-dra-driver-gpu", "kueue", OUR_CHART.name}
+                      "nvidia-device-plugin", "dra-driver-nvidia-gpu", "kueue", OUR_CHART.name}
     for p in platforms:
         for r in p.releases.values():
             assert r.objects, f"{r.chart} rendered nothing"

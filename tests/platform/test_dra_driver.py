@@ -19,32 +19,34 @@ from typing import Any
 import pytest
 import yaml
 from charts_helpers import Obj, Rendered, label_match, official_chart, releases, render
-from gpuburst_platform.dra import RELEASE
-from gpuburst_platform.settings import DRA_DRIVER_NAMESPACE
-from gpuburst_platform.versions import CHARTS, dra_driver_gates
+from gpuburst_platform.settings import DRA_DRIVER_NAME, DRA_DRIVER_NAMESPACE
+from gpuburst_platform.versions import CHARTS
 from platform_helpers import AWS_DRA_POOLS, AZURE_DRA_POOLS, ROOT, STACK_ENV, platform_program, run_program
 
 from scaler.configfile import load_config
+from scaler.core.config.repair import RepairSpec
 from scaler.core.dra import convert, nvidia
+from scaler.core.model.dra import DraObjects
+from scaler.core.planning.repair import device_taints, signals
 from scaler.core.scheduling.predicates import static_reason
 from scaler.kube.convert import pod_from_json
 
 POOLS = {"aws": AWS_DRA_POOLS, "azure": AZURE_DRA_POOLS}
-PIN = CHARTS["nvidia-dra-driver-gpu"]
-CHART = official_chart(PIN.chart, PIN.version)
+PIN = CHARTS["dra-driver-nvidia-gpu"]
+CHART = official_chart(PIN.chart.rsplit("/", 1)[-1], PIN.version)
 
 
 def _driver(cloud: str, pools: Path | None) -> Rendered | None:
     recorder = platform_program(cloud, pools=pools)
-    found = [r for r in releases(recorder) if json.loads(json.dumps(r.inputs))["name"] == RELEASE]
+    found = [r for r in releases(recorder) if json.loads(json.dumps(r.inputs))["name"] == DRA_DRIVER_NAME]
     if not found:
         return None
     (rel,) = found
     inputs = json.loads(json.dumps(rel.inputs))
-    assert inputs["chart"] == CHARTS["nvidia-dra-driver-gpu"].chart
-    assert inputs["version"] == CHARTS["nvidia-dra-driver-gpu"].version
+    assert (inputs["chart"], inputs["version"]) == (PIN.chart, PIN.version)
+    assert "repositoryOpts" not in inputs  # an OCI reference, no repository
     assert inputs["namespace"] == DRA_DRIVER_NAMESPACE
-    return render(CHART, inputs["values"], RELEASE, inputs["namespace"])
+    return render(CHART, inputs["values"], DRA_DRIVER_NAME, inputs["namespace"])
 
 
 @pytest.fixture(scope="module")
@@ -110,7 +112,7 @@ def test_the_chart_makes_the_device_classes_the_scaler_plans_with(drivers: dict[
 
 
 def test_the_chart_gpu_class_serves_nvidia_com_gpu_on_a_live_cluster(drivers: dict[str, Rendered]) -> None:
-    """Chart 25.12.0 gives its GPU class `extendedResourceName: nvidia.com/gpu` where the cluster serves
+    """The chart (since 25.12.0) gives its GPU class `extendedResourceName: nvidia.com/gpu` where the cluster serves
     resource.k8s.io/v1 (every DRA cluster of the platform: 1.34+). The API server keeps the field where
     DRAExtendedResource is on, and the scaler reads a live cluster's classes from it: an nvidia.com/gpu pod may
     then get a DRA node's GPU, as kube-scheduler gives it. The scaler's own template classes (snapshots, simulate)
@@ -123,17 +125,41 @@ def test_the_chart_gpu_class_serves_nvidia_com_gpu_on_a_live_cluster(drivers: di
                                                                                nvidia.MIG_CLASS.name: None}
 
 
+# The device taints the pinned GPU kubelet plugin sets on health events, copied from kubernetes-sigs/
+# dra-driver-nvidia-gpu v0.4.1, cmd/gpu-kubelet-plugin/device_health.go (healthEventToTaint; DriverName
+# "gpu.nvidia.com", cmd/gpu-kubelet-plugin/main.go): (key, value, effect).
+PLUGIN_TAINTS = [
+    ("gpu.nvidia.com/xid", "79", "NoSchedule"),  # a critical XID (79: fallen off the bus)
+    ("gpu.nvidia.com/xid", "13", "None"),  # an XID of its skip list (an application's error): informational
+    ("gpu.nvidia.com/gpu-lost", "", "NoSchedule"),  # NVML: GPU lost, or an event naming no GPU (every device)
+    ("gpu.nvidia.com/unmonitored", "", "None"),  # the plugin could not watch the device
+]
+
+
 @pytest.mark.parametrize("cloud", sorted(POOLS))
-def test_the_gpu_kubelet_plugin_runs_the_health_check(drivers: dict[str, Rendered], cloud: str) -> None:
-    """NVMLDeviceHealthCheck reaches the GPU kubelet plugin (the chart passes `featureGates` as FEATURE_GATES,
-    which the plugin parses at startup): a GPU with a critical XID is withdrawn from the node's ResourceSlice,
-    so no new claim gets it. The pinned release knows the gate (an unknown one would stop the plugin)."""
-    assert PIN.version == "25.12.0" and dra_driver_gates(PIN.version) == {"NVMLDeviceHealthCheck": True}
-    (ds,) = drivers[cloud].of("DaemonSet")
+def test_the_gpu_kubelet_plugin_runs_the_health_check_and_taints_what_the_scaler_repairs(
+        drivers: dict[str, Rendered], cloud: str) -> None:
+    """The renamed chart dra-driver-nvidia-gpu 0.4.1 (registry.k8s.io) runs with NVMLDeviceHealthCheck (the chart
+    passes `featureGates` as FEATURE_GATES, which the plugin parses at startup): a GPU with a critical XID, or
+    lost, is tainted NoSchedule in the node's ResourceSlice (25.12.0 withdrew it from the slice instead). Objects keep
+    the old chart's names (nameOverride), so a cluster running 25.12.0 upgrades in place. The taints, as the
+    plugin publishes them and the scaler reads the slice, are repair signals exactly when they block allocation."""
+    driver = drivers[cloud]
+    (ds,) = driver.of("DaemonSet")
+    assert ds.name == f"{DRA_DRIVER_NAME}-kubelet-plugin"
     (gpus,) = ds.body["spec"]["template"]["spec"]["containers"]
     env = {e["name"]: e.get("value") for e in gpus["env"]}
     assert env["FEATURE_GATES"] == "NVMLDeviceHealthCheck=true,"
-    assert gpus["image"] == f"nvcr.io/nvidia/k8s-dra-driver-gpu:v{PIN.version}"
+    assert gpus["image"] == "registry.k8s.io/dra-driver-nvidia/dra-driver-nvidia-gpu:v0.4.1"
+
+    node = next(p for p in load_config(POOLS[cloud]).pools if p.dra).template_node()
+    devices = [{"name": f"gpu-{i}", "taints": [{"key": k, "value": v, "effect": e}] if v else [{"key": k, "effect": e}]}
+               for i, (k, v, e) in enumerate(PLUGIN_TAINTS)]
+    published = convert.resource_slice({"metadata": {"name": f"{node.name}-gpu"}, "spec": {
+        "driver": nvidia.DRIVER, "nodeName": node.name, "pool": {"name": node.name}, "devices": devices}})
+    found = signals(node, RepairSpec(), device_taints(DraObjects(slices=[published])).get(node.name, []))
+    assert [s.text for s in found] == ["device gpu-0 tainted gpu.nvidia.com/xid=79:NoSchedule",
+                                       "device gpu-2 tainted gpu.nvidia.com/gpu-lost:NoSchedule"]
 
 
 @pytest.mark.parametrize("cloud", sorted(POOLS))
@@ -190,9 +216,9 @@ def test_a_stack_with_a_dra_pool_installs_the_driver_there_valid_for_its_version
                         cloud=stack.cloud, identity="id", kubernetes_version=version, settings=PlatformSettings(),
                         scaler_env=STACK_ENV[stack.cloud])
 
-    (rel,) = [r for r in releases(run_program(program)) if r.inputs["name"] == RELEASE]
+    (rel,) = [r for r in releases(run_program(program)) if r.inputs["name"] == DRA_DRIVER_NAME]
     inputs = json.loads(json.dumps(rel.inputs))
-    driver = render(CHART, inputs["values"], RELEASE, inputs["namespace"])
+    driver = render(CHART, inputs["values"], DRA_DRIVER_NAME, inputs["namespace"])
     pod = _daemon_pod(driver.one("DaemonSet"))
     for pool in stack.scaler.pools:
         assert (static_reason(pod, pool.template_node()) is None) == (pool.name == DRA_POOL[cloud]["name"]), pool.name

@@ -78,9 +78,9 @@ def device_taints(dra: DraObjects) -> dict[str, list[tuple[str, DeviceTaint]]]:
 def published_gpus(dra: DraObjects) -> dict[str, int]:
     """Node -> the GPUs NVIDIA's DRA driver publishes for it now (a GPU counts once, whole or by its MIG devices,
     by its `uuid` or their `parentUUID`), for the nodes it published a slice for (all the slices of the pool's
-    newest generation, as the allocator reads them). The driver (v25.12.0, NVMLDeviceHealthCheck) republishes
-    a node's slices without a GPU that had a critical XID, and without all of them when NVML reports a GPU
-    lost, so a node publishing fewer GPUs than it has lost them."""
+    newest generation, as the allocator reads them). A node publishing fewer GPUs than it has lost them: the
+    driver lists what NVML enumerates when it starts (a GPU fallen off the bus is missing), and 25.12.0's health
+    check withdrew a GPU with a critical XID (0.4.x taints it instead: `device_taints`)."""
     ours = [s for s in dra.slices if s.driver == DRIVER and s.node_name]
     newest: dict[str, int] = {}
     for s in ours:

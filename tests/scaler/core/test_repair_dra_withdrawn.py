@@ -1,6 +1,7 @@
 """A DRA node whose GPU NVIDIA's driver withdrew from its ResourceSlices is broken (scaler/core/planning/repair.py,
-published_gpus): the pinned driver (v25.12.0, NVMLDeviceHealthCheck) republishes a node's slices without a GPU
-that had a critical XID instead of tainting it, so the node advertises nothing else the repair could read."""
+published_gpus): a GPU NVML no longer lists when the driver (re)starts (fallen off the bus), or one a driver
+without device taints withdrew on a critical XID (25.12.0's NVMLDeviceHealthCheck), leaves the node advertising
+nothing else the repair could read."""
 
 from __future__ import annotations
 
