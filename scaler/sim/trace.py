@@ -23,7 +23,9 @@ slice count covering m/1000 of a GPU. On time-sliced pools (replicas R; with sev
 that is ceil(m x R / 1000) replicas of nvidia.com/gpu, with the sharing taint tolerated and a node
 selector on the time-slicing label; without time-sliced pools, on MIG mixed or dynamic pools, it is one device
 of the smallest profile whose compute slices cover m (the fewest memory slices among equals; a dynamic pool offers
-every profile short of the whole GPU). MIG single
+the profiles a GPU holds at least two of: 1g to 3g on an H100, not 4g.40gb, beside which only a smaller slice fits,
+so a job of more than 3/7 of a GPU keeps its whole GPU and any GPU node may take it, where a 4g slice would keep an
+8-GPU p5 up for it: docs/gpu-sharing.md). MIG single
 pools are not mapped. A job that no sharing pool offers keeps its whole GPU.
 """
 
@@ -193,6 +195,8 @@ def share_request(milli: int, config: ScalerConfig) -> tuple[dict[str, int], tup
         if geometry is None:
             continue
         for profile in plan.per_gpu:
+            if plan.dynamic and geometry.profiles[profile].max_per_gpu < 2:
+                continue  # cut per claim: a slice no second one of its size can sit beside (4g) keeps a whole GPU
             fraction = geometry.profiles[profile].compute / geometry.compute
             if fraction * 1000 >= milli:
                 key = (fraction, geometry.profiles[profile].memory, profile)

@@ -69,3 +69,18 @@ def test_gpu_sharing_on_dynamic_pools_without_dra_is_refused(tmp_path: Path,
     assert main(["simulate", "--trace", str(trace), "--pools", str(_pools(tmp_path)), "--gpu-sharing"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "dynamic MIG pools" in err[0] and "add --dra" in err[0]
+
+
+def test_a_job_of_more_than_three_sevenths_of_a_gpu_keeps_a_whole_gpu_beside_dynamic_pools(tmp_path: Path) -> None:
+    """A 4g.40gb slice leaves room for only a smaller one on its H100: cut for a job of 0.55 GPU it kept an 8-GPU p5
+    up for that job (the README's dynamic MIG row bought most of its short-lived second p5s so). The job keeps a
+    whole GPU instead, and the cheapest GPU node takes it."""
+    pools = tmp_path / "pools.yaml"
+    pools.write_text(POOLS + "  - {name: l4, instance_type: g6.xlarge, zones: [us-east-1a], max: 3, "
+                             "gpu_allocation: dra}\n")
+    trace = tmp_path / "t.csv"
+    trace.write_text(f"{HEADER}\nj0,0,1,3600,550,2,8192,LS,Running\n")
+    result, report = simulate(str(trace), str(pools), gpu_sharing=True, dra=True)
+    assert report["jobs_completed"] == 1
+    assert [i.pool for i in result.provider.history] == ["l4"]
+    assert report["paid_gpu_hours"] < 1.2  # one GPU for an hour and its boot, not eight
