@@ -39,9 +39,11 @@ from scaler.core.model.dra import (
 )
 
 DRIVER: Final = "gpu.nvidia.com"
-# The chart's classes (nvidia-dra-driver-gpu 25.8.1, templates/deviceclass-*.yaml): the GPU class is named as
-# the driver and declares no extendedResourceName, so a pod that asks for nvidia.com/gpu is never served on a DRA
-# node (the planner sends it to a device-plugin pool); a cluster's own class with one is read from the cluster.
+# The chart's classes, their selectors as the pinned chart's templates/deviceclass-*.yaml make them
+# (tests/platform/test_dra_driver.py renders it and compares). The pinned chart's GPU class also declares
+# extendedResourceName nvidia.com/gpu where the cluster serves resource.k8s.io/v1; these template classes leave it
+# out, as a cluster without DRAExtendedResource does, so in a snapshot or `simulate` a pod that asks for
+# nvidia.com/gpu goes to a device-plugin pool. On a live cluster the classes are read from the API server.
 GPU_CLASS: Final = DeviceClass(
     DRIVER,
     (f"device.driver == '{DRIVER}' && device.attributes['{DRIVER}'].type == 'gpu'",),
