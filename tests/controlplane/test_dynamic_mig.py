@@ -65,8 +65,14 @@ def memory_slices(world: RealWorld, cluster: Cluster) -> dict[tuple[str, str], l
 
 
 def test_the_real_scheduler_cuts_the_gpus_the_scaler_bought_as_it_planned(world: RealWorld, cluster: Cluster) -> None:
+    """Five whole GPUs, two 3g.40gb and seven 1g.10gb fit one p5 in whatever order kube-scheduler takes them: its
+    allocator gives each claim the first device whose memory slices are free, so a 1g.10gb taken between the two
+    3g.40gb can push the second onto a third GPU (3 GPUs of slices, 5 whole). Six whole GPUs would fit only in the
+    order that packs the slices onto two GPUs, and after the node registers the scheduler's queue order is its
+    own (a CI run bound them so and needed a second p5, which the scaler then bought:
+    `scaler.core.planning.queue_order.tie_break`)."""
     create_all(cluster.admin, [diffgen.device_class(c) for c in nvidia.DEVICE_CLASSES])
-    pods = [*(claim_pod(f"train-{i}", "whole") for i in range(6)), *(claim_pod(f"mid-{i}", "mig-3g") for i in range(2)),
+    pods = [*(claim_pod(f"train-{i}", "whole") for i in range(5)), *(claim_pod(f"mid-{i}", "mig-3g") for i in range(2)),
             *(claim_pod(f"small-{i}", "mig-1g") for i in range(7))]
     create_all(cluster.admin, [*TEMPLATES, *pods])
     plan = world.step()
@@ -77,10 +83,15 @@ def test_the_real_scheduler_cuts_the_gpus_the_scaler_bought_as_it_planned(world:
             break
     assert world.pending() == [] and len(world.bought) == 1, world.report(1)
     held = memory_slices(world, cluster)
-    assert len(held) == 8, held  # every GPU of the one p5: six whole, one as two 3g, one as seven 1g
+    assert len(held) in (7, 8), held  # five whole GPUs, the slices on two GPUs (or three, in a splitting order)
     assert all(len(v) == len(set(v)) for v in held.values()), held  # no memory slice given twice
 
-    # The node is full as its counters say: one more slice buys a second node.
-    create_all(cluster.admin, [claim_pod("small-7", "mig-1g")])
+    # The node is as full as its counters say: of two more whole-GPU claims, a GPU no slice was cut from takes
+    # one (if the slices left one; bound now or planned there), and the rest buy one more node.
+    create_all(cluster.admin, [claim_pod(f"train-{i}", "whole") for i in (5, 6)])
     plan = world.step()
     assert plan is not None and [(u.pool, u.count) for u in plan.scale_ups] == [("h100-dynamic", 1)], plan
+    waiting = set(world.pending())  # (kube-scheduler may have bound one before the pass)
+    on_node = [k for k in ("default/train-5", "default/train-6")
+               if k not in waiting or plan.verdicts[k].outcome == "fits-existing"]
+    assert len(on_node) == 8 - len(held), (on_node, held, plan.verdicts)
