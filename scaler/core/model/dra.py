@@ -10,6 +10,7 @@ matchAttribute lookup do).
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Final, NamedTuple
@@ -268,6 +269,23 @@ class DraObjects:
     templates: dict[str, ResourceClaimTemplate] = field(default_factory=dict)
     slices: list[ResourceSlice] = field(default_factory=list)
 
+    def complete(self) -> list[ResourceSlice]:
+        """The slices of pools their driver has finished publishing: every one of the `resourceSliceCount`
+        slices of the pool's newest generation is here (as the allocator reads a pool,
+        `scaler.core.dra.pools.gather_pools`); of an older generation, none."""
+        newest: dict[tuple[str, str], PoolRef] = {}
+        for s in self.slices:
+            have = newest.get((s.driver, s.pool.name))
+            if have is None or s.pool.generation > have.generation:
+                newest[(s.driver, s.pool.name)] = s.pool
+        current = [s for s in self.slices if s.pool.generation == newest[(s.driver, s.pool.name)].generation]
+        seen = Counter((s.driver, s.pool.name) for s in current)
+        return [s for s in current if seen[(s.driver, s.pool.name)] >= s.pool.resource_slice_count]
+
     def published(self) -> set[str]:
-        """Nodes some driver published a slice for."""
-        return {s.node_name for s in self.slices if s.node_name}
+        """Nodes whose drivers have finished publishing: every pool a slice of the node is in is complete. A node
+        seen with part of a pool (its driver creates the slices one by one, and a watch delivers them so) is
+        still publishing: its devices are yet to come, not missing."""
+        mine = {s.node_name for s in self.slices if s.node_name}
+        done = {id(s) for s in self.complete()}
+        return mine - {s.node_name for s in self.slices if s.node_name and id(s) not in done}

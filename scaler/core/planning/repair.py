@@ -81,19 +81,10 @@ def published_gpus(dra: DraObjects) -> dict[str, int]:
     newest generation, as the allocator reads them). A node publishing fewer GPUs than it has lost them: the
     driver lists what NVML enumerates when it starts (a GPU fallen off the bus is missing), and 25.12.0's health
     check withdrew a GPU with a critical XID (0.4.x taints it instead: `device_taints`)."""
-    ours = [s for s in dra.slices if s.driver == DRIVER and s.node_name]
-    newest: dict[str, int] = {}
-    for s in ours:
-        newest[s.pool.name] = max(newest.get(s.pool.name, s.pool.generation), s.pool.generation)
-    current = [s for s in ours if s.pool.generation == newest[s.pool.name]]
-    count: dict[str, int] = defaultdict(int)
-    for s in current:
-        count[s.pool.name] += 1
     seen: dict[str, set[object]] = {}
-    for s in current:
-        if count[s.pool.name] >= s.pool.resource_slice_count:  # (a pool still being published says nothing yet)
-            gpus = seen.setdefault(s.node_name or "", set())
-            gpus.update(map(physical_gpu, s.devices))
+    for s in dra.complete():  # (a pool still being published says nothing yet)
+        if s.driver == DRIVER and s.node_name:
+            seen.setdefault(s.node_name, set()).update(map(physical_gpu, s.devices))
     return {node: len(gpus) for node, gpus in seen.items()}
 
 

@@ -10,11 +10,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dra_snapshot import classes, exactly, pod, template
+from dra_snapshot import T, classes, exactly, pod, template
 from snapshot_plan import plan_snapshot
 
 from scaler.cli import main
+from scaler.configfile import load_config
+from scaler.core.model.resources import format_resources
 from scaler.sim.simulate_command import simulate
+from tests.controlplane.agent import slice_json
 
 ROOT = Path(__file__).resolve().parents[3]
 POOLS = ("cluster: c\ncloud: aws\nregion: us-east-1\npools:\n"
@@ -84,3 +87,38 @@ def test_a_job_of_more_than_three_sevenths_of_a_gpu_keeps_a_whole_gpu_beside_dyn
     assert report["jobs_completed"] == 1
     assert [i.pool for i in result.provider.history] == ["l4"]
     assert report["paid_gpu_hours"] < 1.2  # one GPU for an hour and its boot, not eight
+
+
+def _registered(tmp_path: Path, gpu_slices: int) -> dict[str, Any]:
+    """`_snapshot(7)` beside a p5 of the pool that registered Ready just now, whose driver has published its
+    counters and the slices of its first `gpu_slices` GPUs (it creates one slice per GPU, one by one)."""
+    pool = load_config(_pools(tmp_path)).pool("h100-dyn")
+    tmpl = pool.template_node("us-east-1a", "us-east-1")
+    name = "ip-10-0-1-30.ec2.internal"
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {
+        "name": name, "labels": {**tmpl.labels, "kubernetes.io/hostname": name}, "creationTimestamp": T},
+        "spec": {"providerID": "aws:///us-east-1a/i-0p5", "taints": [
+            {"key": t.key, "value": t.value, "effect": t.effect} for t in tmpl.taints]},
+        "status": {"allocatable": format_resources(tmpl.allocatable),
+                   "conditions": [{"type": "Ready", "status": "True"}]}}
+    counters, *gpus = pool.dra_slices(name)
+    data = _snapshot(7)
+    data["items"] += [node, *(slice_json(s) for s in (counters, *gpus[:gpu_slices]))]
+    return data
+
+
+@pytest.mark.parametrize("gpu_slices", [0, 3, 7])
+def test_a_node_whose_driver_is_still_publishing_its_gpus_is_waited_for_not_bought_again(
+        tmp_path: Path, gpu_slices: int) -> None:
+    """Seen with part of its pool (the driver creates the slices one by one and the scaler's watch delivered the
+    first ones; before, the planner saw a p5 of three GPUs and bought a second), the node is still coming: the
+    pods that fill its eight GPUs wait for it."""
+    result = plan_snapshot(tmp_path, _registered(tmp_path, gpu_slices), _pools(tmp_path))
+    assert result.scale_ups == []
+    assert {v.outcome for v in result.verdicts.values()} == {"fits-in-flight"}
+
+
+def test_a_node_whose_driver_published_every_gpu_takes_the_pods_as_it_is(tmp_path: Path) -> None:
+    result = plan_snapshot(tmp_path, _registered(tmp_path, 8), _pools(tmp_path))
+    assert result.scale_ups == []
+    assert {v.outcome for v in result.verdicts.values()} == {"fits-existing"}
