@@ -101,12 +101,12 @@ def _check_output(option: str, path: str, inputs: dict[str, str]) -> None:
 
 
 def check_sharing(config: ScalerConfig, jobs: list[Job], pools: str, trace: str, dra: bool) -> str | None:
-    """`--gpu-sharing` maps jobs of a GPU share to time-sliced or MIG mixed pools: without either it would
+    """`--gpu-sharing` maps jobs of a GPU share to time-sliced or MIG pools: without any it would
     change nothing, and a run the user believes shared would not be (refused rather than warned: exit 2).
     A job of several GPUs with gpu_milli below 1000 keeps whole GPUs (a share is of one GPU): the warning
     returned says how many, the others are still shared."""
-    if not any(p.sharing is not None and p.sharing.mig_strategy != "single" for p in config.pools):
-        raise InputError(f"--gpu-sharing: {pools} has no time-sliced or MIG mixed pool (gpu_sharing), so it "
+    if not any(p.sharing is not None for p in config.pools):
+        raise InputError(f"--gpu-sharing: {pools} has no time-sliced or MIG pool (gpu_sharing), so it "
                          "would change nothing")
     if not dra and any(p.sharing is not None and p.sharing.dynamic for p in config.pools):
         raise InputError(f"--gpu-sharing: {pools} has dynamic MIG pools, whose slices are DRA devices: add --dra")

@@ -25,8 +25,9 @@ selector on the time-slicing label; without time-sliced pools, on MIG mixed or d
 of the smallest profile whose compute slices cover m (the fewest memory slices among equals; a dynamic pool offers
 the profiles a GPU holds at least two of: 1g to 3g on an H100, not 4g.40gb, beside which only a smaller slice fits,
 so a job of more than 3/7 of a GPU keeps its whole GPU and any GPU node may take it, where a 4g slice would keep an
-8-GPU p5 up for it: docs/gpu-sharing.md). MIG single
-pools are not mapped. A job that no sharing pool offers keeps its whole GPU.
+8-GPU p5 up for it: docs/gpu-sharing.md); on a MIG single pool (AKS's one profile per agent pool) the slice is one
+nvidia.com/gpu, the pool's sharing taint tolerated and its GFD product label selected. A job that no sharing pool
+offers keeps its whole GPU.
 """
 
 from __future__ import annotations
@@ -186,10 +187,10 @@ def share_request(milli: int, config: ScalerConfig) -> tuple[dict[str, int], tup
         return ({keys.RES_GPU: max(1, math.ceil(milli * r / 1000))},
                 (Toleration(keys.TAINT_GPU_SHARING, "Equal", keys.SHARING_TIME_SLICING, "NoSchedule"),),
                 {keys.LABEL_GPU_SHARING_STRATEGY: keys.SHARING_TIME_SLICING})
-    best: tuple[float, int, str] | None = None
+    best: tuple[float, int, bool, str, str] | None = None  # (compute share, memory slices, single, profile, product)
     for pool in config.pools:
         plan = pool.sharing
-        if plan is None or plan.mig_strategy not in ("mixed", "dynamic") or pool.gpu_sharing is None:
+        if plan is None or plan.mig_strategy not in ("mixed", "dynamic", "single") or pool.gpu_sharing is None:
             continue
         geometry = plan.geometry
         if geometry is None:
@@ -199,11 +200,15 @@ def share_request(milli: int, config: ScalerConfig) -> tuple[dict[str, int], tup
                 continue  # cut per claim: a slice no second one of its size can sit beside (4g) keeps a whole GPU
             fraction = geometry.profiles[profile].compute / geometry.compute
             if fraction * 1000 >= milli:
-                key = (fraction, geometry.profiles[profile].memory, profile)
+                key = (fraction, geometry.profiles[profile].memory, plan.mig_strategy == "single", profile,
+                       plan.labels(pool.name)[keys.LABEL_GPU_PRODUCT] if plan.mig_strategy == "single" else "")
                 best = key if best is None or key < best else best
     if best is None:
         return {}, (), {}
-    return {keys.MIG_RESOURCE_PREFIX + best[2]: 1}, (), {}
+    if best[2]:  # a single-strategy pool's slices are its nvidia.com/gpu: chosen by the product GFD labels them with
+        tolerate = Toleration(keys.TAINT_GPU_SHARING, "Equal", keys.SHARING_MIG_SINGLE, "NoSchedule")
+        return {keys.RES_GPU: 1}, (tolerate,), {keys.LABEL_GPU_PRODUCT: best[4]}
+    return {keys.MIG_RESOURCE_PREFIX + best[3]: 1}, (), {}
 
 
 def job_pods(job: Job, config: ScalerConfig, scheduler_name: str = "default-scheduler",

@@ -97,7 +97,7 @@ WHOLE_POOLS = ROOT / "examples" / "pools-aws.yaml"
     (["--interruption-rate", "1e9"], "--interruption-rate 1e+09: at most 10"),
     (["--interruption-rate", "11"], "--interruption-rate 11: at most 10"),
     (["--gpu-sharing", "--pools", "{shared}"], "--gpu-sharing: {trace} has no job of a GPU share"),
-    (["--gpu-sharing", "--trace", "{shares}"], "--gpu-sharing: {pools} has no time-sliced or MIG mixed pool"),
+    (["--gpu-sharing", "--trace", "{shares}"], "--gpu-sharing: {pools} has no time-sliced or MIG pool"),
 ])
 def test_simulate_checks_its_outputs_and_flags_before_the_run(tmp_path: Path, argv: list[str], named: str) -> None:
     trace = tmp_path / "t.csv"

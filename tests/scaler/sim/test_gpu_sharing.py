@@ -48,6 +48,38 @@ def test_mig_pools_take_the_smallest_profile_covering_the_share(tmp_path: Path) 
     assert big.requests[keys.RES_GPU] == 1
 
 
+AZURE_MIG = ROOT / "examples" / "pools-azure-mig.yaml"
+A100_MIG = "NVIDIA-A100-80GB-PCIe-MIG-{}"
+
+
+@pytest.mark.parametrize(("milli", "profile"), [(100, "1g.10gb"), (142, "1g.10gb"), (200, "3g.40gb"),
+                                                (428, "3g.40gb"), (429, None)])
+def test_on_single_strategy_pools_a_share_takes_the_pool_of_the_smallest_profile_covering_it(
+        milli: int, profile: str | None) -> None:
+    """AKS cuts every GPU of an agent pool into one profile: the slice is the pool's nvidia.com/gpu, so the pod
+    selects the pool by the product GPU feature discovery gives its slices and tolerates its sharing taint."""
+    config = load_config(AZURE_MIG)
+    (pod,) = job_pods(Job("j", 0.0, 1, 60.0, 1000, 2**30, gpu_milli=milli), config, gpu_sharing=True)
+    assert pod.requests[keys.RES_GPU] == 1
+    if profile is None:  # more than any pool's slice (3/7 of a GPU): a whole GPU, off the MIG pools
+        assert not pod.node_selector and not any(t.key == keys.TAINT_GPU_SHARING for t in pod.tolerations)
+        return
+    assert pod.node_selector == {keys.LABEL_GPU_PRODUCT: A100_MIG.format(profile)}
+    assert any(t.key == keys.TAINT_GPU_SHARING and t.value == keys.SHARING_MIG_SINGLE for t in pod.tolerations)
+    pool = next(p for p in config.pools if p.name == f"mig{profile[:2]}-spot-1")
+    assert pool.template_node().labels[keys.LABEL_GPU_PRODUCT] == A100_MIG.format(profile)
+
+
+def test_seven_small_jobs_share_one_single_strategy_node(tmp_path: Path) -> None:
+    """Seven jobs of a tenth of a GPU each: one 1-GPU A100 VM cut into seven 1g.10gb, not seven GPUs."""
+    trace = tmp_path / "t.csv"
+    trace.write_text("\n".join([HEADER, *(f"s{i},0,1,3600,100,2,8192,LS,Running" for i in range(7))]) + "\n")
+    result, report = simulate(str(trace), str(AZURE_MIG), gpu_sharing=True)
+    assert report["jobs_completed"] == report["jobs_total"] == 7
+    assert [i.pool for i in result.provider.history if i.gpus] == ["mig1g-spot-1"]
+    assert report["paid_gpu_hours"] < 1.2  # one GPU for an hour and its boot
+
+
 def test_shared_pools_pay_fewer_gpu_hours_for_the_same_fractional_jobs(tmp_path: Path) -> None:
     trace = tmp_path / "frac.csv"
     rows = [f"f{i},{i * 20},1,3600,{(230, 320, 470)[i % 3]},2,8192,LS,Running" for i in range(24)]
