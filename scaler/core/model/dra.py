@@ -269,23 +269,31 @@ class DraObjects:
     templates: dict[str, ResourceClaimTemplate] = field(default_factory=dict)
     slices: list[ResourceSlice] = field(default_factory=list)
 
+    def complete_pools(self) -> set[tuple[str, str, int]]:
+        """(driver, pool, generation) of the pools their driver has finished publishing: every one of the
+        `resourceSliceCount` slices of the pool's newest generation is here, as the allocator reads a pool
+        (`scaler.core.dra.pools.gather_pools`)."""
+        seen = Counter((s.driver, s.pool.name, s.pool.generation, s.pool.resource_slice_count) for s in self.slices)
+        newest: dict[tuple[str, str], int] = {}
+        for driver, name, generation, _ in seen:
+            if generation > newest.get((driver, name), -1):
+                newest[(driver, name)] = generation
+        return {(driver, name, generation) for (driver, name, generation, want), n in seen.items()
+                if n >= want and newest[(driver, name)] == generation}
+
     def complete(self) -> list[ResourceSlice]:
-        """The slices of pools their driver has finished publishing: every one of the `resourceSliceCount`
-        slices of the pool's newest generation is here (as the allocator reads a pool,
-        `scaler.core.dra.pools.gather_pools`); of an older generation, none."""
-        newest: dict[tuple[str, str], PoolRef] = {}
-        for s in self.slices:
-            have = newest.get((s.driver, s.pool.name))
-            if have is None or s.pool.generation > have.generation:
-                newest[(s.driver, s.pool.name)] = s.pool
-        current = [s for s in self.slices if s.pool.generation == newest[(s.driver, s.pool.name)].generation]
-        seen = Counter((s.driver, s.pool.name) for s in current)
-        return [s for s in current if seen[(s.driver, s.pool.name)] >= s.pool.resource_slice_count]
+        """The slices of the pools `complete_pools` names; of an older generation, none."""
+        done = self.complete_pools()
+        return [s for s in self.slices if (s.driver, s.pool.name, s.pool.generation) in done]
 
     def published(self) -> set[str]:
         """Nodes whose drivers have finished publishing: every pool a slice of the node is in is complete. A node
         seen with part of a pool (its driver creates the slices one by one, and a watch delivers them so) is
         still publishing: its devices are yet to come, not missing."""
-        mine = {s.node_name for s in self.slices if s.node_name}
-        done = {id(s) for s in self.complete()}
-        return mine - {s.node_name for s in self.slices if s.node_name and id(s) not in done}
+        done = self.complete_pools()
+        out: set[str] = set()
+        partial: set[str] = set()
+        for s in self.slices:
+            if s.node_name:
+                (out if (s.driver, s.pool.name, s.pool.generation) in done else partial).add(s.node_name)
+        return out - partial
