@@ -58,7 +58,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gpu-sharing", action="store_true",
                         help="GPU-sharing jobs (gpu_milli < 1000) ask for a share on the pools' time-sliced or MIG "
                              "pools instead of a whole GPU (rule: docs/gpu-sharing.md); refused when the trace has no "
-                             "such job or the pools no time-sliced or MIG mixed pool, as it would change nothing")
+                             "such job or the pools no time-sliced or MIG pool, as it would change nothing")
     parser.add_argument("--provisioning-requests", action="store_true",
                         help="queue gang jobs as Kueue does with a ProvisioningRequest admission check: each asks "
                              "for all its pods (best-effort-atomic-scale-up) and starts when it is Provisioned")
