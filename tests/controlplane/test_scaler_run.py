@@ -69,6 +69,12 @@ def holder(cluster: Cluster) -> str | None:
     return str(lease.spec.holder_identity) if lease.spec.holder_identity else None
 
 
+def _scale_ups(folder: Path) -> str:
+    """The replicas' passes that bought something, from their logs (what a failure needs to be read)."""
+    return "\n".join(f"{log.stem}: {line}" for log in sorted(folder.glob("replica-*.log"))
+                     for line in log.read_text(errors="replace").splitlines() if "scale-ups ['" in line)
+
+
 def test_two_replicas_one_acts_and_a_sigkill_mid_scale_up_doubles_nothing(
         world: RealWorld, cluster: Cluster, aws: MotoAws, tmp_path: Path) -> None:
     config = tmp_path / "scaler.yaml"
@@ -90,7 +96,7 @@ def test_two_replicas_one_acts_and_a_sigkill_mid_scale_up_doubles_nothing(
         create_all(cluster.admin, [gpu_pod(f"late-{i}", 1) for i in range(2)])
         cluster.wait(lambda: not world.pending(), "every pod bound", timeout=90)
         time.sleep(5)  # a few more passes of the new leader: nothing more is bought
-        line = world.report(16)
+        line = f"{world.report(16)}\n{_scale_ups(tmp_path)}"
         assert world.desired("gpu-a") == 16 and len(world.bought) == 16 and world.unused_nodes() == [], line
         # A pass every 2 s. (A pod the killed leader asked for may have no Event: the kill can land between its
         # cloud request and its Events.)
