@@ -58,6 +58,9 @@ SHARED_POOLS = "examples/pools-aws-shared.yaml"
 MIG_POOLS = "examples/pools-aws-mig.yaml"  # pools-aws.yaml plus MIG mixed p4d pools (A100s)
 # pools-aws.yaml plus dynamic MIG p5 pools (H100s, each GPU whole or cut per claim by the DRA driver; issue 40)
 MIG_DYNAMIC_POOLS = "examples/pools-aws-mig-dynamic.yaml"
+# AKS: MIG as one profile per agent pool (single strategy), here on the 1-GPU A100 VM, beside the whole-GPU pools
+AZURE_POOLS = "examples/pools-azure.yaml"
+AZURE_MIG_POOLS = "examples/pools-azure-mig.yaml"
 RESERVED_POOLS = "examples/pools-aws-reserved.yaml"  # the usual pools plus a Capacity Block (issue 25)
 BUFFER_GPUS = 8  # a CapacityBuffer of 8 1-GPU placeholder pods (issue 27)
 # `python -m scaler tune --trace ../shared/traces/PHILLY-A.csv --pools ../shared/pools/two-shapes.yaml --p95-max 260`
@@ -128,6 +131,14 @@ def runs(traces: Path, pools: str, untainted: str | None) -> list[tuple[str, dic
         out.append((f"ALIBABA-OPENB2023-A.csv default, {label}",
                     {"trace": str(traces / "ALIBABA-OPENB2023-A.csv"), "pools": mig_pools, "scheduler": "default",
                      "outages": [], "gpu_sharing": True, "dra": dra}))
+    # issue 40: MIG where a node is one GPU (Azure), against the same cloud's whole-GPU pools
+    out.append(("ALIBABA-OPENB2023-A.csv default, Azure pools (pools-azure.yaml)",
+                {"trace": str(traces / "ALIBABA-OPENB2023-A.csv"), "pools": AZURE_POOLS, "scheduler": "default",
+                 "outages": []}))
+    out.append(("ALIBABA-OPENB2023-A.csv default, Azure MIG single pools on 1-GPU A100s (--gpu-sharing, "
+                "pools-azure-mig.yaml)",
+                {"trace": str(traces / "ALIBABA-OPENB2023-A.csv"), "pools": AZURE_MIG_POOLS, "scheduler": "default",
+                 "outages": [], "gpu_sharing": True}))
     out.append(("PHILLY-A.csv default, 32-GPU Capacity Block for the first 5 days (pools-aws-reserved.yaml)",
                 {"trace": str(traces / "PHILLY-A.csv"), "pools": RESERVED_POOLS, "scheduler": "default",
                  "outages": []}))
@@ -219,7 +230,8 @@ def markdown(rows: list[tuple[str, dict[str, Any], dict[str, Any]]]) -> str:
             label += f" (GPU-h lost since the last checkpoint: {failures['gpu_hours_lost']}"
             if failures.get("gpu_failures"):
                 f = failures
-                label += (f"; {f['gpu_failures']} GPU failures on {f['failed_nodes']} nodes, "
+                label += (f", {f['gpu_hours_lost_to_failures']} of it by the jobs on the GPUs that failed; "
+                          f"{f['gpu_failures']} GPU failures on {f['failed_nodes']} nodes, "
                           f"{f['repaired_nodes']} repaired")
                 if f["repair_delay_mean_s"] is not None:
                     label += f", mean repair delay {f['repair_delay_mean_s']} s"
