@@ -200,8 +200,9 @@ def share_request(milli: int, config: ScalerConfig) -> tuple[dict[str, int], tup
                 continue  # cut per claim: a slice no second one of its size can sit beside (4g) keeps a whole GPU
             fraction = geometry.profiles[profile].compute / geometry.compute
             if fraction * 1000 >= milli:
-                key = (fraction, geometry.profiles[profile].memory, plan.mig_strategy == "single", profile,
-                       plan.labels(pool.name)[keys.LABEL_GPU_PRODUCT] if plan.mig_strategy == "single" else "")
+                single = plan.mig_strategy == "single" and not pool.dra  # (a DRA pool's slices are MIG devices)
+                key = (fraction, geometry.profiles[profile].memory, single, profile,
+                       plan.labels(pool.name)[keys.LABEL_GPU_PRODUCT] if single else "")
                 best = key if best is None or key < best else best
     if best is None:
         return {}, (), {}

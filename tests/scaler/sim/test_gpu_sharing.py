@@ -70,11 +70,13 @@ def test_on_single_strategy_pools_a_share_takes_the_pool_of_the_smallest_profile
     assert pool.template_node().labels[keys.LABEL_GPU_PRODUCT] == A100_MIG.format(profile)
 
 
-def test_seven_small_jobs_share_one_single_strategy_node(tmp_path: Path) -> None:
-    """Seven jobs of a tenth of a GPU each: one 1-GPU A100 VM cut into seven 1g.10gb, not seven GPUs."""
+@pytest.mark.parametrize("dra", [False, True])
+def test_seven_small_jobs_share_one_single_strategy_node(tmp_path: Path, dra: bool) -> None:
+    """Seven jobs of a tenth of a GPU each: one 1-GPU A100 VM cut into seven 1g.10gb, not seven GPUs; with --dra
+    the same slices are the DRA driver's MIG devices, asked for by claims."""
     trace = tmp_path / "t.csv"
     trace.write_text("\n".join([HEADER, *(f"s{i},0,1,3600,100,2,8192,LS,Running" for i in range(7))]) + "\n")
-    result, report = simulate(str(trace), str(AZURE_MIG), gpu_sharing=True)
+    result, report = simulate(str(trace), str(AZURE_MIG), gpu_sharing=True, dra=dra)
     assert report["jobs_completed"] == report["jobs_total"] == 7
     assert [i.pool for i in result.provider.history if i.gpus] == ["mig1g-spot-1"]
     assert report["paid_gpu_hours"] < 1.2  # one GPU for an hour and its boot
