@@ -190,7 +190,7 @@ def share_request(milli: int, config: ScalerConfig) -> tuple[dict[str, int], tup
     best: tuple[float, int, bool, str, str] | None = None  # (compute share, memory slices, single, profile, product)
     for pool in config.pools:
         plan = pool.sharing
-        if plan is None or plan.mig_strategy not in ("mixed", "dynamic", "single") or pool.gpu_sharing is None:
+        if plan is None or plan.mig_strategy == "none" or pool.gpu_sharing is None:
             continue
         geometry = plan.geometry
         if geometry is None:
