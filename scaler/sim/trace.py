@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Final
 
 from scaler.configfile import read_text
+from scaler.core.config.pool import Pool
 from scaler.core.config.settings import ConfigError, ScalerConfig
 from scaler.core.model import keys
 from scaler.core.model.objects import Pod, Toleration
@@ -187,7 +188,7 @@ def share_request(milli: int, config: ScalerConfig) -> tuple[dict[str, int], tup
         return ({keys.RES_GPU: max(1, math.ceil(milli * r / 1000))},
                 (Toleration(keys.TAINT_GPU_SHARING, "Equal", keys.SHARING_TIME_SLICING, "NoSchedule"),),
                 {keys.LABEL_GPU_SHARING_STRATEGY: keys.SHARING_TIME_SLICING})
-    best: tuple[float, int, bool, str, str] | None = None  # (compute share, memory slices, single, profile, product)
+    best: tuple[tuple[float, int, bool, str], Pool] | None = None  # ((compute, memory, single, profile), pool)
     for pool in config.pools:
         plan = pool.sharing
         if plan is None or plan.mig_strategy == "none" or pool.gpu_sharing is None:
@@ -195,21 +196,22 @@ def share_request(milli: int, config: ScalerConfig) -> tuple[dict[str, int], tup
         geometry = plan.geometry
         if geometry is None:
             continue
+        single = plan.mig_strategy == "single" and not pool.dra  # (a DRA pool's slices are MIG devices)
         for profile in plan.per_gpu:
             if plan.dynamic and geometry.profiles[profile].max_per_gpu < 2:
                 continue  # cut per claim: a slice no second one of its size can sit beside (4g) keeps a whole GPU
             fraction = geometry.profiles[profile].compute / geometry.compute
-            if fraction * 1000 >= milli:
-                single = plan.mig_strategy == "single" and not pool.dra  # (a DRA pool's slices are MIG devices)
-                key = (fraction, geometry.profiles[profile].memory, single, profile,
-                       plan.labels(pool.name)[keys.LABEL_GPU_PRODUCT] if single else "")
-                best = key if best is None or key < best else best
+            key = (fraction, geometry.profiles[profile].memory, single, profile)
+            if fraction * 1000 >= milli and (best is None or key < best[0]):
+                best = (key, pool)
     if best is None:
         return {}, (), {}
-    if best[2]:  # a single-strategy pool's slices are its nvidia.com/gpu: chosen by the product GFD labels them with
-        tolerate = Toleration(keys.TAINT_GPU_SHARING, "Equal", keys.SHARING_MIG_SINGLE, "NoSchedule")
-        return {keys.RES_GPU: 1}, (tolerate,), {keys.LABEL_GPU_PRODUCT: best[4]}
-    return {keys.MIG_RESOURCE_PREFIX + best[3]: 1}, (), {}
+    (_, _, single, profile), chosen = best
+    if single:  # a single-strategy pool's slices are its nvidia.com/gpu: chosen by the product GFD labels them with
+        tolerate = tuple(Toleration(t.key, "Equal", t.value, t.effect) for t in chosen.node_taints()
+                         if t.key == keys.TAINT_GPU_SHARING)
+        return {keys.RES_GPU: 1}, tolerate, {keys.LABEL_GPU_PRODUCT: chosen.node_labels()[keys.LABEL_GPU_PRODUCT]}
+    return {keys.MIG_RESOURCE_PREFIX + profile: 1}, (), {}
 
 
 def job_pods(job: Job, config: ScalerConfig, scheduler_name: str = "default-scheduler",
