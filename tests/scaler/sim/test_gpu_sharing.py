@@ -52,6 +52,16 @@ AZURE_MIG = ROOT / "examples" / "pools-azure-mig.yaml"
 A100_MIG = "NVIDIA-A100-80GB-PCIe-MIG-{}"
 
 
+def test_the_azure_mig_example_is_the_azure_pools_plus_its_mig_pools() -> None:
+    """Its header says everything else is as in pools-azure.yaml: the rows the README puts side by side differ only
+    by the MIG pools."""
+    mig, whole = load_config(AZURE_MIG), load_config(ROOT / "examples" / "pools-azure.yaml")
+    assert [p for p in mig.pools if p.gpu_sharing is None] == list(whole.pools)
+    assert {p.name for p in mig.pools if p.gpu_sharing is not None} == {"mig1g-spot-1", "mig1g-od-1", "mig3g-spot-1",
+                                                                         "mig3g-od-1"}
+    assert mig.model_dump(exclude={"pools"}) == whole.model_dump(exclude={"pools"})
+
+
 @pytest.mark.parametrize(("milli", "profile"), [(100, "1g.10gb"), (142, "1g.10gb"), (200, "3g.40gb"),
                                                 (428, "3g.40gb"), (429, None)])
 def test_on_single_strategy_pools_a_share_takes_the_pool_of_the_smallest_profile_covering_it(

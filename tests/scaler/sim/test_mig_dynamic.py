@@ -15,6 +15,7 @@ from snapshot_plan import plan_snapshot
 
 from scaler.cli import main
 from scaler.configfile import load_config
+from scaler.core.model import keys
 from scaler.core.model.resources import format_resources
 from scaler.sim.simulate_command import simulate
 from tests.controlplane.agent import slice_json
@@ -96,7 +97,7 @@ def _registered(tmp_path: Path, gpu_slices: int) -> dict[str, Any]:
     tmpl = pool.template_node("us-east-1a", "us-east-1")
     name = "ip-10-0-1-30.ec2.internal"
     node = {"apiVersion": "v1", "kind": "Node", "metadata": {
-        "name": name, "labels": {**tmpl.labels, "kubernetes.io/hostname": name}, "creationTimestamp": T},
+        "name": name, "labels": {**tmpl.labels, keys.LABEL_HOSTNAME: name}, "creationTimestamp": T},
         "spec": {"providerID": "aws:///us-east-1a/i-0p5", "taints": [
             {"key": t.key, "value": t.value, "effect": t.effect} for t in tmpl.taints]},
         "status": {"allocatable": format_resources(tmpl.allocatable),
