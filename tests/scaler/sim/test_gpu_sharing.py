@@ -52,13 +52,19 @@ AZURE_MIG = ROOT / "examples" / "pools-azure-mig.yaml"
 A100_MIG = "NVIDIA-A100-80GB-PCIe-MIG-{}"
 
 
-def test_the_azure_mig_example_is_the_azure_pools_plus_its_mig_pools() -> None:
-    """Its header says everything else is as in pools-azure.yaml: the rows the README puts side by side differ only
-    by the MIG pools."""
-    mig, whole = load_config(AZURE_MIG), load_config(ROOT / "examples" / "pools-azure.yaml")
+# Each MIG example says in its header that everything but its MIG pools is as in its base file, and the README puts
+# their rows beside the base file's: they differ only by the MIG pools.
+MIG_EXAMPLES = [("pools-aws-mig.yaml", "pools-aws.yaml", {"mig-spot-a", "mig-spot-b", "mig-od-a", "mig-od-b"}),
+                ("pools-aws-mig-dynamic.yaml", "pools-aws.yaml", {"mig-spot-a", "mig-spot-b", "mig-od-a", "mig-od-b"}),
+                ("pools-azure-mig.yaml", "pools-azure.yaml", {"mig1g-spot-1", "mig1g-od-1", "mig3g-spot-1",
+                                                              "mig3g-od-1"})]
+
+
+@pytest.mark.parametrize(("example", "base", "mig_pools"), MIG_EXAMPLES, ids=[e[0] for e in MIG_EXAMPLES])
+def test_a_mig_example_is_its_base_pools_plus_its_mig_pools(example: str, base: str, mig_pools: set[str]) -> None:
+    mig, whole = load_config(ROOT / "examples" / example), load_config(ROOT / "examples" / base)
     assert [p for p in mig.pools if p.gpu_sharing is None] == list(whole.pools)
-    assert {p.name for p in mig.pools if p.gpu_sharing is not None} == {"mig1g-spot-1", "mig1g-od-1", "mig3g-spot-1",
-                                                                         "mig3g-od-1"}
+    assert {p.name for p in mig.pools if p.gpu_sharing is not None} == mig_pools
     assert mig.model_dump(exclude={"pools"}) == whole.model_dump(exclude={"pools"})
 
 
