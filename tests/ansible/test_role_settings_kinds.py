@@ -105,3 +105,22 @@ def test_a_role_in_a_playbook_of_ones_own_checks_itself(tmp_path: Path) -> None:
     out = proc.stdout + proc.stderr
     assert "mig_layout: mig_layout_config must be text (its argument spec says type path)" in out, out[-3000:]
     assert list(tmp_path.iterdir()) == [playbook]
+
+
+SETTINGS_CASES: list[tuple[str, object, str]] = [
+    ("a role not in the collection", ["nope"],
+     "settings: settings_roles names nope, not a role of the collection (no "),
+    ("one name as text", "device_plugin", "settings: settings_roles must be a list (its argument spec says type list), "
+                                          "not text: 'device_plugin'"),
+]
+
+
+@pytest.mark.parametrize(("value", "message"), [c[1:] for c in SETTINGS_CASES], ids=[c[0] for c in SETTINGS_CASES])
+def test_the_settings_role_checks_its_own_variable(tmp_path: Path, value: object, message: str) -> None:
+    playbook = tmp_path / "own.yml"
+    playbook.write_text(yaml.safe_dump([{"name": "own", "hosts": "localhost", "connection": "local",
+                                         "gather_facts": False, "roles": ["gpuburst.cluster.settings"]}]))
+    proc = _play(tmp_path, str(playbook), {"settings_roles": value})
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert message in out.replace("''", "'"), out[-3000:]
