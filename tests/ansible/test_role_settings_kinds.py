@@ -37,6 +37,7 @@ CASES: list[tuple[str, int, Any, str]] = [
     ("text for a mapping", 3, "A=true", "role: x_gates must be a mapping (its argument spec says type dict), not text"),
     ("a list for a mapping", 3, ["A"], "role: x_gates must be a mapping"),
     ("a list for an option with no type (str)", 6, [1], "role: x_plain must be text"),
+    ("null for a list", 2, None, "role: x_pools must be a list (its argument spec says type list), not null (set it"),
 ]
 
 
@@ -53,6 +54,7 @@ def test_values_of_the_declared_kinds_pass_and_numbers_and_booleans_are_left_to_
     """`-e name=value` sets every variable as text: "3" for an int and "false" for a bool are the spec's to convert."""
     assert settings_as_declared(OPTIONS, GOOD, "role") is True
     assert settings_as_declared(OPTIONS, [*GOOD[:4], 3, False, 1.5], "role") is True
+    assert settings_as_declared(OPTIONS, [None, *GOOD[1:]], "role") is True  # Ansible's own check makes it ""
 
 
 def test_every_role_of_the_collection_checks_its_own_variables_first() -> None:

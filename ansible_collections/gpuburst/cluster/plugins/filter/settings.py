@@ -22,6 +22,8 @@ _TEXT = ("str", "path")
 
 
 def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
     if isinstance(value, Mapping):
         return "a mapping"
     if isinstance(value, str):
@@ -47,8 +49,9 @@ def settings_as_declared(options: Any, values: Any, role: str) -> bool:
         else:
             continue
         how = "one value" if wanted == "text" else f"YAML or JSON, -e '{{\"{name}\": ...}}'"
+        got = kind if value is None else f"{kind}: {value!r}"
         raise AnsibleFilterError(f"{role}: {name} must be {wanted} (its argument spec says type {declared}), not "
-                                 f"{kind}: {value!r} (set it as {how})")
+                                 f"{got} (set it as {how})")
     return True
 
 
