@@ -126,6 +126,7 @@ def spot_line(section: dict[str, Any] | None) -> str | None:
     assumed = sorted({n for n, p in section["pools"].items() if "assumed" in (p["price"], p["reclaims"])})
     text = f"  spot: {section['source']}, {section['region']}: " + "; ".join(sorted(parts))
     if assumed:
-        text += (f" (assumed for {', '.join(assumed)}: no advisor entry, so the pools file's spot_price_factor "
-                 "and the >20% bucket)")
+        priced = any(section["pools"][n]["price"] == "assumed" for n in assumed)  # not a pool's own price
+        price = "the pools file's spot_price_factor and " if priced else ""
+        text += f" (assumed for {', '.join(assumed)}: no advisor entry, so {price}the >20% bucket)"
     return text

@@ -2,8 +2,8 @@
 
     python -m scaler.sim.spot_advisor_derive ../shared/spot/spot-advisor-data.json
 
-Keeps, for every AWS instance type of the catalogue, its Linux savings and interruption bucket in each region
-the advisor lists it (a few kB instead of the advisor's 900 kB). The data file is Apache-2.0 as
+Keeps, for every AWS instance type of the catalogue the advisor lists, its Linux savings and interruption bucket in
+each region it lists it in (a few kB instead of the advisor's 900 kB). The data file is Apache-2.0 as
 alexei-led/spotinfo ships it (../shared/spot/README.md, LICENSE); the module it writes says so.
 """
 
@@ -39,6 +39,8 @@ def derive(data: dict[str, object]) -> str:
     for name in names:
         per_region = {region: (v["Linux"][name]["s"], v["Linux"][name]["r"])
                       for region, v in sorted(advisor.items()) if name in v.get("Linux", {})}
+        if not per_region:  # a type the advisor does not list (p5.4xlarge, newer than the data): no entry
+            continue
         entries = [f'"{region}": ({s}, {r}),' for region, (s, r) in per_region.items()]
         lines.append(f'    "{name}": {{')
         lines += ["        " + " ".join(entries[i:i + PER_LINE]) for i in range(0, len(entries), PER_LINE)]

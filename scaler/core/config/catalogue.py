@@ -78,6 +78,9 @@ _TYPES: Final = [
     _aws("p3.16xlarge", 64, 488, 24.48, 8, "V100", 16),
     _aws("p4d.24xlarge", 96, 1152, 21.958, 8, "A100", 40),
     _aws("p5.48xlarge", 192, 2048, 55.04, 8, "H100", 80),
+    # One H100 (launched 2025-08, after the list above): shape as EC2's DescribeInstanceTypes gives it; its price
+    # one eighth of p5.48xlarge's, as price listings of 2026 give it (P5 is priced per GPU).
+    _aws("p5.4xlarge", 16, 256, 6.88, 1, "H100", 80),
     # AWS general purpose / compute
     _aws("m5.large", 2, 8, 0.096), _aws("m5.xlarge", 4, 16, 0.192),
     _aws("m5.2xlarge", 8, 32, 0.384), _aws("m5.4xlarge", 16, 64, 0.768),
@@ -133,7 +136,7 @@ def spot_advice(name: str, region: str) -> SpotAdvice | None:
 
 # The types EC2 sells as Capacity Blocks for ML (of this catalogue's: p4d and p5; the others as AWS lists them).
 CAPACITY_BLOCK_TYPES: Final = frozenset({
-    "p4d.24xlarge", "p4de.24xlarge", "p5.48xlarge", "p5e.48xlarge", "p5en.48xlarge", "p6-b200.48xlarge",
+    "p4d.24xlarge", "p4de.24xlarge", "p5.4xlarge", "p5.48xlarge", "p5e.48xlarge", "p5en.48xlarge", "p6-b200.48xlarge",
     "trn1.32xlarge", "trn2.48xlarge",
 })
 

@@ -30,7 +30,8 @@ _INSTANCE_STORE: Final = {
     "g4dn.metal": 2, "g5.xlarge": 1, "g5.2xlarge": 1, "g5.4xlarge": 1, "g5.8xlarge": 1, "g5.12xlarge": 1,
     "g5.24xlarge": 1, "g5.48xlarge": 2, "g6.xlarge": 1, "g6.2xlarge": 1, "g6.4xlarge": 1, "g6.12xlarge": 4,
     "g6.24xlarge": 4, "g6.48xlarge": 8, "g6e.xlarge": 1, "g6e.2xlarge": 1, "g6e.12xlarge": 2,
-    "g6e.24xlarge": 2, "g6e.48xlarge": 4, "p4d.24xlarge": 8, "p5.48xlarge": 8,
+    "g6e.24xlarge": 2, "g6e.48xlarge": 4, "p4d.24xlarge": 8, "p5.4xlarge": 1,
+    "p5.48xlarge": 8,
 }
 # Azure maximum data disks per VM size.
 _AZURE_DATA_DISKS: Final = {

@@ -36,6 +36,7 @@ def test_the_shipped_figures_are_the_advisors_for_every_aws_type_of_the_catalogu
         == (49, ">20%")
     assert spot_advice("p4d.24xlarge", "us-east-1").bucket_label == "10-15%"
     assert spot_advice("Standard_NC4as_T4_v3", "eastus") is None
+    assert spot_advice("p5.4xlarge", "us-east-1") is None  # in the catalogue, newer than the advisor's data
 
 
 def test_spot_is_priced_at_the_advisors_saving_and_the_summary_names_the_data(tmp_path: Path) -> None:
@@ -67,6 +68,19 @@ def test_azure_spot_is_the_documented_assumption_named_in_the_summary(tmp_path: 
     line = next(x for x in summary(report).splitlines() if x.startswith("  spot:"))
     assert "assumed for" in line and "spot_price_factor and the >20% bucket" in line
     assert all(p["price"] == "assumed" and p["bucket"] == ">20%" for p in report["spot"]["pools"].values())
+
+
+def test_a_type_the_advisor_does_not_list_keeps_its_pools_own_price_and_is_reclaimed_at_the_worst_bucket(
+        tmp_path: Path) -> None:
+    # The dynamic MIG example prices its p5.4xlarge spot pools itself: only their reclaims are the assumption.
+    trace = write_trace(tmp_path / "t.csv", ROWS[:1])
+    _, report = simulate(str(trace), str(ROOT / "examples" / "pools-aws-mig-dynamic.yaml"), dra=True)
+    mig = {n: p for n, p in report["spot"]["pools"].items() if p["instance_type"] == "p5.4xlarge"}
+    assert sorted(mig) == ["mig-spot-a", "mig-spot-b"]
+    assert {(p["price"], p["price_per_hour"], p["reclaims"], p["bucket"]) for p in mig.values()} == \
+        {("pool price", 3.3024, "assumed", ">20%")}
+    line = next(x for x in summary(report).splitlines() if x.startswith("  spot:"))
+    assert "(assumed for mig-spot-a, mig-spot-b: no advisor entry, so the >20% bucket)" in line, line
 
 
 def test_the_saving_is_quoted_against_cluster_autoscalers_defaults_on_the_same_pools(tmp_path: Path) -> None:
