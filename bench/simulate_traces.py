@@ -56,7 +56,8 @@ GPU_FAILURE_RATES = (0.001, 0.01)  # GPU failures per GPU-hour (issue 40: repair
 CHECKPOINT = 1800.0  # seconds of run between a job's checkpoints (the simulator's default)
 SHARED_POOLS = "examples/pools-aws-shared.yaml"
 MIG_POOLS = "examples/pools-aws-mig.yaml"  # pools-aws.yaml plus MIG mixed p4d pools (A100s)
-# pools-aws.yaml plus dynamic MIG p5 pools (H100s, each GPU whole or cut per claim by the DRA driver; issue 40)
+# pools-aws.yaml plus dynamic MIG pools of single-H100 p5.4xlarge nodes (each GPU whole or cut per claim by the DRA
+# driver; issue 40)
 MIG_DYNAMIC_POOLS = "examples/pools-aws-mig-dynamic.yaml"
 # AKS: MIG as one profile per agent pool (single strategy), here on the 1-GPU A100 VM, beside the whole-GPU pools
 AZURE_POOLS = "examples/pools-azure.yaml"

@@ -25,7 +25,8 @@ AWS = sorted(n for n, t in CATALOGUE.items() if t.cloud == "aws")
 def described() -> dict[str, Any]:
     path = Path(moto.__file__).parent / "ec2" / "resources" / "instance_types.json.gz"
     with gzip.open(path, "rt", encoding="utf-8") as f:
-        return json.load(f)
+        data: dict[str, Any] = json.load(f)
+    return data
 
 
 @pytest.mark.parametrize("name", [n for n in AWS if n in described()])

@@ -77,8 +77,8 @@ def test_gpu_sharing_on_dynamic_pools_without_dra_is_refused(tmp_path: Path,
 
 def test_a_job_of_more_than_three_sevenths_of_a_gpu_keeps_a_whole_gpu_beside_dynamic_pools(tmp_path: Path) -> None:
     """A 4g.40gb slice leaves room for only a smaller one on its H100: cut for a job of 0.55 GPU it kept an 8-GPU p5
-    up for that job (the README's dynamic MIG row bought most of its short-lived second p5s so). The job keeps a
-    whole GPU instead, and the cheapest GPU node takes it."""
+    up for that job (the dynamic MIG example, on p5.48xlarge pools then, bought most of its short-lived second p5s
+    so). The job keeps a whole GPU instead, and the cheapest GPU node takes it."""
     pools = tmp_path / "pools.yaml"
     pools.write_text(POOLS + "  - {name: l4, instance_type: g6.xlarge, zones: [us-east-1a], max: 3, "
                              "gpu_allocation: dra}\n")
