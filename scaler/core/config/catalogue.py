@@ -78,8 +78,9 @@ _TYPES: Final = [
     _aws("p3.16xlarge", 64, 488, 24.48, 8, "V100", 16),
     _aws("p4d.24xlarge", 96, 1152, 21.958, 8, "A100", 40),
     _aws("p5.48xlarge", 192, 2048, 55.04, 8, "H100", 80),
-    # One H100 (launched 2025-08, after the list above): shape as EC2's DescribeInstanceTypes gives it; its price
-    # one eighth of p5.48xlarge's, as price listings of 2026 give it (P5 is priced per GPU).
+    # One H100, launched 2025-08, so not in the list above: its shape is EC2's DescribeInstanceTypes answer (moto's
+    # copy, tests/scaler/core/test_catalogue.py), its us-east-1 price is from price listings of 2026: one eighth of
+    # p5.48xlarge's, as AWS prices P5 per GPU.
     _aws("p5.4xlarge", 16, 256, 6.88, 1, "H100", 80),
     # AWS general purpose / compute
     _aws("m5.large", 2, 8, 0.096), _aws("m5.xlarge", 4, 16, 0.192),
