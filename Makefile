@@ -71,13 +71,14 @@ lock: setup
 chart: setup
 	$(PY) -m scaler.chart
 
-# Prints the figures the docs quote and writes each into its block of README.md (between the markers
+# Prints the figures the docs quote and writes each into its block of README.md or docs/ (between the markers
 # <!-- bench/...: begin --> and <!-- bench/...: end -->, bench/doc_blocks.py); no figure there is typed by hand.
 bench: setup
 	$(PY) bench/plan_scale.py --readme README.md
 	$(PY) bench/plan_scale.py --mix dra --readme README.md
 	$(PY) bench/plan_scale.py --scale xl --readme README.md
 	$(PY) bench/simulate_traces.py --readme README.md --plots out  # out/repair.png: repair on beside off
+	$(PY) bench/repair_seeds.py --readme docs/simulator.md  # repair on against off, seeds 0-4 of each pair
 
 clean:
 	rm -rf $(VENV) .cache/kube/run .mypy_cache .ruff_cache .pytest_cache .hypothesis demo-report.json demo-timeline.png

@@ -261,7 +261,7 @@ def versus(cost: float, ca: dict[str, Any] | None) -> str:
 
 def _one(kw: dict[str, Any]) -> dict[str, Any]:
     _, report = simulate(kw["trace"], kw["pools"], start_hour=kw.get("start_hour", 0.0), scheduler=kw["scheduler"],
-                         outages=kw["outages"],
+                         outages=kw["outages"], seed=kw.get("seed", 0),
                          interruption_rate=kw.get("interruption_rate"), gpu_sharing=kw.get("gpu_sharing", False),
                          provisioning_requests=kw.get("provisioning_requests", False), dra=kw.get("dra", False),
                          gpu_failure_rate=kw.get("gpu_failure_rate", 0.0), repair=kw.get("repair", True),
