@@ -1,12 +1,12 @@
 """GPU repair on against off over several draws of the failures: what the README's one-draw rows cannot say.
 
 The README's GPU failure rows are one draw each (`--seed 0`). Which job a failure strikes depends on the draw, and
-once the two runs' schedules part it strikes other jobs in each, so one pair's gap in lost work is mostly luck
-(docs/simulator.md, *Broken GPUs*). This bench runs the same pairs (examples/pools-aws.yaml, default placement,
-checkpoints every 1800 s, both traces, 0.001 and 0.01 GPU failures per GPU-hour) for seeds 0 to N-1 and prints, per
-trace and rate, the mean of the paired differences repair on less repair off, with its standard error (a pair
-shares its seed, so both runs face the same fault process: `scaler/sim/failures.py`), and in how many seeds repair
-on was no dearer and lost less work.
+once the two runs' schedules part it strikes other jobs in each, and pods land on other nodes, so one pair's gap
+in cost or lost work is mostly luck (docs/simulator.md, *Broken GPUs*). This bench runs the same pairs
+(examples/pools-aws.yaml, default placement, checkpoints every 1800 s, both traces, 0.001 and 0.01 GPU failures per
+GPU-hour) for seeds 0 to N-1 and prints, per trace and rate, the mean of the paired differences repair on less
+repair off, with its standard error (a pair shares its seed, so both runs face the same fault process:
+`scaler/sim/failures.py`), and in how many seeds repair on was no dearer and lost less work.
 
     .venv/bin/python bench/repair_seeds.py [--seeds N] [--jobs N] [--traces DIR] [--readme FILE]
 
@@ -68,8 +68,8 @@ def cell_line(label: str, pairs: list[tuple[dict[str, Any], dict[str, Any]]]) ->
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seeds", type=int, default=5, help="seeds 0 to N-1 (default 5)")
-    parser.add_argument("--jobs", type=int, default=2, help="runs in parallel (default 2)")
+    parser.add_argument("--seeds", type=int, default=5, metavar="N", help="seeds 0 to N-1 (default 5)")
+    parser.add_argument("--jobs", type=int, default=2, metavar="N", help="runs in parallel (default 2)")
     parser.add_argument("--traces", default=str(ROOT.parent / "shared" / "traces"), metavar="DIR",
                         help="folder with PHILLY-A.csv and ALIBABA-OPENB2023-A.csv (default: %(default)s)")
     parser.add_argument("--readme", metavar="FILE",
