@@ -25,12 +25,22 @@ def end(name: str) -> str:
 
 
 def _bounds(path: Path, name: str) -> tuple[str, int, int]:
-    doc = path.read_text(encoding="utf-8")
+    try:
+        doc = path.read_text(encoding="utf-8")
+    except OSError as err:
+        print(f"{path}: cannot read it ({err.strerror})", file=sys.stderr)
+        raise SystemExit(2) from None
     start, stop = doc.find(begin(name)), doc.find(end(name))
     if start < 0 or stop < start:
         print(f"{path}: markers {begin(name)!r} ... {end(name)!r} not found", file=sys.stderr)
         raise SystemExit(2)
     return doc, start, stop
+
+
+def check_block(path: Path, name: str) -> None:
+    """Exit 2 naming the file and the markers when `write_block` could not write NAME's block: asked before a long
+    run, so that it stops at once instead of after it."""
+    _bounds(path, name)
 
 
 def write_block(path: Path, name: str, text: str) -> None:
@@ -72,7 +82,7 @@ def quoting(path: str | None, name: str) -> Iterator[None]:
     if path is None:
         yield
         return
-    _bounds(Path(path), name)
+    check_block(Path(path), name)
     load = os.getloadavg()[0]
     out, err = _Tee(sys.stdout), _Tee(sys.stderr)  # type: ignore[arg-type]
     err.kept = out.kept

@@ -24,7 +24,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from doc_blocks import write_block
+from doc_blocks import check_block, write_block
 from simulate_traces import CHECKPOINT, GPU_FAILURE_RATES, ROOT, _one
 
 TRACES = ("PHILLY-A.csv", "ALIBABA-OPENB2023-A.csv")
@@ -85,6 +85,8 @@ def main() -> int:
     if missing := [t for t in TRACES if not (traces / t).exists()]:
         print(f"{traces}: no {', '.join(missing)}: pass --traces DIR", file=sys.stderr)
         return 2
+    if args.readme:
+        check_block(Path(args.readme), "bench/repair_seeds.py")
     todo = pair_runs(traces, args.seeds)
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
         reports = list(pool.map(_one, todo))

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from doc_blocks import write_block
+from doc_blocks import check_block, write_block
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -292,6 +292,8 @@ def main() -> int:
     if not (traces / "PHILLY-A.csv").exists():
         print(f"no traces in {traces}: pass --traces DIR", file=sys.stderr)
         return 2
+    if args.readme:
+        check_block(Path(args.readme), "bench/simulate_traces.py")
     with tempfile.TemporaryDirectory() as tmp:
         untainted = None if args.no_untainted else without_min_gpus(args.pools, Path(tmp))
         todo = runs(traces, args.pools, untainted)

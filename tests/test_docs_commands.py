@@ -656,3 +656,16 @@ def test_make_bench_rewrites_every_block_of_figures() -> None:
     blocks = {(str(page.relative_to(ROOT)), m.group("name")) for page in DOCS
               for m in GENERATED.finditer(page.read_text(encoding="utf-8"))}
     assert len(blocks) >= 4 and blocks - written == set()
+
+
+@pytest.mark.parametrize("bench", ["bench/simulate_traces.py", "bench/repair_seeds.py"])
+def test_a_bench_whose_block_cannot_be_written_stops_before_it_runs(bench: str, tmp_path: Path) -> None:
+    """Its runs take most of an hour: a --readme without the bench's markers is one line at once, not a traceback
+    (or the same line) after the runs."""
+    page = tmp_path / "page.md"
+    page.write_text("no markers here\n", encoding="utf-8")
+    for target, said in ((tmp_path / "missing.md", "cannot read it"), (page, "not found")):
+        proc = subprocess.run([sys.executable, bench, "--readme", str(target)], capture_output=True, text=True,
+                              cwd=ROOT, check=False, timeout=60)
+        assert proc.returncode == 2 and proc.stdout == ""
+        assert proc.stderr.startswith(f"{target}: ") and said in proc.stderr and proc.stderr.count("\n") == 1
