@@ -25,17 +25,18 @@ from pathlib import Path
 from typing import Any
 
 from doc_blocks import check_block, write_block
-from simulate_traces import CHECKPOINT, GPU_FAILURE_RATES, ROOT, _one
+from simulate_traces import GPU_FAILURE_RATES, ROOT, run_one, runs
 
 TRACES = ("PHILLY-A.csv", "ALIBABA-OPENB2023-A.csv")
 POOLS = "examples/pools-aws.yaml"
 
 
 def pair_runs(traces: Path, seeds: int) -> list[dict[str, Any]]:
-    """The runs' arguments: every trace x rate x seed, repair on then off."""
-    return [{"trace": str(traces / trace), "pools": POOLS, "scheduler": "default", "outages": [],
-             "gpu_failure_rate": rate, "repair": repair, "seed": seed, "checkpoint_interval": CHECKPOINT}
-            for trace in TRACES for rate in GPU_FAILURE_RATES for seed in range(seeds) for repair in (True, False)]
+    """The README's GPU failure runs (`simulate_traces.runs`, repair on then off for each trace and rate), each for
+    every seed, the two runs of a pair side by side."""
+    rows = [kw for _, kw in runs(traces, POOLS, None) if kw.get("gpu_failure_rate")]
+    return [{**kw, "seed": seed} for on, off in zip(rows[::2], rows[1::2], strict=True) for seed in range(seeds)
+            for kw in (on, off)]
 
 
 def _figures(report: dict[str, Any]) -> tuple[float, float, float]:
@@ -89,7 +90,7 @@ def main() -> int:
         check_block(Path(args.readme), "bench/repair_seeds.py")
     todo = pair_runs(traces, args.seeds)
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-        reports = list(pool.map(_one, todo))
+        reports = list(pool.map(run_one, todo))
     lines = []
     for trace in TRACES:
         for rate in GPU_FAILURE_RATES:

@@ -259,7 +259,8 @@ def versus(cost: float, ca: dict[str, Any] | None) -> str:
     return f"{ca['cost_usd']:,.0f} ({1 - cost / ca['cost_usd']:.0%})"
 
 
-def _one(kw: dict[str, Any]) -> dict[str, Any]:
+def run_one(kw: dict[str, Any]) -> dict[str, Any]:
+    """One run's report, from its arguments as `runs` gives them (a `seed` among them, 0 without)."""
     _, report = simulate(kw["trace"], kw["pools"], start_hour=kw.get("start_hour", 0.0), scheduler=kw["scheduler"],
                          outages=kw["outages"], seed=kw.get("seed", 0),
                          interruption_rate=kw.get("interruption_rate"), gpu_sharing=kw.get("gpu_sharing", False),
@@ -302,7 +303,7 @@ def main() -> int:
                     for label, kw in todo]
         baselines = list({json.dumps(ca_run(kw), sort_keys=True): ca_run(kw) for _, kw in todo}.values())
         with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-            done = list(pool.map(_one, [kw for _, kw in todo] + baselines))
+            done = list(pool.map(run_one, [kw for _, kw in todo] + baselines))
         reports, ca_reports = done[:len(todo)], done[len(todo):]
         by_env = {json.dumps(kw, sort_keys=True): ca_section(r) for kw, r in zip(baselines, ca_reports, strict=True)}
         for (_, kw), report in zip(todo, reports, strict=True):
