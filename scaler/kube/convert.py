@@ -177,6 +177,7 @@ def pod_from_json(obj: JSON) -> Pod:
             started_at=timestamp((obj.get("status") or {}).get("startTime")) or None,
             resource_claims=resource_claims(spec, obj.get("status") or {}),
             scheduling_group=_text(spec.get("schedulingGroup") or {}, "podGroupName", "spec.schedulingGroup") or None,
+            unhealthy_devices=unhealthy_devices(obj.get("status") or {}),
             **_scheduling_fields(meta, spec),
         )
     except FieldError as err:
@@ -250,6 +251,22 @@ def _scheduling_fields(meta: JSON, spec: JSON) -> dict[str, Any]:
         "claims": tuple(claims),
         "terminating": bool(meta.get("deletionTimestamp")),
     }
+
+
+def unhealthy_devices(status: JSON) -> int:
+    """The devices the kubelet reports Unhealthy in the pod's containers' (and init containers')
+    `allocatedResourcesStatus` (KEP-4680, beta in 1.36: device plugin resources by name, DRA ones as
+    `claim:<claim>/<request>`), each resourceID once: containers sharing a claim report the same device."""
+    bad = set()
+    for field in ("initContainerStatuses", "containerStatuses"):
+        for i, c in enumerate(_objects(status.get(field), f"status.{field}")):
+            where = f"status.{field}[{i}].allocatedResourcesStatus"
+            for j, entry in enumerate(_objects(c.get("allocatedResourcesStatus"), where)):
+                name = _text(entry, "name", f"{where}[{j}]")
+                for k, r in enumerate(_objects(entry.get("resources"), f"{where}[{j}].resources")):
+                    if _text(r, "health", f"{where}[{j}].resources[{k}]") == "Unhealthy":
+                        bad.add((name, _text(r, "resourceID", f"{where}[{j}].resources[{k}]")))
+    return len(bad)
 
 
 def resource_claims(spec: JSON, status: JSON) -> tuple[PodResourceClaim, ...]:
@@ -341,7 +358,8 @@ def pdb_from_json(obj: JSON) -> PodDisruptionBudget:
     meta = obj.get("metadata") or {}
     name = f"{meta.get('namespace', 'default')}/{meta.get('name', '?')}"
     try:
-        selector = (obj.get("spec") or {}).get("selector") or {}
+        spec = obj.get("spec") or {}
+        selector = spec.get("selector") or {}
         allowed = (obj.get("status") or {}).get("disruptionsAllowed") or 0
         if not isinstance(allowed, int) or isinstance(allowed, bool):
             raise FieldError("status.disruptionsAllowed", "expected an integer")
@@ -350,6 +368,7 @@ def pdb_from_json(obj: JSON) -> PodDisruptionBudget:
             namespace=_text(meta, "namespace", "metadata", "default"),
             selector=_strings(selector.get("matchLabels"), "spec.selector.matchLabels"),
             disruptions_allowed=allowed,
+            always_allow_unhealthy=_text(spec, "unhealthyPodEvictionPolicy", "spec") == "AlwaysAllow",
         )
     except FieldError as err:
         raise SnapshotError(f"poddisruptionbudget {name}: {render_path(err.path)}: {err.message}") from None

@@ -71,6 +71,9 @@ class Pod:
     terminating: bool = False  # metadata.deletionTimestamp set: topology spread does not count it
     resource_claims: tuple[PodResourceClaim, ...] = ()  # spec.resourceClaims (DRA)
     scheduling_group: str | None = None  # spec.schedulingGroup.podGroupName: its Workload API PodGroup
+    # Its allocated devices the kubelet reports Unhealthy (containerStatuses[].allocatedResourcesStatus, KEP-4680):
+    # a container on a broken GPU cannot run, and one that restarts in place keeps that GPU.
+    unhealthy_devices: int = 0
 
     @property
     def key(self) -> str:
@@ -118,6 +121,9 @@ class PodDisruptionBudget:
     namespace: str
     selector: dict[str, str]  # matchLabels
     disruptions_allowed: int
+    # spec.unhealthyPodEvictionPolicy AlwaysAllow: a pod that is not Ready may be evicted whatever the budget says
+    # (the default, IfHealthyBudget, lets it go only while the budget is met).
+    always_allow_unhealthy: bool = False
 
 
 # --- pod-to-pod and volume scheduling (kube-scheduler's filters beyond the static four) ----------

@@ -12,7 +12,10 @@ still runs pods on its healthy ones is kept while a drain would lose more work t
 idle since the signal began (`hold_reason`: each pod's GPUs x its run since its last checkpoint, from its start
 and its `gpuburst.io/checkpoint-interval`; all its run without one), so it goes when it is idle or just after its
 pods checkpoint, and after the pool's `repair.max_hold` at the latest; one that runs no GPU pod is replaced
-at once, without waiting for its grace. At most
+at once, without waiting for its grace. A pod whose status reports one of its devices Unhealthy (KEP-4680's
+`allocatedResourcesStatus`: its container restarts in place on the dead GPU, as the kubelet keeps a container's
+devices across restarts) runs nothing: it has no work at stake, its GPUs count as idle, and it is provably on
+the broken GPU. At most
 the pool's budget of nodes are in repair at once, and `max_per_pass` start per pass; past the budget
 the others wait and the pool's repairs are reported paused. A node whose signal clears while its drain
 is still running is named `recovered`: the actuator stops the drain and uncordons it.
@@ -152,9 +155,10 @@ def plan_repairs(snapshot: Snapshot, state: State, gone: set[str]) -> Repairs:
             continue
         out.unhealthy[name] = out.unhealthy.get(name, 0) + 1
         seen[node.name] = state.unhealthy_since.get(node.name, now)
-        # A node that lost GPU devices and runs no GPU pod is replaced at once: nothing is lost by it, and its grace
-        # would only keep paying for it (scale-down would remove it sooner).
-        idle = not any(gpu_devices(p.requests) or p.resource_claims for p in to_evict(node.pods))
+        # A node that lost GPU devices and runs no GPU pod (or only pods on a broken device) is replaced at once:
+        # nothing is lost by it, and its grace would only keep paying for it (scale-down would remove it sooner).
+        idle = not any((gpu_devices(p.requests) or p.resource_claims) and not p.unhealthy_devices
+                       for p in to_evict(node.pods))
         ready = [(s.since or seen[node.name], s) for s in found
                  if now - (s.since or seen[node.name]) >= s.grace or (idle and s.lost_devices)]
         if ready:
@@ -229,9 +233,10 @@ def pod_gpus(pod: Pod, dra: DraObjects) -> int:
 def at_stake(pod: Pod, now: float, dra: DraObjects | None = None) -> float:
     """GPU-seconds of work a drain would cost the pod now: its GPUs (`pod_gpus`) x its run since its last
     checkpoint (its `gpuburst.io/checkpoint-interval`; 0 checkpoints continuously); all its run without one; inf
-    when its start is unknown."""
+    when its start is unknown; 0 on a device the kubelet reports Unhealthy (its container cannot run: what it ran
+    since its checkpoint is lost already)."""
     gpus = pod_gpus(pod, dra) if dra is not None else gpu_devices(pod.requests)
-    if not gpus:
+    if not gpus or pod.unhealthy_devices:
         return 0.0
     if pod.started_at is None:
         return math.inf
@@ -261,21 +266,27 @@ def hold_reason(node: Node, since: float, now: float, spec: RepairSpec, dead: in
         dead = gpu_devices(node.capacity) - gpu_devices(node.allocatable) if node.capacity else 0
     if dead <= 0 or now - since >= spec.max_hold:
         return None
-    stake = sum(at_stake(p, now, dra) for p in to_evict(node.pods))
-    idle = dead * (now - since)
+    pods = to_evict(node.pods)
+    stalled = [(p, pod_gpus(p, dra) if dra is not None else gpu_devices(p.requests)) for p in pods
+               if p.unhealthy_devices]
+    # A pod on a broken device runs nothing (it restarts in place on it): all its GPUs stand idle, the dead among them.
+    gpus = sum(g for _, g in stalled) + max(dead - sum(min(p.unhealthy_devices, g) for p, g in stalled), 0)
+    stake = sum(at_stake(p, now, dra) for p in pods)
+    idle = gpus * (now - since)
     if stake <= idle:
         return None
     lose = "all they ran (no checkpoint interval known)" if math.isinf(stake) else \
         f"{stake / 3600:.2f} GPU-h since their last checkpoints"
-    return (f"a drain would lose {lose}, more than the {idle / 3600:.2f} GPU-h its {dead} dead GPU device(s) stood "
-            f"idle; drained by {fmt_time(since + spec.max_hold)} at the latest")
+    return (f"a drain would lose {lose}, more than the {idle / 3600:.2f} GPU-h its {gpus} dead GPU device(s) (and "
+            f"those of pods on one) stood idle; drained by {fmt_time(since + spec.max_hold)} at the latest")
 
 
 def on_broken_gpu(pod: Pod, node: Node) -> bool:
-    """The pod provably holds the broken GPU: it holds every GPU device of the node. (Which pod holds which
-    device is not in the API with the device plugin, so a pod holding fewer is never assumed to.)"""
+    """The pod provably holds the broken GPU: the kubelet reports one of its devices Unhealthy (KEP-4680), or it
+    holds every GPU device of the node. (Without that status, which pod holds which device is not in the API with
+    the device plugin, so a pod holding fewer is never assumed to.)"""
     held = gpu_devices(pod.requests)
-    return held > 0 and held >= gpu_devices(node.capacity or node.allocatable)
+    return pod.unhealthy_devices > 0 or (held > 0 and held >= gpu_devices(node.capacity or node.allocatable))
 
 
 def _displace(node: Node, out: Repairs) -> None:

@@ -78,3 +78,45 @@ def test_a_broken_node_with_no_gpu_pod_is_replaced_without_waiting_for_its_grace
     state = State()
     result, _ = plan(snapshot(cfg, [], [_broken(cfg, [])], now=FIRST_SEEN), state, cfg)
     assert [(d.node, d.repair) for d in result.scale_downs] == [("b1", True)]
+
+
+def _crash_looping(started_at: float, gpus: int = 2) -> Pod:
+    """A pod whose container restarts in place on the dead GPU: the kubelet reports that device Unhealthy in its
+    status (KEP-4680's allocatedResourcesStatus)."""
+    p = pod("crashing-0", gpu=gpus, annotations={keys.ANNOTATION_CHECKPOINT_INTERVAL: "1800"}, node="b1")
+    p.started_at = started_at
+    p.unhealthy_devices = 1
+    return p
+
+
+def test_a_pod_on_the_dead_gpu_counts_as_idle_so_the_node_goes_sooner() -> None:
+    cfg = _config()
+    # A 2-GPU pod 200 s into its run at the signal: 2 x (200 + t) GPU-s at stake t seconds later, its checkpoint
+    # 1,600 s away. Against the dead GPU alone (1 x t) that holds the node until the checkpoint; with a 4-GPU pod
+    # crash-looping on the dead GPU, its 4 GPUs stand idle (4 x t) and match the stake after 200 s.
+    healthy = pod("train-0", gpu=2, annotations={keys.ANNOTATION_CHECKPOINT_INTERVAL: "1800"}, node="b1")
+    healthy.started_at = FIRST_SEEN - 200.0
+    times = [FIRST_SEEN + 190.0, FIRST_SEEN + 210.0]
+    assert _drained_at(cfg, _broken(cfg, [healthy, _crash_looping(0.0, gpus=4)]), times) == [False, True]
+    assert _drained_at(cfg, _broken(cfg, [healthy]), times) == [False, False]
+
+
+def test_a_node_whose_only_gpu_pod_crash_loops_on_the_dead_gpu_is_replaced_at_once() -> None:
+    cfg = _config(lost_gpu_grace=600)
+    # Its pod runs nothing, so nothing is at stake and waiting out the grace would only pay for the node.
+    result, _ = plan(snapshot(cfg, [], [_broken(cfg, [_crash_looping(0.0)])], now=FIRST_SEEN), State(), cfg)
+    assert [(d.node, d.repair) for d in result.scale_downs] == [("b1", True)]
+
+
+def test_force_evict_deletes_the_pod_its_status_proves_on_the_dead_gpu_and_evicts_the_rest() -> None:
+    cfg = _config(force_evict=True, max_hold=0)
+    node = _broken(cfg, [_train(0.0), _crash_looping(0.0)])
+    [drain] = _drains(cfg, node)
+    # 2 of 8 GPUs: without the status no pod is provably on the dead one; with it this one is.
+    assert drain.delete == ("default/crashing-0",)
+
+
+def _drains(cfg: ScalerConfig, node: Node) -> list[Any]:
+    _, state = plan(snapshot(cfg, [], [node], now=FIRST_SEEN), State(), cfg)
+    result, _ = plan(snapshot(cfg, [], [node], now=FIRST_SEEN + GRACE), state, cfg)
+    return [d for d in result.scale_downs if d.repair]
