@@ -162,7 +162,10 @@ class Engine:
                     self.failures.watch(self.binder.nodes[name], now)
                     self.capacity_changed = True
             for pod in self.failures.break_gpus(self.binder, now):  # the pods that held a failed GPU
-                self._stop(pod, now, by_failure=True)
+                if self.failures.in_place:
+                    self._halt(self.run_of[pod.key], now, by_failure=True)  # it crash-loops on the dead GPU
+                else:
+                    self._stop(pod, now, by_failure=True)
                 self.capacity_changed = True
             while self.events and self.events[0][0] <= now:
                 _, _, kind, index, version = heapq.heappop(self.events)
@@ -214,20 +217,26 @@ class Engine:
             self._stop(pod, now)
 
     def _stop(self, pod: Pod, now: float, *, by_failure: bool = False) -> None:
-        """A pod stopped (evicted, node lost, its GPU failed): pending again; its job resumes from its checkpoint."""
+        """A pod stopped (evicted, node lost, its GPU failed): pending again as its controller's new pod; its job
+        resumes from its checkpoint."""
         run = self.run_of[pod.key]
         run.bound -= 1
         if run.bound <= 0:
             self.running_gangs.pop(id(run), None)
         pod.node_name = None
         pod.phase = "Pending"
+        pod.unhealthy_devices = 0
+        self._halt(run, now, by_failure=by_failure)
+        self.rescheduled += 1
+        self._enqueue(pod, now)
+
+    def _halt(self, run: JobRun, now: float, *, by_failure: bool = False) -> None:
+        """The job stops running: what it ran since its last checkpoint is lost."""
         if run.run_started is not None:
             self.ran_at = now
             run.done_s = self.failures.stopped(run.done_s + now - run.run_started, run.job.gpus, by_failure=by_failure)
             run.run_started = None
             run.version += 1
-        self.rescheduled += 1
-        self._enqueue(pod, now)
 
     def _bind(self, now: float) -> None:
         candidates = list(self.pending.values()) if self.capacity_changed else self.new_pending
@@ -305,9 +314,12 @@ class Engine:
         return min(future, default=math.inf)
 
     def _pdbs(self) -> list[PodDisruptionBudget]:
-        """A gang job's budget: minAvailable = all its pods (as gang schedulers create them)."""
+        """A gang job's budget: minAvailable = all its pods (as gang schedulers create them), with
+        unhealthyPodEvictionPolicy AlwaysAllow (what kubernetes.io, *Specifying a Disruption Budget*, recommends: a
+        pod crash-looping on a dead GPU must not hold a drain)."""
         return [PodDisruptionBudget(f"job-{r.job.job_id}", SIM_NAMESPACE, {"job": r.job.job_id},
-                                    max(0, r.bound - len(r.pods))) for r in self.running_gangs.values()]
+                                    max(0, r.bound - len(r.pods)), always_allow_unhealthy=True)
+                for r in self.running_gangs.values()]
 
     def _bound_pod(self, key: str) -> Pod | None:
         run = self.run_of.get(key)

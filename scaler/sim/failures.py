@@ -19,6 +19,13 @@ own stream by its node's place in its pool (the model before) did not: once repa
 node of a pool was another node at another time, and the runs drew different failures (PHILLY-A at 0.001: 346
 with repair, 316 without, for the same work).
 
+With `in_place` (`--restart-policy OnFailure`) the struck pod is not made again: its container restarts in place
+on the same GPU, because the kubelet keeps a container's devices across restarts (kubernetes
+`pkg/kubelet/cm/devicemanager/manager.go`, `GetDeviceRunContainerOptions` reuses the cached `podDevices`; the health
+check that refuses unhealthy devices runs only when they are allocated, at admission). So it crash-loops, holding
+all its GPUs and running nothing, and its status reports the device Unhealthy (`UpdateAllocatedResourcesStatus`,
+KEP-4680's `allocatedResourcesStatus`) until something deletes it; then its Job makes a new pod.
+
 Every stopped job (a failed GPU, an eviction, a reclaimed node) resumes from its last checkpoint:
 training checkpoints every `checkpoint` seconds of its run, and what ran since is lost (0: nothing is
 lost, the simulator's assumption before this module).
@@ -51,6 +58,7 @@ class GpuFailures:
     rate: float = 0.0  # failures per GPU-hour
     seed: int = 0
     checkpoint: float = 1800.0
+    in_place: bool = False  # the struck pod restarts in place on the dead GPU instead of being made again
     failures: int = 0
     lost_gpu_s: float = 0.0  # GPU-seconds of work lost by stopped jobs (every cause)
     lost_failure_gpu_s: float = 0.0  # of which by jobs a failed GPU stopped
@@ -104,7 +112,8 @@ class GpuFailures:
 
     def break_gpus(self, binder: Binder, now: float) -> list[Pod]:
         """The failures due by `now`: each strikes the healthy GPU its draw picks; that node's device plugin stops
-        advertising it (its capacity stays); returns the pods that held one, unbound (their jobs stop)."""
+        advertising it (its capacity stays); returns the pods that held one (their jobs stop): unbound, or with
+        `in_place` still bound, reporting one more Unhealthy device."""
         out = []
         while self.next_time() <= now + 1e-6:
             self._advance(self.next_time())
@@ -117,7 +126,10 @@ class GpuFailures:
             self.log.append((self._at, node.name, self._at - (node.created_at or 0.0), self.exposure_gpu_s))
             self.failed_at.setdefault(node.name, self._at)
             if pod is not None:
-                binder.unbind(pod)
+                if self.in_place:
+                    pod.unhealthy_devices += 1
+                else:
+                    binder.unbind(pod)
                 out.append(pod)
             binder.publish(node.name, keys.RES_GPU, -1, healthy=False)
             self._set(node.name, node.allocatable.get(keys.RES_GPU, 0), self._at)
@@ -190,4 +202,5 @@ class GpuFailures:
             "gpu_hours_lost_to_failures": round(self.lost_failure_gpu_s / HOUR, 1),
             "repair_delay_mean_s": round(sum(delays) / len(delays), 1) if delays else None,
             "repair_delay_max_s": round(max(delays), 1) if delays else None,
+            "restart_policy": "OnFailure" if self.in_place else "Never",
         }

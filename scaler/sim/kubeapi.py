@@ -85,9 +85,10 @@ class SimKube:
         pod = self.pod(f"{namespace}/{name}")
         if pod is None or pod.node_name is None:
             return "gone"
+        ready = not pod.unhealthy_devices  # a container on a broken device crash-loops: never Ready
         for pdb in self.pdbs():
             if pdb.namespace == namespace and all(pod.labels.get(k) == v for k, v in pdb.selector.items()) \
-                    and pdb.disruptions_allowed < 1:
+                    and pdb.disruptions_allowed < 1 and (ready or not pdb.always_allow_unhealthy):
                 self.refused += 1
                 return "blocked"
         self.deleted(pod)

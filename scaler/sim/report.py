@@ -375,7 +375,8 @@ def failure_lines(failures: dict[str, Any], width: int) -> list[str]:
     keys = ("gpu_failures", "healthy_gpu_hours", "failed_nodes", "repaired_nodes", "failed_nodes_left",
             "gpu_hours_lost_to_failures", "repair_delay_mean_s", "repair_delay_max_s")
     return [lost, f"  {'gpu_failures':<{width}}  " + " ".join(f"{k}={said(failures[k])}" for k in keys)
-            + ("" if failures["repair"] else " (repair off)")]
+            + ("" if failures["repair"] else " (repair off)")
+            + (" (pods restart in place)" if failures.get("restart_policy") == "OnFailure" else "")]
 
 
 def baseline_line(report: dict[str, Any]) -> str:

@@ -70,6 +70,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "a reclaim loses the work since its last checkpoint (default 1800; 0: loses nothing)")
     parser.add_argument("--no-repair", action="store_true",
                         help="turn the pools' GPU repair off (with --gpu-failure-rate: what repair changes)")
+    parser.add_argument("--restart-policy", choices=("Never", "OnFailure"), default="Never",
+                        help="the trace's pods' restartPolicy (default Never: a pod whose GPU fails is made again by "
+                             "its Job; OnFailure: it restarts in place on the dead GPU until deleted)")
     parser.add_argument("--dra", action="store_true",
                         help="GPU pools as gpu_allocation: dra and each job's GPUs as a ResourceClaim")
     parser.add_argument("--buffer", type=int, default=0, metavar="GPUS",
@@ -168,6 +171,7 @@ def main(args: argparse.Namespace) -> int:
             args.device_plugin_delay, "gpu_sharing": args.gpu_sharing, "provisioning_requests":
             args.provisioning_requests, "quotas": args.quota, "dra": args.dra, "gpu_failure_rate":
             args.gpu_failure_rate, "checkpoint_interval": args.checkpoint_interval, "repair": not args.no_repair,
+            "restart_in_place": args.restart_policy == "OnFailure",
             "buffer_gpus": args.buffer, "warm_size": args.warm, "warm_start": args.warm_start,
             "spot_price_factor": args.spot_price_factor, "policy": args.policy,
         }

@@ -126,14 +126,15 @@ def simulate(
     planner: Planner = decide, device_plugin_delay: float = 0.0, gpu_sharing: bool = False,
     provisioning_requests: bool = False, quotas: list[str] | None = None, dra: bool = False,
     gpu_failure_rate: float = 0.0, checkpoint_interval: float = 1800.0, repair: bool = True,
-    buffer_gpus: int = 0,
+    restart_in_place: bool = False, buffer_gpus: int = 0,
     warm_size: int = 0, warm_start: float | None = None, spot_price_factor: float | None = None,
     policy: str = "gpuburst",
 ) -> tuple[SimResult, dict[str, Any]]:
     """Run one simulation; returns the raw result and the report (raises on bad input). `warm_size`: a warm pool
     of that size on each pool that may have one (scaler.sim.warm); `warm_start`: its instances' time to Ready.
     `spot_price_factor` / `interruption_rate`: None prices and reclaims Spot as the advisor says (scaler.sim.spot),
-    a number overrides that for every spot pool. `policy` "cluster-autoscaler": the same run under its defaults
+    a number overrides that for every spot pool. `restart_in_place`: a pod on a GPU that fails restarts in place
+    on it (restartPolicy OnFailure; scaler.sim.failures). `policy` "cluster-autoscaler": the same run under its defaults
     (scaler.sim.ca_baseline), the baseline."""
     plain = load_config(pools)
     spot = spot_model(plain, spot_price_factor, interruption_rate)
@@ -152,6 +153,9 @@ def simulate(
         if not gpu_failure_rate:
             raise InputError("--no-repair: without --gpu-failure-rate no GPU breaks, so it would change nothing")
         config = repair_off(config)
+    if restart_in_place and not gpu_failure_rate:
+        raise InputError("--restart-policy OnFailure: without --gpu-failure-rate no GPU breaks, so it would change "
+                         "nothing")
     if policy == "cluster-autoscaler":
         config = ca_config(config)
     specs = list(outages or [])
@@ -184,7 +188,8 @@ def simulate(
     engine = Engine(config, jobs, provider, planner, profile=PROFILES[scheduler],
                     progress=None if quiet else progress, device_plugin_delay=device_plugin_delay,
                     gpu_sharing=gpu_sharing, provisioning_requests=provisioning_requests, dra=dra,
-                    failures=GpuFailures(gpu_failure_rate, seed, checkpoint_interval), buffers=buffers)
+                    failures=GpuFailures(gpu_failure_rate, seed, checkpoint_interval, restart_in_place),
+                    buffers=buffers)
     result = engine.run()
     if dra:  # the baselines price each job's GPUs on the same pools with the device plugin
         plain = priced(plain, spot)

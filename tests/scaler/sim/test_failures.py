@@ -32,13 +32,13 @@ ROWS = sorted([*[f"g{i},{i * 600},8,{4 * 3600},1" for i in range(4)],
 
 
 def _run(config: ScalerConfig, tmp_path: Path, *, rate: float, checkpoint: float = 1800.0,
-         repair: bool = True, interruptions: float = 0.0, rows: list[str] = ROWS) -> SimResult:
+         repair: bool = True, interruptions: float = 0.0, rows: list[str] = ROWS, in_place: bool = False) -> SimResult:
     if not repair:
         config = config.model_copy(update={"pools": [
             p.model_copy(update={"repair": p.repair.model_copy(update={"enabled": False})}) for p in config.pools]})
     jobs = load_trace(write_trace(tmp_path / "t.csv", rows))
     provider = SimProvider(config, interruption_rate=interruptions, seed=1)
-    return Engine(config, jobs, provider, decide, failures=GpuFailures(rate, 1, checkpoint)).run()
+    return Engine(config, jobs, provider, decide, failures=GpuFailures(rate, 1, checkpoint, in_place)).run()
 
 
 def test_kept_progress_is_the_last_checkpoint() -> None:
@@ -95,6 +95,25 @@ def test_repair_on_and_off_face_the_same_fault_process(tmp_path: Path) -> None:
     assert all(e > fewer.exposure_gpu_s for *_, e in more.log[fewer.failures:])  # only the extra exposure's
 
 
+def test_pods_that_restart_in_place_on_a_dead_gpu_finish_only_with_repair(tmp_path: Path) -> None:
+    """`--restart-policy OnFailure`: the kubelet restarts a container on the devices it was given, the dead GPU
+    among them, so the pod crash-loops and its job stops until something deletes the pod. With repair its status
+    (the device Unhealthy) puts nothing at stake and the node goes; without, the job never ends. 8-GPU jobs on
+    8-GPU nodes (a failure always strikes one) and a 2-node gang, whose budget lets a pod that is not Ready go."""
+    rows = sorted([*[f"g{i},{i * 600},8,{4 * 3600},1" for i in range(3)], f"gang,300,16,{4 * 3600},2"],
+                  key=lambda r: int(r.split(",")[1]))
+    config = parse_config({**SMALL_POOLS, "pools": [
+        {"name": "gpu8", "instance_types": ["g6.48xlarge"], "zones": ["us-east-1a"], "max": 20}]}, "p.yaml")
+    on = _run(config, tmp_path, rate=0.02, rows=rows, in_place=True)
+    off = _run(config, tmp_path, rate=0.02, rows=rows, repair=False, in_place=True)
+    assert on.failures.failures and off.failures.failures
+    assert all(r.completed_at is not None for r in on.jobs)
+    stuck = [r.job.job_id for r in off.jobs if r.completed_at is None]
+    assert "gang" in stuck and off.failures.section()["failed_nodes_left"]  # the gang finished only with repair
+    # The pods it made again are only those repair moved: a struck pod is never made again by its failure.
+    assert off.rescheduled_pods == 0 < on.rescheduled_pods
+
+
 def test_the_checkpoint_interval_charges_reclaimed_jobs(small_config: ScalerConfig, tmp_path: Path) -> None:
     free = _run(small_config, tmp_path, rate=0.0, checkpoint=0.0, interruptions=0.5)
     charged = _run(small_config, tmp_path, rate=0.0, checkpoint=1800.0, interruptions=0.5)
@@ -108,6 +127,7 @@ def test_the_checkpoint_interval_charges_reclaimed_jobs(small_config: ScalerConf
     (["--gpu-failure-rate", "5"], "--gpu-failure-rate 5: at most 1 failures per GPU-hour"),
     (["--checkpoint-interval", "nan"], "--checkpoint-interval nan: must be a finite number >= 0"),
     (["--no-repair"], "--no-repair: without --gpu-failure-rate no GPU breaks, so it would change nothing"),
+    (["--restart-policy", "OnFailure"], "--restart-policy OnFailure: without --gpu-failure-rate no GPU breaks"),
 ])
 def test_bad_failure_options_are_one_line_and_exit_2(tmp_path: Path, pools_file: Path,
                                                      capsys: pytest.CaptureFixture[str], extra: list[str],
