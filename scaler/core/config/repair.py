@@ -49,8 +49,9 @@ class RepairSpec(StrictModel):
     # signal's start: then it is drained whatever its pods lose. 0: drained as soon as the grace ends.
     max_hold: float = Field(default=4 * 3600, ge=0, le=WEEK)
     # Opt-in: a pod provably on the broken GPU (its status reports one of its devices Unhealthy, or it holds every
-    # GPU device of the node, so whichever broke was one of its) is deleted (its grace period honoured) at the repair's start instead of evicted, so its
-    # PodDisruptionBudget cannot hold a broken node. Other pods are always evicted with their budgets honoured.
+    # GPU device of the node, so whichever broke was one of its) is deleted (its grace period honoured) at the
+    # repair's start instead of evicted, so its PodDisruptionBudget cannot hold a broken node. Other pods are always
+    # evicted with their budgets honoured.
     force_evict: bool = False
 
     def graces(self) -> dict[str, float]:

@@ -277,8 +277,8 @@ def hold_reason(node: Node, since: float, now: float, spec: RepairSpec, dead: in
         return None
     lose = "all they ran (no checkpoint interval known)" if math.isinf(stake) else \
         f"{stake / 3600:.2f} GPU-h since their last checkpoints"
-    return (f"a drain would lose {lose}, more than the {idle / 3600:.2f} GPU-h its {gpus} dead GPU device(s) (and "
-            f"those of pods on one) stood idle; drained by {fmt_time(since + spec.max_hold)} at the latest")
+    return (f"a drain would lose {lose}, more than the {idle / 3600:.2f} GPU-h its {gpus} idle GPU device(s) (dead, "
+            f"or held by a pod on a dead one) stood idle; drained by {fmt_time(since + spec.max_hold)} at the latest")
 
 
 def on_broken_gpu(pod: Pod, node: Node) -> bool:
