@@ -6,7 +6,9 @@ in cost or lost work is mostly luck (docs/simulator.md, *Broken GPUs*). This ben
 (examples/pools-aws.yaml, default placement, checkpoints every 1800 s, both traces, 0.001 and 0.01 GPU failures per
 GPU-hour) for seeds 0 to N-1 and prints, per trace and rate, the mean of the paired differences repair on less
 repair off, with its standard error (a pair shares its seed, so both runs face the same fault process:
-`scaler/sim/failures.py`), and in how many seeds repair on was no dearer and lost less work.
+`scaler/sim/failures.py`), and in how many seeds repair on was no dearer and lost less work. The pairs whose pods
+restart in place on the dead GPU (`--restart-policy OnFailure`) are left out: without repair their struck jobs never
+end, in every draw.
 
     .venv/bin/python bench/repair_seeds.py [--seeds N] [--jobs N] [--traces DIR] [--readme FILE]
 
@@ -32,9 +34,10 @@ POOLS = "examples/pools-aws.yaml"
 
 
 def pair_runs(traces: Path, seeds: int) -> list[dict[str, Any]]:
-    """The README's GPU failure runs (`simulate_traces.runs`, repair on then off for each trace and rate), each for
+    """The README's GPU failure runs of pods made again (`simulate_traces.runs`, repair on then off for each trace
+    and rate), each for
     every seed, the two runs of a pair side by side."""
-    rows = [kw for _, kw in runs(traces, POOLS, None) if kw.get("gpu_failure_rate")]
+    rows = [kw for _, kw in runs(traces, POOLS, None) if kw.get("gpu_failure_rate") and not kw.get("restart_in_place")]
     return [{**kw, "seed": seed} for on, off in zip(rows[::2], rows[1::2], strict=True) for seed in range(seeds)
             for kw in (on, off)]
 

@@ -6,7 +6,8 @@ Kueue queues them (`--provisioning-requests`) and the Alibaba trace's GPU-sharin
 (examples/pools-aws-shared.yaml, `--gpu-sharing`), and PHILLY-A with a 32-GPU Capacity Block for its first
 5 days in front of the spot/on-demand ladder (examples/pools-aws-reserved.yaml), both traces on the same
 pools as DRA pools with each job's GPUs as a ResourceClaim (`--dra`), both traces with random GPU
-failures (0.001 and 0.01 per GPU-hour) with and without the scaler's repair, PHILLY-A with a CapacityBuffer of 8 1-GPU
+failures (0.001 and 0.01 per GPU-hour) with and without the scaler's repair (the struck pods made again by their
+Jobs; then restarting in place on the dead GPU, `--restart-policy OnFailure`), PHILLY-A with a CapacityBuffer of 8 1-GPU
 pods (`--buffer 8`), PHILLY-A with warm pools on the cheapest on-demand 1-GPU pools (`--warm`), and both
 traces on the shared two-shapes
 pools (../shared/pools/two-shapes.yaml: one 1-GPU and one 8-GPU shape, the adaptive unneeded time's
@@ -92,7 +93,7 @@ def with_fixed_timer(pools: str, seconds: float, directory: Path) -> str:
 
 
 def runs(traces: Path, pools: str, untainted: str | None) -> list[tuple[str, dict[str, Any]]]:
-    out = []
+    out: list[tuple[str, dict[str, Any]]] = []
     for trace in ("PHILLY-A.csv", "ALIBABA-OPENB2023-A.csv"):
         for scheduler in ("default", "binpack"):
             out.append((f"{trace} {scheduler}", {"trace": str(traces / trace), "pools": pools,
@@ -102,12 +103,16 @@ def runs(traces: Path, pools: str, untainted: str | None) -> list[tuple[str, dic
     out.append((f"PHILLY-A.csv default, spot reclaims {INTERRUPTION_RATE}/instance-h, checkpoints {CHECKPOINT:g} s",
                 {"trace": str(traces / "PHILLY-A.csv"), "pools": pools, "scheduler": "default", "outages": [],
                  "interruption_rate": INTERRUPTION_RATE, "checkpoint_interval": CHECKPOINT}))
-    for trace in ("PHILLY-A.csv", "ALIBABA-OPENB2023-A.csv"):
-        for rate in GPU_FAILURE_RATES:
-            for repair in (True, False):
-                out.append((f"{trace} default, GPU failures {rate}/GPU-h, repair {'on' if repair else 'off'}",
-                            {"trace": str(traces / trace), "pools": pools, "scheduler": "default", "outages": [],
-                             "gpu_failure_rate": rate, "repair": repair}))
+    for in_place in (False, True):  # a struck pod made again by its Job; or restarting in place on the dead GPU
+        for trace in ("PHILLY-A.csv", "ALIBABA-OPENB2023-A.csv"):
+            for rate in GPU_FAILURE_RATES:
+                for repair in (True, False):
+                    restart = ", pods restart in place (--restart-policy OnFailure)" if in_place else ""
+                    out.append((f"{trace} default, GPU failures {rate}/GPU-h{restart}, "
+                                f"repair {'on' if repair else 'off'}",
+                                {"trace": str(traces / trace), "pools": pools, "scheduler": "default", "outages": [],
+                                 "gpu_failure_rate": rate, "repair": repair,
+                                 **({"restart_in_place": True} if in_place else {})}))
     out.append(("PHILLY-A.csv default, gangs queued as ProvisioningRequests (--provisioning-requests)",
                 {"trace": str(traces / "PHILLY-A.csv"), "pools": pools, "scheduler": "default", "outages": [],
                  "provisioning_requests": True}))
@@ -166,7 +171,7 @@ def runs(traces: Path, pools: str, untainted: str | None) -> list[tuple[str, dic
 # What a cluster-autoscaler replay keeps of a run: the trace, pools, placement and cloud events (not gpuburst's
 # own features).
 CA_KEYS = ("trace", "start_hour", "pools", "scheduler", "outages", "interruption_rate", "checkpoint_interval",
-           "gpu_failure_rate", "gpu_sharing", "dra")
+           "gpu_failure_rate", "restart_in_place", "gpu_sharing", "dra")
 
 
 def ca_run(kw: dict[str, Any]) -> dict[str, Any]:
@@ -194,6 +199,8 @@ def command_line(kw: dict[str, Any]) -> str:
         outages += f" --checkpoint-interval {kw['checkpoint_interval']:g}"
     if kw.get("gpu_failure_rate"):
         outages += f" --gpu-failure-rate {kw['gpu_failure_rate']}" + ("" if kw.get("repair", True) else " --no-repair")
+    if kw.get("restart_in_place"):
+        outages += " --restart-policy OnFailure"
     if "fixed" in Path(kw["pools"]).name:
         outages += " (pools file with timings.unneeded_time set)"
     if "untainted-" in kw["pools"]:
@@ -236,6 +243,9 @@ def markdown(rows: list[tuple[str, dict[str, Any], dict[str, Any]]]) -> str:
                           f"{f['repaired_nodes']} repaired")
                 if f["repair_delay_mean_s"] is not None:
                     label += f", mean repair delay {f['repair_delay_mean_s']} s"
+                if r["jobs_completed"] < r["jobs_total"]:
+                    label += (f"; {r['jobs_total'] - r['jobs_completed']} jobs never finished, "
+                              f"{r['demand_gpu_hours'] - r['demand_done_gpu_hours']:,.1f} GPU-h of their work undone")
             label += ")"
         buffer = r.get("buffer")
         if buffer:
@@ -266,6 +276,7 @@ def run_one(kw: dict[str, Any]) -> dict[str, Any]:
                          interruption_rate=kw.get("interruption_rate"), gpu_sharing=kw.get("gpu_sharing", False),
                          provisioning_requests=kw.get("provisioning_requests", False), dra=kw.get("dra", False),
                          gpu_failure_rate=kw.get("gpu_failure_rate", 0.0), repair=kw.get("repair", True),
+                         restart_in_place=kw.get("restart_in_place", False),
                          checkpoint_interval=kw.get("checkpoint_interval", CHECKPOINT),
                          buffer_gpus=kw.get("buffer_gpus", 0), warm_size=kw.get("warm_size", 0),
                          policy=kw.get("policy", "gpuburst"))

@@ -122,12 +122,17 @@ def test_bad_spot_and_baseline_flags_are_one_line_and_exit_2(tmp_path: Path, arg
 def test_the_repair_plot_puts_repair_on_beside_off_for_each_trace_and_rate(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     runs = [({"trace": f"/t/{t}.csv", "gpu_failure_rate": rate, "repair": repair},
-             {"cost_usd": 100.0 + repair, "failures": {"gpu_hours_lost": 5.0 - repair}})
+             {"cost_usd": 100.0 + repair, "failures": {"gpu_hours_lost": 5.0 - repair}, "demand_gpu_hours": 50.0,
+              "demand_done_gpu_hours": 50.0})
             for t in ("PHILLY-A", "ALIBABA") for rate in (0.001, 0.01) for repair in (True, False)]
+    # Pods restarting in place: their own pair, which the run without repair ends with work undone.
+    runs += [({"trace": "/t/PHILLY-A.csv", "gpu_failure_rate": 0.01, "repair": repair, "restart_in_place": True},
+              {"cost_usd": 100.0, "failures": {"gpu_hours_lost": 5.0}, "demand_gpu_hours": 50.0,
+               "demand_done_gpu_hours": 50.0 if repair else 10.0}) for repair in (True, False)]
     runs.append(({"trace": "/t/PHILLY-A.csv"}, {"cost_usd": 1.0}))  # no failures: not in the chart
     pairs = repair_pairs(runs)
     assert sorted(pairs) == ["ALIBABA, 0.001/GPU-h", "ALIBABA, 0.01/GPU-h", "PHILLY-A, 0.001/GPU-h",
-                             "PHILLY-A, 0.01/GPU-h"]
+                             "PHILLY-A, 0.01/GPU-h", "PHILLY-A, 0.01/GPU-h, in place"]
     assert {k: sorted(v) for k, v in pairs.items()} == {k: [False, True] for k in pairs}
     plot_repair(pairs, tmp_path / "repair.png")
     assert (tmp_path / "repair.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
