@@ -55,9 +55,10 @@ def test_a_pod_on_a_dead_gpu_reads_as_such_and_leaves_past_its_budget_only_with_
         cluster: Cluster) -> None:
     cluster.agent.register(NodeSpec(NODE, {keys.LABEL_POOL: "gpu8"}, (), {"cpu": 32, "memory": 128 * 2**30,
                                                                          keys.RES_GPU: 8}))
+    names = [f"{job}-{i}" for job in ("always", "default") for i in range(2)]
     create_all(cluster.admin, [_budget("always", "AlwaysAllow"), _budget("default", None),
-                               *(_member(f"{job}-{i}", job) for job in ("always", "default") for i in range(2))])
-    cluster.wait(lambda: len(cluster.agent.started) == 4, "the agent starts the four pods")
+                               *(_member(name, name.split("-")[0]) for name in names)])
+    cluster.wait(lambda: {f"default/{n}" for n in names} <= cluster.agent.started, "the agent starts the four pods")
     for name in ("always-1", "default-1"):
         _crash_loop_on_a_dead_gpu(cluster, name)
     policy = client.PolicyV1Api(cluster.admin)
