@@ -219,11 +219,13 @@ def _pool_repairs(snapshot: Snapshot, state: State, name: str, size: int, due: l
         out.notes.append(f"pool {name}: repairs paused: {out.paused[name]}")
 
 
-def pod_gpus(pod: Pod, dra: DraObjects) -> int:
+def pod_gpus(pod: Pod, dra: DraObjects | None) -> int:
     """The GPU devices a running pod holds: its device plugin resources, or the devices allocated to its
-    ResourceClaims."""
+    ResourceClaims (None: no DRA objects observed, so its device plugin resources only)."""
     n = gpu_devices(pod.requests)
-    for _, key in claim_keys(pod) if pod.resource_claims else ():
+    if dra is None or not pod.resource_claims:
+        return n
+    for _, key in claim_keys(pod):
         claim = dra.claims.get(key)
         if claim is not None and claim.allocation is not None:
             n += len(claim.allocation.results)
@@ -235,7 +237,7 @@ def at_stake(pod: Pod, now: float, dra: DraObjects | None = None) -> float:
     checkpoint (its `gpuburst.io/checkpoint-interval`; 0 checkpoints continuously); all its run without one; inf
     when its start is unknown; 0 on a device the kubelet reports Unhealthy (its container cannot run: what it ran
     since its checkpoint is lost already)."""
-    gpus = pod_gpus(pod, dra) if dra is not None else gpu_devices(pod.requests)
+    gpus = pod_gpus(pod, dra)
     if not gpus or pod.unhealthy_devices:
         return 0.0
     if pod.started_at is None:
@@ -267,8 +269,7 @@ def hold_reason(node: Node, since: float, now: float, spec: RepairSpec, dead: in
     if dead <= 0 or now - since >= spec.max_hold:
         return None
     pods = to_evict(node.pods)
-    stalled = [(p, pod_gpus(p, dra) if dra is not None else gpu_devices(p.requests)) for p in pods
-               if p.unhealthy_devices]
+    stalled = [(p, pod_gpus(p, dra)) for p in pods if p.unhealthy_devices]
     # A pod on a broken device runs nothing (it restarts in place on it): all its GPUs stand idle, the dead among them.
     gpus = sum(g for _, g in stalled) + max(dead - sum(min(p.unhealthy_devices, g) for p, g in stalled), 0)
     stake = sum(at_stake(p, now, dra) for p in pods)
